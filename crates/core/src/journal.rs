@@ -1,0 +1,158 @@
+//! The operation journal: write-ahead records of multi-step operations.
+//!
+//! An [`Operation`] is written to the store *before* its first side effect.
+//! Its steps are derived from what it is (role, strategy, whether the victim
+//! is the controller's own machine), and the planner decides each step's
+//! completion from the world first: a step already done (a node already
+//! demoted, an instance already gone) is detected, never re-done blindly.
+//! `done` marks are an optimisation and an audit trail, not the truth.
+
+use crate::spec::Role;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Why an operation exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// Fill an empty slot.
+    Provision,
+    /// Replace an outdated member (rolling update).
+    Roll,
+    /// Replace a lost, unhealthy or never-joined member.
+    Heal,
+    /// Remove a member without replacement (scale-in, undeclared logical id).
+    Retire,
+    /// Remove a dead node whose machine is gone.
+    RemoveDead,
+}
+
+/// One step of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Create the new machine (tagged with the op id as its link).
+    Provision,
+    /// Wait until the new member is healthy for `watch`.
+    AwaitHealthy,
+    /// Worker: availability drain, wait for its tasks to move.
+    Drain,
+    /// Manager (not self): demote through the leader.
+    Demote,
+    /// Wait until the demoted node is out of the raft membership.
+    AwaitOutOfRaft,
+    /// The leader itself: demote self, wait out of raft, leave, stand down.
+    /// The next leader infers from the world that it happened.
+    DemoteSelfAndLeave,
+    /// Destroy the old machine.
+    Destroy,
+    /// Remove the old node from the swarm.
+    RemoveNode,
+}
+
+impl Step {
+    /// Lowercase name for output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Provision => "provision",
+            Step::AwaitHealthy => "await-healthy",
+            Step::Drain => "drain",
+            Step::Demote => "demote",
+            Step::AwaitOutOfRaft => "await-out-of-raft",
+            Step::DemoteSelfAndLeave => "demote-self-and-leave",
+            Step::Destroy => "destroy",
+            Step::RemoveNode => "remove-node",
+        }
+    }
+}
+
+/// The member an operation removes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Victim {
+    /// Provider instance id (`None` for a dead node whose machine is gone).
+    pub instance: Option<String>,
+    /// Its link token.
+    pub link: Option<String>,
+    /// Its swarm node id when the op was written.
+    pub node: Option<String>,
+    /// Its logical id.
+    pub logical_id: Option<String>,
+    /// Its zone.
+    pub zone: Option<String>,
+    /// It was the controller's own machine (and the leader) when written.
+    pub is_self: bool,
+}
+
+/// Where an operation's new member goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// The slot's logical id.
+    pub logical_id: Option<String>,
+    /// The slot's zone.
+    pub zone: Option<String>,
+}
+
+/// A journaled multi-step operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// Unique id; also the new member's link and provision token, so a
+    /// machine created just before a crash is found by describe, not re-made.
+    pub id: String,
+    /// Group it belongs to.
+    pub group: String,
+    /// Why it exists.
+    pub kind: OpKind,
+    /// The group's role.
+    pub role: Role,
+    /// Member removed, if any.
+    pub victim: Option<Victim>,
+    /// Member added, if any.
+    pub target: Option<Target>,
+    /// True when the new member is added before the old one is removed.
+    pub surge: bool,
+    /// Steps recorded done (an audit trail; the world is the truth).
+    pub done: BTreeSet<Step>,
+}
+
+impl Operation {
+    /// The steps, in order.
+    pub fn steps(&self) -> Vec<Step> {
+        let add = [Step::Provision, Step::AwaitHealthy];
+        let remove: &[Step] = match (&self.victim, self.role) {
+            (None, _) => &[],
+            (Some(_), Role::Plain) => &[Step::Destroy],
+            (Some(_), Role::Worker) => &[Step::Drain, Step::Destroy, Step::RemoveNode],
+            (Some(v), Role::Manager) if v.is_self => {
+                &[Step::DemoteSelfAndLeave, Step::Destroy, Step::RemoveNode]
+            }
+            (Some(v), Role::Manager) if v.instance.is_none() => {
+                &[Step::Demote, Step::AwaitOutOfRaft, Step::RemoveNode]
+            }
+            (Some(_), Role::Manager) => &[
+                Step::Demote,
+                Step::AwaitOutOfRaft,
+                Step::Destroy,
+                Step::RemoveNode,
+            ],
+        };
+        let remove = if self.kind == OpKind::RemoveDead {
+            remove
+                .iter()
+                .copied()
+                .filter(|s| *s != Step::Drain && *s != Step::Destroy)
+                .collect()
+        } else {
+            remove.to_vec()
+        };
+        match (self.target.is_some(), self.surge) {
+            (false, _) => remove,
+            (true, true) => add.iter().copied().chain(remove).collect(),
+            (true, false) => remove.into_iter().chain(add).collect(),
+        }
+    }
+
+    /// True when the operation disrupts a member (as opposed to only adding one).
+    pub fn is_disruptive(&self) -> bool {
+        self.victim.is_some()
+    }
+}

@@ -1,0 +1,25 @@
+//! # drover-core
+//!
+//! The pure heart of drover: what the operator declared ([`spec`]), what a
+//! member was built from ([`hash`]), the quorum arithmetic ([`quorum`]), the
+//! write-ahead [`journal`] of multi-step operations, and the [`plan`]ner that
+//! decides the next safe steps.
+//!
+//! No I/O, no async, no clock, no randomness: time and a nonce are inputs,
+//! so every decision can be replayed, golden-tested and property-tested.
+//!
+//! ## Start here
+//! 1. [`spec::parse_str`] reads a cluster file into a resolved [`spec::ClusterSpec`]
+//!    or a list of [`spec::Diagnostic`]s.
+//! 2. The shell observes providers and the swarm into a [`model::Observed`].
+//! 3. [`plan::plan`] returns a [`plan::Plan`]: journal writes and side effects
+//!    in order, status, explanation, and when to wake up next.
+
+pub mod hash;
+pub mod journal;
+pub mod model;
+pub mod plan;
+pub mod quorum;
+pub mod spec;
+pub mod template;
+pub mod yaml;

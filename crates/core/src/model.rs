@@ -1,0 +1,162 @@
+//! What the providers and the swarm report: the planner's view of the world.
+//!
+//! Observations are values handed in by the shell. A failed or partial
+//! observation is represented as such ([`Described::Failed`],
+//! [`SwarmView::Unavailable`]), never as an empty list: "the cloud call
+//! failed" must never read as "there are no machines".
+
+use std::collections::BTreeMap;
+
+/// Milliseconds on the observing controller's own monotonic clock.
+pub type Time = u64;
+
+/// Tag and engine-label names drover puts on everything it makes.
+pub mod tags {
+    /// The cluster id made at bootstrap; every ownership decision checks it.
+    pub const CLUSTER: &str = "drover.cluster";
+    /// The group name.
+    pub const GROUP: &str = "drover.group";
+    /// The link token joining instance and node (also an engine label).
+    pub const LINK: &str = "drover.link";
+    /// The config hash the instance was built from.
+    pub const CONFIG: &str = "drover.config";
+    /// The slot's logical id (pets).
+    pub const LOGICAL_ID: &str = "drover.logical-id";
+    /// The slot's zone.
+    pub const ZONE: &str = "drover.zone";
+    /// Set on instances that were adopted rather than created.
+    pub const ADOPTED: &str = "drover.adopted";
+}
+
+/// One machine as the provider describes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Instance {
+    /// Provider's id.
+    pub id: String,
+    /// Tags (drover's and the provider's).
+    pub tags: BTreeMap<String, String>,
+    /// False when the provider knows the machine stopped or its engine died.
+    pub running: bool,
+    /// Creation time, ms since the Unix epoch (provider-reported).
+    pub created_ms: u64,
+}
+
+impl Instance {
+    /// A tag's value.
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.get(key).map(String::as_str)
+    }
+    /// The link token, if tagged.
+    pub fn link(&self) -> Option<&str> {
+        self.tag(tags::LINK)
+    }
+    /// The config hash it was built from.
+    pub fn config(&self) -> Option<&str> {
+        self.tag(tags::CONFIG)
+    }
+    /// The slot's logical id.
+    pub fn logical_id(&self) -> Option<&str> {
+        self.tag(tags::LOGICAL_ID)
+    }
+    /// The slot's zone.
+    pub fn zone(&self) -> Option<&str> {
+        self.tag(tags::ZONE)
+    }
+    /// True only when it carries both this cluster's id and this group's name.
+    pub fn owned_by(&self, cluster_id: &str, group: &str) -> bool {
+        self.tag(tags::CLUSTER) == Some(cluster_id) && self.tag(tags::GROUP) == Some(group)
+    }
+}
+
+/// A provider describe for one group.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Described {
+    /// A complete, successful listing.
+    Ok(Vec<Instance>),
+    /// The call failed or was partial: nothing may be concluded from it.
+    Failed(String),
+}
+
+/// Node status as `docker node ls` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    /// Heartbeating.
+    Ready,
+    /// Missed heartbeats: gone or dead.
+    Down,
+    /// Not known yet (every node is briefly unknown after a leader change).
+    Unknown,
+    /// Disconnected.
+    Disconnected,
+}
+
+/// Node availability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Availability {
+    /// Takes tasks.
+    Active,
+    /// Keeps tasks, takes no new ones.
+    Pause,
+    /// Tasks move away.
+    Drain,
+}
+
+/// A raft member's state, present only while the node is in the raft.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RaftMember {
+    /// This member is the leader.
+    pub leader: bool,
+    /// Reachable from the leader.
+    pub reachable: bool,
+    /// Its advertise address (`host:port`).
+    pub addr: String,
+}
+
+/// One swarm node (`docker node ls` row).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Node {
+    /// Swarm node id.
+    pub id: String,
+    /// The `drover.link` engine label, if any.
+    pub link: Option<String>,
+    /// The `drover.cluster` engine label, if any.
+    pub cluster: Option<String>,
+    /// The `drover.group` engine label, if any.
+    pub group: Option<String>,
+    /// Status.
+    pub state: NodeState,
+    /// Availability.
+    pub availability: Availability,
+    /// Spec role is manager (may still be joining or leaving the raft).
+    pub manager_role: bool,
+    /// Raft membership, if a member.
+    pub raft: Option<RaftMember>,
+    /// Tasks still running on the node (for drains).
+    pub running_tasks: u32,
+}
+
+/// The swarm as seen through a manager.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SwarmView {
+    /// A complete node list from a manager that has a leader.
+    Ok(Vec<Node>),
+    /// The swarm has no leader (quorum lost): no voluntary action at all.
+    NoQuorum(String),
+    /// Could not ask (engine down, timeout): nothing may be concluded.
+    Unavailable(String),
+    /// No swarm exists yet (bootstrap).
+    Absent,
+}
+
+/// Everything observed for one planning pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    /// Per group name, the provider's describe.
+    pub instances: BTreeMap<String, Described>,
+    /// The swarm.
+    pub swarm: SwarmView,
+    /// The link of the instance this controller runs on, if it runs on one.
+    pub self_link: Option<String>,
+}

@@ -1,0 +1,741 @@
+//! One planning pass: evaluate operations in flight, then start new ones
+//! group by group (managers first), then summarise.
+
+use super::health::{self, Health};
+use super::memory::Clock;
+use super::world::World;
+use super::{Action, DesiredGroup, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
+use crate::journal::{OpKind, Operation, Target, Victim};
+use crate::model::{Described, Instance};
+use crate::spec::{Allocation, Role, Strategy};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// One group's observation, indexed.
+pub(crate) struct View<'a> {
+    pub(crate) d: &'a DesiredGroup,
+    /// Owned instances (cluster id and group both match), or why not known.
+    pub(crate) described: Result<Vec<&'a Instance>, &'a str>,
+    /// Every described instance, owned or not (to refuse touching foreign ones).
+    pub(crate) all: Vec<&'a Instance>,
+    pub(crate) health: HashMap<&'a str, Health>,
+}
+
+pub(crate) struct Planner<'a> {
+    pub(crate) input: PlanInput<'a>,
+    pub(crate) world: World<'a>,
+    pub(crate) clock: Clock<'a>,
+    pub(crate) views: Vec<View<'a>>,
+    /// Operations in flight, including those begun in this pass.
+    pub(crate) ops: Vec<Operation>,
+    pub(crate) actions: Vec<Action>,
+    pub(crate) explanation: Vec<String>,
+    pub(crate) blocked: BTreeMap<String, String>,
+    pub(crate) waiting: BTreeMap<String, String>,
+    pub(crate) rollback_requested: HashSet<String>,
+    pub(crate) desired_managers: usize,
+    pub(crate) manager_trouble: Option<String>,
+    counter: u32,
+}
+
+impl<'a> Planner<'a> {
+    pub(crate) fn new(input: PlanInput<'a>) -> Self {
+        let world = World::new(input.observed);
+        let mut views: Vec<View<'a>> = input
+            .desired
+            .groups
+            .iter()
+            .map(|d| {
+                let (described, all) = match input.observed.instances.get(&d.spec.name) {
+                    Some(Described::Ok(list)) => {
+                        let all: Vec<&Instance> = list.iter().collect();
+                        let owned = all
+                            .iter()
+                            .copied()
+                            .filter(|i| i.owned_by(&input.desired.cluster_id, &d.spec.name))
+                            .collect();
+                        (Ok(owned), all)
+                    }
+                    Some(Described::Failed(e)) => (Err(e.as_str()), Vec::new()),
+                    None => (Err("not described"), Vec::new()),
+                };
+                View {
+                    d,
+                    described,
+                    all,
+                    health: HashMap::new(),
+                }
+            })
+            .collect();
+        // Managers first: they roll first and their state gates everything.
+        views.sort_by_key(|v| v.d.spec.role != Role::Manager);
+        for v in &mut views {
+            if let Ok(insts) = &v.described {
+                for i in insts {
+                    v.health
+                        .insert(&i.id, health::judge(v.d.spec.role, i, &world));
+                }
+            }
+        }
+        let desired_managers = input
+            .desired
+            .groups
+            .iter()
+            .filter(|g| g.spec.role == Role::Manager)
+            .map(|g| g.spec.allocation.size())
+            .sum();
+        Planner {
+            input,
+            world,
+            clock: Clock::new(input.memory, input.now),
+            views,
+            ops: input.journal.to_vec(),
+            actions: Vec::new(),
+            explanation: Vec::new(),
+            blocked: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            rollback_requested: HashSet::new(),
+            desired_managers,
+            manager_trouble: None,
+            counter: 0,
+        }
+    }
+
+    pub(crate) fn run(&mut self) {
+        self.manager_trouble = self.first_unhealthy_manager_outside_ops();
+        let journal: Vec<Operation> = self.input.journal.to_vec();
+        for op in &journal {
+            self.advance(op);
+        }
+        let rolling = self.rolling_group();
+        for gi in 0..self.views.len() {
+            self.start_ops(gi, rolling == Some(gi));
+        }
+    }
+
+    fn first_unhealthy_manager_outside_ops(&self) -> Option<String> {
+        let busy: HashSet<&str> = self
+            .ops
+            .iter()
+            .flat_map(|o| {
+                [
+                    o.victim.as_ref().and_then(|v| v.link.as_deref()),
+                    Some(o.id.as_str()),
+                ]
+            })
+            .flatten()
+            .collect();
+        self.views
+            .iter()
+            .filter(|v| v.d.spec.role == Role::Manager)
+            .find_map(|v| match &v.described {
+                Err(e) => Some(format!(
+                    "manager group {} cannot be described: {e}",
+                    v.d.spec.name
+                )),
+                Ok(insts) => insts
+                    .iter()
+                    .filter(|i| !i.link().is_some_and(|l| busy.contains(l)))
+                    .find_map(|i| match v.health.get(i.id.as_str()) {
+                        Some(Health::Healthy) => None,
+                        _ => Some(format!("manager instance {} is not healthy", i.id)),
+                    }),
+            })
+    }
+
+    pub(crate) fn view(&self, group: &str) -> Option<&View<'a>> {
+        self.views.iter().find(|v| v.d.spec.name == group)
+    }
+
+    /// The one group allowed to start roll operations: the first (managers
+    /// first, then declared order) with outdated members or rolls in flight.
+    fn rolling_group(&self) -> Option<usize> {
+        self.views.iter().position(|v| {
+            let rolling_op = self
+                .ops
+                .iter()
+                .any(|o| o.group == v.d.spec.name && o.kind == OpKind::Roll);
+            let outdated = v
+                .described
+                .as_ref()
+                .is_ok_and(|insts| insts.iter().any(|i| i.config() != Some(v.d.hash.as_str())));
+            rolling_op || outdated
+        })
+    }
+
+    fn new_op_id(&mut self, group: &str) -> String {
+        self.counter += 1;
+        format!("{group}-{:x}-{}", self.input.nonce, self.counter)
+    }
+
+    /// Zones of disruptive operations in flight, cluster-wide.
+    fn zones_in_flight(&self) -> HashSet<Option<String>> {
+        self.ops
+            .iter()
+            .filter(|o| o.is_disruptive() && o.kind != OpKind::Heal && o.kind != OpKind::RemoveDead)
+            .map(|o| o.victim.as_ref().and_then(|v| v.zone.clone()))
+            .collect()
+    }
+
+    fn begin(&mut self, op: Operation, why: String) {
+        self.explanation.push(format!("{}: {why}", op.group));
+        self.actions.push(Action::Begin { op: op.clone() });
+        self.ops.push(op.clone());
+        self.advance(&op);
+    }
+
+    fn make_op(
+        &mut self,
+        d: &DesiredGroup,
+        kind: OpKind,
+        victim: Option<&Instance>,
+        target: Option<Target>,
+    ) -> Operation {
+        let victim = victim.map(|i| Victim {
+            instance: Some(i.id.clone()),
+            link: i.link().map(str::to_string),
+            node: self.world.node_for(i.link()).map(|n| n.id.clone()),
+            logical_id: i.logical_id().map(str::to_string),
+            zone: i.zone().map(str::to_string),
+            is_self: self.world.is_self(i.link()),
+        });
+        Operation {
+            id: self.new_op_id(&d.spec.name),
+            group: d.spec.name.clone(),
+            kind,
+            role: d.spec.role,
+            surge: target.is_some()
+                && victim.is_some()
+                && d.spec.update.strategy == Strategy::Surge
+                && kind == OpKind::Roll,
+            victim,
+            target,
+            done: Default::default(),
+        }
+    }
+
+    fn start_ops(&mut self, gi: usize, may_roll: bool) {
+        let v = &self.views[gi];
+        let d = v.d;
+        let name = d.spec.name.clone();
+        let Ok(insts) = v.described.clone() else {
+            return;
+        };
+        if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
+            return;
+        }
+        let health = v.health.clone();
+        let in_group: Vec<&Operation> = self.ops.iter().filter(|o| o.group == name).collect();
+        let victims: HashSet<String> = in_group
+            .iter()
+            .filter_map(|o| o.victim.as_ref()?.instance.clone())
+            .collect();
+        let op_links: HashSet<String> = in_group.iter().map(|o| o.id.clone()).collect();
+        let pending: Vec<Target> = in_group
+            .iter()
+            .filter(|o| {
+                o.target.is_some() && !insts.iter().any(|i| i.link() == Some(o.id.as_str()))
+            })
+            .filter_map(|o| o.target.clone())
+            .collect();
+        let live: Vec<&Instance> = insts
+            .iter()
+            .copied()
+            .filter(|i| !victims.contains(&i.id))
+            .collect();
+        // Members not owned by an operation in flight: candidates for new ones.
+        let free: Vec<&Instance> = live
+            .iter()
+            .copied()
+            .filter(|i| !i.link().is_some_and(|l| op_links.contains(l)))
+            .collect();
+        let is_manager = d.spec.role == Role::Manager;
+        let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
+
+        // 1. Heal: lost, unhealthy past unhealthy_after, never joined past startup_timeout.
+        for inst in &free {
+            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+                break;
+            }
+            if self.world.is_self(inst.link()) {
+                continue;
+            }
+            let why = match health
+                .get(inst.id.as_str())
+                .copied()
+                .unwrap_or(Health::Unknown)
+            {
+                Health::Unhealthy("machine not running") => Some("machine not running".to_string()),
+                Health::Unhealthy(what) => self
+                    .clock
+                    .elapsed(
+                        format!("unhealthy:{}", inst.id),
+                        d.spec.health.unhealthy_after,
+                    )
+                    .then(|| {
+                        format!(
+                            "{what} for {}",
+                            humantime::format_duration(d.spec.health.unhealthy_after)
+                        )
+                    }),
+                Health::Pending => self
+                    .clock
+                    .elapsed(
+                        format!("pending:{}", inst.id),
+                        d.spec.health.startup_timeout,
+                    )
+                    .then(|| {
+                        format!(
+                            "never joined within {}",
+                            humantime::format_duration(d.spec.health.startup_timeout)
+                        )
+                    }),
+                Health::Healthy | Health::Unknown => None,
+            };
+            let Some(why) = why else { continue };
+            if is_manager {
+                if let Some(no) = self.unreachable_manager_gate(None) {
+                    self.wait(&name, format!("cannot heal {}: {no}", inst.id));
+                    break;
+                }
+            }
+            let target = Target {
+                logical_id: inst.logical_id().map(str::to_string),
+                zone: inst.zone().map(str::to_string),
+            };
+            let op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
+            self.begin(op, format!("heal: replace {} ({why})", inst.id));
+        }
+
+        // 2. Fill empty slots.
+        let missing = missing_slots(d, &live, &pending);
+        for target in missing {
+            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+                break;
+            }
+            let bootstrap = is_manager
+                && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+                && live.is_empty();
+            if !bootstrap {
+                if !self.world.swarm_ok() && d.spec.role != Role::Plain {
+                    self.wait(
+                        &name,
+                        "waiting for the swarm to have a leader before adding members".into(),
+                    );
+                    break;
+                }
+                if let Some(no) = is_manager.then(|| self.add_manager_gate()).flatten() {
+                    self.wait(&name, format!("cannot add a manager: {no}"));
+                    break;
+                }
+            }
+            let op = self.make_op(d, OpKind::Provision, None, Some(target.clone()));
+            let what = target
+                .logical_id
+                .clone()
+                .unwrap_or_else(|| "a member".into());
+            self.begin(
+                op,
+                format!(
+                    "provision {what} ({} of {} present)",
+                    live.len() + pending.len(),
+                    d.spec.allocation.size()
+                ),
+            );
+        }
+
+        // 3. Retire what the spec no longer declares.
+        let excess = excess_members(
+            d,
+            &free,
+            live.len() + pending.len(),
+            &health,
+            self.world.observed.self_link.as_deref(),
+        );
+        for inst in excess {
+            if !self.may_disrupt(d, inst, &health, None) {
+                break;
+            }
+            let op = self.make_op(d, OpKind::Retire, Some(inst), None);
+            self.begin(op, format!("retire {} (not declared any more)", inst.id));
+        }
+
+        // 4. Roll outdated members (only in the one rolling group).
+        if !may_roll || (is_manager && manager_busy) {
+            return;
+        }
+        let mut outdated: Vec<&Instance> = free
+            .iter()
+            .copied()
+            .filter(|i| i.config() != Some(d.hash.as_str()))
+            .collect();
+        if outdated.is_empty() {
+            return;
+        }
+        outdated.sort_by_key(|i| {
+            let healthy = health.get(i.id.as_str()) == Some(&Health::Healthy);
+            (
+                self.world.is_self(i.link()) || self.is_leader(i),
+                healthy,
+                i.zone().map(str::to_string),
+                i.logical_id().map(str::to_string),
+                i.id.clone(),
+            )
+        });
+        for inst in outdated {
+            if is_manager && (self.is_leader(inst) || self.world.is_self(inst.link())) {
+                let others_current = free.iter().all(|i| {
+                    i.id == inst.id
+                        || (i.config() == Some(d.hash.as_str())
+                            && health.get(i.id.as_str()) == Some(&Health::Healthy))
+                });
+                if !others_current {
+                    self.wait(
+                        &name,
+                        "the leader goes last: other managers are not all current yet".into(),
+                    );
+                    break;
+                }
+            }
+            if !self.may_disrupt(d, inst, &health, Some(&live)) {
+                break;
+            }
+            let target = Target {
+                logical_id: inst.logical_id().map(str::to_string),
+                zone: inst.zone().map(str::to_string),
+            };
+            let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
+            let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
+                " (the leader, self: last)"
+            } else {
+                ""
+            };
+            self.begin(
+                op,
+                format!(
+                    "roll: replace {}{leader} (config {} → {})",
+                    inst.id,
+                    inst.config().unwrap_or("none"),
+                    d.hash
+                ),
+            );
+            if is_manager {
+                break;
+            }
+        }
+    }
+
+    fn is_leader(&self, inst: &Instance) -> bool {
+        self.world
+            .leader
+            .is_some_and(|l| l.link.as_deref() == inst.link() && inst.link().is_some())
+    }
+
+    /// Budget, zone and quorum checks for disrupting `inst` now.
+    /// `live` is given for rolls, where canaries limit the first steps.
+    fn may_disrupt(
+        &mut self,
+        d: &DesiredGroup,
+        inst: &Instance,
+        health: &HashMap<&str, Health>,
+        live: Option<&[&Instance]>,
+    ) -> bool {
+        let name = &d.spec.name;
+        let zones = self.zones_in_flight();
+        let zone = inst.zone().map(str::to_string);
+        if !zones.is_empty() && !zones.contains(&zone) {
+            self.wait(
+                name,
+                format!(
+                    "zone {} is being disrupted: one zone at a time",
+                    zones
+                        .iter()
+                        .flatten()
+                        .next()
+                        .map_or("(none)", String::as_str)
+                ),
+            );
+            return false;
+        }
+        if d.spec.role == Role::Manager {
+            let healthy = health.get(inst.id.as_str()) == Some(&Health::Healthy);
+            let gate = if healthy {
+                self.healthy_manager_gate(None)
+            } else {
+                self.unreachable_manager_gate(None)
+            };
+            if let Some(no) = gate {
+                self.wait(name, format!("manager {} waits: {no}", inst.id));
+                return false;
+            }
+            return true;
+        }
+        let in_flight = self
+            .ops
+            .iter()
+            .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::Heal)
+            .count();
+        let current_healthy = live.map_or(usize::MAX, |l| {
+            l.iter()
+                .filter(|i| {
+                    i.config() == Some(d.hash.as_str())
+                        && health.get(i.id.as_str()) == Some(&Health::Healthy)
+                })
+                .count()
+        });
+        let canaries = d.spec.update.canaries as usize;
+        let limit = if current_healthy < canaries {
+            canaries
+        } else {
+            d.spec.update.max_in_flight as usize
+        };
+        if in_flight >= limit {
+            let what = if current_healthy < canaries {
+                "canaries"
+            } else {
+                "max_in_flight"
+            };
+            self.wait(name, format!("{in_flight} in flight ({what} = {limit})"));
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn wait(&mut self, group: &str, why: String) {
+        self.waiting.entry(group.to_string()).or_insert(why);
+    }
+
+    pub(crate) fn block(&mut self, group: &str, why: String) {
+        self.blocked.entry(group.to_string()).or_insert(why);
+    }
+
+    pub(crate) fn finish(mut self) -> Plan {
+        let statuses: Vec<GroupStatus> = self.views.iter().map(|v| self.status_of(v)).collect();
+        let mut order: Vec<usize> = (0..statuses.len()).collect();
+        // Report in declared order.
+        order.sort_by_key(|&i| {
+            self.input
+                .desired
+                .groups
+                .iter()
+                .position(|g| g.spec.name == statuses[i].name)
+        });
+        let groups = order.into_iter().map(|i| statuses[i].clone()).collect();
+        for (g, why) in self.blocked.iter().chain(self.waiting.iter()) {
+            self.explanation.push(format!("{g}: {why}"));
+        }
+        let swarm = SwarmStatus {
+            members: self.world.members,
+            reachable: self.world.reachable,
+            fault_tolerance: self.world.fault_tolerance(),
+            leader_link: self.world.leader.and_then(|n| n.link.clone()),
+            problem: match &self.world.observed.swarm {
+                crate::model::SwarmView::Ok(_) => None,
+                crate::model::SwarmView::NoQuorum(e) => {
+                    Some(format!("the swarm has lost quorum: {e}"))
+                }
+                crate::model::SwarmView::Unavailable(e) => {
+                    Some(format!("the swarm cannot be asked: {e}"))
+                }
+                crate::model::SwarmView::Absent => Some("no swarm exists yet".into()),
+            },
+        };
+        let (memory, wake_at) = self.clock.finish();
+        Plan {
+            actions: self.actions,
+            groups,
+            swarm,
+            explanation: self.explanation,
+            memory,
+            wake_at,
+        }
+    }
+
+    fn status_of(&self, v: &View<'_>) -> GroupStatus {
+        let name = &v.d.spec.name;
+        let in_flight = self.ops.iter().filter(|o| o.group == *name).count();
+        let mut st = GroupStatus {
+            name: name.clone(),
+            role: v.d.spec.role,
+            phase: Phase::Converged,
+            reason: None,
+            desired_hash: v.d.hash.clone(),
+            desired: v.d.spec.allocation.size(),
+            members: 0,
+            current: 0,
+            healthy: 0,
+            in_flight,
+        };
+        let insts = match &v.described {
+            Err(e) => {
+                st.phase = Phase::Unobservable;
+                st.reason = Some(format!("provider describe failed: {e}"));
+                return st;
+            }
+            Ok(i) => i,
+        };
+        let victims: HashSet<&str> = self
+            .ops
+            .iter()
+            .filter(|o| o.group == *name)
+            .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
+            .collect();
+        let live: Vec<&&Instance> = insts
+            .iter()
+            .filter(|i| !victims.contains(i.id.as_str()))
+            .collect();
+        st.members = live.len();
+        st.current = live
+            .iter()
+            .filter(|i| i.config() == Some(v.d.hash.as_str()))
+            .count();
+        st.healthy = live
+            .iter()
+            .filter(|i| v.health.get(i.id.as_str()) == Some(&Health::Healthy))
+            .count();
+        let rolling = self
+            .ops
+            .iter()
+            .any(|o| o.group == *name && o.kind == OpKind::Roll)
+            || st.current < st.members;
+        (st.phase, st.reason) = if let Some(why) = self.blocked.get(name) {
+            (Phase::Blocked, Some(why.clone()))
+        } else if v.d.paused {
+            (Phase::Paused, Some("paused by an operator".into()))
+        } else if rolling {
+            (Phase::Rolling, self.waiting.get(name).cloned())
+        } else if in_flight > 0 {
+            (Phase::Changing, self.waiting.get(name).cloned())
+        } else if st.members == st.desired && st.healthy == st.members {
+            (Phase::Converged, None)
+        } else {
+            (
+                Phase::Waiting,
+                Some(self.waiting.get(name).cloned().unwrap_or_else(|| {
+                    format!("{} of {} members healthy", st.healthy, st.desired)
+                })),
+            )
+        };
+        st
+    }
+}
+
+/// Slots declared but neither filled nor being filled.
+fn missing_slots(d: &DesiredGroup, live: &[&Instance], pending: &[Target]) -> Vec<Target> {
+    match &d.spec.allocation {
+        Allocation::LogicalIds(slots) => {
+            let covered: HashSet<&str> = live
+                .iter()
+                .filter_map(|i| i.logical_id())
+                .chain(pending.iter().filter_map(|t| t.logical_id.as_deref()))
+                .collect();
+            slots
+                .iter()
+                .filter(|s| !s.logical_id.as_deref().is_some_and(|l| covered.contains(l)))
+                .map(|s| Target {
+                    logical_id: s.logical_id.clone(),
+                    zone: s.zone.clone(),
+                })
+                .collect()
+        }
+        Allocation::Size { size, zones } => {
+            let have = live.len() + pending.len();
+            let mut per_zone: BTreeMap<&str, usize> =
+                zones.iter().map(|z| (z.as_str(), 0)).collect();
+            for z in live
+                .iter()
+                .filter_map(|i| i.zone())
+                .chain(pending.iter().filter_map(|t| t.zone.as_deref()))
+            {
+                if let Some(c) = per_zone.get_mut(z) {
+                    *c += 1;
+                }
+            }
+            (have..*size as usize)
+                .map(|_| {
+                    // Fill the emptiest zone first (ties: declared order).
+                    let zone = zones.iter().min_by_key(|z| per_zone[z.as_str()]).cloned();
+                    if let Some(z) = &zone {
+                        *per_zone.get_mut(z.as_str()).expect("declared zone") += 1;
+                    }
+                    Target {
+                        logical_id: None,
+                        zone,
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// Members to retire: undeclared logical ids and duplicates, or cattle over
+/// size. Preference: outdated, then unhealthy, then newest; from the fullest
+/// zone; never the controller's own machine unless it is the last choice.
+fn excess_members<'i>(
+    d: &DesiredGroup,
+    free: &[&'i Instance],
+    count: usize,
+    health: &HashMap<&str, Health>,
+    self_link: Option<&str>,
+) -> Vec<&'i Instance> {
+    let rank = |i: &Instance| {
+        (
+            i.link().is_some() && i.link() == self_link,
+            i.config() == Some(d.hash.as_str()),
+            health.get(i.id.as_str()) == Some(&Health::Healthy),
+            std::cmp::Reverse(i.created_ms),
+            i.id.clone(),
+        )
+    };
+    match &d.spec.allocation {
+        Allocation::LogicalIds(slots) => {
+            let declared: HashSet<&str> = slots
+                .iter()
+                .filter_map(|s| s.logical_id.as_deref())
+                .collect();
+            let mut out: Vec<&Instance> = free
+                .iter()
+                .copied()
+                .filter(|i| !i.logical_id().is_some_and(|l| declared.contains(l)))
+                .collect();
+            let mut by_id: BTreeMap<&str, Vec<&Instance>> = BTreeMap::new();
+            for i in free
+                .iter()
+                .copied()
+                .filter(|i| i.logical_id().is_some_and(|l| declared.contains(l)))
+            {
+                by_id
+                    .entry(i.logical_id().unwrap_or_default())
+                    .or_default()
+                    .push(i);
+            }
+            for (_, mut dupes) in by_id {
+                dupes.sort_by_key(|i| rank(i));
+                out.extend(dupes.iter().take(dupes.len() - 1));
+            }
+            out.sort_by_key(|i| rank(i));
+            out
+        }
+        Allocation::Size { size, .. } => {
+            let mut n = count.saturating_sub(*size as usize);
+            let mut pool: Vec<&Instance> = free.to_vec();
+            let mut out = Vec::new();
+            while n > 0 && !pool.is_empty() {
+                let mut per_zone: HashMap<Option<&str>, usize> = HashMap::new();
+                for i in &pool {
+                    *per_zone.entry(i.zone()).or_default() += 1;
+                }
+                let best = pool
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, i)| {
+                        (rank(i).0, std::cmp::Reverse(per_zone[&i.zone()]), rank(i))
+                    })
+                    .map(|(k, _)| k)
+                    .expect("pool is not empty");
+                out.push(pool.remove(best));
+                n -= 1;
+            }
+            out
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Member health, judged from the swarm's node list through the link label.
+
+use super::world::World;
+use crate::model::{Instance, NodeState};
+use crate::spec::Role;
+
+/// A member's health as one observation shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Ready (and, for managers, a reachable raft member).
+    Healthy,
+    /// Known bad: machine stopped, node down, manager unreachable.
+    Unhealthy(&'static str),
+    /// No node for it yet (still booting or never joined).
+    Pending,
+    /// Cannot tell (swarm unavailable, node state unknown).
+    Unknown,
+}
+
+pub(crate) fn judge(role: Role, inst: &Instance, world: &World<'_>) -> Health {
+    if !inst.running {
+        return Health::Unhealthy("machine not running");
+    }
+    if role == Role::Plain {
+        return Health::Healthy;
+    }
+    if !world.swarm_ok() {
+        return Health::Unknown;
+    }
+    let Some(node) = world.node_for(inst.link()) else {
+        return Health::Pending;
+    };
+    match node.state {
+        NodeState::Down => Health::Unhealthy("node down"),
+        NodeState::Unknown | NodeState::Disconnected => Health::Unknown,
+        NodeState::Ready if role == Role::Manager => match &node.raft {
+            Some(r) if r.reachable => Health::Healthy,
+            Some(_) => Health::Unhealthy("manager unreachable"),
+            None => Health::Pending,
+        },
+        NodeState::Ready => Health::Healthy,
+    }
+}

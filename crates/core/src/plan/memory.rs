@@ -1,0 +1,74 @@
+//! First sightings: when *this* controller first saw a condition.
+//!
+//! Every timer (watch, grace, startup and step timeouts, drain) measures from
+//! here. A pass copies forward only the keys it touched, so a condition that
+//! stopped holding resets its timer, and a new leader (empty memory) starts
+//! every timer afresh from its own observation.
+
+use crate::model::Time;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Timer first-sightings, keyed by condition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    seen: BTreeMap<String, Time>,
+}
+
+impl Memory {
+    /// Number of running timers.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+    /// True when no timer runs.
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
+/// A pass's view of time: the old memory in, the new memory out.
+///
+/// Interior mutability keeps timer reads usable while the planner holds
+/// shared borrows of its observation (the pass is single-threaded).
+pub(crate) struct Clock<'a> {
+    old: &'a Memory,
+    new: RefCell<Memory>,
+    now: Time,
+    wake_at: Cell<Option<Time>>,
+}
+
+impl<'a> Clock<'a> {
+    pub(crate) fn new(old: &'a Memory, now: Time) -> Self {
+        Clock {
+            old,
+            new: RefCell::new(Memory::default()),
+            now,
+            wake_at: Cell::new(None),
+        }
+    }
+
+    /// Keeps timer `key` running; true once it has run for `limit`.
+    /// While it has not, remembers when it will, for `wake_at`.
+    pub(crate) fn elapsed(&self, key: String, limit: Duration) -> bool {
+        let since = self.old.seen.get(&key).copied().unwrap_or(self.now);
+        let since = *self.new.borrow_mut().seen.entry(key).or_insert(since);
+        let due = since.saturating_add(limit.as_millis() as u64);
+        if self.now >= due {
+            return true;
+        }
+        self.wake_at
+            .set(Some(self.wake_at.get().map_or(due, |w| w.min(due))));
+        false
+    }
+
+    /// How long timer `key` has run (0 if it was not running).
+    pub(crate) fn running_for(&self, key: &str) -> Duration {
+        let since = self.new.borrow().seen.get(key).copied().unwrap_or(self.now);
+        Duration::from_millis(self.now.saturating_sub(since))
+    }
+
+    pub(crate) fn finish(self) -> (Memory, Option<Time>) {
+        (self.new.into_inner(), self.wake_at.get())
+    }
+}

@@ -1,0 +1,342 @@
+//! The planner: `plan(desired, observed, journal, memory, now) -> Plan`.
+//!
+//! A pure function in the raft-rs sense: the caller observes, the planner
+//! decides, the caller acts. The [`Plan`] carries
+//! - `actions`, in order: a [`Action::Begin`] (journal write) always precedes
+//!   the first side effect of its operation, and the caller must stop at the
+//!   first action that fails;
+//! - per-group and swarm status with a human explanation;
+//! - the new [`Memory`] (first sightings for every timer) and `wake_at`, the
+//!   earliest moment a timer expires, so the controller sleeps exactly that
+//!   long rather than polling.
+//!
+//! # Guarantees
+//! Every safety rule of the design brief is enforced here: worst-case
+//! manager fault tolerance, leader last and only through the self-demotion
+//! protocol, `max_in_flight`, one zone at a time, ownership by cluster id and
+//! group, no conclusions from failed observations.
+//!
+//! # Assumptions
+//! The caller acts only while it leads (or is finishing the journaled
+//! self-demotion of its own machine), executes each op's action at most once
+//! at a time, and passes back the `memory` of its previous pass. Memory is
+//! deliberately not persisted: a new leader starts every timer from its own
+//! first sighting, never from another host's clock.
+
+mod gate;
+mod group;
+mod health;
+mod memory;
+mod op;
+mod world;
+
+pub use health::Health;
+pub use memory::Memory;
+
+use crate::journal::{Operation, Step};
+use crate::model::{Observed, Time};
+use crate::spec::{GroupSpec, Role};
+use serde::Serialize;
+
+/// One group as the store holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredGroup {
+    /// The resolved spec.
+    pub spec: GroupSpec,
+    /// Its config hash.
+    pub hash: String,
+    /// Operator paused it: no new operations start.
+    pub paused: bool,
+    /// This spec is itself a rollback (a failed rollback blocks, never rolls back).
+    pub is_rollback: bool,
+}
+
+/// What the operator declared, as committed to the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    /// The cluster id made at bootstrap.
+    pub cluster_id: String,
+    /// The groups in declared order.
+    pub groups: Vec<DesiredGroup>,
+}
+
+/// Everything the planner looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// Declared state.
+    pub desired: &'a Desired,
+    /// Observed state.
+    pub observed: &'a Observed,
+    /// Operations in flight.
+    pub journal: &'a [Operation],
+    /// Timer first-sightings from this controller's previous pass.
+    pub memory: &'a Memory,
+    /// This controller's clock, in ms.
+    pub now: Time,
+    /// A fresh random number per pass, so operation ids never collide across
+    /// controllers (the planner itself has no randomness).
+    pub nonce: u64,
+}
+
+/// A concrete step for the shell to take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Write the operation to the journal (before any of its side effects).
+    Begin {
+        /// The operation.
+        op: Operation,
+    },
+    /// Record that a step was observed complete.
+    MarkDone {
+        /// Operation id.
+        op: String,
+        /// The step.
+        step: Step,
+    },
+    /// Remove a finished operation from the journal.
+    Complete {
+        /// Operation id.
+        op: String,
+    },
+    /// Create a machine for `group` tagged with link `op`.
+    Provision {
+        /// Operation id (= link = provision token).
+        op: String,
+        /// Group name.
+        group: String,
+        /// Role.
+        role: Role,
+        /// Slot logical id.
+        logical_id: Option<String>,
+        /// Slot zone.
+        zone: Option<String>,
+        /// Config hash to tag.
+        config: String,
+    },
+    /// Set a worker node's availability to drain.
+    Drain {
+        /// Operation id.
+        op: String,
+        /// Node id.
+        node: String,
+    },
+    /// Demote a manager through the leader.
+    Demote {
+        /// Operation id.
+        op: String,
+        /// Node id.
+        node: String,
+    },
+    /// The leader's own protocol: demote self, wait until out of the raft
+    /// (seen from another manager), `swarm leave` without force (retrying on
+    /// the "participating as a manager" refusal), stand down.
+    DemoteSelfAndLeave {
+        /// Operation id.
+        op: String,
+        /// The controller's own node id.
+        node: String,
+    },
+    /// Destroy a machine.
+    Destroy {
+        /// Operation id.
+        op: String,
+        /// Provider instance id.
+        instance: String,
+    },
+    /// `node rm`.
+    RemoveNode {
+        /// Operation id.
+        op: String,
+        /// Node id.
+        node: String,
+        /// Needed for a node still Ready (its machine is already gone).
+        force: bool,
+    },
+    /// Commit the group's previous spec as a rollback revision.
+    Rollback {
+        /// Group name.
+        group: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Action {
+    /// The operation the action belongs to, if any.
+    pub fn op_id(&self) -> Option<&str> {
+        match self {
+            Action::Begin { op } => Some(&op.id),
+            Action::MarkDone { op, .. }
+            | Action::Complete { op }
+            | Action::Provision { op, .. }
+            | Action::Drain { op, .. }
+            | Action::Demote { op, .. }
+            | Action::DemoteSelfAndLeave { op, .. }
+            | Action::Destroy { op, .. }
+            | Action::RemoveNode { op, .. } => Some(op),
+            Action::Rollback { .. } => None,
+        }
+    }
+
+    /// True for actions that touch machines or the swarm (not only the store).
+    pub fn is_side_effect(&self) -> bool {
+        !matches!(
+            self,
+            Action::Begin { .. }
+                | Action::MarkDone { .. }
+                | Action::Complete { .. }
+                | Action::Rollback { .. }
+        )
+    }
+
+    /// One line for logs and plan output.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Begin { op } => format!("begin {} {:?} in {}", op.id, op.kind, op.group),
+            Action::MarkDone { op, step } => format!("{op}: {} done", step.as_str()),
+            Action::Complete { op } => format!("{op}: complete"),
+            Action::Provision {
+                op,
+                group,
+                logical_id,
+                zone,
+                ..
+            } => format!(
+                "provision {group}{}{} (link {op})",
+                logical_id
+                    .as_ref()
+                    .map(|l| format!(" {l}"))
+                    .unwrap_or_default(),
+                zone.as_ref()
+                    .map(|z| format!(" in zone {z}"))
+                    .unwrap_or_default()
+            ),
+            Action::Drain { node, .. } => format!("drain node {node}"),
+            Action::Demote { node, .. } => format!("demote node {node}"),
+            Action::DemoteSelfAndLeave { node, .. } => {
+                format!("demote self ({node}), wait out of raft, leave, stand down")
+            }
+            Action::Destroy { instance, .. } => format!("destroy instance {instance}"),
+            Action::RemoveNode { node, force, .. } => {
+                format!("remove node {node}{}", if *force { " (force)" } else { "" })
+            }
+            Action::Rollback { group, reason } => format!("roll back {group}: {reason}"),
+        }
+    }
+}
+
+/// A group's phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// At the declared shape, every member current and healthy.
+    Converged,
+    /// Rolling a new config through.
+    Rolling,
+    /// Replacing, adding or removing members.
+    Changing,
+    /// Waiting on something outside drover (a join, a leader, quorum).
+    Waiting,
+    /// Operator paused it.
+    Paused,
+    /// Stuck: an explicit reason says why.
+    Blocked,
+    /// The provider describe failed: nothing concluded.
+    Unobservable,
+}
+
+/// Status of one group after a planning pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupStatus {
+    /// Group name.
+    pub name: String,
+    /// Role.
+    pub role: Role,
+    /// Phase.
+    pub phase: Phase,
+    /// Why it is blocked, waiting or unobservable.
+    pub reason: Option<String>,
+    /// Desired config hash.
+    pub desired_hash: String,
+    /// Declared size.
+    pub desired: usize,
+    /// Members (not being removed).
+    pub members: usize,
+    /// Members on the desired config.
+    pub current: usize,
+    /// Members healthy.
+    pub healthy: usize,
+    /// Operations in flight.
+    pub in_flight: usize,
+}
+
+/// The swarm's manager health.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct SwarmStatus {
+    /// Raft members.
+    pub members: usize,
+    /// Reachable raft members.
+    pub reachable: usize,
+    /// Reachable minus quorum, when known.
+    pub fault_tolerance: Option<i64>,
+    /// The leader's link, if it carries one.
+    pub leader_link: Option<String>,
+    /// Set when the swarm has no leader or could not be asked.
+    pub problem: Option<String>,
+}
+
+/// The planner's output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Actions in order.
+    pub actions: Vec<Action>,
+    /// Per-group status.
+    pub groups: Vec<GroupStatus>,
+    /// Manager quorum status.
+    pub swarm: SwarmStatus,
+    /// Why the planner did what it did, one line per decision.
+    pub explanation: Vec<String>,
+    /// Timer first-sightings to pass to the next pass.
+    #[serde(skip)]
+    pub memory: Memory,
+    /// Earliest time a timer expires (ms), if any is running.
+    pub wake_at: Option<Time>,
+}
+
+/// Decides the next safe steps. Pure and deterministic.
+pub fn plan(input: PlanInput<'_>) -> Plan {
+    let mut planner = group::Planner::new(input);
+    planner.run();
+    planner.finish()
+}
+
+/// Tags a new machine for `op` must carry (the shell adds provider-specific ones).
+pub fn instance_tags(
+    cluster_id: &str,
+    action: &Action,
+) -> std::collections::BTreeMap<String, String> {
+    use crate::model::tags;
+    let mut out = std::collections::BTreeMap::new();
+    if let Action::Provision {
+        op,
+        group,
+        logical_id,
+        zone,
+        config,
+        ..
+    } = action
+    {
+        out.insert(tags::CLUSTER.into(), cluster_id.into());
+        out.insert(tags::GROUP.into(), group.clone());
+        out.insert(tags::LINK.into(), op.clone());
+        out.insert(tags::CONFIG.into(), config.clone());
+        if let Some(l) = logical_id {
+            out.insert(tags::LOGICAL_ID.into(), l.clone());
+        }
+        if let Some(z) = zone {
+            out.insert(tags::ZONE.into(), z.clone());
+        }
+    }
+    out
+}

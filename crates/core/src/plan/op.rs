@@ -1,0 +1,332 @@
+//! Advancing an operation in flight: find its first step the world does not
+//! show as done, and act, wait, or fail on it.
+
+use super::Action;
+use super::group::Planner;
+use super::health::Health;
+use crate::journal::{OpKind, Operation, Step};
+use crate::model::{Availability, NodeState};
+use crate::spec::{OnDrainTimeout, OnFailure, Role};
+use std::time::Duration;
+
+/// How long a new leader waits for the old leader's `swarm leave` to show
+/// (node Down, machine stopped) before concluding it cannot and moving on.
+/// swarm-facts: an ex-leader that left shows Down 27-34 s after; a demoted,
+/// not-yet-left node is harmless to destroy once it is out of the raft.
+pub const LEAVE_BOUND: Duration = Duration::from_secs(45);
+
+enum StepState {
+    Done,
+    Act(Action),
+    Wait(String),
+    Fail(String),
+}
+
+impl Planner<'_> {
+    /// Emits the next action of `op` (or waits, blocks, completes it).
+    pub(crate) fn advance(&mut self, op: &Operation) {
+        let Some(view) = self.view(&op.group) else {
+            self.wait(
+                &op.group,
+                format!("operation {} belongs to a group no longer declared", op.id),
+            );
+            return;
+        };
+        if let Err(e) = &view.described {
+            let why = format!("operation {} waits: provider describe failed: {e}", op.id);
+            self.wait(&op.group, why);
+            return;
+        }
+        let spec = view.d.spec.clone();
+        for step in op.steps() {
+            let state = self.step_state(op, step);
+            let key = format!("step:{}:{}", op.id, step.as_str());
+            match state {
+                StepState::Done => {
+                    if !op.done.contains(&step) {
+                        self.actions.push(Action::MarkDone {
+                            op: op.id.clone(),
+                            step,
+                        });
+                    }
+                    continue;
+                }
+                StepState::Fail(why) => self.block(&op.group, why),
+                StepState::Act(action) => {
+                    if self.clock.elapsed(key, spec.update.step_timeout) {
+                        self.step_failed(op, step, "its action kept failing".into());
+                    }
+                    self.actions.push(action);
+                }
+                StepState::Wait(why) => {
+                    if self.clock.elapsed(key, spec.update.step_timeout) {
+                        self.step_failed(op, step, why.clone());
+                    }
+                    self.wait(&op.group, format!("{}: {}", op.id, why));
+                }
+            }
+            return;
+        }
+        self.explanation
+            .push(format!("{}: operation {} complete", op.group, op.id));
+        self.actions.push(Action::Complete { op: op.id.clone() });
+        self.ops.retain(|o| o.id != op.id);
+    }
+
+    fn step_failed(&mut self, op: &Operation, step: Step, why: String) {
+        let Some(view) = self.view(&op.group) else {
+            return;
+        };
+        let (policy, is_rollback) = (view.d.spec.update.on_failure, view.d.is_rollback);
+        let timeout = humantime::format_duration(view.d.spec.update.step_timeout);
+        let reason = format!(
+            "step {} of {} exceeded step_timeout ({timeout}): {why}",
+            step.as_str(),
+            op.id
+        );
+        if policy == OnFailure::Rollback && !is_rollback && op.kind == OpKind::Roll {
+            if self.rollback_requested.insert(op.group.clone()) {
+                self.actions.push(Action::Rollback {
+                    group: op.group.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        } else if is_rollback {
+            self.block(
+                &op.group,
+                format!("rollback failed (a rollback is never rolled back): {reason}"),
+            );
+        } else {
+            self.block(&op.group, reason);
+        }
+    }
+
+    fn step_state(&mut self, op: &Operation, step: Step) -> StepState {
+        let view = self.view(&op.group).expect("checked by advance");
+        let d = view.d;
+        let owned = view.described.as_ref().expect("checked by advance");
+        let victim = op.victim.as_ref();
+        let vlink = victim.and_then(|v| v.link.as_deref());
+        let node = self.world.node_for(vlink).or_else(|| {
+            self.world
+                .node_by_id(victim.and_then(|v| v.node.as_deref()))
+        });
+        let victim_inst = victim
+            .and_then(|v| v.instance.as_deref())
+            .and_then(|id| owned.iter().find(|i| i.id == id));
+        match step {
+            Step::Provision => {
+                if owned.iter().any(|i| i.link() == Some(op.id.as_str())) {
+                    return StepState::Done;
+                }
+                if op.role != Role::Plain
+                    && !self.world.swarm_ok()
+                    && !matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+                {
+                    return StepState::Wait(
+                        "waiting for the swarm to have a leader before provisioning".into(),
+                    );
+                }
+                if op.role == Role::Manager && self.world.swarm_ok() {
+                    if let Some(no) = self.add_manager_gate() {
+                        return StepState::Wait(no);
+                    }
+                }
+                let target = op.target.clone().unwrap_or(crate::journal::Target {
+                    logical_id: None,
+                    zone: None,
+                });
+                StepState::Act(Action::Provision {
+                    op: op.id.clone(),
+                    group: op.group.clone(),
+                    role: op.role,
+                    logical_id: target.logical_id,
+                    zone: target.zone,
+                    config: d.hash.clone(),
+                })
+            }
+            Step::AwaitHealthy => {
+                let Some(new) = owned.iter().find(|i| i.link() == Some(op.id.as_str())) else {
+                    // Provisioned, then lost: the slot is judged afresh next pass.
+                    return StepState::Done;
+                };
+                if new.config() != Some(d.hash.as_str()) {
+                    // Superseded by a newer spec: the roll will replace it.
+                    return StepState::Done;
+                }
+                match view
+                    .health
+                    .get(new.id.as_str())
+                    .copied()
+                    .unwrap_or(Health::Unknown)
+                {
+                    Health::Healthy => {
+                        let watch = d.spec.update.watch;
+                        if self.clock.elapsed(format!("healthy:{}", new.id), watch) {
+                            StepState::Done
+                        } else {
+                            StepState::Wait(format!(
+                                "watching {}: healthy for {}s of {}s",
+                                new.id,
+                                self.clock
+                                    .running_for(&format!("healthy:{}", new.id))
+                                    .as_secs(),
+                                watch.as_secs()
+                            ))
+                        }
+                    }
+                    Health::Unhealthy(why) => {
+                        StepState::Wait(format!("new member {} is unhealthy: {why}", new.id))
+                    }
+                    Health::Pending | Health::Unknown => {
+                        StepState::Wait(format!("waiting for {} to join", new.id))
+                    }
+                }
+            }
+            Step::Drain => {
+                let Some(n) = node else {
+                    return StepState::Done;
+                };
+                if n.state != NodeState::Ready {
+                    return StepState::Done;
+                }
+                if n.availability != Availability::Drain {
+                    return StepState::Act(Action::Drain {
+                        op: op.id.clone(),
+                        node: n.id.clone(),
+                    });
+                }
+                if n.running_tasks == 0 {
+                    return StepState::Done;
+                }
+                if self
+                    .clock
+                    .elapsed(format!("drain:{}", op.id), d.spec.drain.timeout)
+                {
+                    return match d.spec.drain.on_timeout {
+                        OnDrainTimeout::Force => StepState::Done,
+                        OnDrainTimeout::Block => StepState::Fail(format!(
+                            "drain of node {} timed out with {} tasks still running (drain.on_timeout: block)",
+                            n.id, n.running_tasks
+                        )),
+                    };
+                }
+                StepState::Wait(format!(
+                    "node {} draining: {} tasks still running",
+                    n.id, n.running_tasks
+                ))
+            }
+            Step::Demote => {
+                let Some(n) = node else {
+                    return StepState::Done;
+                };
+                if !n.manager_role {
+                    return StepState::Done;
+                }
+                let reachable =
+                    n.raft.as_ref().is_some_and(|r| r.reachable) && n.state == NodeState::Ready;
+                let gate = if reachable {
+                    self.healthy_manager_gate(Some(&op.id))
+                } else {
+                    self.unreachable_manager_gate(Some(&op.id))
+                };
+                match gate {
+                    Some(no) => StepState::Wait(format!("demote of {} waits: {no}", n.id)),
+                    None => StepState::Act(Action::Demote {
+                        op: op.id.clone(),
+                        node: n.id.clone(),
+                    }),
+                }
+            }
+            Step::AwaitOutOfRaft => match node {
+                Some(n) if n.raft.is_some() => {
+                    StepState::Wait(format!("waiting for node {} to leave the raft", n.id))
+                }
+                _ => StepState::Done,
+            },
+            Step::DemoteSelfAndLeave => {
+                let Some(n) = node else {
+                    return StepState::Done;
+                };
+                if self.world.is_self(vlink) {
+                    if n.manager_role || n.raft.is_some() {
+                        if let Some(no) = self.healthy_manager_gate(Some(&op.id)) {
+                            return StepState::Wait(format!("self-demotion waits: {no}"));
+                        }
+                    }
+                    return StepState::Act(Action::DemoteSelfAndLeave {
+                        op: op.id.clone(),
+                        node: n.id.clone(),
+                    });
+                }
+                // Another controller: the old leader journaled this, then
+                // either demoted itself or crashed before it could.
+                if n.manager_role || n.raft.is_some() {
+                    let reachable = n.raft.as_ref().is_some_and(|r| r.reachable);
+                    let gate = if reachable {
+                        self.healthy_manager_gate(Some(&op.id))
+                    } else {
+                        self.unreachable_manager_gate(Some(&op.id))
+                    };
+                    return match gate {
+                        Some(no) => {
+                            StepState::Wait(format!("demote of former leader {} waits: {no}", n.id))
+                        }
+                        None => StepState::Act(Action::Demote {
+                            op: op.id.clone(),
+                            node: n.id.clone(),
+                        }),
+                    };
+                }
+                let left = n.state == NodeState::Down || victim_inst.is_none_or(|i| !i.running);
+                if left || self.clock.elapsed(format!("leave:{}", op.id), LEAVE_BOUND) {
+                    StepState::Done
+                } else {
+                    StepState::Wait(format!(
+                        "waiting (at most {}s) for former leader {} to leave",
+                        LEAVE_BOUND.as_secs(),
+                        n.id
+                    ))
+                }
+            }
+            Step::Destroy => {
+                let Some(id) = victim.and_then(|v| v.instance.clone()) else {
+                    return StepState::Done;
+                };
+                if self.world.is_self(vlink) {
+                    return StepState::Wait(
+                        "standing down: the next leader destroys this machine".into(),
+                    );
+                }
+                if victim_inst.is_some() {
+                    return StepState::Act(Action::Destroy {
+                        op: op.id.clone(),
+                        instance: id,
+                    });
+                }
+                if view.all.iter().any(|i| i.id == id) {
+                    return StepState::Fail(format!(
+                        "instance {id} no longer carries this cluster's and group's tags: not destroying it"
+                    ));
+                }
+                StepState::Done
+            }
+            Step::RemoveNode => {
+                let Some(n) = node else {
+                    return StepState::Done;
+                };
+                if n.raft.is_some() || n.manager_role {
+                    return StepState::Wait(format!(
+                        "node {} is still a manager: demote first",
+                        n.id
+                    ));
+                }
+                StepState::Act(Action::RemoveNode {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                    force: n.state == NodeState::Ready,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! An indexed view of one observation, built once per pass.
+
+use crate::model::{Node, Observed, SwarmView};
+use crate::quorum;
+use std::collections::HashMap;
+
+pub(crate) struct World<'a> {
+    pub(crate) observed: &'a Observed,
+    /// Nodes by link label; several when a member rejoined (stale entries).
+    by_link: HashMap<&'a str, Vec<&'a Node>>,
+    by_id: HashMap<&'a str, &'a Node>,
+    pub(crate) members: usize,
+    pub(crate) reachable: usize,
+    pub(crate) leader: Option<&'a Node>,
+}
+
+impl<'a> World<'a> {
+    pub(crate) fn new(observed: &'a Observed) -> Self {
+        let mut w = World {
+            observed,
+            by_link: HashMap::new(),
+            by_id: HashMap::new(),
+            members: 0,
+            reachable: 0,
+            leader: None,
+        };
+        if let SwarmView::Ok(nodes) = &observed.swarm {
+            for n in nodes {
+                w.by_id.insert(&n.id, n);
+                if let Some(l) = &n.link {
+                    w.by_link.entry(l).or_default().push(n);
+                }
+                if let Some(r) = &n.raft {
+                    w.members += 1;
+                    w.reachable += usize::from(r.reachable);
+                    if r.leader {
+                        w.leader = Some(n);
+                    }
+                }
+            }
+        }
+        w
+    }
+
+    /// True when the swarm answered with a leader.
+    pub(crate) fn swarm_ok(&self) -> bool {
+        matches!(self.observed.swarm, SwarmView::Ok(_))
+    }
+
+    /// The node for a link: the raft member or Ready one first, since a
+    /// rejoined member leaves a stale Down entry with the same label.
+    pub(crate) fn node_for(&self, link: Option<&str>) -> Option<&'a Node> {
+        let nodes = self.by_link.get(link?)?;
+        nodes.iter().copied().max_by_key(|n| {
+            (
+                n.raft.is_some(),
+                n.state == crate::model::NodeState::Ready,
+                std::cmp::Reverse(n.id.as_str()),
+            )
+        })
+    }
+
+    pub(crate) fn node_by_id(&self, id: Option<&str>) -> Option<&'a Node> {
+        self.by_id.get(id?).copied()
+    }
+
+    pub(crate) fn fault_tolerance(&self) -> Option<i64> {
+        self.swarm_ok()
+            .then(|| quorum::fault_tolerance(self.members, self.reachable))
+    }
+
+    pub(crate) fn is_self(&self, link: Option<&str>) -> bool {
+        link.is_some() && link == self.observed.self_link.as_deref()
+    }
+}

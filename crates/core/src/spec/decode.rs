@@ -1,0 +1,854 @@
+//! Positioned tree → resolved [`ClusterSpec`], reporting every problem.
+//!
+//! The decoder is the schema: each `decode_*` function lists the fields it
+//! knows, rejects the rest (a typo must never be silently ignored), fills in
+//! defaults and records a [`Diagnostic`] per problem, then carries on so the
+//! operator sees all of them at once.
+
+use super::diag::{Diagnostic, Severity};
+use super::*;
+use crate::template::{self, BootContext};
+use crate::yaml::{self, Node, Pos};
+use std::collections::HashMap;
+
+/// Result of reading a cluster file.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The resolved spec, present only when there is no error.
+    pub spec: Option<ClusterSpec>,
+    /// Every error and warning, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads a cluster file (YAML or JSON: JSON is read as YAML, so positions work for both).
+pub fn parse_str(text: &str) -> Loaded {
+    let mut dec = Decoder::default();
+    let spec = match yaml::parse(text) {
+        Ok(root) => dec.cluster(&root),
+        Err(e) => {
+            dec.error(
+                e.pos,
+                "(document)",
+                format!("not valid YAML or JSON: {}", e.message),
+            );
+            None
+        }
+    };
+    dec.diags.sort();
+    let failed = dec.diags.iter().any(|d| d.severity == Severity::Error);
+    Loaded {
+        spec: if failed { None } else { spec },
+        diagnostics: dec.diags,
+    }
+}
+
+/// Same as [`parse_str`]; named for the common call site.
+pub fn load(text: &str) -> Loaded {
+    parse_str(text)
+}
+
+#[derive(Default)]
+struct Decoder {
+    diags: Vec<Diagnostic>,
+}
+
+/// A mapping's fields, after the unknown ones were reported.
+struct Fields<'a> {
+    entries: &'a [(String, Pos, Node)],
+    pos: Pos,
+}
+
+impl<'a> Fields<'a> {
+    /// The value of `key`; an explicit `null` counts as absent.
+    fn get(&self, key: &str) -> Option<&'a Node> {
+        self.entries
+            .iter()
+            .find(|(k, _, v)| k == key && !v.is_null())
+            .map(|(_, _, v)| v)
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Levenshtein distance, for "did you mean" hints on unknown fields.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+impl Decoder {
+    fn error(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
+        self.push(pos, path, Severity::Error, message.into());
+    }
+
+    fn warn(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
+        self.push(pos, path, Severity::Warning, message.into());
+    }
+
+    fn push(&mut self, pos: Pos, path: &str, severity: Severity, message: String) {
+        self.diags.push(Diagnostic {
+            pos,
+            path: path.to_string(),
+            severity,
+            message,
+        });
+    }
+
+    /// Opens a mapping and reports each key not in `known`.
+    fn fields<'a>(&mut self, node: &'a Node, path: &str, known: &[&str]) -> Option<Fields<'a>> {
+        let Node::Map { entries, pos } = node else {
+            self.error(
+                node.pos(),
+                path,
+                format!("expected a mapping, found {}", node.kind()),
+            );
+            return None;
+        };
+        for (key, kpos, _) in entries {
+            if known.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = known
+                .iter()
+                .map(|k| (distance(key, k), k))
+                .filter(|(d, _)| *d <= 3)
+                .min()
+                .map(|(_, k)| format!("; did you mean `{k}`?"))
+                .unwrap_or_else(|| format!("; known fields: {}", known.join(", ")));
+            self.error(
+                *kpos,
+                &join(path, key),
+                format!("unknown field `{key}`{hint}"),
+            );
+        }
+        Some(Fields { entries, pos: *pos })
+    }
+
+    fn required<'a>(
+        &mut self,
+        f: &Fields<'a>,
+        key: &str,
+        path: &str,
+        what: &str,
+    ) -> Option<&'a Node> {
+        let v = f.get(key);
+        if v.is_none() {
+            self.error(f.pos, &join(path, key), format!("missing: {what}"));
+        }
+        v
+    }
+
+    fn string(&mut self, node: &Node, path: &str) -> Option<String> {
+        match node {
+            Node::Scalar { value, .. } if !node.is_null() => Some(value.clone()),
+            _ => {
+                self.error(
+                    node.pos(),
+                    path,
+                    format!("expected a string, found {}", node.kind()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A whole number `>= min`.
+    fn count(&mut self, node: &Node, path: &str, min: u32) -> Option<u32> {
+        let parsed = match node {
+            Node::Scalar {
+                value,
+                quoted: false,
+                ..
+            } => value.parse::<i64>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n >= i64::from(min) && n <= i64::from(u32::MAX) => Some(n as u32),
+            Some(n) => {
+                self.error(
+                    node.pos(),
+                    path,
+                    format!("must be at least {min}, found {n}"),
+                );
+                None
+            }
+            None => {
+                self.error(node.pos(), path, "expected a whole number");
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, node: Option<&Node>, path: &str, default: Duration) -> Option<Duration> {
+        let Some(node) = node else {
+            return Some(default);
+        };
+        let text = self.string(node, path)?;
+        match humantime::parse_duration(&text) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(
+                    node.pos(),
+                    path,
+                    format!("`{text}` is not a duration ({e}); write e.g. 30s, 5m, 1h30m"),
+                );
+                None
+            }
+        }
+    }
+
+    fn choice<T: Copy>(
+        &mut self,
+        node: Option<&Node>,
+        path: &str,
+        options: &[(&str, T)],
+        default: T,
+    ) -> Option<T> {
+        let Some(node) = node else {
+            return Some(default);
+        };
+        let text = self.string(node, path)?;
+        if let Some((_, v)) = options.iter().find(|(name, _)| *name == text) {
+            return Some(*v);
+        }
+        let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+        self.error(
+            node.pos(),
+            path,
+            format!("`{text}` is not one of: {}", names.join(", ")),
+        );
+        None
+    }
+
+    fn cluster(&mut self, root: &Node) -> Option<ClusterSpec> {
+        let top = self.fields(root, "", &["groups"])?;
+        let groups_node = self.required(&top, "groups", "", "a list of groups")?;
+        let Node::Seq { items, .. } = groups_node else {
+            self.error(
+                groups_node.pos(),
+                "groups",
+                format!("expected a list of groups, found {}", groups_node.kind()),
+            );
+            return None;
+        };
+        if items.is_empty() {
+            self.error(groups_node.pos(), "groups", "declare at least one group");
+        }
+        let decoded: Vec<Option<GroupSpec>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, g)| self.group(g, &format!("groups[{i}]")))
+            .collect();
+        self.cross_group_checks(items, &decoded);
+        let groups: Option<Vec<GroupSpec>> = decoded.into_iter().collect();
+        Some(ClusterSpec { groups: groups? })
+    }
+
+    /// Rules that span groups: unique names, unique logical ids, one manager group.
+    fn cross_group_checks(&mut self, items: &[Node], groups: &[Option<GroupSpec>]) {
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        let mut ids: HashMap<String, usize> = HashMap::new();
+        let mut managers: Option<usize> = None;
+        for (i, (node, group)) in items.iter().zip(groups).enumerate() {
+            let Some(g) = group else { continue };
+            let path = format!("groups[{i}]");
+            let pos = |key: &str| field_pos(node, &[key]).unwrap_or(node.pos());
+            if let Some(first) = names.insert(&g.name, i) {
+                self.error(
+                    pos("name"),
+                    &join(&path, "name"),
+                    format!(
+                        "duplicate group name `{}` (first used by groups[{first}])",
+                        g.name
+                    ),
+                );
+            }
+            if g.role == Role::Manager {
+                if let Some(first) = managers {
+                    self.error(pos("role"), &join(&path, "role"), format!("only one manager group per cluster (groups[{first}] is already the manager group): the swarm has one raft quorum"));
+                }
+                managers.get_or_insert(i);
+            }
+            if let Allocation::LogicalIds(slots) = &g.allocation {
+                for (j, slot) in slots.iter().enumerate() {
+                    let id = slot.logical_id.clone().unwrap_or_default();
+                    let at = seq_item_pos(node, j).unwrap_or(node.pos());
+                    if let Some(first) = ids.get(&id) {
+                        let owner = if *first == i {
+                            "this group".to_string()
+                        } else {
+                            format!("groups[{first}]")
+                        };
+                        self.error(
+                            at,
+                            &format!("{path}.allocation.logical_ids[{j}]"),
+                            format!("duplicate logical id `{id}` (already used by {owner})"),
+                        );
+                    } else {
+                        ids.insert(id, i);
+                    }
+                }
+            }
+        }
+    }
+
+    fn group(&mut self, node: &Node, path: &str) -> Option<GroupSpec> {
+        const KNOWN: &[&str] = &[
+            "name",
+            "role",
+            "allocation",
+            "instance",
+            "flavor",
+            "update",
+            "health",
+            "drain",
+            "rollout",
+        ];
+        let f = self.fields(node, path, KNOWN)?;
+        let name = self.required(&f, "name", path, "the group's name").and_then(|n| {
+            let name = self.string(n, &join(path, "name"))?;
+            let ok = !name.is_empty()
+                && name.len() <= 63
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !name.starts_with('-');
+            if !ok {
+                self.error(n.pos(), &join(path, "name"), format!("`{name}` is not a valid name: use 1-63 lowercase letters, digits and dashes, not starting with a dash"));
+            }
+            ok.then_some(name)
+        });
+        let role_node = self.required(&f, "role", path, "role: manager, worker or plain");
+        let role = role_node.and_then(|n| {
+            self.choice(
+                Some(n),
+                &join(path, "role"),
+                &[
+                    ("manager", Role::Manager),
+                    ("worker", Role::Worker),
+                    ("plain", Role::Plain),
+                ],
+                Role::Plain,
+            )
+        });
+        let allocation = self
+            .required(&f, "allocation", path, "allocation: size or logical_ids")
+            .and_then(|n| self.allocation(n, &join(path, "allocation"), role));
+        let instance = self
+            .required(&f, "instance", path, "instance: provider and properties")
+            .and_then(|n| self.instance(n, &join(path, "instance")));
+        let flavor =
+            role.and_then(|r| self.flavor(f.get("flavor"), &join(path, "flavor"), r, f.pos));
+        let update = role.and_then(|r| {
+            self.update(
+                f.get("update"),
+                &join(path, "update"),
+                r,
+                allocation.as_ref(),
+            )
+        });
+        let health = self.health(f.get("health"), &join(path, "health"));
+        let drain = self.drain(f.get("drain"), &join(path, "drain"));
+        let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));
+        Some(GroupSpec {
+            name: name?,
+            role: role?,
+            allocation: allocation?,
+            instance: instance?,
+            flavor: flavor?,
+            update: update?,
+            health: health?,
+            drain: drain?,
+            rollout_after: rollout_after?,
+        })
+    }
+
+    fn allocation(&mut self, node: &Node, path: &str, role: Option<Role>) -> Option<Allocation> {
+        let f = self.fields(node, path, &["size", "logical_ids", "zones"])?;
+        let alloc = match (f.get("size"), f.get("logical_ids")) {
+            (Some(_), Some(ids)) => {
+                self.error(
+                    ids.pos(),
+                    &join(path, "logical_ids"),
+                    "give either size or logical_ids, not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.error(f.pos, path, "missing: size (cattle) or logical_ids (pets)");
+                None
+            }
+            (Some(size), None) => {
+                let size = self.count(size, &join(path, "size"), 1);
+                let zones = match f.get("zones") {
+                    None => Some(Vec::new()),
+                    Some(z) => self.string_list(z, &join(path, "zones")),
+                };
+                Some(Allocation::Size {
+                    size: size?,
+                    zones: zones?,
+                })
+            }
+            (None, Some(ids)) => {
+                if let Some(z) = f.get("zones") {
+                    self.error(z.pos(), &join(path, "zones"), "zones apply to size; with logical_ids give each id its own zone ({id: ..., zone: ...})");
+                }
+                self.logical_ids(ids, &join(path, "logical_ids"))
+                    .map(Allocation::LogicalIds)
+            }
+        }?;
+        if role == Some(Role::Manager) {
+            let n = alloc.size();
+            let at = f
+                .get("size")
+                .or(f.get("logical_ids"))
+                .map_or(f.pos, Node::pos);
+            if n % 2 == 0 {
+                self.error(at, path, format!("a manager group needs an odd number of members (1, 3, 5 or 7): {n} managers tolerate no more failures than {} and add raft traffic", n - 1));
+            } else if n == 1 {
+                self.warn(at, path, "one manager tolerates no failure: losing it loses the swarm's control plane; use 3 in production");
+            } else if n > 7 {
+                self.warn(
+                    at,
+                    path,
+                    format!("{n} managers slow every raft write; Docker recommends at most 7"),
+                );
+            }
+        }
+        Some(alloc)
+    }
+
+    fn string_list(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {
+        let Node::Seq { items, .. } = node else {
+            self.error(
+                node.pos(),
+                path,
+                format!("expected a list, found {}", node.kind()),
+            );
+            return None;
+        };
+        let out: Vec<Option<String>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, n)| self.string(n, &format!("{path}[{i}]")))
+            .collect();
+        out.into_iter().collect()
+    }
+
+    fn logical_ids(&mut self, node: &Node, path: &str) -> Option<Vec<Slot>> {
+        let Node::Seq { items, .. } = node else {
+            self.error(
+                node.pos(),
+                path,
+                format!("expected a list of logical ids, found {}", node.kind()),
+            );
+            return None;
+        };
+        if items.is_empty() {
+            self.error(
+                node.pos(),
+                path,
+                "declare at least one logical id (or use size)",
+            );
+            return None;
+        }
+        let slots: Vec<Option<Slot>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let p = format!("{path}[{i}]");
+                let (id, zone) = match item {
+                    Node::Map { .. } => {
+                        let f = self.fields(item, &p, &["id", "zone"])?;
+                        let id = self.required(&f, "id", &p, "the logical id").and_then(|n| self.string(n, &join(&p, "id")));
+                        let zone = f.get("zone").map(|z| self.string(z, &join(&p, "zone")));
+                        (id?, zone.map_or(Some(None), |z| z.map(Some))?)
+                    }
+                    _ => (self.string(item, &p)?, None),
+                };
+                if id.is_empty() || id.chars().any(char::is_whitespace) {
+                    self.error(item.pos(), &p, format!("`{id}` is not a usable logical id: it must be non-empty and contain no spaces"));
+                    return None;
+                }
+                Some(Slot { logical_id: Some(id), zone })
+            })
+            .collect();
+        slots.into_iter().collect()
+    }
+
+    fn instance(&mut self, node: &Node, path: &str) -> Option<InstanceSpec> {
+        let f = self.fields(node, path, &["provider", "properties"])?;
+        let provider = self
+            .required(&f, "provider", path, "the provider name (e.g. local)")
+            .and_then(|n| self.string(n, &join(path, "provider")));
+        let properties = match f.get("properties") {
+            None => Some(serde_json::Value::Object(Default::default())),
+            Some(p @ Node::Map { .. }) => Some(p.to_json()),
+            Some(p) => {
+                self.error(
+                    p.pos(),
+                    &join(path, "properties"),
+                    format!("expected a mapping, found {}", p.kind()),
+                );
+                None
+            }
+        };
+        Some(InstanceSpec {
+            provider: provider?,
+            properties: properties?,
+        })
+    }
+
+    fn flavor(
+        &mut self,
+        node: Option<&Node>,
+        path: &str,
+        role: Role,
+        group_pos: Pos,
+    ) -> Option<FlavorSpec> {
+        let expected = if role == Role::Plain {
+            FlavorKind::Vanilla
+        } else {
+            FlavorKind::Swarm
+        };
+        let empty = Node::Map {
+            entries: Vec::new(),
+            pos: group_pos,
+        };
+        let f = self.fields(
+            node.unwrap_or(&empty),
+            path,
+            &["kind", "boot_script", "engine_labels"],
+        )?;
+        let kind = self.choice(
+            f.get("kind"),
+            &join(path, "kind"),
+            &[
+                ("swarm", FlavorKind::Swarm),
+                ("vanilla", FlavorKind::Vanilla),
+            ],
+            expected,
+        )?;
+        if kind != expected {
+            let at = f.get("kind").map_or(f.pos, Node::pos);
+            let want = if expected == FlavorKind::Swarm {
+                "swarm"
+            } else {
+                "vanilla"
+            };
+            self.error(
+                at,
+                &join(path, "kind"),
+                format!("role {} needs flavor kind `{want}`", role.as_str()),
+            );
+            return None;
+        }
+        let boot_script = match f.get("boot_script") {
+            None => Some(template::default_boot_script(role).to_string()),
+            Some(n) => self.string(n, &join(path, "boot_script")),
+        }?;
+        let mut rendered = true;
+        for init in [false, true] {
+            let ctx = BootContext {
+                init,
+                ..BootContext::example(role)
+            };
+            if let Err(e) = template::render(&boot_script, &ctx) {
+                let at = f.get("boot_script").map_or(f.pos, Node::pos);
+                self.error(
+                    at,
+                    &join(path, "boot_script"),
+                    format!("template does not render: {e}"),
+                );
+                rendered = false;
+                break;
+            }
+        }
+        let labels = match f.get("engine_labels") {
+            None => Some(BTreeMap::new()),
+            Some(n) => self.labels(n, &join(path, "engine_labels")),
+        };
+        rendered.then_some(())?;
+        Some(FlavorSpec {
+            kind,
+            boot_script,
+            engine_labels: labels?,
+        })
+    }
+
+    fn labels(&mut self, node: &Node, path: &str) -> Option<BTreeMap<String, String>> {
+        let Node::Map { entries, .. } = node else {
+            self.error(
+                node.pos(),
+                path,
+                format!("expected a mapping of label: value, found {}", node.kind()),
+            );
+            return None;
+        };
+        let mut out = BTreeMap::new();
+        let mut ok = true;
+        for (k, kpos, v) in entries {
+            let p = join(path, k);
+            if k.starts_with("drover.") {
+                self.error(
+                    *kpos,
+                    &p,
+                    "labels starting with `drover.` are reserved for drover's own bookkeeping",
+                );
+                ok = false;
+            } else if let Node::Scalar { value, .. } = v {
+                out.insert(k.clone(), value.clone());
+            } else {
+                self.error(
+                    v.pos(),
+                    &p,
+                    format!("label values must be strings, found {}", v.kind()),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(out)
+    }
+
+    fn update(
+        &mut self,
+        node: Option<&Node>,
+        path: &str,
+        role: Role,
+        alloc: Option<&Allocation>,
+    ) -> Option<UpdatePolicy> {
+        const KNOWN: &[&str] = &[
+            "strategy",
+            "max_in_flight",
+            "canaries",
+            "watch",
+            "step_timeout",
+            "on_failure",
+        ];
+        let empty = Node::Map {
+            entries: Vec::new(),
+            pos: Pos::default(),
+        };
+        let f = self.fields(node.unwrap_or(&empty), path, KNOWN)?;
+        let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
+        let single_cattle_manager =
+            role == Role::Manager && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
+        // A lone manager can only be rolled by adding its successor first.
+        let default_strategy = if single_cattle_manager {
+            Strategy::Surge
+        } else {
+            Strategy::Replace
+        };
+        let strategy = self.choice(
+            f.get("strategy"),
+            &join(path, "strategy"),
+            &[("replace", Strategy::Replace), ("surge", Strategy::Surge)],
+            default_strategy,
+        );
+        let max_in_flight = f
+            .get("max_in_flight")
+            .map_or(Some(defaults::MAX_IN_FLIGHT), |n| {
+                self.count(n, &join(path, "max_in_flight"), 1)
+            });
+        let canaries = f.get("canaries").map_or(Some(defaults::CANARIES), |n| {
+            self.count(n, &join(path, "canaries"), 0)
+        });
+        let watch = self.duration(f.get("watch"), &join(path, "watch"), defaults::watch(role));
+        let step_timeout = self.duration(
+            f.get("step_timeout"),
+            &join(path, "step_timeout"),
+            defaults::STEP_TIMEOUT,
+        );
+        let on_failure = self.choice(
+            f.get("on_failure"),
+            &join(path, "on_failure"),
+            &[
+                ("pause", OnFailure::Pause),
+                ("rollback", OnFailure::Rollback),
+            ],
+            OnFailure::Pause,
+        );
+
+        if let (Some(Strategy::Surge), Some(Allocation::LogicalIds(_))) = (strategy, alloc) {
+            self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
+        }
+        if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc) {
+            if role == Role::Manager && a.size() == 1 {
+                let fix = if a.is_pets() {
+                    "declare 3 logical ids, or use size: 1 with strategy: surge"
+                } else {
+                    "use strategy: surge (adds the new manager first) or run 3 managers"
+                };
+                self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
+            }
+        }
+        if role == Role::Manager && max_in_flight.is_some_and(|m| m != 1) {
+            self.error(
+                at("max_in_flight"),
+                &join(path, "max_in_flight"),
+                "managers are always rolled one at a time; remove max_in_flight or set it to 1",
+            );
+        }
+        if role == Role::Manager && watch.is_some_and(|w| w.is_zero()) {
+            self.error(at("watch"), &join(path, "watch"), "managers need a non-zero watch so a rollout never outruns raft stabilisation; try 10s");
+        }
+        if let (Some(w), Some(t)) = (watch, step_timeout) {
+            if t <= w {
+                self.error(
+                    at("step_timeout"),
+                    &join(path, "step_timeout"),
+                    format!(
+                        "must be longer than watch ({}), or every step would time out",
+                        humantime::format_duration(w)
+                    ),
+                );
+            }
+        }
+        if let (Some(c), Some(a)) = (canaries, alloc) {
+            if c as usize > a.size() {
+                self.warn(
+                    at("canaries"),
+                    &join(path, "canaries"),
+                    format!(
+                        "{c} canaries in a group of {}: every member will be a canary",
+                        a.size()
+                    ),
+                );
+            }
+        }
+        Some(UpdatePolicy {
+            strategy: strategy?,
+            max_in_flight: max_in_flight?,
+            canaries: canaries?,
+            watch: watch?,
+            step_timeout: step_timeout?,
+            on_failure: on_failure?,
+        })
+    }
+
+    fn health(&mut self, node: Option<&Node>, path: &str) -> Option<HealthPolicy> {
+        let empty = Node::Map {
+            entries: Vec::new(),
+            pos: Pos::default(),
+        };
+        let f = self.fields(
+            node.unwrap_or(&empty),
+            path,
+            &["startup_timeout", "unhealthy_after"],
+        )?;
+        let startup = self.duration(
+            f.get("startup_timeout"),
+            &join(path, "startup_timeout"),
+            defaults::STARTUP_TIMEOUT,
+        );
+        let unhealthy = self.duration(
+            f.get("unhealthy_after"),
+            &join(path, "unhealthy_after"),
+            defaults::UNHEALTHY_AFTER,
+        );
+        for (key, d) in [("startup_timeout", startup), ("unhealthy_after", unhealthy)] {
+            if d.is_some_and(|d| d.is_zero()) {
+                let at = f.get(key).map_or(f.pos, Node::pos);
+                self.error(
+                    at,
+                    &join(path, key),
+                    "must be longer than zero, or every member would be judged at once",
+                );
+            }
+        }
+        Some(HealthPolicy {
+            startup_timeout: startup?,
+            unhealthy_after: unhealthy?,
+        })
+    }
+
+    fn drain(&mut self, node: Option<&Node>, path: &str) -> Option<DrainPolicy> {
+        let empty = Node::Map {
+            entries: Vec::new(),
+            pos: Pos::default(),
+        };
+        let f = self.fields(node.unwrap_or(&empty), path, &["timeout", "on_timeout"])?;
+        let timeout = self.duration(
+            f.get("timeout"),
+            &join(path, "timeout"),
+            defaults::DRAIN_TIMEOUT,
+        );
+        let on_timeout = self.choice(
+            f.get("on_timeout"),
+            &join(path, "on_timeout"),
+            &[
+                ("force", OnDrainTimeout::Force),
+                ("block", OnDrainTimeout::Block),
+            ],
+            OnDrainTimeout::Block,
+        );
+        Some(DrainPolicy {
+            timeout: timeout?,
+            on_timeout: on_timeout?,
+        })
+    }
+
+    fn rollout(&mut self, node: Option<&Node>, path: &str) -> Option<Option<u64>> {
+        let Some(node) = node else { return Some(None) };
+        let f = self.fields(node, path, &["after"])?;
+        let Some(after) = f.get("after") else {
+            return Some(None);
+        };
+        let text = self.string(after, &join(path, "after"))?;
+        match humantime::parse_rfc3339_weak(&text) {
+            Ok(t) => Some(Some(
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+            )),
+            Err(_) => {
+                self.error(
+                    after.pos(),
+                    &join(path, "after"),
+                    format!("`{text}` is not a time; write RFC 3339, e.g. 2026-12-01T00:00:00Z"),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Position of the value at `keys` under `node`, if present.
+fn field_pos(node: &Node, keys: &[&str]) -> Option<Pos> {
+    let mut cur = node;
+    for key in keys {
+        let Node::Map { entries, .. } = cur else {
+            return None;
+        };
+        cur = &entries.iter().find(|(k, _, _)| k == key)?.2;
+    }
+    Some(cur.pos())
+}
+
+/// Position of the `j`th logical id of a group node.
+fn seq_item_pos(group: &Node, j: usize) -> Option<Pos> {
+    let Node::Map { entries, .. } = group else {
+        return None;
+    };
+    let alloc = &entries.iter().find(|(k, _, _)| k == "allocation")?.2;
+    let Node::Map { entries, .. } = alloc else {
+        return None;
+    };
+    let Node::Seq { items, .. } = &entries.iter().find(|(k, _, _)| k == "logical_ids")?.2 else {
+        return None;
+    };
+    items.get(j).map(Node::pos)
+}

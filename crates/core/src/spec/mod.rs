@@ -1,0 +1,274 @@
+//! The operator's declaration: a cluster file is a list of groups.
+//!
+//! Types here are the *resolved* spec: every default filled in, every
+//! duration parsed. [`decode`] turns a positioned YAML/JSON tree into these
+//! types, collecting every problem with its path and position;
+//! [`crate::hash`] hashes the part of a group whose change means a roll.
+
+mod decode;
+mod diag;
+
+pub use decode::{load, parse_str};
+pub use diag::{Diagnostic, Severity};
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A whole cluster file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSpec {
+    /// The groups, in the order the operator wrote them.
+    pub groups: Vec<GroupSpec>,
+}
+
+impl ClusterSpec {
+    /// The group named `name`, if declared.
+    pub fn group(&self, name: &str) -> Option<&GroupSpec> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+}
+
+/// What a group's members are to the swarm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Swarm managers: the raft quorum. Rolled one at a time, leader last.
+    Manager,
+    /// Swarm workers.
+    Worker,
+    /// Machines outside any swarm (vanilla flavor).
+    Plain,
+}
+
+impl Role {
+    /// The lowercase name used in files and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Manager => "manager",
+            Role::Worker => "worker",
+            Role::Plain => "plain",
+        }
+    }
+}
+
+/// One declared slot of a group: its logical id (if pets) and its zone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Slot {
+    /// Fixed name/address of the slot (`logical_ids`), or `None` for cattle.
+    pub logical_id: Option<String>,
+    /// Failure domain the slot lives in.
+    pub zone: Option<String>,
+}
+
+/// How many members and which.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Allocation {
+    /// `size: N` cattle, spread round-robin over `zones` (if any).
+    Size {
+        /// Member count.
+        size: u32,
+        /// Zones to spread over.
+        zones: Vec<String>,
+    },
+    /// Pets with fixed logical ids (e.g. loopback addresses).
+    LogicalIds(Vec<Slot>),
+}
+
+impl Allocation {
+    /// How many members the group should have.
+    pub fn size(&self) -> usize {
+        match self {
+            Allocation::Size { size, .. } => *size as usize,
+            Allocation::LogicalIds(ids) => ids.len(),
+        }
+    }
+
+    /// True when slots carry fixed logical ids.
+    pub fn is_pets(&self) -> bool {
+        matches!(self, Allocation::LogicalIds(_))
+    }
+}
+
+/// Which provider makes the machines and with what opaque properties.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceSpec {
+    /// Provider name (`local`, `sim`, ...).
+    pub provider: String,
+    /// Opaque to drover; passed to the provider as is.
+    pub properties: serde_json::Value,
+}
+
+/// What makes an instance a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlavorKind {
+    /// Swarm manager or worker.
+    Swarm,
+    /// No swarm membership.
+    Vanilla,
+}
+
+/// Flavor settings. `boot_script` is resolved: when the operator gave none,
+/// it holds the default template for the role, so a new default is a roll.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlavorSpec {
+    /// swarm or vanilla.
+    pub kind: FlavorKind,
+    /// The boot script template (minijinja).
+    pub boot_script: String,
+    /// Labels put on the Docker engine by the boot script.
+    pub engine_labels: BTreeMap<String, String>,
+}
+
+/// Replace old-then-new, or add new-then-remove-old.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Remove the old member, then provision its replacement (same logical id).
+    Replace,
+    /// Provision the replacement first, then remove the old member.
+    Surge,
+}
+
+/// What to do when a rollout step fails or times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// Block the group with the reason; an operator decides.
+    Pause,
+    /// Go back to the previous spec under the same safety rules.
+    Rollback,
+}
+
+/// Rolling update policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpdatePolicy {
+    /// replace or surge.
+    pub strategy: Strategy,
+    /// Workers disrupted at once (managers always 1).
+    pub max_in_flight: u32,
+    /// Members rolled alone first, each watched before the rest.
+    pub canaries: u32,
+    /// A new member must stay healthy this long before the next step.
+    #[serde(with = "humantime_serde_compat")]
+    pub watch: Duration,
+    /// A step taking longer than this fails.
+    #[serde(with = "humantime_serde_compat")]
+    pub step_timeout: Duration,
+    /// pause or rollback.
+    pub on_failure: OnFailure,
+}
+
+/// Health judgement timers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthPolicy {
+    /// A new instance whose node has not appeared by then never joined.
+    #[serde(with = "humantime_serde_compat")]
+    pub startup_timeout: Duration,
+    /// A member unhealthy this long is replaced.
+    #[serde(with = "humantime_serde_compat")]
+    pub unhealthy_after: Duration,
+}
+
+/// What to do when a drain outlives its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDrainTimeout {
+    /// Go on: remove the member even though tasks did not move.
+    Force,
+    /// Block the group with the reason.
+    Block,
+}
+
+/// Drain policy for workers (tasks moved away before removal).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// How long to wait for tasks to move.
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
+    /// force or block.
+    pub on_timeout: OnDrainTimeout,
+}
+
+/// A resolved group spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupSpec {
+    /// Unique name.
+    pub name: String,
+    /// manager, worker or plain.
+    pub role: Role,
+    /// Size or logical ids.
+    pub allocation: Allocation,
+    /// Provider and its properties.
+    pub instance: InstanceSpec,
+    /// Flavor and its properties.
+    pub flavor: FlavorSpec,
+    /// Rolling update policy.
+    pub update: UpdatePolicy,
+    /// Health timers.
+    pub health: HealthPolicy,
+    /// Drain policy.
+    pub drain: DrainPolicy,
+    /// Force a roll of members created before this time (ms since the Unix epoch).
+    pub rollout_after: Option<u64>,
+}
+
+impl GroupSpec {
+    /// The declared slots: one per logical id, or `size` anonymous slots
+    /// spread over the zones round-robin.
+    pub fn slots(&self) -> Vec<Slot> {
+        match &self.allocation {
+            Allocation::LogicalIds(ids) => ids.clone(),
+            Allocation::Size { size, zones } => (0..*size as usize)
+                .map(|i| Slot {
+                    logical_id: None,
+                    zone: (!zones.is_empty()).then(|| zones[i % zones.len()].clone()),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Defaults, chosen to be safe: managers watch for a while before the next
+/// step so a rollout never outruns raft stabilisation.
+pub mod defaults {
+    use super::Role;
+    use std::time::Duration;
+
+    /// Default `update.watch`.
+    pub fn watch(role: Role) -> Duration {
+        match role {
+            Role::Manager => Duration::from_secs(10),
+            _ => Duration::from_secs(5),
+        }
+    }
+    /// Default `update.max_in_flight`.
+    pub const MAX_IN_FLIGHT: u32 = 1;
+    /// Default `update.canaries`.
+    pub const CANARIES: u32 = 1;
+    /// Default `update.step_timeout`.
+    pub const STEP_TIMEOUT: Duration = Duration::from_secs(600);
+    /// Default `health.startup_timeout`.
+    pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
+    /// Default `health.unhealthy_after`.
+    pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(120);
+    /// Default `drain.timeout`.
+    pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
+}
+
+/// Durations serialise as humantime text (`"10s"`), as operators write them.
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}

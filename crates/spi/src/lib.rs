@@ -1,0 +1,148 @@
+//! # drover-spi
+//!
+//! The seams between drover's controller and the world, mirroring the
+//! classic InfraKit SPI so external plugins can be added without touching
+//! the core:
+//! - [`InstanceProvider`]: provision, destroy, describe (by tags), label;
+//! - [`Cluster`]: the swarm side of a flavor: observe nodes, drain, demote,
+//!   the leader's self-demotion protocol, node removal, join material.
+//!
+//! Both the simulator (`drover-sim`) and the real adapters (`drover-local`,
+//! `drover-swarm`) implement these traits; the controller only sees them.
+
+mod secret;
+
+pub use secret::Secret;
+
+use async_trait::async_trait;
+use drover_core::model::{Instance, SwarmView};
+use drover_core::spec::Role;
+use std::collections::BTreeMap;
+
+/// What a provider needs to create one machine.
+#[derive(Debug, Clone)]
+pub struct ProvisionRequest {
+    /// Tags the machine must carry (drover's ownership tags included).
+    pub tags: BTreeMap<String, String>,
+    /// The slot's logical id (for `local`: the loopback address to use).
+    pub logical_id: Option<String>,
+    /// The group's opaque `instance.properties`.
+    pub properties: serde_json::Value,
+    /// Labels the machine's engine must carry (drover.link among them).
+    pub engine_labels: BTreeMap<String, String>,
+    /// The boot script template and its context; the provider fills in the
+    /// address it allocated and renders it (see `drover_core::template`).
+    pub boot_template: String,
+    /// Template context (address filled in by the provider).
+    pub boot_context: drover_core::template::BootContext,
+    /// Secret environment for the boot script (e.g. `DROVER_JOIN_TOKEN`):
+    /// reaches the script's environment only, never argv, disk or logs.
+    pub boot_env: Vec<(String, Secret)>,
+}
+
+/// Why a provider call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// Worth retrying (throttling, a busy host, a timeout).
+    #[error("provider temporarily failed: {0}")]
+    Transient(String),
+    /// Retrying the same call will not help (bad properties, no capacity left).
+    #[error("provider refused: {0}")]
+    Permanent(String),
+    /// The instance is not there (destroying it again is success).
+    #[error("no such instance: {0}")]
+    NotFound(String),
+}
+
+impl ProviderError {
+    /// True when the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ProviderError::Transient(_))
+    }
+}
+
+/// A source of machines.
+#[async_trait]
+pub trait InstanceProvider: Send + Sync {
+    /// Creates a machine, boots it with the rendered boot script, returns its id.
+    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError>;
+    /// Destroys a machine and everything it started. Absent is success.
+    async fn destroy(&self, instance: &str) -> Result<(), ProviderError>;
+    /// Every machine carrying all of `tags`. A failure must be an error,
+    /// never an empty list.
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError>;
+    /// Adds or changes tags on a machine.
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError>;
+}
+
+/// Why a swarm call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// Stale node version ("update out of sequence"): re-read and retry.
+    #[error("update out of sequence: {0}")]
+    OutOfSequence(String),
+    /// The engine refused on a precondition (last manager, not demoted,
+    /// would lose quorum); the engine's message is kept.
+    #[error("refused by the engine: {0}")]
+    Refused(String),
+    /// The swarm has no leader.
+    #[error("the swarm has no leader: {0}")]
+    NoLeader(String),
+    /// The engine could not be reached or timed out.
+    #[error("engine unavailable: {0}")]
+    Unavailable(String),
+    /// The node does not exist (removing it again is success).
+    #[error("no such node: {0}")]
+    NotFound(String),
+    /// Anything else the engine said.
+    #[error("engine error: {0}")]
+    Other(String),
+}
+
+impl ClusterError {
+    /// True when the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ClusterError::OutOfSequence(_)
+                | ClusterError::NoLeader(_)
+                | ClusterError::Unavailable(_)
+        )
+    }
+}
+
+/// What a new member needs to join: a token (secret) and a manager address.
+#[derive(Debug, Clone)]
+pub struct JoinMaterial {
+    /// The join token for the role.
+    pub token: Secret,
+    /// A reachable manager's address (`host:port`), from the current leader.
+    pub addr: String,
+}
+
+/// The swarm, as the controller's engine sees it.
+#[async_trait]
+pub trait Cluster: Send + Sync {
+    /// The node list, or why it could not be had (no leader, unavailable, absent).
+    async fn observe(&self) -> SwarmView;
+    /// Set a node's availability to drain.
+    async fn drain(&self, node: &str) -> Result<(), ClusterError>;
+    /// Demote a manager (through the leader).
+    async fn demote(&self, node: &str) -> Result<(), ClusterError>;
+    /// The leader's own protocol: demote self, wait until out of the raft
+    /// (seen from another manager), leave without force, retrying on the
+    /// "participating as a manager" refusal.
+    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError>;
+    /// `node rm`.
+    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError>;
+    /// Join token for `role` and a reachable manager address. `None` when no
+    /// swarm exists yet (the first manager initialises one).
+    async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError>;
+}

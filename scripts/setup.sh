@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what drover's demo and tests need on a fresh Debian 12 machine.
+# Idempotent: skips what is already there. Needs root (or sudo) for apt.
+set -euo pipefail
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v busybox >/dev/null || need+=(busybox-static)
+command -v protoc >/dev/null || need+=(protobuf-compiler libprotobuf-dev)
+command -v ip >/dev/null || need+=(iproute2)
+if ((${#need[@]})); then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${need[@]}"
+fi
+command -v cargo >/dev/null || { echo "cargo not found: install Rust 1.95 with rustup (https://rustup.rs)" >&2; exit 1; }
