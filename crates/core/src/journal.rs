@@ -23,8 +23,6 @@ pub enum OpKind {
     Heal,
     /// Remove a member without replacement (scale-in, undeclared logical id).
     Retire,
-    /// Remove a dead node whose machine is gone.
-    RemoveDead,
 }
 
 /// One step of an operation.
@@ -125,9 +123,6 @@ impl Operation {
             (Some(v), Role::Manager) if v.is_self => {
                 &[Step::DemoteSelfAndLeave, Step::Destroy, Step::RemoveNode]
             }
-            (Some(v), Role::Manager) if v.instance.is_none() => {
-                &[Step::Demote, Step::AwaitOutOfRaft, Step::RemoveNode]
-            }
             (Some(_), Role::Manager) => &[
                 Step::Demote,
                 Step::AwaitOutOfRaft,
@@ -135,19 +130,10 @@ impl Operation {
                 Step::RemoveNode,
             ],
         };
-        let remove = if self.kind == OpKind::RemoveDead {
-            remove
-                .iter()
-                .copied()
-                .filter(|s| *s != Step::Drain && *s != Step::Destroy)
-                .collect()
-        } else {
-            remove.to_vec()
-        };
         match (self.target.is_some(), self.surge) {
-            (false, _) => remove,
-            (true, true) => add.iter().copied().chain(remove).collect(),
-            (true, false) => remove.into_iter().chain(add).collect(),
+            (false, _) => remove.to_vec(),
+            (true, true) => add.iter().chain(remove).copied().collect(),
+            (true, false) => remove.iter().chain(&add).copied().collect(),
         }
     }
 

@@ -60,16 +60,22 @@ impl Planner<'_> {
             .map(|id| format!("manager operation {id} is still in flight"))
     }
 
-    /// Why a manager may not be added now: in the worst case it enters the
-    /// raft and never becomes reachable, which must still leave FT >= 0.
+    /// Why a manager may not be added now. A join that enters the raft and
+    /// then fails counts as one more unreachable member; that risk is taken
+    /// only while every current member is reachable (growing a raft always
+    /// passes through it, as `swarm join` itself does) or when fault
+    /// tolerance would survive it anyway.
     pub(crate) fn add_manager_gate(&self) -> Option<String> {
         if !self.world.swarm_ok() {
             return Some("the swarm has no leader: a new manager could not join".into());
         }
+        let all_reachable = self.world.reachable == self.world.members;
         let after = quorum::fault_tolerance(self.world.members + 1, self.world.reachable);
-        (after < 0).then(|| {
+        (!all_reachable && after < 0).then(|| {
             format!(
-                "adding a manager now could leave fault tolerance at {after} if it never becomes reachable: heal the unreachable member first"
+                "adding a manager while {} of {} members are unreachable could leave fault tolerance at {after}: heal the unreachable member first",
+                self.world.members - self.world.reachable,
+                self.world.members
             )
         })
     }

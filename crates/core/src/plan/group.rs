@@ -171,14 +171,16 @@ impl<'a> Planner<'a> {
     fn zones_in_flight(&self) -> HashSet<Option<String>> {
         self.ops
             .iter()
-            .filter(|o| o.is_disruptive() && o.kind != OpKind::Heal && o.kind != OpKind::RemoveDead)
+            .filter(|o| o.is_disruptive() && o.kind != OpKind::Heal)
             .map(|o| o.victim.as_ref().and_then(|v| v.zone.clone()))
             .collect()
     }
 
     fn begin(&mut self, op: Operation, why: String) {
         self.explanation.push(format!("{}: {why}", op.group));
-        self.actions.push(Action::Begin { op: op.clone() });
+        self.actions.push(Action::Begin {
+            op: Box::new(op.clone()),
+        });
         self.ops.push(op.clone());
         self.advance(&op);
     }
@@ -292,11 +294,12 @@ impl<'a> Planner<'a> {
                 Health::Healthy | Health::Unknown => None,
             };
             let Some(why) = why else { continue };
-            if is_manager {
-                if let Some(no) = self.unreachable_manager_gate(None) {
-                    self.wait(&name, format!("cannot heal {}: {no}", inst.id));
-                    break;
-                }
+            if let Some(no) = is_manager
+                .then(|| self.unreachable_manager_gate(None))
+                .flatten()
+            {
+                self.wait(&name, format!("cannot heal {}: {no}", inst.id));
+                break;
             }
             let target = Target {
                 logical_id: inst.logical_id().map(str::to_string),
@@ -458,7 +461,13 @@ impl<'a> Planner<'a> {
         }
         if d.spec.role == Role::Manager {
             let healthy = health.get(inst.id.as_str()) == Some(&Health::Healthy);
-            let gate = if healthy {
+            // A surge roll adds first; its demotion is gated when it comes.
+            let surge = live.is_some() && d.spec.update.strategy == Strategy::Surge;
+            let gate = if surge {
+                self.unreachable_manager_gate(None)
+                    .or_else(|| self.manager_trouble.clone())
+                    .or_else(|| self.add_manager_gate())
+            } else if healthy {
                 self.healthy_manager_gate(None)
             } else {
                 self.unreachable_manager_gate(None)

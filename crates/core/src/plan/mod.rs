@@ -85,7 +85,7 @@ pub enum Action {
     /// Write the operation to the journal (before any of its side effects).
     Begin {
         /// The operation.
-        op: Operation,
+        op: Box<Operation>,
     },
     /// Record that a step was observed complete.
     MarkDone {

@@ -20,6 +20,8 @@ enum StepState {
     Act(Action),
     Wait(String),
     Fail(String),
+    /// Nothing was disrupted yet and the op no longer makes sense: drop it.
+    Abandon(String),
 }
 
 impl Planner<'_> {
@@ -52,6 +54,14 @@ impl Planner<'_> {
                     continue;
                 }
                 StepState::Fail(why) => self.block(&op.group, why),
+                StepState::Abandon(why) => {
+                    self.explanation.push(format!(
+                        "{}: operation {} abandoned: {why}",
+                        op.group, op.id
+                    ));
+                    self.actions.push(Action::Complete { op: op.id.clone() });
+                    self.ops.retain(|o| o.id != op.id);
+                }
                 StepState::Act(action) => {
                     if self.clock.elapsed(key, spec.update.step_timeout) {
                         self.step_failed(op, step, "its action kept failing".into());
@@ -127,10 +137,13 @@ impl Planner<'_> {
                         "waiting for the swarm to have a leader before provisioning".into(),
                     );
                 }
-                if op.role == Role::Manager && self.world.swarm_ok() {
-                    if let Some(no) = self.add_manager_gate() {
-                        return StepState::Wait(no);
-                    }
+                let add_gate = (op.role == Role::Manager && self.world.swarm_ok())
+                    .then(|| self.add_manager_gate());
+                if let Some(Some(no)) = add_gate {
+                    // Only additions remain: hand the slot back to the
+                    // missing-slot logic so healing (which waits for no
+                    // manager op) can go first.
+                    return StepState::Abandon(no);
                 }
                 let target = op.target.clone().unwrap_or(crate::journal::Target {
                     logical_id: None,
@@ -175,11 +188,28 @@ impl Planner<'_> {
                             ))
                         }
                     }
+                    // A new member that died, stayed unhealthy or never
+                    // joined is handed to healing (same timers, so it does
+                    // not wait twice); the op does not wait on it forever.
+                    Health::Unhealthy("machine not running") => StepState::Done,
                     Health::Unhealthy(why) => {
-                        StepState::Wait(format!("new member {} is unhealthy: {why}", new.id))
+                        let limit = d.spec.health.unhealthy_after;
+                        if self.clock.elapsed(format!("unhealthy:{}", new.id), limit) {
+                            StepState::Done
+                        } else {
+                            StepState::Wait(format!("new member {} is unhealthy: {why}", new.id))
+                        }
                     }
-                    Health::Pending | Health::Unknown => {
-                        StepState::Wait(format!("waiting for {} to join", new.id))
+                    Health::Pending => {
+                        let limit = d.spec.health.startup_timeout;
+                        if self.clock.elapsed(format!("pending:{}", new.id), limit) {
+                            StepState::Done
+                        } else {
+                            StepState::Wait(format!("waiting for {} to join", new.id))
+                        }
+                    }
+                    Health::Unknown => {
+                        StepState::Wait(format!("cannot tell yet whether {} joined", new.id))
                     }
                 }
             }
@@ -223,6 +253,15 @@ impl Planner<'_> {
                 if !n.manager_role {
                     return StepState::Done;
                 }
+                if n.raft.as_ref().is_some_and(|r| r.leader) {
+                    // Leadership moved onto the victim after the op was
+                    // written. Nothing was disrupted yet; the leader goes
+                    // last, through its own protocol, so drop this op.
+                    return StepState::Abandon(format!(
+                        "node {} became the leader before its demotion; it will go last",
+                        n.id
+                    ));
+                }
                 let reachable =
                     n.raft.as_ref().is_some_and(|r| r.reachable) && n.state == NodeState::Ready;
                 let gate = if reachable {
@@ -231,6 +270,13 @@ impl Planner<'_> {
                     self.unreachable_manager_gate(Some(&op.id))
                 };
                 match gate {
+                    Some(no) if undisrupted(op, step) => {
+                        // E.g. a manager became unreachable, or the surge
+                        // member never joined: healing comes first and waits
+                        // for no other manager op, so step aside (nothing
+                        // was disrupted yet).
+                        StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
+                    }
                     Some(no) => StepState::Wait(format!("demote of {} waits: {no}", n.id)),
                     None => StepState::Act(Action::Demote {
                         op: op.id.clone(),
@@ -249,10 +295,16 @@ impl Planner<'_> {
                     return StepState::Done;
                 };
                 if self.world.is_self(vlink) {
-                    if n.manager_role || n.raft.is_some() {
-                        if let Some(no) = self.healthy_manager_gate(Some(&op.id)) {
-                            return StepState::Wait(format!("self-demotion waits: {no}"));
+                    let gate = n
+                        .manager_role
+                        .then(|| self.healthy_manager_gate(Some(&op.id)));
+                    if let Some(Some(no)) = gate {
+                        if undisrupted(op, step) {
+                            return StepState::Abandon(format!(
+                                "self-demotion no longer safe: {no}"
+                            ));
                         }
+                        return StepState::Wait(format!("self-demotion waits: {no}"));
                     }
                     return StepState::Act(Action::DemoteSelfAndLeave {
                         op: op.id.clone(),
@@ -261,7 +313,13 @@ impl Planner<'_> {
                 }
                 // Another controller: the old leader journaled this, then
                 // either demoted itself or crashed before it could.
-                if n.manager_role || n.raft.is_some() {
+                if n.raft.is_some() && !n.manager_role {
+                    return StepState::Wait(format!(
+                        "waiting for former leader {} to leave the raft",
+                        n.id
+                    ));
+                }
+                if n.manager_role {
                     let reachable = n.raft.as_ref().is_some_and(|r| r.reachable);
                     let gate = if reachable {
                         self.healthy_manager_gate(Some(&op.id))
@@ -329,4 +387,12 @@ impl Planner<'_> {
             }
         }
     }
+}
+
+/// True when no step before `step` disrupted anything (only additions ran).
+fn undisrupted(op: &Operation, step: Step) -> bool {
+    op.steps()
+        .iter()
+        .take_while(|s| **s != step)
+        .all(|s| matches!(s, Step::Provision | Step::AwaitHealthy))
 }

@@ -92,6 +92,22 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// The candidate (a field name, possibly `section.field`) that `key` most
+/// likely misspells: a small edit distance relative to its length, or one
+/// containing the other (`labels` for `engine_labels`).
+fn closest(key: &str, candidates: impl Iterator<Item = String>) -> Option<String> {
+    candidates
+        .filter_map(|c| {
+            let field = c.rsplit('.').next().unwrap_or(&c);
+            let d = distance(key, field);
+            let close = d <= 3 && 2 * d <= key.len().max(field.len());
+            let contains = key.len() >= 4 && (field.contains(key) || key.contains(field));
+            (close || contains).then_some((d, c))
+        })
+        .min()
+        .map(|(_, c)| c)
+}
+
 impl Decoder {
     fn error(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
         self.push(pos, path, Severity::Error, message.into());
@@ -112,6 +128,18 @@ impl Decoder {
 
     /// Opens a mapping and reports each key not in `known`.
     fn fields<'a>(&mut self, node: &'a Node, path: &str, known: &[&str]) -> Option<Fields<'a>> {
+        self.fields_nested(node, path, known, &[])
+    }
+
+    /// Like [`Self::fields`]; an unknown key that is a field of one of the
+    /// `nested` sections gets a hint naming where it belongs.
+    fn fields_nested<'a>(
+        &mut self,
+        node: &'a Node,
+        path: &str,
+        known: &[&str],
+        nested: &[(&str, &[&str])],
+    ) -> Option<Fields<'a>> {
         let Node::Map { entries, pos } = node else {
             self.error(
                 node.pos(),
@@ -124,12 +152,16 @@ impl Decoder {
             if known.contains(&key.as_str()) {
                 continue;
             }
-            let hint = known
-                .iter()
-                .map(|k| (distance(key, k), k))
-                .filter(|(d, _)| *d <= 3)
-                .min()
-                .map(|(_, k)| format!("; did you mean `{k}`?"))
+            let hint = closest(key, known.iter().map(|k| k.to_string()))
+                .or_else(|| {
+                    closest(
+                        key,
+                        nested.iter().flat_map(|(section, fields)| {
+                            fields.iter().map(move |f| format!("{section}.{f}"))
+                        }),
+                    )
+                })
+                .map(|k| format!("; did you mean `{k}`?"))
                 .unwrap_or_else(|| format!("; known fields: {}", known.join(", ")));
             self.error(
                 *kpos,
@@ -180,7 +212,7 @@ impl Decoder {
         };
         match parsed {
             Some(n) if n >= i64::from(min) && n <= i64::from(u32::MAX) => Some(n as u32),
-            Some(n) => {
+            Some(n) if n < i64::from(min) => {
                 self.error(
                     node.pos(),
                     path,
@@ -188,8 +220,31 @@ impl Decoder {
                 );
                 None
             }
+            Some(n) => {
+                self.error(
+                    node.pos(),
+                    path,
+                    format!("must be at most {}, found {n}", u32::MAX),
+                );
+                None
+            }
             None => {
-                self.error(node.pos(), path, "expected a whole number");
+                let found = match node {
+                    Node::Scalar {
+                        value,
+                        quoted: true,
+                        ..
+                    } if value.trim().parse::<i64>().is_ok() => {
+                        format!("found the string \"{value}\"; remove the quotes")
+                    }
+                    Node::Scalar { value, .. } if !node.is_null() => format!("found `{value}`"),
+                    _ => format!("found {}", node.kind()),
+                };
+                self.error(
+                    node.pos(),
+                    path,
+                    format!("expected a whole number, {found}"),
+                );
                 None
             }
         }
@@ -237,6 +292,19 @@ impl Decoder {
     }
 
     fn cluster(&mut self, root: &Node) -> Option<ClusterSpec> {
+        if !matches!(root, Node::Map { .. }) {
+            let found = if root.is_null() {
+                "the file is empty".to_string()
+            } else {
+                format!("found {}", root.kind())
+            };
+            self.error(
+                root.pos(),
+                "(document)",
+                format!("a cluster file is a mapping with a `groups:` list; {found}"),
+            );
+            return None;
+        }
         let top = self.fields(root, "", &["groups"])?;
         let groups_node = self.required(&top, "groups", "", "a list of groups")?;
         let Node::Seq { items, .. } = groups_node else {
@@ -263,7 +331,7 @@ impl Decoder {
     /// Rules that span groups: unique names, unique logical ids, one manager group.
     fn cross_group_checks(&mut self, items: &[Node], groups: &[Option<GroupSpec>]) {
         let mut names: HashMap<&str, usize> = HashMap::new();
-        let mut ids: HashMap<String, usize> = HashMap::new();
+        let mut ids: HashMap<String, (usize, usize)> = HashMap::new();
         let mut managers: Option<usize> = None;
         for (i, (node, group)) in items.iter().zip(groups).enumerate() {
             let Some(g) = group else { continue };
@@ -289,11 +357,11 @@ impl Decoder {
                 for (j, slot) in slots.iter().enumerate() {
                     let id = slot.logical_id.clone().unwrap_or_default();
                     let at = seq_item_pos(node, j).unwrap_or(node.pos());
-                    if let Some(first) = ids.get(&id) {
-                        let owner = if *first == i {
-                            "this group".to_string()
+                    if let Some(&(gi, gj)) = ids.get(&id) {
+                        let owner = if gi == i {
+                            format!("logical_ids[{gj}] of this group")
                         } else {
-                            format!("groups[{first}]")
+                            format!("groups[{gi}].allocation.logical_ids[{gj}]")
                         };
                         self.error(
                             at,
@@ -301,7 +369,7 @@ impl Decoder {
                             format!("duplicate logical id `{id}` (already used by {owner})"),
                         );
                     } else {
-                        ids.insert(id, i);
+                        ids.insert(id, (i, j));
                     }
                 }
             }
@@ -320,7 +388,18 @@ impl Decoder {
             "drain",
             "rollout",
         ];
-        let f = self.fields(node, path, KNOWN)?;
+        // Fields of each section, so a field written one level too high
+        // (`max_in_flight:` beside `name:`) is told where it belongs.
+        const NESTED: &[(&str, &[&str])] = &[
+            ("allocation", ALLOCATION_FIELDS),
+            ("instance", INSTANCE_FIELDS),
+            ("flavor", FLAVOR_FIELDS),
+            ("update", UPDATE_FIELDS),
+            ("health", HEALTH_FIELDS),
+            ("drain", DRAIN_FIELDS),
+            ("rollout", ROLLOUT_FIELDS),
+        ];
+        let f = self.fields_nested(node, path, KNOWN, NESTED)?;
         let name = self.required(&f, "name", path, "the group's name").and_then(|n| {
             let name = self.string(n, &join(path, "name"))?;
             let ok = !name.is_empty()
@@ -359,6 +438,7 @@ impl Decoder {
                 &join(path, "update"),
                 r,
                 allocation.as_ref(),
+                f.pos,
             )
         });
         let health = self.health(f.get("health"), &join(path, "health"));
@@ -378,7 +458,7 @@ impl Decoder {
     }
 
     fn allocation(&mut self, node: &Node, path: &str, role: Option<Role>) -> Option<Allocation> {
-        let f = self.fields(node, path, &["size", "logical_ids", "zones"])?;
+        let f = self.fields(node, path, ALLOCATION_FIELDS)?;
         let alloc = match (f.get("size"), f.get("logical_ids")) {
             (Some(_), Some(ids)) => {
                 self.error(
@@ -413,10 +493,11 @@ impl Decoder {
         }?;
         if role == Some(Role::Manager) {
             let n = alloc.size();
-            let at = f
-                .get("size")
-                .or(f.get("logical_ids"))
-                .map_or(f.pos, Node::pos);
+            let (key, at) = match f.get("size") {
+                Some(n) => ("size", n.pos()),
+                None => ("logical_ids", f.get("logical_ids").map_or(f.pos, Node::pos)),
+            };
+            let path = &join(path, key);
             if n % 2 == 0 {
                 self.error(at, path, format!("a manager group needs an odd number of members (1, 3, 5 or 7): {n} managers tolerate no more failures than {} and add raft traffic", n - 1));
             } else if n == 1 {
@@ -491,7 +572,7 @@ impl Decoder {
     }
 
     fn instance(&mut self, node: &Node, path: &str) -> Option<InstanceSpec> {
-        let f = self.fields(node, path, &["provider", "properties"])?;
+        let f = self.fields(node, path, INSTANCE_FIELDS)?;
         let provider = self
             .required(&f, "provider", path, "the provider name (e.g. local)")
             .and_then(|n| self.string(n, &join(path, "provider")));
@@ -529,11 +610,7 @@ impl Decoder {
             entries: Vec::new(),
             pos: group_pos,
         };
-        let f = self.fields(
-            node.unwrap_or(&empty),
-            path,
-            &["kind", "boot_script", "engine_labels"],
-        )?;
+        let f = self.fields(node.unwrap_or(&empty), path, FLAVOR_FIELDS)?;
         let kind = self.choice(
             f.get("kind"),
             &join(path, "kind"),
@@ -553,9 +630,11 @@ impl Decoder {
             self.error(
                 at,
                 &join(path, "kind"),
-                format!("role {} needs flavor kind `{want}`", role.as_str()),
+                format!(
+                    "role {} needs flavor kind `{want}`; set kind: {want} or leave kind out",
+                    role.as_str()
+                ),
             );
-            return None;
         }
         let boot_script = match f.get("boot_script") {
             None => Some(template::default_boot_script(role).to_string()),
@@ -572,7 +651,11 @@ impl Decoder {
                 self.error(
                     at,
                     &join(path, "boot_script"),
-                    format!("template does not render: {e}"),
+                    if e.contains("undefined") {
+                        format!("template does not render: {e}; templates may use only {TEMPLATE_VARIABLES} (the join token is never a variable: the script reads $DROVER_JOIN_TOKEN)")
+                    } else {
+                        format!("template does not render: {e}")
+                    },
                 );
                 rendered = false;
                 break;
@@ -582,7 +665,7 @@ impl Decoder {
             None => Some(BTreeMap::new()),
             Some(n) => self.labels(n, &join(path, "engine_labels")),
         };
-        rendered.then_some(())?;
+        (rendered && kind == expected).then_some(())?;
         Some(FlavorSpec {
             kind,
             boot_script,
@@ -630,20 +713,15 @@ impl Decoder {
         path: &str,
         role: Role,
         alloc: Option<&Allocation>,
+        group_pos: Pos,
     ) -> Option<UpdatePolicy> {
-        const KNOWN: &[&str] = &[
-            "strategy",
-            "max_in_flight",
-            "canaries",
-            "watch",
-            "step_timeout",
-            "on_failure",
-        ];
+        // Defaults can be wrong for the group (a lone pets manager), so an
+        // absent section points at the group, never at 0:0.
         let empty = Node::Map {
             entries: Vec::new(),
-            pos: Pos::default(),
+            pos: group_pos,
         };
-        let f = self.fields(node.unwrap_or(&empty), path, KNOWN)?;
+        let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
         let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
         let single_cattle_manager =
             role == Role::Manager && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
@@ -686,15 +764,16 @@ impl Decoder {
         if let (Some(Strategy::Surge), Some(Allocation::LogicalIds(_))) = (strategy, alloc) {
             self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
         }
-        if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc) {
-            if role == Role::Manager && a.size() == 1 {
-                let fix = if a.is_pets() {
-                    "declare 3 logical ids, or use size: 1 with strategy: surge"
-                } else {
-                    "use strategy: surge (adds the new manager first) or run 3 managers"
-                };
-                self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
-            }
+        if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc)
+            && role == Role::Manager
+            && a.size() == 1
+        {
+            let fix = if a.is_pets() {
+                "declare 3 logical ids, or use size: 1 with strategy: surge"
+            } else {
+                "use strategy: surge (adds the new manager first) or run 3 managers"
+            };
+            self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
         if role == Role::Manager && max_in_flight.is_some_and(|m| m != 1) {
             self.error(
@@ -706,29 +785,29 @@ impl Decoder {
         if role == Role::Manager && watch.is_some_and(|w| w.is_zero()) {
             self.error(at("watch"), &join(path, "watch"), "managers need a non-zero watch so a rollout never outruns raft stabilisation; try 10s");
         }
-        if let (Some(w), Some(t)) = (watch, step_timeout) {
-            if t <= w {
-                self.error(
-                    at("step_timeout"),
-                    &join(path, "step_timeout"),
-                    format!(
-                        "must be longer than watch ({}), or every step would time out",
-                        humantime::format_duration(w)
-                    ),
-                );
-            }
+        if let (Some(w), Some(t)) = (watch, step_timeout)
+            && t <= w
+        {
+            self.error(
+                at("step_timeout"),
+                &join(path, "step_timeout"),
+                format!(
+                    "must be longer than watch ({}), or every step would time out",
+                    humantime::format_duration(w)
+                ),
+            );
         }
-        if let (Some(c), Some(a)) = (canaries, alloc) {
-            if c as usize > a.size() {
-                self.warn(
-                    at("canaries"),
-                    &join(path, "canaries"),
-                    format!(
-                        "{c} canaries in a group of {}: every member will be a canary",
-                        a.size()
-                    ),
-                );
-            }
+        if let (Some(c), Some(a)) = (canaries, alloc)
+            && c as usize > a.size()
+        {
+            self.warn(
+                at("canaries"),
+                &join(path, "canaries"),
+                format!(
+                    "{c} canaries in a group of {}: every member will be a canary",
+                    a.size()
+                ),
+            );
         }
         Some(UpdatePolicy {
             strategy: strategy?,
@@ -745,11 +824,7 @@ impl Decoder {
             entries: Vec::new(),
             pos: Pos::default(),
         };
-        let f = self.fields(
-            node.unwrap_or(&empty),
-            path,
-            &["startup_timeout", "unhealthy_after"],
-        )?;
+        let f = self.fields(node.unwrap_or(&empty), path, HEALTH_FIELDS)?;
         let startup = self.duration(
             f.get("startup_timeout"),
             &join(path, "startup_timeout"),
@@ -760,13 +835,24 @@ impl Decoder {
             &join(path, "unhealthy_after"),
             defaults::UNHEALTHY_AFTER,
         );
-        for (key, d) in [("startup_timeout", startup), ("unhealthy_after", unhealthy)] {
+        for (key, d, why) in [
+            (
+                "startup_timeout",
+                startup,
+                "a new member needs time to boot and join before it is judged",
+            ),
+            (
+                "unhealthy_after",
+                unhealthy,
+                "a member would be replaced at its first failed health check",
+            ),
+        ] {
             if d.is_some_and(|d| d.is_zero()) {
                 let at = f.get(key).map_or(f.pos, Node::pos);
                 self.error(
                     at,
                     &join(path, key),
-                    "must be longer than zero, or every member would be judged at once",
+                    format!("must be longer than zero: {why}"),
                 );
             }
         }
@@ -781,7 +867,7 @@ impl Decoder {
             entries: Vec::new(),
             pos: Pos::default(),
         };
-        let f = self.fields(node.unwrap_or(&empty), path, &["timeout", "on_timeout"])?;
+        let f = self.fields(node.unwrap_or(&empty), path, DRAIN_FIELDS)?;
         let timeout = self.duration(
             f.get("timeout"),
             &join(path, "timeout"),
@@ -804,7 +890,7 @@ impl Decoder {
 
     fn rollout(&mut self, node: Option<&Node>, path: &str) -> Option<Option<u64>> {
         let Some(node) = node else { return Some(None) };
-        let f = self.fields(node, path, &["after"])?;
+        let f = self.fields(node, path, ROLLOUT_FIELDS)?;
         let Some(after) = f.get("after") else {
             return Some(None);
         };
@@ -825,6 +911,25 @@ impl Decoder {
         }
     }
 }
+
+const ALLOCATION_FIELDS: &[&str] = &["size", "logical_ids", "zones"];
+const INSTANCE_FIELDS: &[&str] = &["provider", "properties"];
+const FLAVOR_FIELDS: &[&str] = &["kind", "boot_script", "engine_labels"];
+const UPDATE_FIELDS: &[&str] = &[
+    "strategy",
+    "max_in_flight",
+    "canaries",
+    "watch",
+    "step_timeout",
+    "on_failure",
+];
+const HEALTH_FIELDS: &[&str] = &["startup_timeout", "unhealthy_after"];
+const DRAIN_FIELDS: &[&str] = &["timeout", "on_timeout"];
+const ROLLOUT_FIELDS: &[&str] = &["after"];
+
+/// Variables a boot script template may use (see [`BootContext`]).
+const TEMPLATE_VARIABLES: &str =
+    "role, cluster_id, group, link, logical_id, address, join_addr, init, engine_labels";
 
 /// Position of the value at `keys` under `node`, if present.
 fn field_pos(node: &Node, keys: &[&str]) -> Option<Pos> {

@@ -1,0 +1,20 @@
+//! # drover-sim
+//!
+//! A simulated cloud and swarm on a virtual clock, with the timings measured
+//! on real engines and injectable faults (provision failures and delays,
+//! machines that never join, engine crashes, leader changes, controller
+//! crashes, provider outages).
+//!
+//! [`Runner`] drives drover's real planner against it the way the controller
+//! does, and checks every voluntary step against the world's own raft and
+//! cloud state: the independent oracle of the property tests.
+
+mod rng;
+mod runner;
+mod scenario;
+mod world;
+
+pub use rng::Rng;
+pub use runner::{Faults, Outcome, Runner, TraceLine};
+pub use scenario::{desired_from_spec, rollout};
+pub use world::{SimInstance, SimNode, Timings, World};

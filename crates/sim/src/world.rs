@@ -1,0 +1,524 @@
+//! The simulated cloud and swarm: machines, nodes, raft membership and a
+//! leader, evolving on a virtual clock with the timings measured on real
+//! engines (`swarm-facts.md`). It is also the independent oracle for the
+//! property tests: fault tolerance and leadership are computed from *its*
+//! raft state, never by asking the planner.
+
+use crate::rng::Rng;
+use drover_core::model::{
+    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, Time,
+};
+use drover_core::quorum;
+use drover_core::spec::Role;
+use std::collections::BTreeMap;
+
+/// Latencies of the simulated machines and swarm, in ms.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// Provider call until the machine exists.
+    pub provision: Time,
+    /// Machine exists until its node is Ready (and in the raft, for managers).
+    pub join: Time,
+    /// One engine/provider API call.
+    pub api: Time,
+    /// Demote until the node is out of the raft.
+    pub out_of_raft: Time,
+    /// A node that left or died until it shows Down.
+    pub down_after: Time,
+    /// Leader lost until a new one is elected (when quorum remains).
+    pub election: Time,
+    /// Drain until the node's tasks moved.
+    pub drain: Time,
+    /// Tasks each worker runs (so drains prove something).
+    pub tasks_per_worker: u32,
+}
+
+impl Default for Timings {
+    /// The medians measured on real engines here.
+    fn default() -> Self {
+        Timings {
+            provision: 400,
+            join: 600,
+            api: 20,
+            out_of_raft: 300,
+            down_after: 15_000,
+            election: 12_000,
+            drain: 4_600,
+            tasks_per_worker: 2,
+        }
+    }
+}
+
+/// A simulated machine.
+#[derive(Debug, Clone)]
+pub struct SimInstance {
+    /// Provider-facing description.
+    pub inst: Instance,
+    /// When its node joins (`None`: it never will).
+    pub join_at: Option<Time>,
+    /// The node it created, once joined.
+    pub node: Option<String>,
+    /// It was broken by a fault (crash, never-join), not by drover.
+    pub faulted: bool,
+}
+
+/// A simulated swarm node.
+#[derive(Debug, Clone)]
+pub struct SimNode {
+    /// What `node ls` shows (state, raft, availability are kept current).
+    pub node: Node,
+    /// The engine behind it is alive.
+    pub engine_alive: bool,
+    /// The node left the swarm (or its engine died): Down at `down_at`.
+    pub down_at: Option<Time>,
+    /// Out of the raft at this time (after a demote).
+    pub out_of_raft_at: Option<Time>,
+    /// Tasks moved away at this time (after a drain).
+    pub drained_at: Option<Time>,
+}
+
+/// The whole simulated world.
+#[derive(Debug, Clone)]
+pub struct World {
+    /// Virtual now.
+    pub now: Time,
+    /// Latencies.
+    pub timings: Timings,
+    /// Machines by id (destroyed ones are removed).
+    pub instances: BTreeMap<String, SimInstance>,
+    /// Nodes by id (removed ones are removed).
+    pub nodes: BTreeMap<String, SimNode>,
+    /// The raft leader's node id.
+    pub leader: Option<String>,
+    /// A leader election completes at this time.
+    pub election_at: Option<Time>,
+    /// A swarm exists (someone ran init).
+    pub swarm_exists: bool,
+    /// Groups the provider is asked about.
+    pub groups: Vec<String>,
+    /// Probability that one describe fails.
+    pub describe_failure: f64,
+    pub(crate) rng: Rng,
+    next_id: u64,
+}
+
+impl World {
+    /// An empty world.
+    pub fn new(seed: u64, timings: Timings) -> Self {
+        World {
+            now: 0,
+            timings,
+            instances: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            leader: None,
+            election_at: None,
+            swarm_exists: false,
+            groups: Vec::new(),
+            describe_failure: 0.0,
+            rng: Rng::new(seed),
+            next_id: 0,
+        }
+    }
+
+    fn fresh_id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{:04}", self.next_id)
+    }
+
+    /// Raft members and how many are reachable (the oracle's numbers).
+    pub fn raft(&self) -> (usize, usize) {
+        let members: Vec<&SimNode> = self
+            .nodes
+            .values()
+            .filter(|n| n.node.raft.is_some())
+            .collect();
+        (
+            members.len(),
+            members.iter().filter(|n| n.engine_alive).count(),
+        )
+    }
+
+    /// Fault tolerance from the simulator's own raft state.
+    pub fn fault_tolerance(&self) -> i64 {
+        let (m, r) = self.raft();
+        quorum::fault_tolerance(m, r)
+    }
+
+    /// Fault tolerance once demotions under way have taken effect: what a
+    /// fault injector must respect so that it tests healing, not an
+    /// unrecoverable double failure.
+    pub fn settled_fault_tolerance(&self) -> i64 {
+        let members: Vec<&SimNode> = self
+            .nodes
+            .values()
+            .filter(|n| n.node.raft.is_some() && n.out_of_raft_at.is_none())
+            .collect();
+        quorum::fault_tolerance(
+            members.len(),
+            members.iter().filter(|n| n.engine_alive).count(),
+        )
+    }
+
+    /// The leader's link label.
+    pub fn leader_link(&self) -> Option<String> {
+        self.leader
+            .as_ref()
+            .and_then(|id| self.nodes.get(id))
+            .and_then(|n| n.node.link.clone())
+    }
+
+    /// The earliest pending internal event.
+    pub fn next_event(&self) -> Option<Time> {
+        let mut t: Option<Time> = self.election_at;
+        let mut take = |x: Option<Time>| {
+            if let Some(x) = x.filter(|x| *x > self.now) {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        for i in self.instances.values() {
+            if i.node.is_none() && i.inst.running {
+                take(i.join_at);
+            }
+        }
+        for n in self.nodes.values() {
+            take(n.down_at);
+            take(n.out_of_raft_at);
+            take(n.drained_at);
+        }
+        t
+    }
+
+    /// Moves the clock to `t`, letting joins, departures and elections happen.
+    pub fn advance(&mut self, t: Time) {
+        self.now = self.now.max(t);
+        let now = self.now;
+        let joining: Vec<String> = self
+            .instances
+            .iter()
+            .filter(|(_, i)| {
+                i.node.is_none() && i.inst.running && i.join_at.is_some_and(|j| j <= now)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in joining {
+            self.join(&id);
+        }
+        let mut lost_leader = false;
+        for n in self.nodes.values_mut() {
+            if n.out_of_raft_at.is_some_and(|t| t <= now) {
+                n.out_of_raft_at = None;
+                n.node.raft = None;
+                n.node.manager_role = false;
+            }
+            if n.down_at.is_some_and(|t| t <= now) {
+                n.down_at = None;
+                n.node.state = NodeState::Down;
+            }
+            if n.drained_at.is_some_and(|t| t <= now) {
+                n.drained_at = None;
+                n.node.running_tasks = 0;
+            }
+        }
+        if let Some(l) = &self.leader {
+            let gone = self
+                .nodes
+                .get(l)
+                .is_none_or(|n| n.node.raft.is_none() || !n.engine_alive);
+            if gone {
+                lost_leader = true;
+            }
+        }
+        if lost_leader {
+            self.leader = None;
+            self.election_at.get_or_insert(now + self.timings.election);
+        }
+        if self.election_at.is_some_and(|t| t <= now) {
+            self.election_at = None;
+            self.elect();
+        }
+        self.refresh_raft_flags();
+    }
+
+    /// Elects a reachable member if a quorum of members is reachable.
+    fn elect(&mut self) {
+        let (members, reachable) = self.raft();
+        if members == 0 || reachable < quorum::quorum(members) {
+            return;
+        }
+        let candidates: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.node.raft.is_some() && n.engine_alive)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let pick = self.rng.between(0, candidates.len() as u64 - 1) as usize;
+        self.leader = Some(candidates[pick].clone());
+    }
+
+    /// Moves leadership to another reachable member at once (a demote of the
+    /// leader hands over in ~0.1 s without an election).
+    fn hand_over(&mut self, from: &str) {
+        let next = self
+            .nodes
+            .iter()
+            .find(|(id, n)| id.as_str() != from && n.node.raft.is_some() && n.engine_alive)
+            .map(|(id, _)| id.clone());
+        self.leader = next;
+        if self.leader.is_none() {
+            self.election_at
+                .get_or_insert(self.now + self.timings.election);
+        }
+    }
+
+    /// Spontaneous leadership change (a fault).
+    pub fn change_leader(&mut self) {
+        if let Some(l) = self.leader.clone() {
+            self.hand_over(&l);
+            self.refresh_raft_flags();
+        }
+    }
+
+    fn refresh_raft_flags(&mut self) {
+        let leader = self.leader.clone();
+        let has_quorum = leader.is_some();
+        for (id, n) in self.nodes.iter_mut() {
+            if let Some(r) = &mut n.node.raft {
+                r.leader = Some(id) == leader.as_ref();
+                r.reachable = n.engine_alive && (has_quorum || r.reachable);
+            }
+        }
+    }
+
+    fn join(&mut self, instance: &str) {
+        let role = match self.instances[instance].inst.tag("sim.role") {
+            Some("manager") => Role::Manager,
+            Some("plain") => Role::Plain,
+            _ => Role::Worker,
+        };
+        if role == Role::Plain {
+            return;
+        }
+        // Joining needs a leader (or, for the first manager, no swarm at all).
+        let init = !self.swarm_exists && role == Role::Manager;
+        if !init && self.leader.is_none() {
+            if let Some(i) = self.instances.get_mut(instance) {
+                i.join_at = Some(self.now + 1_000);
+            }
+            return;
+        }
+        let id = self.fresh_id("node");
+        let inst = &self.instances[instance].inst;
+        let node = Node {
+            id: id.clone(),
+            link: inst.link().map(str::to_string),
+            cluster: inst
+                .tag(drover_core::model::tags::CLUSTER)
+                .map(str::to_string),
+            group: inst
+                .tag(drover_core::model::tags::GROUP)
+                .map(str::to_string),
+            state: NodeState::Ready,
+            availability: Availability::Active,
+            manager_role: role == Role::Manager,
+            raft: (role == Role::Manager).then(|| RaftMember {
+                leader: false,
+                reachable: true,
+                addr: format!("{id}:2377"),
+            }),
+            running_tasks: if role == Role::Worker {
+                self.timings.tasks_per_worker
+            } else {
+                0
+            },
+        };
+        self.nodes.insert(
+            id.clone(),
+            SimNode {
+                node,
+                engine_alive: true,
+                down_at: None,
+                out_of_raft_at: None,
+                drained_at: None,
+            },
+        );
+        if let Some(i) = self.instances.get_mut(instance) {
+            i.node = Some(id.clone());
+        }
+        if init {
+            self.swarm_exists = true;
+            self.leader = Some(id);
+        }
+        self.refresh_raft_flags();
+    }
+
+    /// The observation a controller would make now.
+    pub fn observe(&mut self, self_link: Option<String>) -> Observed {
+        let mut instances = BTreeMap::new();
+        for g in self.groups.clone() {
+            let described = if self.rng.chance(self.describe_failure) {
+                Described::Failed("simulated provider outage".into())
+            } else {
+                Described::Ok(
+                    self.instances
+                        .values()
+                        .filter(|i| i.inst.tag(drover_core::model::tags::GROUP) == Some(g.as_str()))
+                        .map(|i| i.inst.clone())
+                        .collect(),
+                )
+            };
+            instances.insert(g, described);
+        }
+        let swarm = if !self.swarm_exists {
+            SwarmView::Absent
+        } else if self.leader.is_none() {
+            SwarmView::NoQuorum("The swarm does not have a leader".into())
+        } else {
+            SwarmView::Ok(self.nodes.values().map(|n| n.node.clone()).collect())
+        };
+        Observed {
+            instances,
+            swarm,
+            self_link,
+        }
+    }
+
+    /// Creates a machine (it joins after the join latency unless `never_join`).
+    pub fn provision(
+        &mut self,
+        tags: BTreeMap<String, String>,
+        role: Role,
+        never_join: bool,
+    ) -> String {
+        let id = self.fresh_id("i-");
+        let mut tags = tags;
+        tags.insert("sim.role".into(), role.as_str().into());
+        let join_at = (!never_join).then_some(self.now + self.timings.join);
+        let inst = Instance {
+            id: id.clone(),
+            tags,
+            running: true,
+            created_ms: self.now,
+        };
+        self.instances.insert(
+            id.clone(),
+            SimInstance {
+                inst,
+                join_at,
+                node: None,
+                faulted: never_join,
+            },
+        );
+        id
+    }
+
+    /// Destroys a machine: its engine dies with it.
+    pub fn destroy(&mut self, id: &str) {
+        let node = self.instances.remove(id).and_then(|i| i.node);
+        if let Some(n) = node.and_then(|n| self.nodes.get_mut(&n)) {
+            Self::engine_died(n, self.now, self.timings.down_after);
+        }
+        self.advance(self.now);
+    }
+
+    fn engine_died(n: &mut SimNode, now: Time, down_after: Time) {
+        if n.engine_alive {
+            n.engine_alive = false;
+            if let Some(r) = &mut n.node.raft {
+                r.reachable = false;
+            }
+            if n.node.state == NodeState::Ready {
+                n.down_at = Some(now + down_after);
+            }
+        }
+    }
+
+    /// Kills a machine's engine (a fault): the provider reports it stopped.
+    pub fn crash(&mut self, id: &str) {
+        if let Some(i) = self.instances.get_mut(id) {
+            i.inst.running = false;
+            i.faulted = true;
+            if let Some(n) = i.node.clone().and_then(|n| self.nodes.get_mut(&n)) {
+                Self::engine_died(n, self.now, self.timings.down_after);
+            }
+        }
+        self.advance(self.now);
+    }
+
+    /// `node update --availability drain`.
+    pub fn drain(&mut self, node: &str) -> Result<(), String> {
+        let drain_after = self.timings.drain;
+        let n = self.nodes.get_mut(node).ok_or("no such node")?;
+        if n.node.availability != Availability::Drain {
+            n.node.availability = Availability::Drain;
+            if n.node.running_tasks > 0 {
+                n.drained_at = Some(self.now + drain_after);
+            }
+        }
+        Ok(())
+    }
+
+    /// `node demote`, with the engine's own precondition.
+    pub fn demote(&mut self, node: &str) -> Result<(), String> {
+        let (members, reachable) = self.raft();
+        let n = self.nodes.get(node).ok_or("no such node")?;
+        if n.out_of_raft_at.is_some() {
+            return Ok(()); // already leaving the raft
+        }
+        let Some(r) = &n.node.raft else {
+            self.nodes.get_mut(node).expect("present").node.manager_role = false;
+            return Ok(());
+        };
+        let after = if r.reachable {
+            reachable - 1
+        } else {
+            reachable
+        };
+        if members <= 1 {
+            return Err("attempting to demote the last manager of the swarm".into());
+        }
+        if after < quorum::quorum(members - 1) {
+            return Err(
+                "can't remove member from the raft: this would result in a loss of quorum".into(),
+            );
+        }
+        let out_at = self.now + self.timings.out_of_raft;
+        let n = self.nodes.get_mut(node).expect("present");
+        n.node.manager_role = false;
+        n.out_of_raft_at = Some(out_at);
+        if self.leader.as_deref() == Some(node) {
+            self.hand_over(node);
+        }
+        self.refresh_raft_flags();
+        Ok(())
+    }
+
+    /// `swarm leave` on the node's own engine (after its demotion).
+    pub fn leave(&mut self, node: &str) -> Result<(), String> {
+        let down_after = 2 * self.timings.down_after;
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Ok(()); // already removed by the next leader: nothing to leave
+        };
+        if n.node.raft.is_some() {
+            return Err("You are attempting to leave the swarm on a node that is participating as a manager".into());
+        }
+        if n.node.state == NodeState::Ready && n.down_at.is_none() {
+            n.down_at = Some(self.now + down_after);
+        }
+        Ok(())
+    }
+
+    /// `node rm`, with the engine's preconditions.
+    pub fn remove_node(&mut self, node: &str, force: bool) -> Result<(), String> {
+        let Some(n) = self.nodes.get(node) else {
+            return Ok(());
+        };
+        if n.node.raft.is_some() || n.node.manager_role {
+            return Err("node must be demoted to worker before removal".into());
+        }
+        if n.node.state == NodeState::Ready && !force {
+            return Err("node is not down and can't be removed without --force".into());
+        }
+        self.nodes.remove(node);
+        Ok(())
+    }
+}
