@@ -484,9 +484,13 @@ impl Runner {
         }
     }
 
-    /// Oracle: no voluntary step takes the raft's fault tolerance below 0.
+    /// Oracle: no voluntary step takes the raft's fault tolerance below 0,
+    /// and none is one the engine itself refuses as unsafe.
     fn after_disruption(&mut self, what: &str, ft_before: i64) {
         self.note(what.to_string(), ft_before);
+        if what.contains("loss of quorum") || what.contains("last manager") {
+            self.violations.push(format!("t={} {what}: the planner attempted a step the engine refuses as unsafe", self.world.now));
+        }
         let after = self.world.fault_tolerance();
         if ft_before >= 0 && after < 0 {
             self.violations.push(format!(
