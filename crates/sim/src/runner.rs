@@ -489,7 +489,10 @@ impl Runner {
     fn after_disruption(&mut self, what: &str, ft_before: i64) {
         self.note(what.to_string(), ft_before);
         if what.contains("loss of quorum") || what.contains("last manager") {
-            self.violations.push(format!("t={} {what}: the planner attempted a step the engine refuses as unsafe", self.world.now));
+            self.violations.push(format!(
+                "t={} {what}: the planner attempted a step the engine refuses as unsafe",
+                self.world.now
+            ));
         }
         let after = self.world.fault_tolerance();
         if ft_before >= 0 && after < 0 {

@@ -5,14 +5,18 @@
 //! the core:
 //! - [`InstanceProvider`]: provision, destroy, describe (by tags), label;
 //! - [`Cluster`]: the swarm side of a flavor: observe nodes, drain, demote,
-//!   the leader's self-demotion protocol, node removal, join material.
+//!   the leader's self-demotion protocol, node removal, join material;
+//! - [`Store`]: desired specs with history, the journal, status, events and
+//!   controller leadership, every write conditional.
 //!
 //! Both the simulator (`drover-sim`) and the real adapters (`drover-local`,
 //! `drover-swarm`) implement these traits; the controller only sees them.
 
 mod secret;
+mod store;
 
 pub use secret::Secret;
+pub use store::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
 
 use async_trait::async_trait;
 use drover_core::model::{Instance, SwarmView};

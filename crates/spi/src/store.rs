@@ -1,0 +1,167 @@
+//! The store: desired specs with history, the operation journal, published
+//! status, the event log and controller leadership. The store is drover's
+//! API: the CLI writes desired state to it and reads status from it.
+//!
+//! Every write is conditional. Spec commits compare-and-swap on the
+//! revision their plan was computed from (two operators cannot silently
+//! overwrite each other); controller writes are fenced by the epoch the
+//! controller won in [`Store::campaign`] — a deposed controller's write is
+//! refused by the store itself ([`StoreError::Fenced`]), and it stops acting.
+//!
+//! Writing the store is the power to destroy the fleet: guard it like root.
+
+use async_trait::async_trait;
+use drover_core::journal::Operation;
+use drover_core::spec::ClusterSpec;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// A controller term. Strictly increasing across campaigns.
+pub type Epoch = u64;
+
+/// Who committed a revision, when and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Operator (user@host) or `controller` for automatic rollbacks.
+    pub who: String,
+    /// Wall-clock time, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// Free-form message.
+    pub message: String,
+}
+
+/// One desired-state revision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Revision {
+    /// Revision number, from 1.
+    pub rev: u64,
+    /// The spec.
+    pub spec: ClusterSpec,
+    /// Who, when, why.
+    pub provenance: Provenance,
+    /// This revision is an automatic rollback.
+    pub is_rollback: bool,
+    /// The cluster converged on this revision at some point.
+    pub converged: bool,
+}
+
+/// Operator controls that are not part of the spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Controls {
+    /// Paused groups.
+    pub paused: BTreeSet<String>,
+    /// Instances on hold (no healing, collection or roll).
+    pub held: BTreeSet<String>,
+}
+
+/// One audit-log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Wall-clock time, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// The controller (its link or host) that acted.
+    pub controller: String,
+    /// Group concerned.
+    pub group: Option<String>,
+    /// Operation it belongs to (the parent, as in `bosh events`).
+    pub op: Option<String>,
+    /// What was done, e.g. `demote`, `provision`, `rollback`.
+    pub action: String,
+    /// To what (instance or node id).
+    pub target: Option<String>,
+    /// `ok`, `failed: ...`, `started`.
+    pub outcome: String,
+    /// Why (the planner's explanation).
+    pub reason: String,
+}
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A compare-and-swap lost: someone else committed revision `current`.
+    #[error("conflict: the store is at revision {current}, not {expected}; re-read and plan again")]
+    Conflict {
+        /// The revision the caller computed from.
+        expected: u64,
+        /// The store's current revision.
+        current: u64,
+    },
+    /// The caller's epoch is stale: another controller leads now.
+    #[error("fenced: epoch {mine} is stale (current {current}); this controller must stop acting")]
+    Fenced {
+        /// The caller's epoch.
+        mine: Epoch,
+        /// The store's epoch.
+        current: Epoch,
+    },
+    /// The value is too large for the backend (after compression).
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// The backend could not be reached (retry).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data could not be read.
+    #[error("corrupt store data: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// True when the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// Durable state shared by the CLI and the controllers.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// The cluster id, if bootstrapped.
+    async fn cluster_id(&self) -> Result<Option<String>, StoreError>;
+    /// Records the cluster id; a second call with another id is a conflict.
+    async fn init_cluster(&self, id: &str) -> Result<(), StoreError>;
+
+    /// The current desired revision.
+    async fn desired(&self) -> Result<Option<Revision>, StoreError>;
+    /// Revisions, oldest first (bounded: old ones are pruned).
+    async fn history(&self) -> Result<Vec<Revision>, StoreError>;
+    /// Commits `spec` if the current revision is `expected` (0: none yet).
+    async fn commit(
+        &self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+    ) -> Result<u64, StoreError>;
+    /// Marks revision `rev` converged (fenced).
+    async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError>;
+
+    /// Operator controls.
+    async fn controls(&self) -> Result<Controls, StoreError>;
+    /// Replaces operator controls.
+    async fn set_controls(&self, controls: &Controls) -> Result<(), StoreError>;
+
+    /// Starts a new controller term for `holder`; returns its epoch.
+    async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError>;
+    /// The current epoch and its holder.
+    async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError>;
+
+    /// Operations in flight.
+    async fn journal(&self) -> Result<Vec<Operation>, StoreError>;
+    /// Writes (or replaces) an operation (fenced).
+    async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError>;
+    /// Removes a finished operation (fenced).
+    async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError>;
+
+    /// Publishes the controller's status document (fenced).
+    async fn publish_status(
+        &self,
+        epoch: Epoch,
+        status: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+    /// The last published status.
+    async fn status(&self) -> Result<Option<serde_json::Value>, StoreError>;
+    /// Appends to the bounded event log (fenced).
+    async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError>;
+    /// Events at or after `since_ms`, oldest first.
+    async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError>;
+}
