@@ -40,6 +40,8 @@ pub struct Faults {
 pub struct TraceLine {
     /// Virtual time, ms.
     pub at: Time,
+    /// The group the step belongs to (none for faults).
+    pub group: Option<String>,
     /// What happened.
     pub what: String,
     /// Manager fault tolerance before (from the simulator's raft).
@@ -97,6 +99,8 @@ pub struct Runner {
     full_once: BTreeSet<String>,
     foreign: Vec<String>,
     next_fault: Time,
+    /// Group of the action being applied, for the trace.
+    acting_for: Option<String>,
 }
 
 impl Runner {
@@ -124,6 +128,7 @@ impl Runner {
             full_once: BTreeSet::new(),
             foreign: Vec::new(),
             next_fault: 0,
+            acting_for: None,
         };
         r.plant_foreign_machines();
         r
@@ -248,7 +253,7 @@ impl Runner {
             self.world.change_leader();
             self.note(
                 "fault: leadership moved".into(),
-                self.world.fault_tolerance(),
+                self.world.settled_fault_tolerance(),
             );
         }
     }
@@ -285,7 +290,7 @@ impl Runner {
             .unwrap_or_default()
             .to_string();
         self.faulted_groups.insert(group);
-        let ft = self.world.fault_tolerance();
+        let ft = self.world.settled_fault_tolerance();
         self.world.crash(&id);
         self.note(format!("fault: engine of {id} crashed"), ft);
     }
@@ -293,9 +298,10 @@ impl Runner {
     fn note(&mut self, what: String, ft_before: i64) {
         self.trace.push(TraceLine {
             at: self.world.now,
+            group: self.acting_for.clone(),
             what,
             ft_before,
-            ft_after: self.world.fault_tolerance(),
+            ft_after: self.world.settled_fault_tolerance(),
             leader: self.world.leader_link(),
         });
     }
@@ -339,7 +345,7 @@ impl Runner {
                     self.generation += 1;
                     self.note(
                         "fault: controller crashed mid-plan".into(),
-                        self.world.fault_tolerance(),
+                        self.world.settled_fault_tolerance(),
                     );
                     break;
                 }
@@ -366,7 +372,7 @@ impl Runner {
                 };
                 self.note(
                     format!("rollback of {group}: {reason}"),
-                    self.world.fault_tolerance(),
+                    self.world.settled_fault_tolerance(),
                 );
                 if let Some(g) = self
                     .desired
@@ -389,7 +395,13 @@ impl Runner {
                 {
                     return false;
                 }
+                self.acting_for = self
+                    .journal
+                    .iter()
+                    .find(|o| o.id == op)
+                    .map(|o| o.group.clone());
                 let done_at = self.start(action);
+                self.acting_for = None;
                 self.inflight.push(InFlight {
                     op,
                     action: action.clone(),
@@ -411,7 +423,7 @@ impl Runner {
             Action::Provision { .. } => now + t.provision,
             Action::DemoteSelfAndLeave { node, .. } => {
                 self.check_disruption(action, Some(node));
-                let ft = self.world.fault_tolerance();
+                let ft = self.world.settled_fault_tolerance();
                 let res = self.world.demote(node);
                 self.after_disruption(
                     &format!(
@@ -427,7 +439,7 @@ impl Runner {
             }
             Action::Demote { node, .. } => {
                 self.check_disruption(action, Some(node));
-                let ft = self.world.fault_tolerance();
+                let ft = self.world.settled_fault_tolerance();
                 let res = self.world.demote(node);
                 self.after_disruption(
                     &format!(
@@ -447,14 +459,14 @@ impl Runner {
                     .get(instance)
                     .and_then(|i| i.node.clone());
                 self.check_disruption(action, node.as_ref());
-                let ft = self.world.fault_tolerance();
+                let ft = self.world.settled_fault_tolerance();
                 self.world.destroy(instance);
                 self.after_disruption(&action.describe(), ft);
                 now + t.api
             }
             Action::Drain { node, .. } => {
                 self.check_disruption(action, Some(node));
-                let ft = self.world.fault_tolerance();
+                let ft = self.world.settled_fault_tolerance();
                 let res = self.world.drain(node);
                 self.note(
                     format!(
@@ -468,7 +480,7 @@ impl Runner {
                 now + t.api
             }
             Action::RemoveNode { node, force, .. } => {
-                let ft = self.world.fault_tolerance();
+                let ft = self.world.settled_fault_tolerance();
                 let res = self.world.remove_node(node, *force);
                 self.note(
                     format!(
@@ -494,7 +506,7 @@ impl Runner {
                 self.world.now
             ));
         }
-        let after = self.world.fault_tolerance();
+        let after = self.world.settled_fault_tolerance();
         if ft_before >= 0 && after < 0 {
             self.violations.push(format!(
                 "t={} {what}: fault tolerance went from {ft_before} to {after}",
@@ -511,7 +523,13 @@ impl Runner {
         self.inflight = rest;
         for f in done {
             match &f.action {
-                Action::Provision { op, role, .. } => self.finish_provision(&f.action, op, *role),
+                Action::Provision {
+                    op, role, group, ..
+                } => {
+                    self.acting_for = Some(group.clone());
+                    self.finish_provision(&f.action, op, *role);
+                    self.acting_for = None;
+                }
                 // Refused while still in the raft: retry, as the shell does.
                 Action::DemoteSelfAndLeave { node, .. } if self.world.leave(node).is_err() => {
                     self.inflight.push(InFlight {
@@ -536,7 +554,7 @@ impl Runner {
         if self.rng.chance(self.faults.provision_failure) && self.world.now < self.faults.until {
             self.note(
                 format!("{} -> failed (simulated)", action.describe()),
-                self.world.fault_tolerance(),
+                self.world.settled_fault_tolerance(),
             );
             return;
         }
@@ -563,7 +581,7 @@ impl Runner {
         if let (true, Action::Provision { group, .. }) = (never_join, action) {
             self.faulted_groups.insert(group.clone());
         }
-        let ft = self.world.fault_tolerance();
+        let ft = self.world.settled_fault_tolerance();
         self.world.provision(tags, role, never_join);
         self.note(action.describe(), ft);
         self.check_population(action);

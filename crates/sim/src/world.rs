@@ -144,8 +144,9 @@ impl World {
         quorum::fault_tolerance(m, r)
     }
 
-    /// Fault tolerance once demotions under way have taken effect: what a
-    /// fault injector must respect so that it tests healing, not an
+    /// Fault tolerance once demotions under way have taken effect (a demote
+    /// leaves the raft within a second). The oracle judges steps by it, and
+    /// the fault injector respects it so that it tests healing, not an
     /// unrecoverable double failure.
     pub fn settled_fault_tolerance(&self) -> i64 {
         let members: Vec<&SimNode> = self

@@ -399,7 +399,7 @@ impl<'a> Planner<'a> {
                     break;
                 }
             }
-            if !self.may_disrupt(d, inst, &health, Some(&live)) {
+            if !self.may_disrupt(d, inst, &health, Some(&free)) {
                 break;
             }
             let target = Target {
@@ -434,13 +434,14 @@ impl<'a> Planner<'a> {
     }
 
     /// Budget, zone and quorum checks for disrupting `inst` now.
-    /// `live` is given for rolls, where canaries limit the first steps.
+    /// `settled` (members no operation is working on) is given for rolls:
+    /// until `canaries` of them are current and healthy, only canaries roll.
     fn may_disrupt(
         &mut self,
         d: &DesiredGroup,
         inst: &Instance,
         health: &HashMap<&str, Health>,
-        live: Option<&[&Instance]>,
+        settled: Option<&[&Instance]>,
     ) -> bool {
         let name = &d.spec.name;
         let zones = self.zones_in_flight();
@@ -462,7 +463,7 @@ impl<'a> Planner<'a> {
         if d.spec.role == Role::Manager {
             let healthy = health.get(inst.id.as_str()) == Some(&Health::Healthy);
             // A surge roll adds first; its demotion is gated when it comes.
-            let surge = live.is_some() && d.spec.update.strategy == Strategy::Surge;
+            let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
             let gate = if surge {
                 self.unreachable_manager_gate(None)
                     .or_else(|| self.manager_trouble.clone())
@@ -483,7 +484,7 @@ impl<'a> Planner<'a> {
             .iter()
             .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::Heal)
             .count();
-        let current_healthy = live.map_or(usize::MAX, |l| {
+        let current_healthy = settled.map_or(usize::MAX, |l| {
             l.iter()
                 .filter(|i| {
                     i.config() == Some(d.hash.as_str())

@@ -327,6 +327,10 @@ impl Planner<'_> {
                         self.unreachable_manager_gate(Some(&op.id))
                     };
                     return match gate {
+                        Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
+                            "demotion of former leader {} no longer safe: {no}",
+                            n.id
+                        )),
                         Some(no) => {
                             StepState::Wait(format!("demote of former leader {} waits: {no}", n.id))
                         }

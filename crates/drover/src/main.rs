@@ -1,0 +1,26 @@
+//! The `drover` binary: a thin shell over the library crates. Parses
+//! arguments, runs one command, maps its error to an exit code. Only here
+//! may a process exit.
+
+mod cli;
+mod cmd;
+mod error;
+mod spec_file;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match cmd::run(cli) {
+        Ok(code) => code,
+        Err(e @ error::MainError::InvalidSpec(_)) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
+        Err(e) => {
+            eprintln!("drover: {e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The binary's contract: exit codes, one line per problem, the simulator commands.
+
+use std::process::{Command, Output};
+
+fn drover(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("run drover")
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+#[test]
+fn validate_accepts_the_examples() {
+    for f in ["examples/cluster.yaml", "examples/cluster-sim.yaml"] {
+        let out = drover(&["validate", "-f", f]);
+        assert_eq!(out.status.code(), Some(0), "{f}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("valid"));
+    }
+}
+
+#[test]
+fn validate_rejects_with_exit_2_and_one_line_per_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "groups:\n- name: m\n  role: manager\n  allocation: {size: 2}\n  instance: {provider: local}\n  update: {max_inflight: 2}\n").unwrap();
+    let out = drover(&["validate", "-f", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    let p = path.display().to_string();
+    assert!(
+        lines.iter().all(|l| l.starts_with(&format!("{p}:"))),
+        "{err}"
+    );
+    assert!(err.contains(":4:") && err.contains("odd number"), "{err}");
+    assert!(
+        err.contains("groups[0].update.max_inflight")
+            && err.contains("did you mean `max_in_flight`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_file_is_bad_input() {
+    let out = drover(&["validate", "-f", "/nonexistent/cluster.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read -f /nonexistent/cluster.yaml"));
+}
+
+#[test]
+fn sim_rollout_rolls_the_leader_last_without_violations() {
+    let out = drover(&["sim", "rollout", "-f", "examples/cluster-sim.yaml"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("Converged") && stdout.contains("0 safety violations"),
+        "{stdout}"
+    );
+    let self_demotion = stdout
+        .lines()
+        .position(|l| l.contains("demote self"))
+        .expect("the leader demotes itself");
+    let manager_demotions: Vec<usize> = stdout
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("managers") && l.contains("demote node"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!manager_demotions.is_empty());
+    assert!(
+        manager_demotions.iter().all(|i| *i < self_demotion),
+        "leader not last:\n{stdout}"
+    );
+}
+
+#[test]
+fn plan_sim_shows_the_fault_tolerance_timeline_and_leadership_move() {
+    let out = drover(&["plan", "-f", "examples/cluster.yaml", "--sim"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("1 → 0"), "{stdout}");
+    assert!(stdout.contains("leadership moves to"), "{stdout}");
+    assert!(
+        stdout.contains("minimum manager fault tolerance during the change: 0"),
+        "{stdout}"
+    );
+    let json = drover(&[
+        "plan",
+        "-f",
+        "examples/cluster.yaml",
+        "--sim",
+        "--output",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert!(doc["steps"].as_array().is_some_and(|s| !s.is_empty()));
+}
+
+#[test]
+fn sim_rollout_rejects_bad_probabilities_with_exit_2() {
+    let out = drover(&[
+        "sim",
+        "rollout",
+        "-f",
+        "examples/cluster-sim.yaml",
+        "--never-join",
+        "1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--never-join 1.5 is not a probability"));
+}
