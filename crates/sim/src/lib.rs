@@ -9,11 +9,13 @@
 //! does, and checks every voluntary step against the world's own raft and
 //! cloud state: the independent oracle of the property tests.
 
+mod cloud;
 mod rng;
 mod runner;
 mod scenario;
 mod world;
 
+pub use cloud::SimCloud;
 pub use rng::Rng;
 pub use runner::{Faults, Outcome, Runner, TraceLine};
 pub use scenario::{desired_from_spec, rollout};

@@ -175,12 +175,15 @@ impl Runner {
 
     /// Runs until converged, blocked, stuck or `deadline` (virtual ms).
     pub fn run_until(&mut self, deadline: Time) -> Outcome {
+        let mut immediate = 0;
         loop {
             let (plan, changed) = self.pass();
-            if changed {
+            if changed && immediate < 20 {
                 // The journal or the world changed: react now, not at the next tick.
+                immediate += 1;
                 continue;
             }
+            immediate = 0;
             if self.world.now >= self.faults.until {
                 if let Some(why) = plan
                     .groups

@@ -12,6 +12,7 @@
 //! Both the simulator (`drover-sim`) and the real adapters (`drover-local`,
 //! `drover-swarm`) implement these traits; the controller only sees them.
 
+pub mod mem;
 mod secret;
 mod store;
 

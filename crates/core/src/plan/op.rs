@@ -253,10 +253,15 @@ impl Planner<'_> {
                 if !n.manager_role {
                     return StepState::Done;
                 }
-                if n.raft.as_ref().is_some_and(|r| r.leader) {
+                let others_outdated = owned.iter().any(|i| {
+                    i.link() != vlink
+                        && i.link() != Some(op.id.as_str())
+                        && i.config() != Some(d.hash.as_str())
+                });
+                if n.raft.as_ref().is_some_and(|r| r.leader) && others_outdated {
                     // Leadership moved onto the victim after the op was
-                    // written. Nothing was disrupted yet; the leader goes
-                    // last, through its own protocol, so drop this op.
+                    // written. Nothing was disrupted yet and the leader goes
+                    // last, so drop this op.
                     return StepState::Abandon(format!(
                         "node {} became the leader before its demotion; it will go last",
                         n.id

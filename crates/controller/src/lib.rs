@@ -1,0 +1,33 @@
+//! # drover-controller
+//!
+//! The imperative shell around the pure planner: one pass observes the
+//! providers, the swarm and the store concurrently, asks
+//! [`drover_core::plan::plan`] for the next steps, writes the journal before
+//! any side effect, starts each operation's next side effect as its own task
+//! (at most one per operation), and publishes status and events. It wakes
+//! on a finished step, on the planner's next timer, or on the resync tick —
+//! never waiting for a poll when something changed.
+//!
+//! ## Start here
+//! [`Controller::new`] with a [`Context`] (the provider, cluster and store
+//! seams from `drover-spi`), then [`Controller::run`] until shutdown.
+//!
+//! # Guarantees
+//! - Acts only while its engine's node is the swarm leader (or when no
+//!   swarm exists yet, to bootstrap), and only under an epoch won from the
+//!   store: a write refused as [`drover_spi::StoreError::Fenced`] stops it.
+//! - A `DemoteSelfAndLeave` it started runs to its end even after
+//!   leadership moved away: the journal entry written before the demotion
+//!   authorises exactly those steps.
+//! - Join tokens go from the cluster to the provider's boot environment
+//!   only; they never reach logs, events, status or the journal.
+
+mod context;
+mod execute;
+mod observe;
+mod run;
+mod status;
+
+pub use context::{Context, Providers};
+pub use run::{Controller, PassReport};
+pub use status::StatusDoc;

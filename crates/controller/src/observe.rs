@@ -1,0 +1,81 @@
+//! One observation: the store, the swarm and every group's provider,
+//! read concurrently.
+
+use crate::context::Context;
+use drover_core::hash::config_hash;
+use drover_core::journal::Operation;
+use drover_core::model::{Described, Observed, tags};
+use drover_core::plan::{Desired, DesiredGroup};
+use drover_spi::{Revision, StoreError};
+use futures_util::future::join_all;
+use std::collections::BTreeMap;
+
+/// What the store holds for planning.
+pub(crate) struct Stored {
+    pub(crate) revision: Revision,
+    pub(crate) desired: Desired,
+    pub(crate) journal: Vec<Operation>,
+}
+
+/// Reads the store. `None` when nothing was committed yet.
+pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> {
+    let (id, rev, controls, journal) = futures_util::try_join!(
+        ctx.store.cluster_id(),
+        ctx.store.desired(),
+        ctx.store.controls(),
+        ctx.store.journal()
+    )?;
+    let (Some(cluster_id), Some(revision)) = (id, rev) else {
+        return Ok(None);
+    };
+    let groups = revision
+        .spec
+        .groups
+        .iter()
+        .map(|g| DesiredGroup {
+            spec: g.clone(),
+            hash: config_hash(g),
+            paused: controls.paused.contains(&g.name),
+            is_rollback: revision.is_rollback,
+        })
+        .collect();
+    let desired = Desired { cluster_id, groups };
+    Ok(Some(Stored {
+        revision,
+        desired,
+        journal,
+    }))
+}
+
+/// Observes the swarm and describes every group by its ownership tags.
+/// A provider failure is recorded as [`Described::Failed`], never as "none".
+pub(crate) async fn world(ctx: &Context, desired: &Desired) -> Observed {
+    let describes = desired.groups.iter().map(|g| async move {
+        let name = g.spec.name.clone();
+        let Some(provider) = ctx.providers.get(&g.spec.instance.provider) else {
+            let known: Vec<&String> = ctx.providers.keys().collect();
+            return (
+                name,
+                Described::Failed(format!(
+                    "no provider `{}` is configured here (known: {known:?})",
+                    g.spec.instance.provider
+                )),
+            );
+        };
+        let filter = BTreeMap::from([
+            (tags::CLUSTER.to_string(), desired.cluster_id.clone()),
+            (tags::GROUP.to_string(), name.clone()),
+        ]);
+        let described = match provider.describe(&filter).await {
+            Ok(list) => Described::Ok(list),
+            Err(e) => Described::Failed(e.to_string()),
+        };
+        (name, described)
+    });
+    let (swarm, described) = tokio::join!(ctx.cluster.observe(), join_all(describes));
+    Observed {
+        instances: described.into_iter().collect(),
+        swarm,
+        self_link: ctx.self_link.clone(),
+    }
+}

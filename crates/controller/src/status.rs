@@ -1,0 +1,56 @@
+//! The status document the acting controller publishes (and `drover status` reads).
+
+use drover_core::plan::{GroupStatus, SwarmStatus};
+use serde::{Deserialize, Serialize};
+
+/// Published status. Field names are stable (documented in docs/status.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusDoc {
+    /// When it was observed (wall clock, ms since the Unix epoch).
+    pub observed_at_ms: u64,
+    /// The controller that observed and acted (its identity).
+    pub controller: String,
+    /// Its epoch.
+    pub epoch: u64,
+    /// The desired revision planned against.
+    pub revision: u64,
+    /// Per group.
+    pub groups: serde_json::Value,
+    /// The swarm's manager quorum.
+    pub swarm: serde_json::Value,
+    /// Operations in flight.
+    pub operations: usize,
+    /// Why the planner did what it did.
+    pub explanation: Vec<String>,
+}
+
+impl StatusDoc {
+    /// Builds the document from a plan's status parts.
+    pub fn new(
+        controller: &str,
+        epoch: u64,
+        revision: u64,
+        groups: &[GroupStatus],
+        swarm: &SwarmStatus,
+        operations: usize,
+        explanation: &[String],
+    ) -> Self {
+        StatusDoc {
+            observed_at_ms: wall_ms(),
+            controller: controller.to_string(),
+            epoch,
+            revision,
+            groups: serde_json::to_value(groups).unwrap_or_default(),
+            swarm: serde_json::to_value(swarm).unwrap_or_default(),
+            operations,
+            explanation: explanation.to_vec(),
+        }
+    }
+}
+
+/// Wall-clock ms since the Unix epoch (for records read by humans and other hosts).
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

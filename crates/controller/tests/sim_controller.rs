@@ -1,0 +1,142 @@
+//! The real controller loop against the simulated cloud and swarm, with
+//! tokio's clock paused: bring-up from nothing, then a rolling update.
+
+use drover_controller::{Context, Controller};
+use drover_core::hash::config_hash;
+use drover_core::model::tags;
+use drover_core::spec::{ClusterSpec, parse_str};
+use drover_sim::{SimCloud, Timings, World};
+use drover_spi::mem::MemStore;
+use drover_spi::{Provenance, Store};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SPEC: &str = "groups:
+- name: managers
+  role: manager
+  allocation: {size: 3}
+  instance: {provider: sim, properties: {image: v1}}
+- name: workers
+  role: worker
+  allocation: {size: 4}
+  instance: {provider: sim, properties: {image: v1}}
+  update: {max_in_flight: 2}
+";
+
+fn spec(text: &str) -> ClusterSpec {
+    parse_str(text).spec.expect("valid spec")
+}
+
+fn who() -> Provenance {
+    Provenance {
+        who: "test".into(),
+        at_ms: 0,
+        message: "test".into(),
+    }
+}
+
+async fn converged(store: &MemStore, rev: u64) -> bool {
+    store
+        .history()
+        .await
+        .unwrap()
+        .iter()
+        .any(|r| r.rev == rev && r.converged)
+}
+
+#[tokio::test(start_paused = true)]
+async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let store = Arc::new(MemStore::default());
+    store.init_cluster("c1").await.unwrap();
+    let rev1 = store.commit(0, &spec(SPEC), who(), false).await.unwrap();
+    let ctx = Context {
+        providers: [(
+            "sim".to_string(),
+            Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
+        )]
+        .into(),
+        cluster: Arc::new(cloud.clone()),
+        store: store.clone(),
+        self_link: None,
+        identity: "test-controller".into(),
+        store_url: None,
+        resync: Duration::from_secs(2),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Controller::new(ctx).run(async {
+        let _ = stop_rx.await;
+    }));
+
+    let mut waited = 0;
+    while !converged(&store, rev1).await {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        waited += 1;
+        assert!(
+            waited < 3600,
+            "bring-up did not converge: {:?}",
+            store.status().await.unwrap()
+        );
+    }
+    let v2 = spec(&SPEC.replace("image: v1", "image: v2"));
+    let rev2 = store.commit(rev1, &v2, who(), false).await.unwrap();
+    while !converged(&store, rev2).await {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        waited += 1;
+        assert!(
+            waited < 7200,
+            "rollout did not converge: {:?}",
+            store.status().await.unwrap()
+        );
+    }
+    let _ = stop_tx.send(());
+    task.await.unwrap();
+
+    let world = cloud.world();
+    for g in &v2.groups {
+        let members: Vec<_> = world
+            .instances
+            .values()
+            .filter(|i| i.inst.owned_by("c1", &g.name))
+            .collect();
+        assert_eq!(members.len(), g.allocation.size(), "{}", g.name);
+        assert!(
+            members
+                .iter()
+                .all(|i| i.inst.config() == Some(config_hash(g).as_str())),
+            "{} not all current",
+            g.name
+        );
+    }
+    assert_eq!(world.raft(), (3, 3));
+    assert!(
+        world.nodes.values().all(|n| world
+            .instances
+            .values()
+            .any(|i| i.inst.link() == n.node.link.as_deref())),
+        "stale nodes left"
+    );
+    let events = store.events(0).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.reason.contains("demote")),
+        "no demotion in the audit log"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| !format!("{e:?}").contains("simulated-secret")),
+        "a join token reached the events"
+    );
+    let status = serde_json::to_string(&store.status().await.unwrap()).unwrap();
+    assert!(
+        !status.contains("simulated-secret"),
+        "a join token reached the status"
+    );
+    assert!(
+        world
+            .instances
+            .values()
+            .all(|i| i.inst.tag(tags::CLUSTER) == Some("c1"))
+    );
+}
