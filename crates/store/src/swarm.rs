@@ -198,6 +198,14 @@ impl SwarmStore {
                         "swarm update kept losing the version race after {attempt} retries: {e}"
                     )));
                 }
+                Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+                    if message.contains("too large") =>
+                {
+                    return Err(StoreError::TooLarge(format!(
+                        "the swarm's raft refused the update ({size} bytes of drover labels): \
+                         {message}"
+                    )));
+                }
                 Err(e) => return Err(engine(e)),
             }
         }

@@ -194,6 +194,9 @@ impl Drop for Dockerd {
             if let Some(pid) = std::fs::read_to_string(cpid)
                 .ok()
                 .and_then(|s| s.trim().parse::<i32>().ok())
+                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c).contains(&*dir.path().to_string_lossy())
+                })
             {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
