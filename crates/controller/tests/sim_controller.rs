@@ -93,6 +93,8 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
     let _ = stop_tx.send(());
     task.await.unwrap();
 
+    let events = store.events(0).await.unwrap();
+    let status = serde_json::to_string(&store.status().await.unwrap()).unwrap();
     let world = cloud.world();
     for g in &v2.groups {
         let members: Vec<_> = world
@@ -117,7 +119,6 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
             .any(|i| i.inst.link() == n.node.link.as_deref())),
         "stale nodes left"
     );
-    let events = store.events(0).await.unwrap();
     assert!(
         events.iter().any(|e| e.reason.contains("demote")),
         "no demotion in the audit log"
@@ -128,7 +129,6 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
             .all(|e| !format!("{e:?}").contains("simulated-secret")),
         "a join token reached the events"
     );
-    let status = serde_json::to_string(&store.status().await.unwrap()).unwrap();
     assert!(
         !status.contains("simulated-secret"),
         "a join token reached the status"

@@ -63,9 +63,9 @@ impl Store for MemStore {
 
     async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
         self.with(|s| match &s.cluster_id {
-            Some(existing) if existing != id => Err(StoreError::Conflict {
-                expected: 0,
-                current: 1,
+            Some(existing) if existing != id => Err(StoreError::ClusterMismatch {
+                current: existing.clone(),
+                requested: id.to_string(),
             }),
             _ => {
                 s.cluster_id = Some(id.to_string());

@@ -94,6 +94,20 @@ pub enum StoreError {
         /// The store's epoch.
         current: Epoch,
     },
+    /// The store already belongs to another cluster (`init_cluster` with a
+    /// different id): point drover at the right store or prefix.
+    #[error(
+        "the store belongs to cluster {current:?}, not {requested:?}; use the right store address or prefix"
+    )]
+    ClusterMismatch {
+        /// The id the store holds.
+        current: String,
+        /// The id the caller asked for.
+        requested: String,
+    },
+    /// The store address or its options are wrong (not retryable).
+    #[error("bad store address: {0}")]
+    BadAddress(String),
     /// The value is too large for the backend (after compression).
     #[error("too large: {0}")]
     TooLarge(String),

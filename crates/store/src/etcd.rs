@@ -1,0 +1,629 @@
+//! The `etcd` store: keys under a prefix (default `/drover/default`).
+//!
+//! | key                         | value                                     |
+//! |-----------------------------|-------------------------------------------|
+//! | `<p>/cluster_id`            | the cluster id                            |
+//! | `<p>/rev`                   | current revision number (decimal)         |
+//! | `<p>/revs/<rev:020>`        | a [`Revision`] (JSON)                     |
+//! | `<p>/controls`              | [`Controls`] (JSON)                       |
+//! | `<p>/epoch`                 | current epoch (decimal), never leased     |
+//! | `<p>/leader`                | `{epoch, holder}` (JSON), under a lease   |
+//! | `<p>/journal/<op id>`       | an [`Operation`] (JSON)                   |
+//! | `<p>/status`                | the status document (JSON)                |
+//! | `<p>/events/seq`            | last event sequence number (decimal)      |
+//! | `<p>/events/e/<seq:020>`    | an [`Event`] (JSON)                       |
+//!
+//! A spec commit is one txn comparing `<p>/rev`'s value with the caller's
+//! base revision. Every controller write is one txn whose first compare is
+//! `value(<p>/epoch) == caller's epoch`: etcd itself refuses a stale epoch,
+//! atomically with the write; there is no client-side pre-check to skip.
+//!
+//! `campaign` grants a lease (TTL [`EtcdOptions::lease_ttl`], 5 s by
+//! default), bumps `<p>/epoch` in a txn and puts `<p>/leader` under the
+//! lease, kept alive by a background task. 5 s: a dead controller's
+//! `leader` key disappears within 5 s (so standbys see "no leader" and
+//! campaign), while a keep-alive every TTL/3 ≈ 1.7 s survives two lost
+//! round trips or a short etcd leader election (~1 s by default).
+
+use crate::model::{Limits, events_since, unavailable};
+use async_trait::async_trait;
+use drover_core::journal::Operation;
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
+    KvClient, PutOptions, TlsOptions, Txn, TxnOp,
+};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Connection and layout options.
+#[derive(Clone)]
+pub struct EtcdOptions {
+    /// Key prefix, without trailing slash (default `/drover/default`).
+    pub prefix: String,
+    /// CA bundle (PEM) to verify the servers (`etcds://`).
+    pub ca: Option<PathBuf>,
+    /// Client certificate (PEM), with `key`, for mutual TLS.
+    pub cert: Option<PathBuf>,
+    /// Client key (PEM).
+    pub key: Option<PathBuf>,
+    /// etcd user (auth enabled).
+    pub user: Option<String>,
+    /// etcd password for `user`. Never logged, never in a URL.
+    pub password: Option<String>,
+    /// Leader lease TTL (default 5 s).
+    pub lease_ttl: Duration,
+    /// History and event caps.
+    pub limits: Limits,
+}
+
+impl std::fmt::Debug for EtcdOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdOptions")
+            .field("prefix", &self.prefix)
+            .field("ca", &self.ca)
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("lease_ttl", &self.lease_ttl)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        EtcdOptions {
+            prefix: "/drover/default".into(),
+            ca: None,
+            cert: None,
+            key: None,
+            user: None,
+            password: None,
+            lease_ttl: Duration::from_secs(5),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Value of `<p>/leader`.
+#[derive(Serialize, Deserialize)]
+struct LeaderRecord {
+    epoch: Epoch,
+    holder: String,
+}
+
+/// A store in etcd.
+pub struct EtcdStore {
+    client: Client,
+    prefix: String,
+    lease_ttl: Duration,
+    limits: Limits,
+    /// The lease of our last campaign and its keep-alive task.
+    lease: Mutex<Option<(i64, JoinHandle<()>)>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.lease.lock()
+            && let Some((_, task)) = g.take()
+        {
+            task.abort();
+        }
+    }
+}
+
+fn etcd_err(e: etcd_client::Error) -> StoreError {
+    match &e {
+        etcd_client::Error::GRpcStatus(s) if s.message().contains("too large") => {
+            StoreError::TooLarge(format!("etcd: {}", s.message()))
+        }
+        _ => unavailable("etcd", e),
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> Vec<u8> {
+    // Our types serialise infallibly.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))
+}
+
+fn number(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("{key}: not a number")))
+}
+
+/// Compare: `key`'s decimal value is `n`, where 0 means "absent".
+fn value_is(key: &str, n: u64) -> Compare {
+    if n == 0 {
+        Compare::version(key, CompareOp::Equal, 0)
+    } else {
+        Compare::value(key, CompareOp::Equal, n.to_string())
+    }
+}
+
+/// Splits `etcd://h:p,h:p` / `etcds://...` into endpoints and TLS-ness.
+pub(crate) fn parse_endpoints(url: &str) -> Result<(Vec<String>, bool), StoreError> {
+    let (rest, tls) = if let Some(r) = url.strip_prefix("etcds://") {
+        (r, true)
+    } else if let Some(r) = url.strip_prefix("etcd://") {
+        (r, false)
+    } else {
+        return Err(StoreError::BadAddress(format!(
+            "{url:?} is not an etcd address: write etcd://host:port[,host:port] \
+             (or etcds:// for TLS)"
+        )));
+    };
+    let rest = rest.split(['?', '/']).next().unwrap_or("");
+    let scheme = if tls { "https" } else { "http" };
+    let eps: Vec<String> = rest
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|h| format!("{scheme}://{h}"))
+        .collect();
+    if eps.is_empty() {
+        return Err(StoreError::BadAddress(format!(
+            "{url:?} names no etcd endpoint: write etcd://host:port[,host:port]"
+        )));
+    }
+    Ok((eps, tls))
+}
+
+impl EtcdStore {
+    /// Connects to `etcd://host:port[,host:port]` (or `etcds://` for TLS,
+    /// which needs at least `options.ca`) and checks that it answers.
+    pub async fn connect(endpoints: &str, options: EtcdOptions) -> Result<EtcdStore, StoreError> {
+        let (eps, tls) = parse_endpoints(endpoints)?;
+        let mut co = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(10));
+        if let (Some(u), Some(p)) = (&options.user, &options.password) {
+            co = co.with_user(u.clone(), p.clone());
+        } else if options.user.is_some() {
+            return Err(StoreError::BadAddress(
+                "etcd user given without a password: set DROVER_ETCD_PASSWORD".into(),
+            ));
+        }
+        if tls {
+            let read = |p: &PathBuf| {
+                std::fs::read(p).map_err(|e| {
+                    StoreError::BadAddress(format!("cannot read {}: {e}", p.display()))
+                })
+            };
+            let mut t = TlsOptions::new();
+            if let Some(ca) = &options.ca {
+                t = t.ca_certificate(Certificate::from_pem(read(ca)?));
+            }
+            match (&options.cert, &options.key) {
+                (Some(c), Some(k)) => t = t.identity(Identity::from_pem(read(c)?, read(k)?)),
+                (None, None) => {}
+                _ => {
+                    return Err(StoreError::BadAddress(
+                        "etcd client TLS needs both cert and key".into(),
+                    ));
+                }
+            }
+            co = co.with_tls(t);
+        } else if options.ca.is_some() || options.cert.is_some() {
+            return Err(StoreError::BadAddress(format!(
+                "TLS files given for {endpoints}: use etcds:// to connect with TLS"
+            )));
+        }
+        let client = Client::connect(eps, Some(co)).await.map_err(etcd_err)?;
+        let store = EtcdStore {
+            client,
+            prefix: options.prefix.trim_end_matches('/').to_string(),
+            lease_ttl: options.lease_ttl,
+            limits: options.limits,
+            lease: Mutex::new(None),
+        };
+        store.get(&store.key("rev")).await?;
+        Ok(store)
+    }
+
+    /// The full key for `name` under the prefix.
+    pub fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.prefix)
+    }
+
+    /// The raw etcd client (for tools and tests).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn kv(&self) -> KvClient {
+        self.client.kv_client()
+    }
+
+    /// Value and mod revision of one key.
+    async fn get(&self, key: &str) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
+        let resp = self.kv().get(key, None).await.map_err(etcd_err)?;
+        Ok(resp
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.mod_revision())))
+    }
+
+    async fn get_number(&self, name: &str) -> Result<u64, StoreError> {
+        let key = self.key(name);
+        match self.get(&key).await? {
+            Some((v, _)) => number(&key, &v),
+            None => Ok(0),
+        }
+    }
+
+    /// Values under `name/`, in key order.
+    async fn get_prefix(&self, name: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let resp = self
+            .kv()
+            .get(self.key(name), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(etcd_err)?;
+        Ok(resp
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.value().to_vec(),
+                )
+            })
+            .collect())
+    }
+
+    /// One fenced txn: `value(epoch) == mine` AND `extra`, then `ops`.
+    /// `Ok(true)`: written. `Ok(false)`: the epoch held but an `extra`
+    /// compare failed (the caller re-reads and retries). A stale epoch is
+    /// [`StoreError::Fenced`]: the refusal is etcd's compare, atomic with the
+    /// write.
+    async fn fenced(
+        &self,
+        mine: Epoch,
+        extra: Vec<Compare>,
+        ops: Vec<TxnOp>,
+    ) -> Result<bool, StoreError> {
+        let epoch_key = self.key("epoch");
+        let mut cmp = vec![Compare::value(
+            epoch_key.as_str(),
+            CompareOp::Equal,
+            mine.to_string(),
+        )];
+        cmp.extend(extra);
+        let resp = self
+            .kv()
+            .txn(Txn::new().when(cmp).and_then(ops))
+            .await
+            .map_err(etcd_err)?;
+        if resp.succeeded() {
+            return Ok(true);
+        }
+        let current = self.get_number("epoch").await?;
+        if mine == 0 || current != mine {
+            return Err(StoreError::Fenced { mine, current });
+        }
+        Ok(false)
+    }
+
+    fn rev_key(&self, rev: u64) -> String {
+        self.key(&format!("revs/{rev:020}"))
+    }
+
+    fn event_key(&self, seq: u64) -> String {
+        self.key(&format!("events/e/{seq:020}"))
+    }
+
+    async fn keep_alive(client: Client, lease: i64, ttl: Duration) {
+        let mut lc = client.lease_client();
+        let Ok((mut keeper, mut stream)) = lc.keep_alive(lease).await else {
+            return;
+        };
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            if keeper.keep_alive().await.is_err() {
+                // Reconnect and go on while the lease may still be alive.
+                match lc.keep_alive(lease).await {
+                    Ok((k, s)) => (keeper, stream) = (k, s),
+                    Err(_) => continue,
+                }
+            }
+            match stream.message().await {
+                // TTL 0: the lease is gone; nothing left to keep alive.
+                Ok(Some(r)) if r.ttl() <= 0 => return,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn cluster_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .get(&self.key("cluster_id"))
+            .await?
+            .map(|(v, _)| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
+        let key = self.key("cluster_id");
+        let resp = self
+            .kv()
+            .txn(
+                Txn::new()
+                    .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
+                    .and_then(vec![TxnOp::put(key.as_str(), id, None)]),
+            )
+            .await
+            .map_err(etcd_err)?;
+        if resp.succeeded() {
+            return Ok(());
+        }
+        match self.cluster_id().await? {
+            Some(cur) if cur == id => Ok(()),
+            Some(cur) => Err(StoreError::ClusterMismatch {
+                current: cur,
+                requested: id.to_string(),
+            }),
+            None => Err(StoreError::Unavailable(
+                "cluster id vanished while being set; retry".into(),
+            )),
+        }
+    }
+
+    async fn desired(&self) -> Result<Option<Revision>, StoreError> {
+        let rev = self.get_number("rev").await?;
+        if rev == 0 {
+            return Ok(None);
+        }
+        let key = self.rev_key(rev);
+        match self.get(&key).await? {
+            Some((v, _)) => Ok(Some(parse(&key, &v)?)),
+            None => Err(StoreError::Corrupt(format!("{key} is missing"))),
+        }
+    }
+
+    async fn history(&self) -> Result<Vec<Revision>, StoreError> {
+        self.get_prefix("revs/")
+            .await?
+            .iter()
+            .map(|(k, v)| parse(k, v))
+            .collect()
+    }
+
+    async fn commit(
+        &self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+    ) -> Result<u64, StoreError> {
+        let rev = expected + 1;
+        let revision = Revision {
+            rev,
+            spec: spec.clone(),
+            provenance,
+            is_rollback,
+            converged: false,
+        };
+        let rev_key = self.key("rev");
+        let mut ops = vec![
+            TxnOp::put(rev_key.as_str(), rev.to_string(), None),
+            TxnOp::put(self.rev_key(rev), json(&revision), None),
+        ];
+        // Keep the newest `history` revisions: delete [revs/0, revs/<rev-history+1>).
+        let keep_from = (rev + 1).saturating_sub(self.limits.history.max(1) as u64);
+        if keep_from > 1 {
+            ops.push(TxnOp::delete(
+                self.rev_key(0),
+                Some(DeleteOptions::new().with_range(self.rev_key(keep_from))),
+            ));
+        }
+        let resp = self
+            .kv()
+            .txn(
+                Txn::new()
+                    .when(vec![value_is(&rev_key, expected)])
+                    .and_then(ops),
+            )
+            .await
+            .map_err(etcd_err)?;
+        if resp.succeeded() {
+            return Ok(rev);
+        }
+        Err(StoreError::Conflict {
+            expected,
+            current: self.get_number("rev").await?,
+        })
+    }
+
+    async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
+        let key = self.rev_key(rev);
+        loop {
+            let Some((v, mod_rev)) = self.get(&key).await? else {
+                // Fenced first: a deposed controller learns it is deposed.
+                self.fenced(epoch, vec![], vec![]).await?;
+                return Err(StoreError::Conflict {
+                    expected: rev,
+                    current: self.get_number("rev").await?,
+                });
+            };
+            let mut r: Revision = parse(&key, &v)?;
+            r.converged = true;
+            let same = Compare::mod_revision(key.as_str(), CompareOp::Equal, mod_rev);
+            let put = TxnOp::put(key.as_str(), json(&r), None);
+            if self.fenced(epoch, vec![same], vec![put]).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn controls(&self) -> Result<Controls, StoreError> {
+        let key = self.key("controls");
+        match self.get(&key).await? {
+            Some((v, _)) => parse(&key, &v),
+            None => Ok(Controls::default()),
+        }
+    }
+
+    async fn set_controls(&self, controls: &Controls) -> Result<(), StoreError> {
+        self.kv()
+            .put(self.key("controls"), json(controls), None)
+            .await
+            .map_err(etcd_err)?;
+        Ok(())
+    }
+
+    async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
+        let ttl = i64::try_from(self.lease_ttl.as_secs().max(1)).unwrap_or(5);
+        let lease = self
+            .client
+            .lease_client()
+            .grant(ttl, None)
+            .await
+            .map_err(etcd_err)?
+            .id();
+        let epoch_key = self.key("epoch");
+        let epoch = loop {
+            let cur = self.get_number("epoch").await?;
+            let next = cur + 1;
+            let record = LeaderRecord {
+                epoch: next,
+                holder: holder.to_string(),
+            };
+            let resp = self
+                .kv()
+                .txn(
+                    Txn::new()
+                        .when(vec![value_is(&epoch_key, cur)])
+                        .and_then(vec![
+                            TxnOp::put(epoch_key.as_str(), next.to_string(), None),
+                            TxnOp::put(
+                                self.key("leader"),
+                                json(&record),
+                                Some(PutOptions::new().with_lease(lease)),
+                            ),
+                        ]),
+                )
+                .await
+                .map_err(etcd_err)?;
+            if resp.succeeded() {
+                break next;
+            }
+        };
+        let task = tokio::spawn(EtcdStore::keep_alive(
+            self.client.clone(),
+            lease,
+            self.lease_ttl,
+        ));
+        let old = self
+            .lease
+            .lock()
+            .map_err(|_| StoreError::Unavailable("lease lock poisoned".into()))?
+            .replace((lease, task));
+        if let Some((old_lease, old_task)) = old {
+            old_task.abort();
+            // Best effort: an unrevoked lease just expires after its TTL.
+            let _ = self.client.lease_client().revoke(old_lease).await;
+        }
+        Ok(epoch)
+    }
+
+    async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
+        let key = self.key("leader");
+        Ok(match self.get(&key).await? {
+            Some((v, _)) => {
+                let r: LeaderRecord = parse(&key, &v)?;
+                Some((r.epoch, r.holder))
+            }
+            None => None,
+        })
+    }
+
+    async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
+        self.get_prefix("journal/")
+            .await?
+            .iter()
+            .map(|(k, v)| parse(k, v))
+            .collect()
+    }
+
+    async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
+        let put = TxnOp::put(self.key(&format!("journal/{}", op.id)), json(op), None);
+        self.fenced(epoch, vec![], vec![put]).await.map(|_| ())
+    }
+
+    async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
+        let del = TxnOp::delete(self.key(&format!("journal/{op}")), None);
+        self.fenced(epoch, vec![], vec![del]).await.map(|_| ())
+    }
+
+    async fn publish_status(
+        &self,
+        epoch: Epoch,
+        status: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let put = TxnOp::put(self.key("status"), json(status), None);
+        self.fenced(epoch, vec![], vec![put]).await.map(|_| ())
+    }
+
+    async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        let key = self.key("status");
+        match self.get(&key).await? {
+            Some((v, _)) => Ok(Some(parse(&key, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {
+        let seq_key = self.key("events/seq");
+        loop {
+            let seq = self.get_number("events/seq").await?;
+            let next = seq + 1;
+            let mut ops = vec![
+                TxnOp::put(seq_key.as_str(), next.to_string(), None),
+                TxnOp::put(self.event_key(next), json(event), None),
+            ];
+            let keep_from = (next + 1).saturating_sub(self.limits.events.max(1) as u64);
+            if keep_from > 1 {
+                ops.push(TxnOp::delete(
+                    self.event_key(0),
+                    Some(DeleteOptions::new().with_range(self.event_key(keep_from))),
+                ));
+            }
+            if self
+                .fenced(epoch, vec![value_is(&seq_key, seq)], ops)
+                .await?
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
+        let events = self
+            .get_prefix("events/e/")
+            .await?
+            .iter()
+            .map(|(k, v)| parse(k, v))
+            .collect::<Result<Vec<Event>, _>>()?;
+        Ok(events_since(events.into_iter(), since_ms))
+    }
+}

@@ -1,0 +1,223 @@
+//! # drover-store
+//!
+//! The three backends of [`drover_spi::Store`]:
+//! - [`FileStore`] (`file:///path/state.db`): redb, one host, one controller
+//!   (the file lock is the leadership);
+//! - [`EtcdStore`] (`etcd://host:port[,host:port]`, `etcds://` for TLS):
+//!   keys under a prefix, txn compares, a leased leader record;
+//! - [`SwarmStore`] (`swarm`, `swarm:unix:///path/docker.sock`): the swarm's
+//!   own raft, as compressed labels of the swarm spec, written with the
+//!   swarm object's version.
+//!
+//! Start with [`open`]. Every backend keeps the same contract (see
+//! `README.md` and the contract tests in `tests/contract.rs`): spec commits
+//! are compare-and-swap on the revision; every controller write is refused
+//! by the store itself, atomically with the write, when the caller's epoch
+//! is stale.
+//!
+//! Writing the store is the power to destroy the fleet: guard it like root.
+
+mod etcd;
+mod file;
+mod model;
+mod swarm;
+
+pub use etcd::{EtcdOptions, EtcdStore};
+pub use file::FileStore;
+pub use model::Limits;
+pub use swarm::{MEASURED_RAFT_LIMIT, SwarmOptions, SwarmStore};
+
+use drover_spi::{Store, StoreError};
+use std::path::PathBuf;
+
+/// What [`open`] accepts, for error messages.
+const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
+                     etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm or \
+                     swarm:unix:///path/docker.sock";
+
+/// A parsed store address.
+#[derive(Debug, Clone, PartialEq)]
+enum Address {
+    File(PathBuf),
+    Etcd {
+        endpoints: String,
+        prefix: Option<String>,
+        ca: Option<PathBuf>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        user: Option<String>,
+    },
+    Swarm(Option<String>),
+}
+
+fn bad(url: &str, why: &str) -> StoreError {
+    StoreError::BadAddress(format!("--store {url:?}: {why}; accepted forms: {FORMS}"))
+}
+
+fn parse(url: &str) -> Result<Address, StoreError> {
+    if let Some(path) = url.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(bad(
+                url,
+                "a file store needs an absolute path (three slashes: file:///var/lib/drover/state.db)",
+            ));
+        }
+        return Ok(Address::File(PathBuf::from(path)));
+    }
+    if url == "swarm" {
+        return Ok(Address::Swarm(None));
+    }
+    if let Some(ep) = url.strip_prefix("swarm:") {
+        if !ep.starts_with("unix:///") {
+            return Err(bad(
+                url,
+                "a swarm store endpoint must be a unix socket (swarm:unix:///var/run/docker.sock)",
+            ));
+        }
+        return Ok(Address::Swarm(Some(ep.to_string())));
+    }
+    if url.starts_with("etcd://") || url.starts_with("etcds://") {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        etcd::parse_endpoints(base)?;
+        let (mut prefix, mut ca, mut cert, mut key, mut user) = (None, None, None, None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "prefix" => prefix = Some(v.to_string()),
+                "ca" => ca = Some(PathBuf::from(v)),
+                "cert" => cert = Some(PathBuf::from(v)),
+                "key" => key = Some(PathBuf::from(v)),
+                "user" => user = Some(v.to_string()),
+                "password" => {
+                    return Err(bad(
+                        "etcd://…",
+                        "never put a password in the store address (it would show in \
+                         process listings); set DROVER_ETCD_PASSWORD instead",
+                    ));
+                }
+                other => {
+                    return Err(bad(
+                        url,
+                        &format!(
+                            "unknown etcd option {other:?} (known: prefix, ca, cert, key, user)"
+                        ),
+                    ));
+                }
+            }
+        }
+        return Ok(Address::Etcd {
+            endpoints: base.to_string(),
+            prefix,
+            ca,
+            cert,
+            key,
+            user,
+        });
+    }
+    Err(bad(url, "unknown store address"))
+}
+
+/// Opens the store at `url`:
+/// - `file:///path/state.db`
+/// - `etcd://host:port[,host:port][?prefix=/drover/NAME]`, or `etcds://` with
+///   `ca=`, `cert=`, `key=` (PEM paths) and `user=`; the password comes only
+///   from the `DROVER_ETCD_PASSWORD` environment variable;
+/// - `swarm` (the local engine: `DOCKER_HOST` or the default socket) or
+///   `swarm:unix:///path/docker.sock`.
+///
+/// # Errors
+/// [`StoreError::BadAddress`] for anything else, naming the argument and
+/// the accepted forms; otherwise what the backend's constructor returns.
+pub async fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(match parse(url)? {
+        Address::File(path) => Box::new(FileStore::open(path)?),
+        Address::Swarm(ep) => Box::new(SwarmStore::connect(ep.as_deref()).await?),
+        Address::Etcd {
+            endpoints,
+            prefix,
+            ca,
+            cert,
+            key,
+            user,
+        } => {
+            let mut o = EtcdOptions {
+                ca,
+                cert,
+                key,
+                user,
+                password: std::env::var("DROVER_ETCD_PASSWORD").ok(),
+                ..EtcdOptions::default()
+            };
+            if let Some(p) = prefix {
+                o.prefix = p;
+            }
+            Box::new(EtcdStore::connect(&endpoints, o).await?)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(url: &str) -> String {
+        match parse(url) {
+            Err(e) => e.to_string(),
+            Ok(a) => panic!("{url} parsed as {a:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(
+            parse("file:///var/lib/drover/state.db").unwrap(),
+            Address::File("/var/lib/drover/state.db".into())
+        );
+        assert_eq!(parse("swarm").unwrap(), Address::Swarm(None));
+        assert_eq!(
+            parse("swarm:unix:///run/d.sock").unwrap(),
+            Address::Swarm(Some("unix:///run/d.sock".into()))
+        );
+        match parse("etcds://a:2379,b:2379?prefix=/drover/x&ca=/ca.pem&user=u").unwrap() {
+            Address::Etcd {
+                endpoints,
+                prefix,
+                ca,
+                user,
+                ..
+            } => {
+                assert_eq!(endpoints, "etcds://a:2379,b:2379");
+                assert_eq!(prefix.as_deref(), Some("/drover/x"));
+                assert_eq!(ca, Some(PathBuf::from("/ca.pem")));
+                assert_eq!(user.as_deref(), Some("u"));
+            }
+            a => panic!("{a:?}"),
+        }
+        assert_eq!(
+            etcd::parse_endpoints("etcd://127.0.0.1:2379,10.0.0.2:2379").unwrap(),
+            (
+                vec![
+                    "http://127.0.0.1:2379".to_string(),
+                    "http://10.0.0.2:2379".to_string()
+                ],
+                false
+            )
+        );
+    }
+
+    #[test]
+    fn refuses_the_rest_clearly() {
+        assert!(err("/var/lib/state.db").contains("--store"));
+        assert!(err("/var/lib/state.db").contains("file:///"));
+        assert!(err("file://state.db").contains("absolute path"));
+        assert!(err("swarm:tcp://h:2375").contains("unix socket"));
+        assert!(err("etcd://").contains("no etcd endpoint"));
+        assert!(err("etcd://h:1?bogus=1").contains("unknown etcd option"));
+        let e = err("etcd://h:1?user=u&password=hunter2");
+        assert!(
+            e.contains("DROVER_ETCD_PASSWORD") && !e.contains("hunter2"),
+            "{e}"
+        );
+        assert!(err("redis://h").contains("unknown store address"));
+    }
+}

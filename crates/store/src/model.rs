@@ -1,0 +1,297 @@
+//! The store's state as one value, split into sections, with every rule of
+//! the [`Store`](drover_spi::Store) contract as a pure method: revision CAS,
+//! epoch fencing, bounded history and events.
+//!
+//! The file and swarm backends load the sections an operation needs, apply
+//! one of these methods and write the touched sections back *inside one
+//! atomic unit* (a redb write transaction; a versioned swarm update), so the
+//! checks made here and the write cannot be separated by another writer.
+
+use drover_core::journal::Operation;
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Controls, Epoch, Event, Provenance, Revision, StoreError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How much history a backend keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Revisions kept (the newest; older ones are pruned on commit).
+    pub history: usize,
+    /// Events kept (the newest; older ones are dropped on append).
+    pub events: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            history: 100,
+            events: 1000,
+        }
+    }
+}
+
+/// One independently stored part of the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Section {
+    Meta,
+    Revisions,
+    Controls,
+    Journal,
+    Status,
+    Events,
+}
+
+impl Section {
+    #[cfg(test)]
+    pub(crate) const ALL: [Section; 6] = [
+        Section::Meta,
+        Section::Revisions,
+        Section::Controls,
+        Section::Journal,
+        Section::Status,
+        Section::Events,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Section::Meta => "meta",
+            Section::Revisions => "revisions",
+            Section::Controls => "controls",
+            Section::Journal => "journal",
+            Section::Status => "status",
+            Section::Events => "events",
+        }
+    }
+}
+
+/// Cluster id, current revision and the controller term.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub cluster_id: Option<String>,
+    pub rev: u64,
+    pub epoch: Epoch,
+    pub holder: Option<String>,
+}
+
+/// The whole state; sections not loaded stay at their defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct State {
+    pub meta: Meta,
+    /// Oldest first.
+    pub revisions: Vec<Revision>,
+    pub controls: Controls,
+    pub journal: BTreeMap<String, Operation>,
+    pub status: Option<serde_json::Value>,
+    /// Oldest first.
+    pub events: Vec<Event>,
+}
+
+fn corrupt(section: Section, e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(format!("section {}: {e}", section.name()))
+}
+
+impl State {
+    /// Serialises one section (JSON).
+    pub(crate) fn encode(&self, section: Section) -> Vec<u8> {
+        let r = match section {
+            Section::Meta => serde_json::to_vec(&self.meta),
+            Section::Revisions => serde_json::to_vec(&self.revisions),
+            Section::Controls => serde_json::to_vec(&self.controls),
+            Section::Journal => serde_json::to_vec(&self.journal),
+            Section::Status => serde_json::to_vec(&self.status),
+            Section::Events => serde_json::to_vec(&self.events),
+        };
+        // These types serialise infallibly (string keys, no custom errors).
+        r.unwrap_or_default()
+    }
+
+    /// Loads one section from its JSON.
+    pub(crate) fn decode(&mut self, section: Section, bytes: &[u8]) -> Result<(), StoreError> {
+        let e = |e| corrupt(section, e);
+        match section {
+            Section::Meta => self.meta = serde_json::from_slice(bytes).map_err(e)?,
+            Section::Revisions => self.revisions = serde_json::from_slice(bytes).map_err(e)?,
+            Section::Controls => self.controls = serde_json::from_slice(bytes).map_err(e)?,
+            Section::Journal => self.journal = serde_json::from_slice(bytes).map_err(e)?,
+            Section::Status => self.status = serde_json::from_slice(bytes).map_err(e)?,
+            Section::Events => self.events = serde_json::from_slice(bytes).map_err(e)?,
+        }
+        Ok(())
+    }
+
+    /// Records the cluster id once.
+    pub(crate) fn init_cluster(&mut self, id: &str) -> Result<(), StoreError> {
+        match &self.meta.cluster_id {
+            None => {
+                self.meta.cluster_id = Some(id.to_string());
+                Ok(())
+            }
+            Some(cur) if cur == id => Ok(()),
+            Some(cur) => Err(StoreError::ClusterMismatch {
+                current: cur.clone(),
+                requested: id.to_string(),
+            }),
+        }
+    }
+
+    /// The current revision (needs Meta and Revisions).
+    pub(crate) fn desired(&self) -> Option<Revision> {
+        self.revisions
+            .iter()
+            .rev()
+            .find(|r| r.rev == self.meta.rev)
+            .cloned()
+    }
+
+    /// Revision CAS (needs Meta and Revisions).
+    pub(crate) fn commit(
+        &mut self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+        limits: Limits,
+    ) -> Result<u64, StoreError> {
+        if self.meta.rev != expected {
+            return Err(StoreError::Conflict {
+                expected,
+                current: self.meta.rev,
+            });
+        }
+        let rev = expected + 1;
+        self.meta.rev = rev;
+        self.revisions.push(Revision {
+            rev,
+            spec: spec.clone(),
+            provenance,
+            is_rollback,
+            converged: false,
+        });
+        let excess = self.revisions.len().saturating_sub(limits.history.max(1));
+        self.revisions.drain(..excess);
+        Ok(rev)
+    }
+
+    /// Epoch fencing (needs Meta). Epoch 0 was never won: always fenced.
+    pub(crate) fn fence(&self, mine: Epoch) -> Result<(), StoreError> {
+        if mine == 0 || mine != self.meta.epoch {
+            return Err(StoreError::Fenced {
+                mine,
+                current: self.meta.epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Needs Meta and Revisions.
+    pub(crate) fn mark_converged(&mut self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
+        self.fence(epoch)?;
+        match self.revisions.iter_mut().find(|r| r.rev == rev) {
+            Some(r) => {
+                r.converged = true;
+                Ok(())
+            }
+            None => Err(StoreError::Conflict {
+                expected: rev,
+                current: self.meta.rev,
+            }),
+        }
+    }
+
+    /// A new term (needs Meta).
+    pub(crate) fn campaign(&mut self, holder: &str) -> Epoch {
+        self.meta.epoch += 1;
+        self.meta.holder = Some(holder.to_string());
+        self.meta.epoch
+    }
+
+    /// Needs Meta.
+    pub(crate) fn leader(&self) -> Option<(Epoch, String)> {
+        self.meta.holder.clone().map(|h| (self.meta.epoch, h))
+    }
+
+    /// Needs Meta and Journal.
+    pub(crate) fn journal_put(&mut self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
+        self.fence(epoch)?;
+        self.journal.insert(op.id.clone(), op.clone());
+        Ok(())
+    }
+
+    /// Needs Meta and Journal.
+    pub(crate) fn journal_remove(&mut self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
+        self.fence(epoch)?;
+        self.journal.remove(op);
+        Ok(())
+    }
+
+    /// Needs Meta and Status.
+    pub(crate) fn publish_status(
+        &mut self,
+        epoch: Epoch,
+        status: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.fence(epoch)?;
+        self.status = Some(status.clone());
+        Ok(())
+    }
+
+    /// Needs Meta and Events.
+    pub(crate) fn append_event(
+        &mut self,
+        epoch: Epoch,
+        event: &Event,
+        limits: Limits,
+    ) -> Result<(), StoreError> {
+        self.fence(epoch)?;
+        self.events.push(event.clone());
+        let excess = self.events.len().saturating_sub(limits.events.max(1));
+        self.events.drain(..excess);
+        Ok(())
+    }
+
+    /// Needs Events.
+    pub(crate) fn events_since(&self, since_ms: u64) -> Vec<Event> {
+        events_since(self.events.iter().cloned(), since_ms)
+    }
+}
+
+/// Events at or after `since_ms`, in stored (oldest first) order.
+pub(crate) fn events_since(events: impl Iterator<Item = Event>, since_ms: u64) -> Vec<Event> {
+    events.filter(|e| e.at_ms >= since_ms).collect()
+}
+
+/// Any displayable backend failure as a retryable `Unavailable`.
+pub(crate) fn unavailable(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_zero_is_always_fenced() {
+        let s = State::default();
+        assert!(matches!(
+            s.fence(0),
+            Err(StoreError::Fenced {
+                mine: 0,
+                current: 0
+            })
+        ));
+    }
+
+    #[test]
+    fn sections_round_trip() {
+        let mut s = State::default();
+        s.campaign("a");
+        s.init_cluster("c").unwrap();
+        s.status = Some(serde_json::json!({"x": [1, "two", null]}));
+        let mut t = State::default();
+        for sec in Section::ALL {
+            t.decode(sec, &s.encode(sec)).unwrap();
+        }
+        assert_eq!(s, t);
+    }
+}

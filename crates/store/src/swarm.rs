@@ -1,0 +1,382 @@
+//! The `swarm` store: state kept in the swarm's own raft, as labels of the
+//! swarm spec, reached through any manager's engine API.
+//!
+//! Each section of the state is one label, `drover.store.<ns>.<section>`,
+//! whose value is `gz:` + base64(gzip(JSON)). Every write reads the swarm
+//! object (spec + `Version.Index`), applies the contract's checks (revision
+//! CAS, epoch fence) to what it read, and sends `POST /swarm/update?version=N`
+//! with that same N: if anyone wrote in between (a commit, a campaign), the
+//! swarm refuses with "update out of sequence" and the write is retried from
+//! a fresh read, where the check then fails. Check and write are atomic.
+//!
+//! Size: one swarm update is one raft message; the raft refuses messages over
+//! 1.5 MiB ("raft message is too large"), measured as 1 571 288 bytes of
+//! label value on Docker 20.10. Every write replicates every label, so the
+//! store keeps the encoded labels under [`SwarmOptions::budget`] (256 KiB by
+//! default) and caps history and events (see [`SwarmOptions`]).
+
+use crate::model::{Limits, Section, State, unavailable};
+use async_trait::async_trait;
+use base64::Engine as _;
+use bollard::Docker;
+use bollard::models::SwarmSpec;
+use bollard::query_parameters::UpdateSwarmOptionsBuilder;
+use drover_core::journal::Operation;
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// Largest label value the swarm accepted in one update, measured (bytes).
+pub const MEASURED_RAFT_LIMIT: usize = 1_571_288;
+
+/// Swarm store settings.
+#[derive(Debug, Clone)]
+pub struct SwarmOptions {
+    /// Label namespace: `drover.store.<namespace>.*` (default `default`).
+    pub namespace: String,
+    /// History and event caps (default 20 revisions, 200 events).
+    pub limits: Limits,
+    /// Most bytes all of drover's labels may take together (default 256 KiB).
+    pub budget: usize,
+    /// Retries of a write that lost a version race (default 50).
+    pub retries: u32,
+}
+
+impl Default for SwarmOptions {
+    fn default() -> Self {
+        SwarmOptions {
+            namespace: "default".into(),
+            limits: Limits {
+                history: 20,
+                events: 200,
+            },
+            budget: 256 * 1024,
+            retries: 50,
+        }
+    }
+}
+
+/// A store in the swarm's raft.
+#[derive(Debug, Clone)]
+pub struct SwarmStore {
+    docker: Docker,
+    opts: SwarmOptions,
+}
+
+fn engine(e: bollard::errors::Error) -> StoreError {
+    unavailable("docker engine", e)
+}
+
+fn out_of_sequence(e: &bollard::errors::Error) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { message, .. }
+        if message.contains("update out of sequence"))
+}
+
+impl SwarmStore {
+    /// Connects to a manager's engine: `None` uses `DOCKER_HOST` or the
+    /// default socket; `Some("unix:///path/docker.sock")` a given socket.
+    pub async fn connect(endpoint: Option<&str>) -> Result<SwarmStore, StoreError> {
+        SwarmStore::connect_with(endpoint, SwarmOptions::default()).await
+    }
+
+    /// Connects with explicit options.
+    pub async fn connect_with(
+        endpoint: Option<&str>,
+        opts: SwarmOptions,
+    ) -> Result<SwarmStore, StoreError> {
+        let docker = match endpoint {
+            None => Docker::connect_with_local_defaults(),
+            Some(ep) => Docker::connect_with_unix(ep, 60, bollard::API_DEFAULT_VERSION),
+        }
+        .map_err(|e| {
+            StoreError::BadAddress(format!(
+                "cannot use docker endpoint {}: {e}",
+                endpoint.unwrap_or("(default)")
+            ))
+        })?
+        .negotiate_version()
+        .await
+        .map_err(engine)?;
+        // Only a manager can read or write the swarm object.
+        docker.inspect_swarm().await.map_err(|e| {
+            StoreError::Unavailable(format!(
+                "the engine at {} is not a reachable swarm manager: {e}",
+                endpoint.unwrap_or("(default)")
+            ))
+        })?;
+        Ok(SwarmStore { docker, opts })
+    }
+
+    /// The raw engine client (for tools and tests).
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// The label that holds `section`.
+    pub fn label(&self, section: &str) -> String {
+        format!("drover.store.{}.{}", self.opts.namespace, section)
+    }
+
+    fn decode_labels(
+        &self,
+        labels: &HashMap<String, String>,
+        sections: &[Section],
+    ) -> Result<State, StoreError> {
+        let mut state = State::default();
+        for &s in sections {
+            if let Some(v) = labels.get(&self.label(s.name())) {
+                state.decode(s, &unpack(v)?)?;
+            }
+        }
+        Ok(state)
+    }
+
+    async fn fetch(&self) -> Result<(i64, SwarmSpec), StoreError> {
+        let swarm = self.docker.inspect_swarm().await.map_err(engine)?;
+        let version = swarm
+            .version
+            .and_then(|v| v.index)
+            .ok_or_else(|| StoreError::Corrupt("swarm inspect returned no version".to_string()))?;
+        let spec = swarm
+            .spec
+            .ok_or_else(|| StoreError::Corrupt("swarm inspect returned no spec".to_string()))?;
+        Ok((version as i64, spec))
+    }
+
+    async fn read(&self, sections: &[Section]) -> Result<State, StoreError> {
+        let (_, spec) = self.fetch().await?;
+        self.decode_labels(&spec.labels.unwrap_or_default(), sections)
+    }
+
+    /// Read, check and apply `f`, write at the version read; on "update out
+    /// of sequence" start again from a fresh read.
+    async fn write<T>(
+        &self,
+        sections: &[Section],
+        mut f: impl FnMut(&mut State) -> Result<T, StoreError> + Send,
+    ) -> Result<T, StoreError> {
+        let mut attempt = 0;
+        loop {
+            let (version, mut spec) = self.fetch().await?;
+            let mut labels = spec.labels.take().unwrap_or_default();
+            let mut state = self.decode_labels(&labels, sections)?;
+            let out = f(&mut state)?;
+            for &s in sections {
+                labels.insert(self.label(s.name()), pack(&state.encode(s)));
+            }
+            let prefix = self.label("");
+            let size: usize = labels
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, v)| k.len() + v.len())
+                .sum();
+            if size > self.opts.budget {
+                return Err(StoreError::TooLarge(format!(
+                    "the swarm store's labels would take {size} bytes compressed, over its \
+                     budget of {} (the swarm's raft refuses about {MEASURED_RAFT_LIMIT}); \
+                     use an etcd or file store for specs this large",
+                    self.opts.budget
+                )));
+            }
+            spec.labels = Some(labels);
+            let options = UpdateSwarmOptionsBuilder::default()
+                .version(version)
+                .build();
+            match self.docker.update_swarm(spec, options).await {
+                Ok(()) => return Ok(out),
+                Err(e) if out_of_sequence(&e) && attempt < self.opts.retries => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt.min(20)))).await;
+                }
+                Err(e) if out_of_sequence(&e) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "swarm update kept losing the version race after {attempt} retries: {e}"
+                    )));
+                }
+                Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+                    if message.contains("too large") =>
+                {
+                    return Err(StoreError::TooLarge(format!(
+                        "the swarm's raft refused the update ({size} bytes of drover labels): \
+                         {message}"
+                    )));
+                }
+                Err(e) => return Err(engine(e)),
+            }
+        }
+    }
+
+    /// True when this store's engine is the swarm's raft leader.
+    async fn engine_is_leader(&self) -> Result<bool, StoreError> {
+        let info = self.docker.info().await.map_err(engine)?;
+        let Some(swarm) = info.swarm else {
+            return Ok(false);
+        };
+        if swarm.control_available != Some(true) {
+            return Ok(false);
+        }
+        let Some(node_id) = swarm.node_id.filter(|n| !n.is_empty()) else {
+            return Ok(false);
+        };
+        let node = self.docker.inspect_node(&node_id).await.map_err(engine)?;
+        Ok(node.manager_status.and_then(|m| m.leader) == Some(true))
+    }
+}
+
+/// `gz:` + base64(gzip(bytes)).
+fn pack(bytes: &[u8]) -> String {
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(bytes);
+    let gz = enc.finish().unwrap_or_default();
+    format!(
+        "gz:{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(gz)
+    )
+}
+
+fn unpack(label: &str) -> Result<Vec<u8>, StoreError> {
+    let bad = |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("swarm label: {e}"));
+    let b64 = label
+        .strip_prefix("gz:")
+        .ok_or_else(|| bad(&"value does not start with gz:"))?;
+    let gz = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(b64)
+        .map_err(|e| bad(&e))?;
+    let mut out = Vec::new();
+    GzDecoder::new(gz.as_slice())
+        .read_to_end(&mut out)
+        .map_err(|e| bad(&e))?;
+    Ok(out)
+}
+
+use Section::{Controls as SControls, Events, Journal, Meta, Revisions, Status};
+
+#[async_trait]
+impl Store for SwarmStore {
+    async fn cluster_id(&self) -> Result<Option<String>, StoreError> {
+        Ok(self.read(&[Meta]).await?.meta.cluster_id)
+    }
+
+    async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
+        self.write(&[Meta], |s| s.init_cluster(id)).await
+    }
+
+    async fn desired(&self) -> Result<Option<Revision>, StoreError> {
+        Ok(self.read(&[Meta, Revisions]).await?.desired())
+    }
+
+    async fn history(&self) -> Result<Vec<Revision>, StoreError> {
+        Ok(self.read(&[Revisions]).await?.revisions)
+    }
+
+    async fn commit(
+        &self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+    ) -> Result<u64, StoreError> {
+        let limits = self.opts.limits;
+        self.write(&[Meta, Revisions], |s| {
+            s.commit(expected, spec, provenance.clone(), is_rollback, limits)
+        })
+        .await
+    }
+
+    async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
+        self.write(&[Meta, Revisions], |s| s.mark_converged(epoch, rev))
+            .await
+    }
+
+    async fn controls(&self) -> Result<Controls, StoreError> {
+        Ok(self.read(&[SControls]).await?.controls)
+    }
+
+    async fn set_controls(&self, controls: &Controls) -> Result<(), StoreError> {
+        self.write(&[SControls], |s| {
+            s.controls = controls.clone();
+            Ok(())
+        })
+        .await
+    }
+
+    /// Only the controller whose engine is the swarm leader may campaign;
+    /// others get [`StoreError::Unavailable`]. The check is advisory (the
+    /// leader may change right after): safety comes from the epoch fence.
+    async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
+        if !self.engine_is_leader().await? {
+            return Err(StoreError::Unavailable(
+                "this controller's engine is not the swarm leader; only the leader's \
+                 controller may campaign"
+                    .to_string(),
+            ));
+        }
+        self.write(&[Meta], |s| Ok(s.campaign(holder))).await
+    }
+
+    async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
+        Ok(self.read(&[Meta]).await?.leader())
+    }
+
+    async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
+        Ok(self.read(&[Journal]).await?.journal.into_values().collect())
+    }
+
+    async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
+        self.write(&[Meta, Journal], |s| s.journal_put(epoch, op))
+            .await
+    }
+
+    async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
+        self.write(&[Meta, Journal], |s| s.journal_remove(epoch, op))
+            .await
+    }
+
+    async fn publish_status(
+        &self,
+        epoch: Epoch,
+        status: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write(&[Meta, Status], |s| s.publish_status(epoch, status))
+            .await
+    }
+
+    async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self.read(&[Status]).await?.status)
+    }
+
+    async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {
+        let limits = self.opts.limits;
+        self.write(&[Meta, Events], |s| s.append_event(epoch, event, limits))
+            .await
+    }
+
+    async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
+        Ok(self.read(&[Events]).await?.events_since(since_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_round_trips_and_compresses() {
+        let json = serde_json::to_vec(&vec!["the same words again"; 500]).unwrap();
+        let packed = pack(&json);
+        assert!(
+            packed.len() * 10 < json.len(),
+            "{} vs {}",
+            packed.len(),
+            json.len()
+        );
+        assert_eq!(unpack(&packed).unwrap(), json);
+        assert!(matches!(unpack("plain"), Err(StoreError::Corrupt(_))));
+    }
+}

@@ -1,0 +1,221 @@
+//! What only one backend can show: file mode and lock, etcd's txn guard and
+//! lease, the swarm's versioned update and size limit.
+
+mod support;
+
+use bollard::query_parameters::UpdateSwarmOptionsBuilder;
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Provenance, Store, StoreError};
+use drover_store::{EtcdOptions, EtcdStore, FileStore, SwarmOptions, SwarmStore};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+fn prov() -> Provenance {
+    Provenance {
+        who: "op@h".into(),
+        at_ms: 0,
+        message: "m".into(),
+    }
+}
+
+fn spec_with(label: &str) -> ClusterSpec {
+    let text = format!(
+        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: 2\n    instance:\n      provider: local\n      properties:\n        blob: \"{label}\"\n"
+    );
+    drover_core::spec::parse_str(&text)
+        .spec
+        .expect("valid spec")
+}
+
+#[tokio::test]
+async fn file_store_is_0600_and_serves_one_controller() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let s = FileStore::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let second = FileStore::open(&path).unwrap_err();
+    let msg = second.to_string();
+    assert!(
+        matches!(second, StoreError::Unavailable(_))
+            && msg.contains("serves exactly one controller"),
+        "{msg}"
+    );
+    // The lock goes with the handle.
+    s.init_cluster("c").await.unwrap();
+    drop(s);
+    let again = FileStore::open(&path).unwrap();
+    assert_eq!(again.cluster_id().await.unwrap().as_deref(), Some("c"));
+    drop(again);
+
+    // An existing file with looser permissions is tightened.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _s = FileStore::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[tokio::test]
+async fn etcd_refuses_a_stale_epoch_in_its_own_compare_and_expires_the_leader() {
+    let etcd = support::Etcd::start().await;
+    let opts = || EtcdOptions {
+        prefix: "/drover/raw".into(),
+        lease_ttl: Duration::from_secs(1),
+        ..EtcdOptions::default()
+    };
+    let a = EtcdStore::connect(&etcd.url, opts()).await.unwrap();
+    let b = EtcdStore::connect(&etcd.url, opts()).await.unwrap();
+    let old = a.campaign("ctl-a").await.unwrap();
+    let new = b.campaign("ctl-b").await.unwrap();
+
+    // A raw client that skips every client-side check and sends the same
+    // txn the store sends, with its stale epoch: etcd refuses it.
+    let mut kv = a.client().kv_client();
+    let journal_key = a.key("journal/raw");
+    let raw = |epoch: u64| {
+        Txn::new()
+            .when(vec![Compare::value(
+                a.key("epoch"),
+                CompareOp::Equal,
+                epoch.to_string(),
+            )])
+            .and_then(vec![TxnOp::put(journal_key.as_str(), "{}", None)])
+    };
+    assert!(!kv.txn(raw(old)).await.unwrap().succeeded());
+    assert!(
+        kv.get(journal_key.as_str(), None)
+            .await
+            .unwrap()
+            .kvs()
+            .is_empty()
+    );
+    assert!(kv.txn(raw(new)).await.unwrap().succeeded());
+
+    // The leader record lives under the lease: alive while kept alive...
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.leader().await.unwrap(), Some((new, "ctl-b".into())));
+    // ...and gone within about one TTL after its controller goes away.
+    drop(b);
+    let t0 = Instant::now();
+    while a.leader().await.unwrap().is_some() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "leader never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "etcd leader record expired {:?} after drop (TTL 1 s)",
+        t0.elapsed()
+    );
+    // The epoch itself is never leased: the next term is still higher.
+    assert_eq!(a.campaign("ctl-a").await.unwrap(), new + 1);
+}
+
+#[tokio::test]
+async fn swarm_versioned_update_fences_and_size_is_bounded() {
+    let d = support::Dockerd::start_swarm("127.0.9.2").await;
+    let ep = Some(d.endpoint.as_str());
+    let a = SwarmStore::connect(ep).await.unwrap();
+    let b = SwarmStore::connect(ep).await.unwrap();
+    let docker = a.docker().clone();
+
+    // An operator's own label survives drover's writes.
+    let sw = docker.inspect_swarm().await.unwrap();
+    let mut spec = sw.spec.unwrap();
+    spec.labels
+        .get_or_insert_default()
+        .insert("team".into(), "infra".into());
+    let v = sw.version.unwrap().index.unwrap() as i64;
+    docker
+        .update_swarm(
+            spec,
+            UpdateSwarmOptionsBuilder::default().version(v).build(),
+        )
+        .await
+        .unwrap();
+
+    let old = a.campaign("ctl-a").await.unwrap();
+    // A deposed controller that read the swarm (and its epoch) while it
+    // still led, then writes raw, skipping any check: the version it read is
+    // stale once the new term is written, and the swarm refuses.
+    let before = docker.inspect_swarm().await.unwrap();
+    let stale_version = before.version.unwrap().index.unwrap() as i64;
+    let new = b.campaign("ctl-b").await.unwrap();
+    assert!(new > old);
+    let mut raw = before.spec.unwrap();
+    raw.labels
+        .get_or_insert_default()
+        .insert(a.label("journal"), "gz:forged".into());
+    let err = docker
+        .update_swarm(
+            raw,
+            UpdateSwarmOptionsBuilder::default()
+                .version(stale_version)
+                .build(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("update out of sequence"), "{err}");
+    assert!(a.journal().await.unwrap().is_empty());
+
+    // Sizes: a typical state compresses well.
+    b.commit(0, &spec_with("x"), prov(), false).await.unwrap();
+    b.publish_status(new, &serde_json::json!({"groups": {"web": {"n": 2}}}))
+        .await
+        .unwrap();
+    let labels = docker
+        .inspect_swarm()
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .labels
+        .unwrap();
+    assert_eq!(labels.get("team").map(String::as_str), Some("infra"));
+    let ours: usize = labels
+        .iter()
+        .filter(|(k, _)| k.starts_with("drover.store."))
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let rev_json = serde_json::to_vec(&b.history().await.unwrap())
+        .unwrap()
+        .len();
+    eprintln!(
+        "swarm labels after one commit + status: {ours} bytes (revisions JSON {rev_json} bytes)"
+    );
+
+    // Incompressible and over the budget: refused whole, nothing changes.
+    let noise: String = (0..400_000u64)
+        .map(|i| {
+            let x = i.wrapping_mul(6364136223846793005).rotate_left(17) ^ (i >> 3);
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect();
+    let big = spec_with(&noise);
+    match b.commit(1, &big, prov(), false).await {
+        Err(StoreError::TooLarge(m)) => eprintln!("refused: {m}"),
+        other => panic!("oversized commit: {other:?}"),
+    }
+    assert_eq!(b.desired().await.unwrap().unwrap().rev, 1);
+
+    // A larger budget lets it through up to the raft limit; the swarm's own
+    // refusal beyond it surfaces as an error, never a partial write.
+    let roomy = SwarmStore::connect_with(
+        ep,
+        SwarmOptions {
+            budget: 4 * 1024 * 1024,
+            ..SwarmOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let huge: String = noise.repeat(6);
+    match roomy.commit(1, &spec_with(&huge), prov(), false).await {
+        Err(StoreError::TooLarge(m)) => eprintln!("over the raft limit: {m}"),
+        other => panic!("raft accepted > 1.5 MiB: {other:?}"),
+    }
+    assert_eq!(b.desired().await.unwrap().unwrap().rev, 1);
+}

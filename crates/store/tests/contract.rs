@@ -1,0 +1,354 @@
+//! The `Store` contract, one generic suite run against every backend on
+//! real servers (redb file, a real etcd, a real single-node swarm).
+
+mod support;
+
+use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
+use drover_core::spec::{ClusterSpec, Role};
+use drover_spi::{Controls, Event, Provenance, Store, StoreError};
+use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, SwarmOptions, SwarmStore};
+use serde_json::json;
+use std::future::Future;
+use std::sync::Arc;
+
+/// Small caps so the suite can show pruning quickly.
+const LIMITS: Limits = Limits {
+    history: 5,
+    events: 10,
+};
+
+/// Two handles (two controllers) on one fresh store.
+type Pair = (Arc<dyn Store>, Arc<dyn Store>);
+
+fn spec(size: u32) -> ClusterSpec {
+    let text = format!(
+        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: {size}\n    instance:\n      provider: local\n"
+    );
+    drover_core::spec::parse_str(&text)
+        .spec
+        .expect("valid spec")
+}
+
+fn prov(who: &str, msg: &str) -> Provenance {
+    Provenance {
+        who: who.into(),
+        at_ms: 1_700_000_000_000,
+        message: msg.into(),
+    }
+}
+
+fn op(id: &str) -> Operation {
+    Operation {
+        id: id.into(),
+        group: "web".into(),
+        kind: OpKind::Roll,
+        role: Role::Worker,
+        victim: Some(Victim {
+            instance: Some("i-1".into()),
+            link: Some("l-1".into()),
+            node: Some("n-1".into()),
+            logical_id: None,
+            zone: Some("a".into()),
+            is_self: false,
+        }),
+        target: Some(Target {
+            logical_id: None,
+            zone: Some("a".into()),
+        }),
+        surge: true,
+        done: Default::default(),
+    }
+}
+
+fn event(at_ms: u64, action: &str) -> Event {
+    Event {
+        at_ms,
+        controller: "c1".into(),
+        group: Some("web".into()),
+        op: None,
+        action: action.into(),
+        target: Some("i-1".into()),
+        outcome: "ok".into(),
+        reason: "because \"quoted\" ünïcode\n".into(),
+    }
+}
+
+fn fenced<T: std::fmt::Debug>(r: Result<T, StoreError>, mine: u64, current: u64) {
+    match r {
+        Err(StoreError::Fenced {
+            mine: m,
+            current: c,
+        }) => {
+            assert_eq!((m, c), (mine, current));
+        }
+        other => panic!("expected Fenced({mine}, {current}), got {other:?}"),
+    }
+}
+
+async fn cluster_id(s: &dyn Store) {
+    assert_eq!(s.cluster_id().await.unwrap(), None);
+    s.init_cluster("c-1").await.unwrap();
+    s.init_cluster("c-1").await.unwrap(); // same id: idempotent
+    match s.init_cluster("c-2").await {
+        Err(StoreError::ClusterMismatch { current, requested }) => {
+            assert_eq!((current.as_str(), requested.as_str()), ("c-1", "c-2"));
+        }
+        other => panic!("second id accepted: {other:?}"),
+    }
+    assert_eq!(s.cluster_id().await.unwrap().as_deref(), Some("c-1"));
+}
+
+async fn commit_cas((a, b): Pair) {
+    assert!(a.desired().await.unwrap().is_none());
+    assert_eq!(
+        a.commit(0, &spec(1), prov("op@h", "one"), false)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        a.commit(1, &spec(2), prov("op@h", "two"), false)
+            .await
+            .unwrap(),
+        2
+    );
+    match a.commit(1, &spec(3), prov("op@h", "stale"), false).await {
+        Err(StoreError::Conflict { expected, current }) => assert_eq!((expected, current), (1, 2)),
+        other => panic!("stale commit: {other:?}"),
+    }
+    // Two writers from the same base: exactly one wins.
+    let (s4, s5) = (spec(4), spec(5));
+    let (x, y) = tokio::join!(
+        a.commit(2, &s4, prov("alice@h", "race"), false),
+        b.commit(2, &s5, prov("bob@h", "race"), false)
+    );
+    let wins = [&x, &y].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(wins, 1, "{x:?} {y:?}");
+    let loser = if x.is_ok() { y } else { x };
+    assert!(
+        matches!(
+            loser,
+            Err(StoreError::Conflict {
+                expected: 2,
+                current: 3
+            })
+        ),
+        "{loser:?}"
+    );
+    let d = b.desired().await.unwrap().unwrap();
+    assert_eq!(d.rev, 3);
+    assert!(d.spec == spec(4) || d.spec == spec(5));
+}
+
+async fn history((a, _): Pair) {
+    for i in 0..8u64 {
+        let rb = i == 7;
+        a.commit(
+            i,
+            &spec(i as u32 + 1),
+            prov(&format!("u{i}@h"), &format!("m{i}")),
+            rb,
+        )
+        .await
+        .unwrap();
+    }
+    let h = a.history().await.unwrap();
+    assert_eq!(h.len(), LIMITS.history, "bounded");
+    assert_eq!(
+        h.iter().map(|r| r.rev).collect::<Vec<_>>(),
+        vec![4, 5, 6, 7, 8]
+    );
+    let last = h.last().unwrap();
+    assert_eq!(last.provenance, prov("u7@h", "m7"));
+    assert!(last.is_rollback && !h[0].is_rollback);
+    assert_eq!(last.spec, spec(8));
+    assert_eq!(a.desired().await.unwrap().as_ref(), Some(last));
+}
+
+async fn converged((a, b): Pair) {
+    a.commit(0, &spec(1), prov("o", "1"), false).await.unwrap();
+    a.commit(1, &spec(2), prov("o", "2"), false).await.unwrap();
+    let e = b.campaign("ctl-b").await.unwrap();
+    b.mark_converged(e, 1).await.unwrap();
+    let h = a.history().await.unwrap();
+    assert_eq!(
+        h.iter().map(|r| r.converged).collect::<Vec<_>>(),
+        vec![true, false]
+    );
+    assert!(matches!(
+        b.mark_converged(e, 9).await,
+        Err(StoreError::Conflict {
+            expected: 9,
+            current: 2
+        })
+    ));
+}
+
+async fn controls((a, b): Pair) {
+    assert_eq!(a.controls().await.unwrap(), Controls::default());
+    let c = Controls {
+        paused: ["web".to_string()].into(),
+        held: ["i-1".to_string(), "i-2".to_string()].into(),
+    };
+    a.set_controls(&c).await.unwrap();
+    assert_eq!(b.controls().await.unwrap(), c);
+}
+
+async fn campaigns((a, b): Pair) {
+    assert_eq!(a.leader().await.unwrap(), None);
+    let e1 = a.campaign("ctl-a").await.unwrap();
+    let e2 = b.campaign("ctl-b").await.unwrap();
+    let e3 = a.campaign("ctl-a").await.unwrap();
+    assert!(0 < e1 && e1 < e2 && e2 < e3, "{e1} {e2} {e3}");
+    assert_eq!(b.leader().await.unwrap(), Some((e3, "ctl-a".to_string())));
+}
+
+async fn journal((a, b): Pair) {
+    let e = a.campaign("ctl-a").await.unwrap();
+    let mut o = op("op-1");
+    a.journal_put(e, &o).await.unwrap();
+    a.journal_put(e, &op("op-2")).await.unwrap();
+    o.done.insert(Step::Provision);
+    o.done.insert(Step::AwaitHealthy);
+    a.journal_put(e, &o).await.unwrap(); // replace
+    let mut j = b.journal().await.unwrap();
+    j.sort_by(|x, y| x.id.cmp(&y.id));
+    assert_eq!(j, vec![o.clone(), op("op-2")]);
+    a.journal_remove(e, "op-2").await.unwrap();
+    a.journal_remove(e, "op-2").await.unwrap(); // absent: fine
+    assert_eq!(b.journal().await.unwrap(), vec![o]);
+}
+
+async fn status((a, b): Pair) {
+    assert_eq!(b.status().await.unwrap(), None);
+    let e = a.campaign("ctl-a").await.unwrap();
+    let doc = json!({
+        "groups": {"web": {"blocked": null, "n": 3, "ratio": 0.25, "big": u64::MAX}},
+        "list": [1, "two", [true, false], {}],
+        "text": "tab\t \"quote\" ünïcode \u{1F600} <>&",
+    });
+    a.publish_status(e, &doc).await.unwrap();
+    assert_eq!(b.status().await.unwrap(), Some(doc));
+    a.publish_status(e, &json!("just a string")).await.unwrap();
+    assert_eq!(b.status().await.unwrap(), Some(json!("just a string")));
+}
+
+async fn events((a, b): Pair) {
+    let e = a.campaign("ctl-a").await.unwrap();
+    for i in 0..13u64 {
+        a.append_event(e, &event(1000 + i, &format!("a{i}")))
+            .await
+            .unwrap();
+    }
+    let all = b.events(0).await.unwrap();
+    assert_eq!(all.len(), LIMITS.events, "bounded");
+    assert_eq!(all[0], event(1003, "a3"));
+    assert_eq!(all.last().unwrap(), &event(1012, "a12"));
+    let since = b.events(1010).await.unwrap();
+    assert_eq!(
+        since.iter().map(|e| e.at_ms).collect::<Vec<_>>(),
+        vec![1010, 1011, 1012]
+    );
+    assert!(b.events(5000).await.unwrap().is_empty());
+}
+
+async fn fencing((a, b): Pair) {
+    a.commit(0, &spec(1), prov("o", "1"), false).await.unwrap();
+    // No campaign yet: nobody may write.
+    fenced(a.journal_put(0, &op("x")).await, 0, 0);
+    let old = a.campaign("ctl-a").await.unwrap();
+    a.journal_put(old, &op("op-1")).await.unwrap();
+    a.publish_status(old, &json!({"by": "a"})).await.unwrap();
+    a.append_event(old, &event(1, "by-a")).await.unwrap();
+
+    let new = b.campaign("ctl-b").await.unwrap();
+    assert!(new > old);
+    // Every fenced write of the deposed controller is refused by the store.
+    fenced(a.mark_converged(old, 1).await, old, new);
+    fenced(a.journal_put(old, &op("op-2")).await, old, new);
+    fenced(a.journal_remove(old, "op-1").await, old, new);
+    fenced(
+        a.publish_status(old, &json!({"by": "a again"})).await,
+        old,
+        new,
+    );
+    fenced(a.append_event(old, &event(2, "by-a-again")).await, old, new);
+    // An epoch from the future is no better.
+    fenced(a.journal_put(new + 1, &op("op-3")).await, new + 1, new);
+    // Nothing of it landed.
+    assert_eq!(b.journal().await.unwrap(), vec![op("op-1")]);
+    assert_eq!(b.status().await.unwrap(), Some(json!({"by": "a"})));
+    assert_eq!(b.events(0).await.unwrap(), vec![event(1, "by-a")]);
+    assert!(!b.history().await.unwrap()[0].converged);
+    // The new leader writes.
+    b.journal_remove(new, "op-1").await.unwrap();
+    b.mark_converged(new, 1).await.unwrap();
+    assert!(a.journal().await.unwrap().is_empty());
+    assert_eq!(a.leader().await.unwrap(), Some((new, "ctl-b".to_string())));
+}
+
+/// Runs every case, each on a fresh store from `fresh(case)`.
+async fn contract<F, Fut>(fresh: F)
+where
+    F: Fn(&'static str) -> Fut,
+    Fut: Future<Output = Pair>,
+{
+    cluster_id(fresh("cluster-id").await.0.as_ref()).await;
+    commit_cas(fresh("commit").await).await;
+    history(fresh("history").await).await;
+    converged(fresh("converged").await).await;
+    controls(fresh("controls").await).await;
+    campaigns(fresh("campaigns").await).await;
+    journal(fresh("journal").await).await;
+    status(fresh("status").await).await;
+    events(fresh("events").await).await;
+    fencing(fresh("fencing").await).await;
+}
+
+#[tokio::test]
+async fn file_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = &dir;
+    contract(|case| async move {
+        // One file, one handle: the lock allows no second opener, so both
+        // "controllers" share it (fencing is still checked per call).
+        let s: Arc<dyn Store> =
+            Arc::new(FileStore::open_with(dir.path().join(format!("{case}.db")), LIMITS).unwrap());
+        (s.clone(), s)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn etcd_store_keeps_the_contract() {
+    let etcd = support::Etcd::start().await;
+    let url = &etcd.url;
+    contract(|case| async move {
+        let opts = || EtcdOptions {
+            prefix: format!("/drover/{case}"),
+            limits: LIMITS,
+            ..EtcdOptions::default()
+        };
+        let a: Arc<dyn Store> = Arc::new(EtcdStore::connect(url, opts()).await.unwrap());
+        let b: Arc<dyn Store> = Arc::new(EtcdStore::connect(url, opts()).await.unwrap());
+        (a, b)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn swarm_store_keeps_the_contract() {
+    let d = support::Dockerd::start_swarm("127.0.9.1").await;
+    let ep = d.endpoint.as_str();
+    contract(|case| async move {
+        let opts = || SwarmOptions {
+            namespace: case.to_string(),
+            limits: LIMITS,
+            ..SwarmOptions::default()
+        };
+        let a: Arc<dyn Store> = Arc::new(SwarmStore::connect_with(Some(ep), opts()).await.unwrap());
+        let b: Arc<dyn Store> = Arc::new(SwarmStore::connect_with(Some(ep), opts()).await.unwrap());
+        (a, b)
+    })
+    .await;
+}

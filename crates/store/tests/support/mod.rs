@@ -1,0 +1,207 @@
+//! Test-only launchers: one `etcd` and one single-node swarm `dockerd`,
+//! each in its own short tempdir, stopped by PID in `Drop`.
+
+#![allow(dead_code)]
+
+use bollard::Docker;
+use bollard::models::SwarmInitRequest;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// SIGTERM (the group when `group`), wait up to `grace`, then SIGKILL.
+fn stop(child: &mut Child, group: bool, grace: Duration) {
+    let pid = Pid::from_raw(child.id() as i32);
+    let signal = |s| {
+        let _ = if group { killpg(pid, s) } else { kill(pid, s) };
+    };
+    signal(Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(Signal::SIGKILL);
+    let _ = child.wait();
+}
+
+fn log_file(dir: &Path, name: &str) -> Stdio {
+    std::fs::File::create(dir.join(name))
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null())
+}
+
+/// A throwaway single-member etcd on free loopback ports.
+pub struct Etcd {
+    child: Child,
+    dir: TempDir,
+    /// `etcd://127.0.0.1:P`
+    pub url: String,
+}
+
+impl Etcd {
+    pub async fn start() -> Etcd {
+        let dir = tempfile::Builder::new()
+            .prefix("de")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let (p, q) = (free_port(), free_port());
+        let client = format!("http://127.0.0.1:{p}");
+        let peer = format!("http://127.0.0.1:{q}");
+        let child = Command::new("etcd")
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--name", "default"])
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .stdout(log_file(dir.path(), "etcd.log"))
+            .stderr(log_file(dir.path(), "etcd.err"))
+            .spawn()
+            .expect("spawn etcd");
+        let etcd = Etcd {
+            child,
+            dir,
+            url: format!("etcd://127.0.0.1:{p}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut c) = etcd_client::Client::connect([client.as_str()], None).await
+                && c.get("probe", None).await.is_ok()
+            {
+                return etcd;
+            }
+            assert!(Instant::now() < deadline, "etcd did not answer on {client}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        stop(&mut self.child, false, Duration::from_secs(10));
+    }
+}
+
+/// A throwaway single-node swarm: one `dockerd` in its own process group.
+pub struct Dockerd {
+    child: Child,
+    dir: Option<TempDir>,
+    /// `unix:///tmp/dsXXXX/sock`
+    pub endpoint: String,
+}
+
+impl Dockerd {
+    /// Starts dockerd and `swarm init`s it on `addr` (a 127.x address).
+    pub async fn start_swarm(addr: &str) -> Dockerd {
+        // Short path: unix sockets are limited to 108 bytes.
+        let dir = tempfile::Builder::new()
+            .prefix("ds")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let d = dir.path();
+        let sock = d.join("sock");
+        let child = Command::new("dockerd")
+            .arg("--data-root")
+            .arg(d.join("root"))
+            .arg("--exec-root")
+            .arg(d.join("exec"))
+            .arg("--pidfile")
+            .arg(d.join("pid"))
+            .arg("-H")
+            .arg(format!("unix://{}", sock.display()))
+            .args([
+                "--bridge=none",
+                "--iptables=false",
+                "--ip6tables=false",
+                "--ip-masq=false",
+                "--storage-driver=vfs",
+            ])
+            .process_group(0)
+            .stdout(log_file(d, "dockerd.log"))
+            .stderr(log_file(d, "dockerd.err"))
+            .spawn()
+            .expect("spawn dockerd");
+        let endpoint = format!("unix://{}", sock.display());
+        let me = Dockerd {
+            child,
+            dir: Some(dir),
+            endpoint,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let docker = loop {
+            if let Ok(d) = Docker::connect_with_unix(&me.endpoint, 30, bollard::API_DEFAULT_VERSION)
+                && d.info().await.is_ok()
+            {
+                break d;
+            }
+            assert!(Instant::now() < deadline, "dockerd did not answer");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let listen = format!("{addr}:2377");
+        docker
+            .init_swarm(SwarmInitRequest {
+                listen_addr: Some(listen.clone()),
+                advertise_addr: Some(listen),
+                ..Default::default()
+            })
+            .await
+            .expect("swarm init");
+        me
+    }
+
+    fn unmount_under(dir: &Path) {
+        let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+            return;
+        };
+        let mut mounts: Vec<PathBuf> = info
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .map(PathBuf::from)
+            .filter(|m| m.starts_with(dir))
+            .collect();
+        // Deepest first.
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+        for m in mounts {
+            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        stop(&mut self.child, true, Duration::from_secs(10));
+        if let Some(dir) = self.dir.take() {
+            // containerd is dockerd's child in its own group: after a SIGKILL
+            // of dockerd it may be left behind.
+            let cpid = dir.path().join("exec/containerd/containerd.pid");
+            if let Some(pid) = std::fs::read_to_string(cpid)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c).contains(&*dir.path().to_string_lossy())
+                })
+            {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            Dockerd::unmount_under(dir.path());
+            let _ = dir.close();
+        }
+    }
+}
