@@ -292,11 +292,9 @@ impl<'a> Planner<'a> {
                 Health::Healthy | Health::Unknown => None,
             };
             let Some(why) = why else { continue };
-            if is_manager {
-                if let Some(no) = self.unreachable_manager_gate(None) {
-                    self.wait(&name, format!("cannot heal {}: {no}", inst.id));
-                    break;
-                }
+            if is_manager && let Some(no) = self.unreachable_manager_gate(None) {
+                self.wait(&name, format!("cannot heal {}: {no}", inst.id));
+                break;
             }
             let target = Target {
                 logical_id: inst.logical_id().map(str::to_string),

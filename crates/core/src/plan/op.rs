@@ -15,6 +15,7 @@ use std::time::Duration;
 /// not-yet-left node is harmless to destroy once it is out of the raft.
 pub const LEAVE_BOUND: Duration = Duration::from_secs(45);
 
+#[allow(clippy::large_enum_variant)] // short-lived, one per step
 enum StepState {
     Done,
     Act(Action),
@@ -127,10 +128,11 @@ impl Planner<'_> {
                         "waiting for the swarm to have a leader before provisioning".into(),
                     );
                 }
-                if op.role == Role::Manager && self.world.swarm_ok() {
-                    if let Some(no) = self.add_manager_gate() {
-                        return StepState::Wait(no);
-                    }
+                if op.role == Role::Manager
+                    && self.world.swarm_ok()
+                    && let Some(no) = self.add_manager_gate()
+                {
+                    return StepState::Wait(no);
                 }
                 let target = op.target.clone().unwrap_or(crate::journal::Target {
                     logical_id: None,
@@ -249,10 +251,10 @@ impl Planner<'_> {
                     return StepState::Done;
                 };
                 if self.world.is_self(vlink) {
-                    if n.manager_role || n.raft.is_some() {
-                        if let Some(no) = self.healthy_manager_gate(Some(&op.id)) {
-                            return StepState::Wait(format!("self-demotion waits: {no}"));
-                        }
+                    if (n.manager_role || n.raft.is_some())
+                        && let Some(no) = self.healthy_manager_gate(Some(&op.id))
+                    {
+                        return StepState::Wait(format!("self-demotion waits: {no}"));
                     }
                     return StepState::Act(Action::DemoteSelfAndLeave {
                         op: op.id.clone(),

@@ -686,15 +686,16 @@ impl Decoder {
         if let (Some(Strategy::Surge), Some(Allocation::LogicalIds(_))) = (strategy, alloc) {
             self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
         }
-        if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc) {
-            if role == Role::Manager && a.size() == 1 {
-                let fix = if a.is_pets() {
-                    "declare 3 logical ids, or use size: 1 with strategy: surge"
-                } else {
-                    "use strategy: surge (adds the new manager first) or run 3 managers"
-                };
-                self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
-            }
+        if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc)
+            && role == Role::Manager
+            && a.size() == 1
+        {
+            let fix = if a.is_pets() {
+                "declare 3 logical ids, or use size: 1 with strategy: surge"
+            } else {
+                "use strategy: surge (adds the new manager first) or run 3 managers"
+            };
+            self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
         if role == Role::Manager && max_in_flight.is_some_and(|m| m != 1) {
             self.error(
@@ -706,29 +707,29 @@ impl Decoder {
         if role == Role::Manager && watch.is_some_and(|w| w.is_zero()) {
             self.error(at("watch"), &join(path, "watch"), "managers need a non-zero watch so a rollout never outruns raft stabilisation; try 10s");
         }
-        if let (Some(w), Some(t)) = (watch, step_timeout) {
-            if t <= w {
-                self.error(
-                    at("step_timeout"),
-                    &join(path, "step_timeout"),
-                    format!(
-                        "must be longer than watch ({}), or every step would time out",
-                        humantime::format_duration(w)
-                    ),
-                );
-            }
+        if let (Some(w), Some(t)) = (watch, step_timeout)
+            && t <= w
+        {
+            self.error(
+                at("step_timeout"),
+                &join(path, "step_timeout"),
+                format!(
+                    "must be longer than watch ({}), or every step would time out",
+                    humantime::format_duration(w)
+                ),
+            );
         }
-        if let (Some(c), Some(a)) = (canaries, alloc) {
-            if c as usize > a.size() {
-                self.warn(
-                    at("canaries"),
-                    &join(path, "canaries"),
-                    format!(
-                        "{c} canaries in a group of {}: every member will be a canary",
-                        a.size()
-                    ),
-                );
-            }
+        if let (Some(c), Some(a)) = (canaries, alloc)
+            && c as usize > a.size()
+        {
+            self.warn(
+                at("canaries"),
+                &join(path, "canaries"),
+                format!(
+                    "{c} canaries in a group of {}: every member will be a canary",
+                    a.size()
+                ),
+            );
         }
         Some(UpdatePolicy {
             strategy: strategy?,
