@@ -1,0 +1,555 @@
+//! # drover-engine
+//!
+//! A thin client for one Docker Engine (bollard): the swarm and node calls
+//! drover needs, with the engine's answers classified ([`EngineError`]) and
+//! node lists converted to drover's observation types
+//! ([`drover_core::model::Node`], [`SwarmView`]).
+//!
+//! Node updates always re-read the node right before the update and send
+//! its full spec (labels, role, availability) with the current version,
+//! retrying a bounded number of times on "update out of sequence".
+
+mod error;
+
+pub use error::EngineError;
+
+use backon::{ExponentialBuilder, Retryable};
+use bollard::Docker;
+use bollard::models::{
+    LocalNodeState, NodeSpecAvailabilityEnum, NodeSpecRoleEnum, NodeState as BNodeState,
+    Reachability, SwarmInitRequest, SwarmJoinRequest, TaskState,
+};
+use bollard::query_parameters::{
+    DeleteNodeOptionsBuilder, LeaveSwarmOptionsBuilder, ListTasksOptionsBuilder,
+    UpdateNodeOptionsBuilder,
+};
+use drover_core::model::{Availability, Node, NodeState, RaftMember, SwarmView, tags};
+use drover_spi::Secret;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Default bound for one ordinary API call.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound for one `swarm leave` attempt (measured: it can block 0.7–9 s).
+pub const LEAVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(45);
+/// Overall bound for the leave retries of [`Engine::demote_self_and_leave`].
+pub const LEAVE_TOTAL_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The message surfaced when the controller's own engine is autolocked.
+pub const LOCKED_MESSAGE: &str = "swarm is locked: unlock it with docker swarm unlock";
+
+/// The engine's local swarm state (`docker info .Swarm.LocalNodeState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalState {
+    /// Not in a swarm.
+    Inactive,
+    /// Joining.
+    Pending,
+    /// In a swarm.
+    Active,
+    /// In error (see [`EngineInfo::swarm_error`]).
+    Error,
+    /// Autolocked: needs `docker swarm unlock`.
+    Locked,
+    /// Not reported.
+    Unknown,
+}
+
+/// What `docker info` says about the engine and its swarm membership.
+#[derive(Debug, Clone)]
+pub struct EngineInfo {
+    /// Local swarm state.
+    pub state: LocalState,
+    /// This engine's swarm node id (empty when not in a swarm).
+    pub node_id: String,
+    /// `Swarm.ControlAvailable`: this engine runs a manager.
+    pub control_available: bool,
+    /// `Swarm.Error`, when non-empty.
+    pub swarm_error: Option<String>,
+    /// `Swarm.NodeAddr`: the advertise address.
+    pub node_addr: String,
+    /// `Swarm.Managers` (present only on managers with a working control plane).
+    pub managers: Option<i64>,
+    /// Engine labels (`k=v`), as given to `dockerd --label`.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The join tokens of a swarm (never printed: both are [`Secret`]s).
+#[derive(Debug, Clone)]
+pub struct JoinTokens {
+    /// Worker token.
+    pub worker: Secret,
+    /// Manager token.
+    pub manager: Secret,
+}
+
+/// Something that can name other managers' engine endpoints (for the
+/// leader's demote → leave protocol, which must watch its own node leave
+/// the raft from ANOTHER manager).
+pub trait PeerEndpoints: Send + Sync {
+    /// Engine endpoints (`unix:///…` or socket paths) of the swarm's other
+    /// engines, as best known. May include workers and self; both are skipped.
+    fn peer_endpoints(&self) -> Vec<String>;
+}
+
+impl PeerEndpoints for Vec<String> {
+    fn peer_endpoints(&self) -> Vec<String> {
+        self.clone()
+    }
+}
+
+/// One Docker Engine.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    docker: Docker,
+    endpoint: String,
+}
+
+async fn bounded<T, F>(d: Duration, f: F) -> Result<T, EngineError>
+where
+    F: Future<Output = Result<T, bollard::errors::Error>>,
+{
+    match tokio::time::timeout(d, f).await {
+        Ok(r) => r.map_err(EngineError::from),
+        Err(_) => Err(EngineError::Unavailable(format!(
+            "no answer within {} s",
+            d.as_secs()
+        ))),
+    }
+}
+
+fn parse_labels(labels: Option<Vec<String>>) -> BTreeMap<String, String> {
+    labels
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(8)
+        .with_jitter()
+}
+
+/// Converts an engine node (plus per-node running task counts) to drover's model.
+pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -> Node {
+    let id = n.id.clone().unwrap_or_default();
+    let labels = n
+        .description
+        .as_ref()
+        .and_then(|d| d.engine.as_ref())
+        .and_then(|e| e.labels.clone())
+        .unwrap_or_default();
+    let spec = n.spec.clone().unwrap_or_default();
+    let state = match n.status.as_ref().and_then(|s| s.state) {
+        Some(BNodeState::READY) => NodeState::Ready,
+        Some(BNodeState::DOWN) => NodeState::Down,
+        Some(BNodeState::DISCONNECTED) => NodeState::Disconnected,
+        _ => NodeState::Unknown,
+    };
+    let availability = match spec.availability {
+        Some(NodeSpecAvailabilityEnum::DRAIN) => Availability::Drain,
+        Some(NodeSpecAvailabilityEnum::PAUSE) => Availability::Pause,
+        _ => Availability::Active,
+    };
+    let raft = n.manager_status.as_ref().map(|m| RaftMember {
+        leader: m.leader.unwrap_or(false),
+        reachable: matches!(m.reachability, Some(Reachability::REACHABLE)),
+        addr: m.addr.clone().unwrap_or_default(),
+    });
+    Node {
+        running_tasks: running.get(&id).copied().unwrap_or(0),
+        id,
+        link: labels.get(tags::LINK).cloned(),
+        cluster: labels.get(tags::CLUSTER).cloned(),
+        group: labels.get(tags::GROUP).cloned(),
+        state,
+        availability,
+        manager_role: matches!(spec.role, Some(NodeSpecRoleEnum::MANAGER)),
+        raft,
+    }
+}
+
+impl Engine {
+    /// Connects to `endpoint` (a socket path, `unix:///path`, or
+    /// `tcp://host:port`/`http://…`) and negotiates the API version.
+    pub async fn connect(endpoint: &str) -> Result<Engine, EngineError> {
+        Self::connect_with_timeout(endpoint, CALL_TIMEOUT).await
+    }
+
+    /// Like [`Engine::connect`] with a bound on the version negotiation.
+    pub async fn connect_with_timeout(
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<Engine, EngineError> {
+        // The client-side timeout is a backstop; every call is bounded
+        // explicitly (leave needs longer than an ordinary call).
+        let client_timeout = 120;
+        let docker = if endpoint.starts_with("unix://") || endpoint.starts_with('/') {
+            Docker::connect_with_unix(endpoint, client_timeout, bollard::API_DEFAULT_VERSION)?
+        } else {
+            let url = endpoint.replacen("tcp://", "http://", 1);
+            Docker::connect_with_http(&url, client_timeout, bollard::API_DEFAULT_VERSION)?
+        };
+        let docker = match tokio::time::timeout(timeout, docker.negotiate_version()).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(EngineError::Unavailable(format!(
+                    "{endpoint}: no answer within {} s",
+                    timeout.as_secs()
+                )));
+            }
+        };
+        Ok(Engine {
+            docker,
+            endpoint: endpoint.to_string(),
+        })
+    }
+
+    /// The endpoint this engine was reached at.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The underlying bollard client (for calls this crate does not wrap).
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// `GET /_ping`.
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        bounded(CALL_TIMEOUT, self.docker.ping()).await.map(|_| ())
+    }
+
+    /// `docker info`, reduced to what drover needs.
+    pub async fn info(&self) -> Result<EngineInfo, EngineError> {
+        let i = bounded(CALL_TIMEOUT, self.docker.info()).await?;
+        let s = i.swarm.unwrap_or_default();
+        let state = match s.local_node_state {
+            Some(LocalNodeState::INACTIVE) => LocalState::Inactive,
+            Some(LocalNodeState::PENDING) => LocalState::Pending,
+            Some(LocalNodeState::ACTIVE) => LocalState::Active,
+            Some(LocalNodeState::ERROR) => LocalState::Error,
+            Some(LocalNodeState::LOCKED) => LocalState::Locked,
+            _ => LocalState::Unknown,
+        };
+        Ok(EngineInfo {
+            state,
+            node_id: s.node_id.unwrap_or_default(),
+            control_available: s.control_available.unwrap_or(false),
+            swarm_error: s.error.filter(|e| !e.is_empty()),
+            node_addr: s.node_addr.unwrap_or_default(),
+            managers: s.managers.filter(|m| *m > 0),
+            labels: parse_labels(i.labels),
+        })
+    }
+
+    /// Running tasks per node id: desired state running AND status running.
+    pub async fn running_tasks(&self) -> Result<HashMap<String, u32>, EngineError> {
+        let mut filters = HashMap::new();
+        filters.insert("desired-state", vec!["running"]);
+        let opts = ListTasksOptionsBuilder::default().filters(&filters).build();
+        let tasks = bounded(CALL_TIMEOUT, self.docker.list_tasks(Some(opts))).await?;
+        let mut out = HashMap::new();
+        for t in tasks {
+            let desired = t.desired_state == Some(TaskState::RUNNING);
+            let running = t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING);
+            if let (true, true, Some(node)) = (desired, running, t.node_id) {
+                *out.entry(node).or_insert(0) += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The raw engine node list.
+    pub async fn raw_nodes(&self) -> Result<Vec<bollard::models::Node>, EngineError> {
+        bounded(CALL_TIMEOUT, self.docker.list_nodes(None)).await
+    }
+
+    /// The node list as drover's model (with running task counts).
+    pub async fn nodes(&self) -> Result<Vec<Node>, EngineError> {
+        let raw = self.raw_nodes().await?;
+        let running = self.running_tasks().await?;
+        Ok(raw.iter().map(|n| convert_node(n, &running)).collect())
+    }
+
+    /// One node, converted (without task counts).
+    pub async fn node(&self, id: &str) -> Result<Node, EngineError> {
+        let n = bounded(CALL_TIMEOUT, self.docker.inspect_node(id)).await?;
+        Ok(convert_node(&n, &HashMap::new()))
+    }
+
+    /// The swarm as this engine sees it. `Unavailable` when the engine
+    /// cannot be asked (or is locked, pending, in error, or a worker),
+    /// `Absent` when it is in no swarm, `NoQuorum` when the swarm has no
+    /// leader (from `Swarm.Error` / a missing manager count or the API's
+    /// answer — not from `ControlAvailable`, which stays true then).
+    pub async fn observe(&self) -> SwarmView {
+        let info = match self.info().await {
+            Ok(i) => i,
+            Err(e) => return SwarmView::Unavailable(e.to_string()),
+        };
+        match info.state {
+            LocalState::Inactive => return SwarmView::Absent,
+            LocalState::Locked => return SwarmView::Unavailable(LOCKED_MESSAGE.into()),
+            LocalState::Active => {}
+            other => {
+                return SwarmView::Unavailable(format!(
+                    "engine swarm state {other:?}{}",
+                    info.swarm_error
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        if !info.control_available {
+            return SwarmView::Unavailable("this engine is not a swarm manager".into());
+        }
+        if let Some(e) = info.swarm_error {
+            return SwarmView::NoQuorum(e);
+        }
+        if info.managers.is_none() {
+            return SwarmView::NoQuorum("the manager count is missing from info".into());
+        }
+        match self.nodes().await {
+            Ok(nodes) => SwarmView::Ok(nodes),
+            Err(EngineError::NoLeader(m)) => SwarmView::NoQuorum(m),
+            Err(e) => SwarmView::Unavailable(e.to_string()),
+        }
+    }
+
+    /// Re-reads the node and sends its full spec with `change` applied and
+    /// the current version; retries (bounded, jittered) on "update out of
+    /// sequence". A no-op change is not sent.
+    pub async fn update_node_spec<F>(&self, node: &str, change: F) -> Result<(), EngineError>
+    where
+        F: Fn(&mut bollard::models::NodeSpec) + Send + Sync,
+    {
+        let attempt = || async {
+            let n = bounded(CALL_TIMEOUT, self.docker.inspect_node(node)).await?;
+            let version = n
+                .version
+                .and_then(|v| v.index)
+                .ok_or_else(|| EngineError::Other(format!("node {node} has no version")))?;
+            let old = n.spec.unwrap_or_default();
+            let mut spec = old.clone();
+            change(&mut spec);
+            if spec == old {
+                return Ok(());
+            }
+            // Full spec: keep labels/role/availability the engine requires.
+            if spec.labels.is_none() {
+                spec.labels = Some(HashMap::new());
+            }
+            let opts = UpdateNodeOptionsBuilder::default()
+                .version(version as i64)
+                .build();
+            bounded(CALL_TIMEOUT, self.docker.update_node(node, spec, opts)).await
+        };
+        attempt
+            .retry(backoff())
+            .sleep(tokio::time::sleep)
+            .when(EngineError::is_out_of_sequence)
+            .notify(|e, d| tracing::debug!(node, error = %e, delay = ?d, "retrying node update"))
+            .await
+    }
+
+    /// `docker node update --availability drain`.
+    pub async fn drain(&self, node: &str) -> Result<(), EngineError> {
+        self.update_node_spec(node, |s| {
+            s.availability = Some(NodeSpecAvailabilityEnum::DRAIN)
+        })
+        .await
+    }
+
+    /// `docker node demote`.
+    pub async fn demote(&self, node: &str) -> Result<(), EngineError> {
+        self.update_node_spec(node, |s| s.role = Some(NodeSpecRoleEnum::WORKER))
+            .await
+    }
+
+    /// `docker node promote`.
+    pub async fn promote(&self, node: &str) -> Result<(), EngineError> {
+        self.update_node_spec(node, |s| s.role = Some(NodeSpecRoleEnum::MANAGER))
+            .await
+    }
+
+    /// `docker node rm [--force]`. Absent is success.
+    pub async fn remove_node(&self, node: &str, force: bool) -> Result<(), EngineError> {
+        let opts = DeleteNodeOptionsBuilder::default().force(force).build();
+        match bounded(CALL_TIMEOUT, self.docker.delete_node(node, Some(opts))).await {
+            Err(EngineError::NotFound(_)) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// `docker swarm init --listen-addr A --advertise-addr A`; returns the node id.
+    pub async fn init(&self, addr: &str) -> Result<String, EngineError> {
+        let req = SwarmInitRequest {
+            listen_addr: Some(addr.to_string()),
+            advertise_addr: Some(addr.to_string()),
+            ..Default::default()
+        };
+        bounded(CALL_TIMEOUT, self.docker.init_swarm(req)).await
+    }
+
+    /// `docker swarm join` with listen AND advertise address always set
+    /// (workers too: a worker joined without `--listen-addr` binds
+    /// 0.0.0.0:2377 when later promoted and fails).
+    pub async fn join(
+        &self,
+        token: &Secret,
+        remotes: &[String],
+        addr: &str,
+    ) -> Result<(), EngineError> {
+        let req = SwarmJoinRequest {
+            listen_addr: Some(addr.to_string()),
+            advertise_addr: Some(addr.to_string()),
+            remote_addrs: Some(remotes.to_vec()),
+            join_token: Some(token.expose().to_string()),
+            ..Default::default()
+        };
+        // Joining a swarm without a leader times out after ~20 s.
+        bounded(Duration::from_secs(40), self.docker.join_swarm(req)).await
+    }
+
+    /// `docker swarm leave [--force]`, bounded by `timeout`.
+    pub async fn leave_with_timeout(
+        &self,
+        force: bool,
+        timeout: Duration,
+    ) -> Result<(), EngineError> {
+        let opts = LeaveSwarmOptionsBuilder::default().force(force).build();
+        bounded(timeout, self.docker.leave_swarm(Some(opts))).await
+    }
+
+    /// `docker swarm leave [--force]`.
+    pub async fn leave(&self, force: bool) -> Result<(), EngineError> {
+        self.leave_with_timeout(force, LEAVE_ATTEMPT_TIMEOUT).await
+    }
+
+    /// The swarm's join tokens (from swarm inspect). Never logged.
+    pub async fn join_tokens(&self) -> Result<JoinTokens, EngineError> {
+        let s = bounded(CALL_TIMEOUT, self.docker.inspect_swarm()).await?;
+        let t = s
+            .join_tokens
+            .ok_or_else(|| EngineError::Other("swarm inspect carries no join tokens".into()))?;
+        match (t.worker, t.manager) {
+            (Some(w), Some(m)) => Ok(JoinTokens {
+                worker: Secret::new(w),
+                manager: Secret::new(m),
+            }),
+            _ => Err(EngineError::Other("a join token is missing".into())),
+        }
+    }
+
+    /// The leader's advertise address (`ManagerStatus.Addr`), from the node list.
+    pub async fn leader_addr(&self) -> Result<Option<String>, EngineError> {
+        let nodes = self.raw_nodes().await?;
+        Ok(nodes
+            .into_iter()
+            .filter_map(|n| n.manager_status)
+            .find(|m| m.leader == Some(true))
+            .and_then(|m| m.addr))
+    }
+
+    /// The leader's protocol for leaving the swarm it leads (swarm-facts):
+    /// 1. demote self through the own engine;
+    /// 2. wait until `node` has no `ManagerStatus` as seen from ANOTHER
+    ///    manager (`peers`); with no reachable peer, poll the own engine
+    ///    gently (every 1 s: aggressive polling slows the manager shutdown)
+    ///    until the node is out of the raft or `ControlAvailable` is false;
+    /// 3. `swarm leave` without force, each attempt allowed 45 s, retrying
+    ///    on exactly the "participating as a manager" refusal, 90 s overall.
+    pub async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        peers: &[String],
+    ) -> Result<(), EngineError> {
+        let info = self.info().await?;
+        if info.state == LocalState::Inactive {
+            return Ok(()); // already left: replaying the step is success
+        }
+        if info.node_id != node {
+            return Err(EngineError::Other(format!(
+                "node {node} is not this engine's node ({})",
+                info.node_id
+            )));
+        }
+        if info.control_available {
+            self.demote(node).await?;
+        }
+        self.wait_out_of_raft(node, peers, Duration::from_secs(30))
+            .await;
+        let deadline = Instant::now() + LEAVE_TOTAL_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let attempt = LEAVE_ATTEMPT_TIMEOUT.min(left).max(Duration::from_secs(1));
+            match self.leave_with_timeout(false, attempt).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_still_manager_refusal() && Instant::now() < deadline => {
+                    tracing::info!("leave refused while still a manager; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    // The call may have timed out while the leave went through.
+                    if let Ok(i) = self.info().await
+                        && i.state == LocalState::Inactive
+                    {
+                        return Ok(());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Waits (bounded) until `node` is out of the raft; returns whether seen so.
+    async fn wait_out_of_raft(&self, node: &str, peers: &[String], limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut peer_engines = Vec::new();
+        for p in peers {
+            if p == &self.endpoint {
+                continue;
+            }
+            if let Ok(e) = Engine::connect_with_timeout(p, Duration::from_secs(3)).await
+                && let Ok(i) = e.info().await
+                && i.control_available
+                && i.node_id != node
+            {
+                peer_engines.push(e);
+            }
+        }
+        while Instant::now() < deadline {
+            if !peer_engines.is_empty() {
+                let mut answered = false;
+                for p in &peer_engines {
+                    match bounded(Duration::from_secs(5), p.docker.inspect_node(node)).await {
+                        Ok(n) if n.manager_status.is_none() => return true,
+                        Ok(_) => answered = true,
+                        Err(EngineError::NotFound(_)) => return true,
+                        Err(_) => {}
+                    }
+                }
+                if answered {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                // No peer answered: fall back to the own engine, gently.
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            match self.info().await {
+                Ok(i) if !i.control_available || i.state != LocalState::Active => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,487 @@
+//! # drover-local
+//!
+//! The `local` provider: every instance is a real `dockerd` process with its
+//! own data-root, exec-root, API socket and loopback address (127.0.0.0/8),
+//! booted by running the rendered boot script against it, as cloud-init
+//! would on a VM. See `README.md` for the measured footprint.
+//!
+//! State lives under `state_dir/instances/<id>/`:
+//! `instance.json` (the record), `root/`, `exec/`, `sock`, `pid`, `log`,
+//! `boot.log`. Ids are short (`i` + 8 hex) because unix socket paths are
+//! limited to 108 bytes.
+
+pub mod launcher;
+pub mod procs;
+pub mod testkit;
+
+pub use launcher::{EnginePaths, EngineProcess};
+
+use async_trait::async_trait;
+use drover_core::model::Instance;
+use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a boot script may run.
+pub const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Why the provider could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// Only 127.0.0.0/8 may be used.
+    #[error("{0} is not a loopback address (127.0.0.0/8): the local provider uses loopback only")]
+    NotLoopback(String),
+    /// A pool entry could not be parsed.
+    #[error("bad address pool entry {0:?}: expected A.B.C.D or A.B.C.D-A.B.C.D")]
+    BadPool(String),
+    /// The state directory could not be prepared.
+    #[error("state dir {0}: {1}")]
+    Io(PathBuf, std::io::Error),
+}
+
+/// Parses `127.0.5.10-127.0.5.20` (inclusive) or a single address; loopback only.
+pub fn parse_pool(s: &str) -> Result<Vec<Ipv4Addr>, LocalError> {
+    let parse = |a: &str| -> Result<Ipv4Addr, LocalError> {
+        let ip: Ipv4Addr = a
+            .trim()
+            .parse()
+            .map_err(|_| LocalError::BadPool(s.to_string()))?;
+        if !ip.is_loopback() {
+            return Err(LocalError::NotLoopback(ip.to_string()));
+        }
+        Ok(ip)
+    };
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (parse(a)?, parse(b)?),
+        None => {
+            let a = parse(s)?;
+            (a, a)
+        }
+    };
+    let (a, b) = (u32::from(a), u32::from(b));
+    if b < a {
+        return Err(LocalError::BadPool(s.to_string()));
+    }
+    Ok((a..=b).map(Ipv4Addr::from).collect())
+}
+
+/// What the provider remembers about one instance (`instance.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    /// The instance id (also its directory name).
+    pub id: String,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+    /// The slot's logical id, if any.
+    pub logical_id: Option<String>,
+    /// The loopback address its engine advertises.
+    pub address: String,
+    /// The engine's API socket.
+    pub socket: PathBuf,
+    /// The dockerd PID, once started.
+    pub pid: Option<i32>,
+    /// Its process group (= the dockerd PID).
+    pub pgid: Option<i32>,
+    /// Creation time, ms since the Unix epoch.
+    pub created_ms: u64,
+}
+
+impl InstanceRecord {
+    /// `unix://…/sock`.
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+}
+
+/// The `local` provider.
+#[derive(Debug)]
+pub struct LocalProvider {
+    state_dir: PathBuf,
+    pool: Vec<Ipv4Addr>,
+    bin_dir: Option<PathBuf>,
+    alloc: tokio::sync::Mutex<()>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn io_err(what: &str, e: impl std::fmt::Display) -> ProviderError {
+    ProviderError::Transient(format!("{what}: {e}"))
+}
+
+impl LocalProvider {
+    /// A provider keeping its state in `state_dir`, allocating addresses
+    /// from `pool` (127.0.0.0/8 only). `DROVER_BIN_DIR`, if set, is put in
+    /// front of the boot scripts' `PATH`.
+    pub fn new(
+        state_dir: impl Into<PathBuf>,
+        pool: impl IntoIterator<Item = Ipv4Addr>,
+    ) -> Result<Self, LocalError> {
+        let state_dir: PathBuf = state_dir.into();
+        let pool: Vec<Ipv4Addr> = pool.into_iter().collect();
+        if let Some(bad) = pool.iter().find(|a| !a.is_loopback()) {
+            return Err(LocalError::NotLoopback(bad.to_string()));
+        }
+        let inst = state_dir.join("instances");
+        std::fs::create_dir_all(&inst).map_err(|e| LocalError::Io(inst.clone(), e))?;
+        let state_dir = state_dir
+            .canonicalize()
+            .map_err(|e| LocalError::Io(state_dir.clone(), e))?;
+        Ok(LocalProvider {
+            state_dir,
+            pool,
+            bin_dir: std::env::var_os("DROVER_BIN_DIR").map(PathBuf::from),
+            alloc: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Overrides the directory put in front of the boot scripts' `PATH`.
+    pub fn with_bin_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.bin_dir = dir;
+        self
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    fn instances_dir(&self) -> PathBuf {
+        self.state_dir.join("instances")
+    }
+
+    fn dir_of(&self, id: &str) -> PathBuf {
+        self.instances_dir().join(id)
+    }
+
+    /// Every instance record. An unreadable state dir or record is an error.
+    pub fn records(&self) -> std::io::Result<Vec<InstanceRecord>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(self.instances_dir())? {
+            let e = e?;
+            let f = e.path().join("instance.json");
+            let text = match std::fs::read_to_string(&f) {
+                Ok(t) => t,
+                // A directory without a record never got an engine.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            let r: InstanceRecord = serde_json::from_str(&text)
+                .map_err(|err| std::io::Error::other(format!("{}: {err}", f.display())))?;
+            out.push(r);
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// One instance's record.
+    pub fn record(&self, id: &str) -> std::io::Result<Option<InstanceRecord>> {
+        if !valid_id(id) {
+            return Ok(None);
+        }
+        match std::fs::read_to_string(self.dir_of(id).join("instance.json")) {
+            Ok(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write_record(&self, r: &InstanceRecord) -> std::io::Result<()> {
+        let dir = self.dir_of(&r.id);
+        let tmp = dir.join("instance.json.tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::rename(tmp, dir.join("instance.json"))
+    }
+
+    /// The engine endpoint of an instance.
+    pub fn endpoint(&self, id: &str) -> Option<String> {
+        self.record(id).ok().flatten().map(|r| r.endpoint())
+    }
+
+    /// True when the recorded PID is alive and really this instance's dockerd
+    /// (its command line carries the instance's pidfile path): a recycled
+    /// PID never counts. The socket is not asked (describe stays fast and
+    /// never blocks on a busy engine); swarm health is the flavor's job.
+    pub fn is_running(&self, r: &InstanceRecord) -> bool {
+        let paths = EnginePaths::new(&self.dir_of(&r.id));
+        r.pid.is_some_and(|p| procs::is_ours(p, &paths.needle()))
+    }
+
+    fn choose_address(
+        &self,
+        req: &ProvisionRequest,
+        taken: &[InstanceRecord],
+    ) -> Result<Ipv4Addr, ProviderError> {
+        let used = |a: &Ipv4Addr| taken.iter().any(|r| r.address == a.to_string());
+        if let Some(lid) = &req.logical_id
+            && let Ok(ip) = lid.parse::<Ipv4Addr>()
+        {
+            if !ip.is_loopback() {
+                return Err(ProviderError::Permanent(format!(
+                    "logical id {ip} is not a loopback address (127.0.0.0/8)"
+                )));
+            }
+            if let Some(r) = taken.iter().find(|r| r.address == ip.to_string()) {
+                return Err(ProviderError::Permanent(format!(
+                    "address {ip} is already used by instance {}",
+                    r.id
+                )));
+            }
+            return Ok(ip);
+        }
+        self.pool
+            .iter()
+            .find(|a| !used(a))
+            .copied()
+            .ok_or_else(|| ProviderError::Permanent("the address pool is exhausted".into()))
+    }
+
+    async fn run_boot_script(
+        &self,
+        rec: &InstanceRecord,
+        paths: &EnginePaths,
+        script: &str,
+        req: &ProvisionRequest,
+    ) -> Result<(), ProviderError> {
+        let file = paths.dir.join("boot.sh");
+        {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o700)
+                .open(&file)
+                .map_err(|e| io_err("writing boot script", e))?;
+            f.write_all(script.as_bytes())
+                .map_err(|e| io_err("writing boot script", e))?;
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(paths.dir.join("boot.log"))
+            .map_err(|e| io_err("opening boot.log", e))?;
+        let mut path =
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+        if let Some(b) = &self.bin_dir {
+            path = format!("{}:{path}", b.display());
+        }
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg(&file)
+            .current_dir(&paths.dir)
+            .env("DOCKER_HOST", paths.endpoint())
+            .env("PATH", path)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(|e| io_err("boot.log", e))?)
+            .stderr(log)
+            .kill_on_drop(true);
+        if let Some(g) = rec.pgid {
+            cmd.process_group(g);
+        }
+        for (k, v) in &req.boot_env {
+            cmd.env(k, v.expose());
+        }
+        let spawned = cmd.spawn();
+        let result = match spawned {
+            Err(e) => Err(ProviderError::Transient(format!(
+                "starting boot script: {e}"
+            ))),
+            Ok(mut child) => match tokio::time::timeout(BOOT_TIMEOUT, child.wait()).await {
+                Ok(Ok(st)) if st.success() => Ok(()),
+                Ok(Ok(st)) => Err(ProviderError::Permanent(format!(
+                    "boot script of {} failed ({st}); see {}",
+                    rec.id,
+                    paths.dir.join("boot.log").display()
+                ))),
+                Ok(Err(e)) => Err(ProviderError::Transient(format!("boot script: {e}"))),
+                Err(_) => {
+                    let _ = child.kill().await;
+                    Err(ProviderError::Permanent(format!(
+                        "boot script of {} did not finish within {BOOT_TIMEOUT:?}",
+                        rec.id
+                    )))
+                }
+            },
+        };
+        let _ = std::fs::remove_file(&file);
+        result
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 16 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+#[async_trait]
+impl InstanceProvider for LocalProvider {
+    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+        // Allocate and write the record under the lock, so concurrent
+        // provisions never pick the same address.
+        let (mut rec, paths) = {
+            let _g = self.alloc.lock().await;
+            let taken = self.records().map_err(|e| io_err("reading state dir", e))?;
+            let addr = self.choose_address(&req, &taken)?;
+            let id = format!("i{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+            let dir = self.dir_of(&id);
+            std::fs::create_dir_all(&dir).map_err(|e| io_err("creating instance dir", e))?;
+            let paths = EnginePaths::new(&dir);
+            let rec = InstanceRecord {
+                id,
+                tags: req.tags.clone(),
+                logical_id: req.logical_id.clone(),
+                address: addr.to_string(),
+                socket: paths.sock.clone(),
+                pid: None,
+                pgid: None,
+                created_ms: now_ms(),
+            };
+            self.write_record(&rec)
+                .map_err(|e| io_err("writing instance record", e))?;
+            (rec, paths)
+        };
+        let engine = EngineProcess::start(&paths.dir, &req.engine_labels).map_err(|e| {
+            ProviderError::Transient(format!("starting dockerd for {}: {e}", rec.id))
+        })?;
+        let (_, pid) = engine.detach();
+        rec.pid = Some(pid);
+        rec.pgid = Some(pid);
+        self.write_record(&rec)
+            .map_err(|e| io_err("writing instance record", e))?;
+        launcher::wait_ready(&paths, pid, launcher::READY_TIMEOUT)
+            .await
+            .map_err(|e| ProviderError::Transient(format!("instance {}: {e}", rec.id)))?;
+        let mut ctx = req.boot_context.clone();
+        ctx.address = rec.address.clone();
+        let script = drover_core::template::render(&req.boot_template, &ctx)
+            .map_err(|e| ProviderError::Permanent(format!("boot template: {e}")))?;
+        self.run_boot_script(&rec, &paths, &script, &req).await?;
+        tracing::info!(id = %rec.id, address = %rec.address, "instance provisioned");
+        Ok(rec.id)
+    }
+
+    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+        let Some(rec) = self
+            .record(instance)
+            .map_err(|e| io_err("reading instance record", e))?
+        else {
+            if valid_id(instance) {
+                let dir = self.dir_of(instance);
+                if dir.exists() {
+                    // A directory without a record: no engine was recorded;
+                    // still stop anything naming the directory.
+                    let paths = EnginePaths::new(&dir);
+                    tokio::task::spawn_blocking(move || {
+                        launcher::stop_engine(&paths, None, None);
+                        procs::remove_instance_dir(&paths.dir)
+                    })
+                    .await
+                    .map_err(|e| io_err("destroy", e))?
+                    .map_err(|e| io_err("removing instance dir", e))?;
+                }
+            }
+            return Ok(());
+        };
+        let paths = EnginePaths::new(&self.dir_of(&rec.id));
+        tokio::task::spawn_blocking(move || {
+            let left = launcher::stop_engine(&paths, rec.pid, rec.pgid);
+            if left > 0 {
+                return Err(std::io::Error::other(format!(
+                    "{left} processes of {} survived SIGKILL",
+                    rec.id
+                )));
+            }
+            procs::remove_instance_dir(&paths.dir)
+        })
+        .await
+        .map_err(|e| io_err("destroy", e))?
+        .map_err(|e| io_err(&format!("destroying {instance}"), e))?;
+        tracing::info!(id = %instance, "instance destroyed");
+        Ok(())
+    }
+
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        let recs = self.records().map_err(|e| io_err("reading state dir", e))?;
+        Ok(recs
+            .into_iter()
+            .filter(|r| tags.iter().all(|(k, v)| r.tags.get(k) == Some(v)))
+            .map(|r| Instance {
+                running: self.is_running(&r),
+                id: r.id,
+                tags: r.tags,
+                created_ms: r.created_ms,
+            })
+            .collect())
+    }
+
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        let _g = self.alloc.lock().await;
+        let mut rec = self
+            .record(instance)
+            .map_err(|e| io_err("reading instance record", e))?
+            .ok_or_else(|| ProviderError::NotFound(instance.to_string()))?;
+        rec.tags
+            .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.write_record(&rec)
+            .map_err(|e| io_err("writing instance record", e))
+    }
+}
+
+impl drover_engine::PeerEndpoints for LocalProvider {
+    fn peer_endpoints(&self) -> Vec<String> {
+        self.records()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| self.is_running(r))
+            .map(|r| r.endpoint())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_is_loopback_only() {
+        assert_eq!(parse_pool("127.0.5.10-127.0.5.12").unwrap().len(), 3);
+        assert!(matches!(
+            parse_pool("10.0.0.1"),
+            Err(LocalError::NotLoopback(_))
+        ));
+        assert!(matches!(
+            parse_pool("127.0.0.9-127.0.0.1"),
+            Err(LocalError::BadPool(_))
+        ));
+        let d = std::env::temp_dir().join(format!("drover-pool-{}", std::process::id()));
+        let e = LocalProvider::new(&d, ["192.168.1.1".parse().unwrap()]).unwrap_err();
+        assert!(e.to_string().contains("not a loopback"), "{e}");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn ids_are_checked() {
+        assert!(valid_id("i0123abcd"));
+        assert!(!valid_id("../etc"));
+        assert!(!valid_id(""));
+    }
+}

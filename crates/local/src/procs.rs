@@ -1,0 +1,199 @@
+//! Process and mount housekeeping: identify processes by their command
+//! line (never trust a possibly recycled PID), signal them, unmount what
+//! an engine left behind.
+
+use nix::mount::{MntFlags, umount2};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `/proc/<pid>/cmdline` with NULs as spaces; `None` when the process is
+/// gone or a zombie (empty cmdline).
+pub fn cmdline(pid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    if raw.is_empty() {
+        return None;
+    }
+    Some(
+        raw.split(|b| *b == 0)
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// True when `pid` is alive and its command line contains `needle`.
+pub fn is_ours(pid: i32, needle: &str) -> bool {
+    pid > 1 && cmdline(pid).is_some_and(|c| c.contains(needle))
+}
+
+/// Every live process whose command line contains `needle`.
+pub fn pids_matching(needle: &str) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| *p != std::process::id() as i32 && is_ours(*p, needle))
+        .collect()
+}
+
+/// True when `pid` exists and is not a zombie (whatever it runs).
+pub fn is_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.get(s.rfind(')')? + 2..)?.to_string();
+            rest.split(' ').next().map(|st| st != "Z" && st != "X")
+        })
+        .unwrap_or(false)
+}
+
+/// The process group of `pid`, from `/proc/<pid>/stat`.
+pub fn pgid_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces: fields after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(2)?.parse().ok()
+}
+
+/// Stops an engine: SIGTERM its process group (only when the group leader
+/// `pid` is verified by `needle` in its command line) and every process
+/// whose command line contains `needle` (containerd, shims, the boot
+/// script); waits up to `grace`, then SIGKILLs what is left. Returns the
+/// number of processes still alive afterwards (0 on success).
+pub fn stop_tree(pid: Option<i32>, pgid: Option<i32>, needle: &str, grace: Duration) -> usize {
+    let mut verified_group = None;
+    if let (Some(pid), Some(pgid)) = (pid, pgid)
+        && is_ours(pid, needle)
+        && pgid_of(pid) == Some(pgid)
+    {
+        verified_group = Some(pgid);
+    }
+    let send = |sig: Signal| {
+        if let Some(g) = verified_group {
+            let _ = killpg(Pid::from_raw(g), sig);
+        }
+        for p in pids_matching(needle) {
+            let _ = kill(Pid::from_raw(p), sig);
+        }
+    };
+    let alive = || {
+        let mut n = pids_matching(needle).len();
+        if let Some(g) = verified_group {
+            n += group_members(g)
+                .into_iter()
+                .filter(|p| cmdline(*p).is_some_and(|c| !c.contains(needle)))
+                .count();
+        }
+        n
+    };
+    send(Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if alive() == 0 {
+            return 0;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    send(Signal::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if alive() == 0 {
+            return 0;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    alive()
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| pgid_of(*p) == Some(pgid) && cmdline(*p).is_some())
+        .collect()
+}
+
+/// Unmounts (lazily, deepest first) every mount point at or under `dir`.
+pub fn unmount_under(dir: &Path) -> std::io::Result<()> {
+    let dir = dir.canonicalize()?;
+    let prefix = dir.to_string_lossy().into_owned();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let mut points: Vec<String> = mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape_mount)
+        .filter(|p| p == &prefix || p.starts_with(&format!("{prefix}/")))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    points.dedup();
+    for p in points {
+        if let Err(e) = umount2(p.as_str(), MntFlags::MNT_DETACH)
+            && e != nix::errno::Errno::EINVAL
+            && e != nix::errno::Errno::ENOENT
+        {
+            tracing::warn!(mount = %p, error = %e, "unmount failed");
+        }
+    }
+    Ok(())
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape_mount(s: &str) -> String {
+    let mut out = String::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && let Some(Ok(v)) = s.get(i + 1..i + 4).map(|o| u8::from_str_radix(o, 8))
+        {
+            out.push(v as char);
+            i += 4;
+            continue;
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// Removes `dir` after unmounting everything under it. Absent is success.
+pub fn remove_instance_dir(dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    unmount_under(dir)?;
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) => {
+            // A lazily detached mount can take a moment to go: once more.
+            std::thread::sleep(Duration::from_millis(300));
+            unmount_under(dir)?;
+            std::fs::remove_dir_all(dir)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_cmdline_and_pgid() {
+        let me = std::process::id() as i32;
+        assert!(cmdline(me).is_some());
+        assert!(pgid_of(me).is_some());
+        assert!(cmdline(i32::MAX - 1).is_none());
+    }
+
+    #[test]
+    fn unescapes_mountinfo() {
+        assert_eq!(unescape_mount("/a\\040b"), "/a b");
+        assert_eq!(unescape_mount("/plain"), "/plain");
+    }
+}

@@ -1,0 +1,204 @@
+//! Helpers for tests that run real engines (used by this crate's and
+//! `drover-swarm`'s integration tests; no effect on the provider).
+//!
+//! - [`busybox_tar`] / [`import_busybox`]: a tiny image (static busybox with
+//!   `sh` and `sleep` links) for engines without a registry;
+//! - [`write_drover_shim`] / [`run_shim_from_env`]: a stand-in `drover`
+//!   executable for boot scripts (`drover engine join --role R --address A
+//!   --remote M`) that re-enters the test binary and joins through the
+//!   engine API, reading the token from `DROVER_JOIN_TOKEN`, so the token
+//!   never reaches any command line.
+
+use drover_engine::Engine;
+use drover_spi::Secret;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The image [`import_busybox`] creates.
+pub const BUSYBOX_IMAGE: &str = "drover-busybox:1";
+
+/// A rootfs tarball: `/bin/busybox` (static) plus `sh` and `sleep` links.
+pub fn busybox_tar() -> std::io::Result<Vec<u8>> {
+    let dir = tempfile_dir()?;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    std::fs::copy("/usr/bin/busybox", bin.join("busybox"))?;
+    for l in ["sh", "sleep", "echo"] {
+        std::os::unix::fs::symlink("busybox", bin.join(l))?;
+    }
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(&dir)
+        .args(["-cf", "-", "."])
+        .output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        return Err(std::io::Error::other("tar failed"));
+    }
+    Ok(out.stdout)
+}
+
+fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
+    let d = std::env::temp_dir().join(format!(
+        "drover-rootfs-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+/// Imports [`BUSYBOX_IMAGE`] into the engine at `endpoint` (`docker import`).
+pub fn import_busybox(endpoint: &str, tar: &[u8]) -> std::io::Result<()> {
+    let mut child = Command::new("docker")
+        .args(["-H", endpoint, "import", "-", BUSYBOX_IMAGE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?
+        .write_all(tar)?;
+    let st = child.wait()?;
+    if !st.success() {
+        return Err(std::io::Error::other(format!("docker import: {st}")));
+    }
+    Ok(())
+}
+
+/// Writes `bin_dir/drover`, a shell stand-in that re-runs the test binary
+/// `exe` with only test `test_name` selected, passing its own arguments in
+/// `DROVER_SHIM_ARGS` (no secret is ever an argument).
+pub fn write_drover_shim(bin_dir: &Path, exe: &Path, test_name: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(bin_dir)?;
+    let f = bin_dir.join("drover");
+    std::fs::write(
+        &f,
+        format!(
+            "#!/bin/sh\nDROVER_SHIM_ARGS=\"$*\"\nexport DROVER_SHIM_ARGS\nexec '{}' --exact {} --nocapture --test-threads=1 -q\n",
+            exe.display(),
+            test_name
+        ),
+    )?;
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755))
+}
+
+/// The body of the shim test: when `DROVER_SHIM_ARGS` is set, performs
+/// `drover engine join --role R --address A --remote M` against
+/// `DOCKER_HOST` with the token from `DROVER_JOIN_TOKEN`. Returns false
+/// (doing nothing) when not running as the shim.
+pub async fn run_shim_from_env() -> bool {
+    let Ok(args) = std::env::var("DROVER_SHIM_ARGS") else {
+        return false;
+    };
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let opt = |name: &str| {
+        words
+            .iter()
+            .position(|w| *w == name)
+            .and_then(|i| words.get(i + 1))
+            .map(|s| s.to_string())
+    };
+    assert_eq!(words.get(..2), Some(&["engine", "join"][..]), "{args}");
+    let address = opt("--address").expect("--address");
+    let remote = opt("--remote").expect("--remote");
+    let token = Secret::new(std::env::var("DROVER_JOIN_TOKEN").expect("DROVER_JOIN_TOKEN"));
+    let host = std::env::var("DOCKER_HOST").expect("DOCKER_HOST");
+    let engine = Engine::connect(&host).await.expect("connect");
+    engine
+        .join(&token, &[remote], &format!("{address}:2377"))
+        .await
+        .expect("join");
+    true
+}
+
+/// Stops every engine recorded under `state_dir` (by PID, verified by
+/// command line) and removes their directories when dropped: tests hold
+/// one so that a failing test still cleans up.
+#[derive(Debug)]
+pub struct StateGuard {
+    /// The provider's state directory.
+    pub state_dir: std::path::PathBuf,
+}
+
+impl Drop for StateGuard {
+    fn drop(&mut self) {
+        let dirs: Vec<_> = std::fs::read_dir(self.state_dir.join("instances"))
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        let handles: Vec<_> = dirs
+            .into_iter()
+            .map(|dir| {
+                std::thread::spawn(move || {
+                    let rec: Option<crate::InstanceRecord> =
+                        std::fs::read_to_string(dir.join("instance.json"))
+                            .ok()
+                            .and_then(|t| serde_json::from_str(&t).ok());
+                    let paths = crate::EnginePaths::new(&dir);
+                    let (pid, pgid) = rec.map(|r| (r.pid, r.pgid)).unwrap_or((None, None));
+                    crate::launcher::stop_engine(&paths, pid, pgid);
+                    let _ = crate::procs::remove_instance_dir(&dir);
+                })
+            })
+            .collect();
+        for h in handles {
+            let _ = h.join();
+        }
+        let _ = crate::procs::unmount_under(&self.state_dir);
+        let _ = std::fs::remove_dir_all(&self.state_dir);
+    }
+}
+
+/// A provision request for a test: tags and engine labels carry the
+/// cluster id, group and a fresh link; `env` goes to the boot script's
+/// environment only.
+pub fn request(
+    cluster: &str,
+    group: &str,
+    role: drover_core::spec::Role,
+    template: &str,
+    join_addr: &str,
+    init: bool,
+    env: Vec<(String, Secret)>,
+) -> drover_spi::ProvisionRequest {
+    use drover_core::model::tags;
+    let link = format!("l{}", uuid::Uuid::new_v4().simple());
+    let labels: std::collections::BTreeMap<String, String> = [
+        (tags::CLUSTER.to_string(), cluster.to_string()),
+        (tags::GROUP.to_string(), group.to_string()),
+        (tags::LINK.to_string(), link.clone()),
+    ]
+    .into();
+    let mut ctx = drover_core::template::BootContext::example(role);
+    ctx.cluster_id = cluster.into();
+    ctx.group = group.into();
+    ctx.link = link;
+    ctx.logical_id = String::new();
+    ctx.address = String::new();
+    ctx.join_addr = join_addr.into();
+    ctx.init = init;
+    ctx.engine_labels = labels.clone();
+    drover_spi::ProvisionRequest {
+        tags: labels.clone(),
+        logical_id: None,
+        properties: serde_json::Value::Null,
+        engine_labels: labels,
+        boot_template: template.to_string(),
+        boot_context: ctx,
+        boot_env: env,
+    }
+}
+
+/// A short-pathed temporary state dir under /tmp (unix socket paths are
+/// limited to 108 bytes).
+pub fn short_tempdir(prefix: &str) -> std::io::Result<std::path::PathBuf> {
+    let d = std::path::PathBuf::from(format!(
+        "/tmp/{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    ));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}

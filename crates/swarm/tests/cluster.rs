@@ -1,0 +1,229 @@
+//! `SwarmCluster` over real engines from the local provider (127.0.43.x).
+//! 3 managers + 1 worker; demote/destroy/remove a follower; the leader's
+//! demote → leave protocol.
+
+use drover_core::model::{Node, SwarmView, tags};
+use drover_core::spec::Role;
+use drover_core::template::default_boot_script;
+use drover_engine::{Engine, LocalState, PeerEndpoints};
+use drover_local::testkit::{self, StateGuard};
+use drover_local::{LocalProvider, parse_pool};
+use drover_spi::{Cluster, InstanceProvider};
+use drover_swarm::SwarmCluster;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Stand-in for `drover engine join` in boot scripts (see testkit).
+#[tokio::test]
+async fn drover_shim() {
+    testkit::run_shim_from_env().await;
+}
+
+async fn wait_for<T, F, Fut>(limit: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+fn nodes(v: SwarmView) -> Option<Vec<Node>> {
+    match v {
+        SwarmView::Ok(n) => Some(n),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_managers_one_worker_follower_then_leader_leave() {
+    let state = testkit::short_tempdir("ds").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let bin = state.join("bin");
+    testkit::write_drover_shim(&bin, &std::env::current_exe().unwrap(), "drover_shim").unwrap();
+    let p = Arc::new(
+        LocalProvider::new(&state, parse_pool("127.0.43.10-127.0.43.30").unwrap())
+            .unwrap()
+            .with_bin_dir(Some(bin)),
+    );
+    let peers: Arc<dyn PeerEndpoints> = p.clone();
+
+    // Before any swarm: Absent, and no join material.
+    let t0 = Instant::now();
+    let m1 = p
+        .provision(testkit::request(
+            "c43",
+            "m",
+            Role::Manager,
+            default_boot_script(Role::Manager),
+            "",
+            true,
+            vec![],
+        ))
+        .await
+        .expect("first manager");
+    eprintln!("first manager (start + init) {:?}", t0.elapsed());
+    let c1 = SwarmCluster::new(p.endpoint(&m1).unwrap(), Some(peers.clone()));
+    let mut ids = vec![m1.clone()];
+    for _ in 0..2 {
+        let jm = c1
+            .join_material(Role::Manager)
+            .await
+            .unwrap()
+            .expect("swarm exists");
+        assert_eq!(jm.addr, "127.0.43.10:2377");
+        assert_eq!(format!("{:?}", jm.token), "[redacted]");
+        let t0 = Instant::now();
+        let id = p
+            .provision(testkit::request(
+                "c43",
+                "m",
+                Role::Manager,
+                default_boot_script(Role::Manager),
+                &jm.addr,
+                false,
+                vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+            ))
+            .await
+            .expect("manager join");
+        eprintln!("manager (start + join) {:?}", t0.elapsed());
+        ids.push(id);
+    }
+    let jm = c1.join_material(Role::Worker).await.unwrap().unwrap();
+    let w = p
+        .provision(testkit::request(
+            "c43",
+            "w",
+            Role::Worker,
+            default_boot_script(Role::Worker),
+            &jm.addr,
+            false,
+            vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+        ))
+        .await
+        .expect("worker join");
+
+    // Observe: 3 raft members, 1 leader, every node matched by link.
+    let described = p
+        .describe(&[(tags::CLUSTER.to_string(), "c43".to_string())].into())
+        .await
+        .unwrap();
+    assert_eq!(described.len(), 4);
+    let link_of: BTreeMap<String, String> = described
+        .iter()
+        .map(|i| (i.link().unwrap().to_string(), i.id.clone()))
+        .collect();
+    let ns = wait_for(Duration::from_secs(20), || async {
+        let ns = nodes(c1.observe().await)?;
+        (ns.len() == 4 && ns.iter().filter(|n| n.raft.is_some()).count() == 3).then_some(ns)
+    })
+    .await
+    .expect("4 nodes, 3 in raft");
+    assert_eq!(
+        ns.iter()
+            .filter(|n| n.raft.as_ref().is_some_and(|r| r.leader))
+            .count(),
+        1
+    );
+    let inst_of_node: BTreeMap<String, String> = ns
+        .iter()
+        .map(|n| {
+            (
+                n.id.clone(),
+                link_of[n.link.as_deref().expect("link label")].clone(),
+            )
+        })
+        .collect();
+    let node_of_inst: BTreeMap<String, String> = inst_of_node
+        .iter()
+        .map(|(n, i)| (i.clone(), n.clone()))
+        .collect();
+    assert!(ns.iter().all(|n| n.cluster.as_deref() == Some("c43")));
+    let leader = ns
+        .iter()
+        .find(|n| n.raft.as_ref().is_some_and(|r| r.leader))
+        .unwrap();
+    assert_eq!(inst_of_node[&leader.id], m1);
+    assert!(
+        !ns.iter()
+            .find(|n| n.id == node_of_inst[&w])
+            .unwrap()
+            .manager_role
+    );
+
+    // A follower: demote, wait out of raft, destroy, remove its node.
+    let follower_inst = ids[1].clone();
+    let follower = node_of_inst[&follower_inst].clone();
+    let t0 = Instant::now();
+    c1.demote(&follower).await.unwrap();
+    wait_for(Duration::from_secs(20), || async {
+        let ns = nodes(c1.observe().await)?;
+        ns.iter()
+            .find(|n| n.id == follower && n.raft.is_none() && !n.manager_role)
+            .map(|_| ())
+    })
+    .await
+    .expect("follower out of raft");
+    eprintln!("follower out of raft {:?} after demote", t0.elapsed());
+    let t0 = Instant::now();
+    p.destroy(&follower_inst).await.unwrap();
+    eprintln!("destroy of a manager instance {:?}", t0.elapsed());
+    c1.remove_node(&follower, true).await.unwrap();
+    let ns = nodes(c1.observe().await).unwrap();
+    assert!(ns.iter().all(|n| n.id != follower), "node still listed");
+    assert_eq!(ns.iter().filter(|n| n.raft.is_some()).count(), 2);
+    // Removing it again is success.
+    c1.remove_node(&follower, true).await.unwrap();
+
+    // The leader leaves: demote self, wait out of raft from a peer, leave.
+    let old_leader = node_of_inst[&m1].clone();
+    let t0 = Instant::now();
+    c1.demote_self_and_leave(&old_leader)
+        .await
+        .expect("leader demote+leave");
+    eprintln!("leader demote_self_and_leave {:?}", t0.elapsed());
+    let old = Engine::connect(&p.endpoint(&m1).unwrap()).await.unwrap();
+    assert_eq!(old.info().await.unwrap().state, LocalState::Inactive);
+    assert_eq!(c1.observe().await, SwarmView::Absent);
+    assert!(c1.join_material(Role::Worker).await.unwrap().is_none());
+
+    let c3 = SwarmCluster::new(p.endpoint(&ids[2]).unwrap(), Some(peers.clone()));
+    let ns = wait_for(Duration::from_secs(20), || async {
+        let ns = nodes(c3.observe().await)?;
+        let l = ns
+            .iter()
+            .find(|n| n.raft.as_ref().is_some_and(|r| r.leader))?;
+        (l.id == node_of_inst[&ids[2]]).then_some(ns)
+    })
+    .await
+    .expect("the remaining manager leads");
+    let gone = ns
+        .iter()
+        .find(|n| n.id == old_leader)
+        .expect("old node still listed");
+    assert!(gone.raft.is_none() && !gone.manager_role);
+    // The new leader can hand out join material.
+    let jm = c3.join_material(Role::Manager).await.unwrap().unwrap();
+    assert_eq!(jm.addr, "127.0.43.12:2377");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_engine_is_unavailable() {
+    let c = SwarmCluster::new("unix:///tmp/drover-no-such.sock", None);
+    assert!(matches!(c.observe().await, SwarmView::Unavailable(_)));
+    assert!(
+        c.join_material(Role::Worker)
+            .await
+            .unwrap_err()
+            .is_transient()
+    );
+}
