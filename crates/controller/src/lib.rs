@@ -30,4 +30,4 @@ mod status;
 
 pub use context::{Context, Providers};
 pub use run::{Controller, PassReport};
-pub use status::StatusDoc;
+pub use status::{StatusDoc, wall_ms};

@@ -213,6 +213,21 @@ impl Controller {
                 progressed: false,
             });
         }
+        // A newer term anywhere means this controller was deposed: stop at once,
+        // before acting, rather than at its next refused write.
+        let term = self.ctx.store.leader().await?;
+        if let (Some(mine), Some((current, _))) = (self.epoch, term)
+            && current != mine
+        {
+            self.stand_down("a newer controller term exists");
+            self.fenced = true;
+            return Ok(PassReport {
+                acting: false,
+                fenced: true,
+                plan: None,
+                progressed: false,
+            });
+        }
         let epoch = match self.epoch {
             Some(e) => e,
             None => {
@@ -267,6 +282,13 @@ impl Controller {
         let mut journal = stored.journal.clone();
         let mut progressed = false;
         for action in &plan.actions {
+            if self.epoch != Some(epoch) {
+                // Fenced mid-plan (an event write was refused): act no further.
+                return Err(StoreError::Fenced {
+                    mine: epoch,
+                    current: 0,
+                });
+            }
             progressed |= !action.is_side_effect();
             match action {
                 Action::Begin { op } => {

@@ -54,6 +54,48 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: Output,
     },
+    /// Validate, show what changes, commit it to the store; bootstraps the
+    /// first manager when no swarm exists yet.
+    #[command(
+        after_help = "Examples:\n  drover apply -f cluster.yaml --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40 --wait\n  drover apply -f cluster.yaml --dry-run\n\nGroups missing from the file are kept unless --prune is given.\nExit codes: 0 applied (and converged with --wait), 2 bad input, 3 blocked, 4 timed out."
+    )]
+    Apply(ApplyArgs),
+    /// Show each group's phase, fault tolerance and the controller's heartbeat.
+    #[command(
+        after_help = "Examples:\n  drover status --store etcd://127.0.0.1:2379\n  drover status workers --output json"
+    )]
+    Status {
+        /// Only this group.
+        group: Option<String>,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Run the reconciler next to a manager's engine (one per manager; only the leader's acts).
+    #[command(
+        after_help = "Example:\n  DROVER_STORE=etcd://127.0.0.1:2379 drover controller --engine unix:///var/run/docker.sock"
+    )]
+    Controller {
+        /// This manager's engine.
+        #[arg(
+            long,
+            env = "DOCKER_HOST",
+            default_value = "unix:///var/run/docker.sock"
+        )]
+        engine: String,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The local provider.
+        #[command(flatten)]
+        local: LocalArgs,
+    },
+    /// Engine-side helpers used by boot scripts.
+    #[command(subcommand)]
+    Engine(EngineCommand),
     /// The simulator: try drover without Docker.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -106,4 +148,85 @@ pub struct SimRollout {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub output: Output,
+}
+
+/// Where the store is.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Store address: `file:///path/state.db`, `etcd://host:port`, or `swarm`
+    /// (the swarm's own raft, through DOCKER_HOST).
+    #[arg(long = "store", env = "DROVER_STORE", default_value = "swarm")]
+    pub url: String,
+}
+
+/// The `local` provider's settings (real dockerd processes on loopback).
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// Directory where the local provider keeps its machines.
+    #[arg(long, env = "DROVER_LOCAL_DIR")]
+    pub local_dir: Option<PathBuf>,
+    /// Loopback addresses it may use: `127.0.0.11-127.0.0.40`, comma-separated entries.
+    #[arg(
+        long,
+        env = "DROVER_LOCAL_POOL",
+        default_value = "127.0.0.11-127.0.0.60"
+    )]
+    pub local_pool: String,
+}
+
+/// Arguments of `drover apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The cluster file.
+    #[arg(short = 'f', long = "file")]
+    pub file: PathBuf,
+    /// Show what would change; commit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Follow the rollout until converged, blocked or timed out.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this long.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Remove groups that the file no longer declares.
+    #[arg(long)]
+    pub prune: bool,
+    /// Why (recorded in the history).
+    #[arg(short = 'm', long, default_value = "")]
+    pub message: String,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The local provider.
+    #[command(flatten)]
+    pub local: LocalArgs,
+}
+
+/// Engine-side helpers.
+#[derive(Debug, Subcommand)]
+pub enum EngineCommand {
+    /// Join this engine (DOCKER_HOST) to a swarm with the token in
+    /// $DROVER_JOIN_TOKEN, so the token never appears in any argv.
+    #[command(
+        after_help = "Example (in a boot script):\n  drover engine join --role worker --address 127.0.0.21 --remote 127.0.0.11:2377"
+    )]
+    Join {
+        /// manager or worker (informational: the token decides).
+        #[arg(long)]
+        role: String,
+        /// This engine's listen and advertise address (port 2377 is added).
+        #[arg(long)]
+        address: String,
+        /// A manager's address (host:port).
+        #[arg(long)]
+        remote: String,
+        /// This engine.
+        #[arg(
+            long,
+            env = "DOCKER_HOST",
+            default_value = "unix:///var/run/docker.sock"
+        )]
+        engine: String,
+    },
 }

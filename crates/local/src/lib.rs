@@ -284,6 +284,18 @@ impl LocalProvider {
             .current_dir(&paths.dir)
             .env("DOCKER_HOST", paths.endpoint())
             .env("PATH", path)
+            // The machine's "instance metadata": where this cloud keeps its
+            // state, so a controller started by the boot script can manage
+            // machines of the same provider.
+            .env("DROVER_LOCAL_DIR", &self.state_dir)
+            .env(
+                "DROVER_LOCAL_POOL",
+                self.pool
+                    .iter()
+                    .map(Ipv4Addr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().map_err(|e| io_err("boot.log", e))?)
             .stderr(log)

@@ -1,10 +1,14 @@
 //! One module per command; each returns the exit code on success.
 
+mod apply;
+mod controller;
+mod engine;
 mod plan;
 mod sim;
+mod status;
 mod validate;
 
-use crate::cli::{Cli, Command, SimCommand};
+use crate::cli::{Cli, Command, EngineCommand, SimCommand};
 use crate::error::MainError;
 use std::process::ExitCode;
 
@@ -19,10 +23,31 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             output,
         } => plan::run(&file, sim, from.as_deref(), output),
         Command::Sim(SimCommand::Rollout(args)) => sim::rollout(&args),
+        Command::Apply(args) => runtime()?.block_on(apply::run(&args)),
+        Command::Status {
+            group,
+            store,
+            output,
+        } => runtime()?.block_on(status::run(group.as_deref(), &store, output)),
+        Command::Controller {
+            engine,
+            store,
+            local,
+        } => runtime()?.block_on(controller::run(&engine, &store, &local)),
+        Command::Engine(EngineCommand::Join {
+            role,
+            address,
+            remote,
+            engine,
+        }) => runtime()?.block_on(engine::join(&role, &address, &remote, &engine)),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "drover", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, MainError> {
+    tokio::runtime::Runtime::new().map_err(|e| MainError::Failed(e.into()))
 }

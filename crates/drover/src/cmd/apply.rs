@@ -1,0 +1,178 @@
+//! `drover apply`: validate, show the change, commit it (CAS), bootstrap
+//! the first manager when no swarm exists, and optionally follow the rollout.
+
+use crate::cli::ApplyArgs;
+use crate::cmd::status::{FollowEnd, follow};
+use crate::error::MainError;
+use crate::{spec_file, wiring};
+use drover_controller::{Context, Controller};
+use drover_core::hash::config_hash;
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Provenance, Store, StoreError};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
+    let file_spec = spec_file::load(&args.file)?;
+    let local = wiring::local(&args.local)?;
+    let store = wiring::store(&args.store).await?;
+    let current = store.desired().await.map_err(anyhow::Error::from)?;
+    let (spec, lines) = merge(current.as_ref().map(|r| &r.spec), &file_spec, args.prune);
+    for l in &lines {
+        println!("{l}");
+    }
+    if args.dry_run {
+        println!("(dry run: nothing committed)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cluster_id = match store.cluster_id().await.map_err(anyhow::Error::from)? {
+        Some(id) => id,
+        None => {
+            let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+            store.init_cluster(&id).await.map_err(anyhow::Error::from)?;
+            println!("new cluster {id}");
+            id
+        }
+    };
+    let expected = current.as_ref().map_or(0, |r| r.rev);
+    let provenance = Provenance {
+        who: operator(),
+        at_ms: drover_controller::wall_ms(),
+        message: args.message.clone(),
+    };
+    let rev = match store.commit(expected, &spec, provenance, false).await {
+        Ok(rev) => rev,
+        Err(StoreError::Conflict { current, .. }) => {
+            return Err(MainError::BadInput(format!(
+                "someone else committed revision {current} while this apply was planned against {expected}: run apply again to plan against it"
+            )));
+        }
+        Err(e) => return Err(MainError::Failed(e.into())),
+    };
+    println!("committed revision {rev} of cluster {cluster_id}");
+    let bootstrap_ended = bootstrap_if_needed(store.clone(), &local, &args.store.url).await?;
+    if let Some(why) = bootstrap_ended {
+        println!("{why}");
+    }
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(match follow(store.as_ref(), rev, args.timeout).await? {
+        FollowEnd::Converged => ExitCode::SUCCESS,
+        FollowEnd::Blocked(why) => {
+            eprintln!("blocked: {why}");
+            ExitCode::from(3)
+        }
+        FollowEnd::TimedOut => {
+            eprintln!(
+                "timed out after {}",
+                humantime::format_duration(args.timeout)
+            );
+            ExitCode::from(4)
+        }
+    })
+}
+
+/// The spec to commit: the file's groups, plus the current groups the file
+/// lacks unless `prune` (apply never deletes a group by omission).
+fn merge(
+    current: Option<&ClusterSpec>,
+    file: &ClusterSpec,
+    prune: bool,
+) -> (ClusterSpec, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut spec = file.clone();
+    for g in &file.groups {
+        let line = match current.and_then(|c| c.group(&g.name)) {
+            None => format!(
+                "+ {}: new group ({} {}s)",
+                g.name,
+                g.allocation.size(),
+                g.role.as_str()
+            ),
+            Some(old) if config_hash(old) != config_hash(g) => {
+                format!(
+                    "~ {}: config {} → {}: every member is rolled",
+                    g.name,
+                    config_hash(old),
+                    config_hash(g)
+                )
+            }
+            Some(old) if old != g => format!(
+                "~ {}: size/policy change, no roll ({} → {} members)",
+                g.name,
+                old.allocation.size(),
+                g.allocation.size()
+            ),
+            Some(_) => format!("= {}: unchanged", g.name),
+        };
+        lines.push(line);
+    }
+    for old in current.map(|c| c.groups.as_slice()).unwrap_or_default() {
+        if file.group(&old.name).is_none() {
+            if prune {
+                lines.push(format!(
+                    "- {}: removed from the desired state (--prune)",
+                    old.name
+                ));
+            } else {
+                lines.push(format!(
+                    "= {}: not in the file, kept (use --prune to remove it)",
+                    old.name
+                ));
+                spec.groups.push(old.clone());
+            }
+        }
+    }
+    (spec, lines)
+}
+
+fn operator() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    format!("{user}@{host}")
+}
+
+/// When no swarm exists yet, acts as an off-cluster controller until the
+/// first manager's own controller takes over (fencing this one) or a bound.
+async fn bootstrap_if_needed(
+    store: Arc<dyn Store>,
+    local: &Option<Arc<drover_local::LocalProvider>>,
+    store_url: &str,
+) -> Result<Option<String>, MainError> {
+    let cluster = wiring::off_cluster_swarm(local);
+    if !matches!(
+        drover_spi::Cluster::observe(cluster.as_ref()).await,
+        drover_core::model::SwarmView::Absent
+    ) {
+        return Ok(None);
+    }
+    if local.is_none() {
+        return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool)".into()));
+    }
+    println!("no swarm yet: bootstrapping the first manager");
+    let ctx = Context {
+        providers: wiring::providers(local),
+        cluster,
+        store,
+        self_link: None,
+        identity: format!("bootstrap:{}", operator()),
+        store_url: Some(store_url.to_string()),
+        resync: Duration::from_secs(1),
+    };
+    let controller = Controller::new(ctx);
+    let ended = tokio::time::timeout(
+        Duration::from_secs(300),
+        controller.run(std::future::pending()),
+    )
+    .await;
+    Ok(Some(match ended {
+        Ok(()) => "the first manager's controller took over".into(),
+        Err(_) => {
+            "bootstrap controller stopped after 5m; the cluster's own controllers continue".into()
+        }
+    }))
+}

@@ -1,0 +1,55 @@
+//! `drover controller`: the reconciler next to a manager's engine.
+
+use crate::cli::{LocalArgs, StoreArgs};
+use crate::error::MainError;
+use crate::wiring;
+use drover_controller::{Context, Controller};
+use drover_swarm::SwarmCluster;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub async fn run(
+    engine: &str,
+    store_args: &StoreArgs,
+    local: &LocalArgs,
+) -> Result<ExitCode, MainError> {
+    let bad = |e: drover_engine::EngineError| {
+        MainError::BadInput(format!(
+            "--engine {engine}: {e}; point it at this manager's docker socket"
+        ))
+    };
+    let info = drover_engine::Engine::connect(engine)
+        .await
+        .map_err(bad)?
+        .info()
+        .await
+        .map_err(bad)?;
+    let self_link = info.labels.get(drover_core::model::tags::LINK).cloned();
+    let local = wiring::local(local)?;
+    let peers = local
+        .clone()
+        .map(|l| l as Arc<dyn drover_engine::PeerEndpoints>);
+    let ctx = Context {
+        providers: wiring::providers(&local),
+        cluster: Arc::new(SwarmCluster::new(engine, peers)),
+        store: wiring::store(store_args).await?,
+        identity: self_link
+            .clone()
+            .unwrap_or_else(|| format!("engine {}", info.node_id)),
+        self_link,
+        store_url: Some(store_args.url.clone()),
+        resync: Duration::from_secs(2),
+    };
+    tracing::info!(identity = %ctx.identity, "controller starting");
+    Controller::new(ctx).run(shutdown()).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+}

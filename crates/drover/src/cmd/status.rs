@@ -1,0 +1,167 @@
+//! `drover status` and the `--wait` follower of `apply`.
+
+use crate::cli::{Output, StoreArgs};
+use crate::error::MainError;
+use crate::wiring;
+use drover_controller::{StatusDoc, wall_ms};
+use drover_spi::Store;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// A status older than this means no controller acts: warn loudly.
+const STALE_AFTER: Duration = Duration::from_secs(30);
+
+pub async fn run(
+    group: Option<&str>,
+    store: &StoreArgs,
+    output: Output,
+) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let Some(raw) = store.status().await.map_err(anyhow::Error::from)? else {
+        println!(
+            "no controller has published a status yet (is a controller running on the managers?)"
+        );
+        return Ok(ExitCode::from(1));
+    };
+    let doc: StatusDoc = serde_json::from_value(raw.clone()).map_err(anyhow::Error::from)?;
+    if output == Output::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&raw).map_err(anyhow::Error::from)?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let age = Duration::from_millis(wall_ms().saturating_sub(doc.observed_at_ms));
+    println!(
+        "observed {} ago by {} (epoch {}), desired revision {}",
+        humantime::format_duration(Duration::from_secs(age.as_secs())),
+        doc.controller,
+        doc.epoch,
+        doc.revision
+    );
+    if age > STALE_AFTER {
+        println!(
+            "WARNING: no controller has published for {}: the leader's controller may be dead; this status may be stale",
+            humantime::format_duration(Duration::from_secs(age.as_secs()))
+        );
+    }
+    let swarm = &doc.swarm;
+    match swarm["problem"].as_str() {
+        Some(p) if p.contains("quorum") => {
+            println!("\nQUORUM LOST: {p}\n{RUNBOOK}");
+        }
+        Some(p) => println!("swarm: {p}"),
+        None => println!(
+            "swarm: {} managers, {} reachable, fault tolerance {}",
+            swarm["members"], swarm["reachable"], swarm["fault_tolerance"]
+        ),
+    }
+    println!(
+        "\n{:<14} {:<8} {:<10} {:>7} {:>7} {:>7}  {:<17} REASON",
+        "GROUP", "ROLE", "PHASE", "MEMBERS", "CURRENT", "HEALTHY", "CONFIG"
+    );
+    for g in doc.groups.as_array().into_iter().flatten() {
+        if group.is_some_and(|want| g["name"] != want) {
+            continue;
+        }
+        println!(
+            "{:<14} {:<8} {:<10} {:>7} {:>7} {:>7}  {:<17} {}",
+            g["name"].as_str().unwrap_or(""),
+            g["role"].as_str().unwrap_or(""),
+            g["phase"].as_str().unwrap_or(""),
+            format!("{}/{}", g["members"], g["desired"]),
+            g["current"].to_string(),
+            g["healthy"].to_string(),
+            g["desired_hash"].as_str().unwrap_or(""),
+            g["reason"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What to do when quorum is lost (printed by `status`).
+const RUNBOOK: &str = "drover takes no voluntary action without quorum. To recover:
+  1. Bring back the failed managers if you can (restart their machines/engines):
+     they rejoin by themselves and quorum returns.
+  2. If they are gone for good, on ONE surviving manager run:
+     docker swarm init --force-new-cluster --advertise-addr <its address>:2377
+     (keeps the cluster id and join tokens; takes ~1-2 s).
+  3. drover then heals the group back to its declared size: the dead members
+     are demoted and removed, replacements are provisioned.";
+
+/// How a follow ended.
+pub enum FollowEnd {
+    /// The revision converged.
+    Converged,
+    /// A group is blocked (with the reason).
+    Blocked(String),
+    /// The bound passed.
+    TimedOut,
+}
+
+/// Follows the published status until `rev` converged, a group blocks, or `timeout`.
+pub async fn follow(
+    store: &dyn Store,
+    rev: u64,
+    timeout: Duration,
+) -> Result<FollowEnd, MainError> {
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let history = store.history().await.map_err(anyhow::Error::from)?;
+        if history.iter().any(|r| r.rev == rev && r.converged) {
+            println!(
+                "converged on revision {rev} after {:.1}s",
+                start.elapsed().as_secs_f64()
+            );
+            return Ok(FollowEnd::Converged);
+        }
+        if let Some(doc) = store
+            .status()
+            .await
+            .map_err(anyhow::Error::from)?
+            .and_then(|v| serde_json::from_value::<StatusDoc>(v).ok())
+        {
+            let line: Vec<String> = doc
+                .groups
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|g| {
+                    format!(
+                        "{} {} {}/{} current, ft {}",
+                        g["name"].as_str().unwrap_or(""),
+                        g["phase"].as_str().unwrap_or(""),
+                        g["current"],
+                        g["desired"],
+                        doc.swarm["fault_tolerance"]
+                    )
+                })
+                .collect();
+            let line = line.join(" | ");
+            if line != last {
+                println!("[{:>6.1}s] {line}", start.elapsed().as_secs_f64());
+                last = line;
+            }
+            if doc.revision == rev {
+                if let Some(g) = doc
+                    .groups
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|g| g["phase"] == "blocked")
+                {
+                    return Ok(FollowEnd::Blocked(format!(
+                        "{}: {}",
+                        g["name"].as_str().unwrap_or(""),
+                        g["reason"].as_str().unwrap_or("")
+                    )));
+                }
+            }
+        }
+        if start.elapsed() > timeout {
+            return Ok(FollowEnd::TimedOut);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
