@@ -143,20 +143,18 @@ pub async fn follow(
                 println!("[{:>6.1}s] {line}", start.elapsed().as_secs_f64());
                 last = line;
             }
-            if doc.revision == rev {
-                if let Some(g) = doc
-                    .groups
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|g| g["phase"] == "blocked")
-                {
-                    return Ok(FollowEnd::Blocked(format!(
-                        "{}: {}",
-                        g["name"].as_str().unwrap_or(""),
-                        g["reason"].as_str().unwrap_or("")
-                    )));
-                }
+            let blocked = doc
+                .groups
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|g| g["phase"] == "blocked");
+            if let (true, Some(g)) = (doc.revision == rev, blocked) {
+                return Ok(FollowEnd::Blocked(format!(
+                    "{}: {}",
+                    g["name"].as_str().unwrap_or(""),
+                    g["reason"].as_str().unwrap_or("")
+                )));
             }
         }
         if start.elapsed() > timeout {
