@@ -13,6 +13,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    quiet_panics();
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -32,4 +33,25 @@ fn main() -> ExitCode {
             e.exit_code()
         }
     }
+}
+
+/// No Rust panic or backtrace reaches the user: a closed pipe (`drover ... |
+/// head`) ends quietly, anything else is one line asking for a report.
+#[allow(clippy::exit)]
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("unknown");
+        if msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        eprintln!(
+            "drover: internal error: {msg} (at {}); please report it with the command you ran",
+            info.location().map_or_else(String::new, |l| l.to_string())
+        );
+    }));
 }

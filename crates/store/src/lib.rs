@@ -21,6 +21,7 @@ mod etcd;
 mod file;
 mod model;
 mod swarm;
+pub mod testkit;
 
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use file::FileStore;

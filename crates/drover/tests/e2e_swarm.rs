@@ -1,0 +1,408 @@
+//! The mission, end to end, on real engines (issue 3): from nothing, using
+//! only drover's own commands, a 3-manager + 2-worker swarm of real
+//! `dockerd` processes on loopback is brought up, then a new configuration
+//! is rolled through it — followers first, then the leader the acting
+//! controller runs on — while a watcher checks the quorum every 200 ms.
+//! A second scenario kills -9 the leader's engine mid-rollout.
+//!
+//! Everything started is stopped by PID (StateGuard, Etcd drop), also on
+//! failure. Wall times are printed, never asserted.
+
+use drover_core::model::{Node, NodeState, SwarmView};
+use drover_core::quorum::quorum;
+use drover_local::testkit::{StateGuard, short_tempdir};
+use drover_local::{InstanceRecord, LocalProvider};
+use drover_spi::Store;
+use drover_store::testkit::Etcd;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A test cluster: etcd, a local-provider state dir, an address range.
+struct Lab {
+    // Field order = drop order: engines (and their controllers) first.
+    _guard: StateGuard,
+    etcd: Etcd,
+    dir: PathBuf,
+    net: u8,
+}
+
+impl Lab {
+    async fn new(net: u8) -> Lab {
+        let etcd = Etcd::start().await;
+        let dir = short_tempdir("dx").expect("tempdir");
+        Lab {
+            _guard: StateGuard {
+                state_dir: dir.clone(),
+            },
+            etcd,
+            dir,
+            net,
+        }
+    }
+
+    fn spec(&self, label: &str) -> PathBuf {
+        let n = self.net;
+        let text = format!(
+            "groups:
+- name: managers
+  role: manager
+  allocation:
+    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]
+  instance: {{provider: local}}
+  flavor: {{engine_labels: {{release: {label}}}}}
+  update: {{watch: 3s}}
+- name: workers
+  role: worker
+  allocation: {{size: 2}}
+  instance: {{provider: local}}
+  flavor: {{engine_labels: {{release: {label}}}}}
+  update: {{watch: 2s}}
+"
+        );
+        let path = self.dir.join(format!("spec-{label}.yaml"));
+        std::fs::write(&path, text).expect("write spec");
+        path
+    }
+
+    fn drover(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args(args)
+            .env("DROVER_STORE", &self.etcd.url)
+            .env("DROVER_LOCAL_DIR", &self.dir)
+            .env(
+                "DROVER_LOCAL_POOL",
+                format!("127.0.{}.20-127.0.{}.60", self.net, self.net),
+            )
+            .env("DROVER_LOG", "warn")
+            .output()
+            .expect("run drover");
+        eprintln!(
+            "$ drover {}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn apply(&self, spec: &Path, wait: bool) {
+        let mut args = vec!["apply", "-f", spec.to_str().unwrap(), "--timeout", "8m"];
+        if wait {
+            args.push("--wait");
+        }
+        let out = self.drover(&args);
+        assert_eq!(out.status.code(), Some(0), "apply failed");
+    }
+
+    fn provider(&self) -> LocalProvider {
+        LocalProvider::new(&self.dir, Vec::new()).expect("provider")
+    }
+
+    fn records(&self) -> Vec<InstanceRecord> {
+        self.provider().records().expect("records")
+    }
+
+    async fn store(&self) -> Box<dyn Store> {
+        drover_store::open(&self.etcd.url).await.expect("store")
+    }
+
+    /// The node list from the first manager engine that answers with a leader.
+    async fn nodes(&self) -> Option<Vec<Node>> {
+        observe_any(&self.records()).await.ok()
+    }
+}
+
+/// Asks each machine's engine in turn; the first complete answer wins.
+async fn observe_any(records: &[InstanceRecord]) -> Result<Vec<Node>, String> {
+    let mut last = "no machine".to_string();
+    for r in records {
+        let Ok(Ok(engine)) = tokio::time::timeout(
+            Duration::from_secs(1),
+            drover_engine::Engine::connect(&r.endpoint()),
+        )
+        .await
+        else {
+            continue;
+        };
+        match tokio::time::timeout(Duration::from_secs(2), engine.observe()).await {
+            Ok(SwarmView::Ok(nodes)) => return Ok(nodes),
+            Ok(SwarmView::NoQuorum(e)) => last = format!("no leader: {e}"),
+            Ok(other) => last = format!("{other:?}"),
+            Err(_) => last = "timeout".into(),
+        }
+    }
+    Err(last)
+}
+
+/// Samples the swarm every 200 ms: fewer reachable managers than quorum,
+/// "no leader" answers and timeouts are all violations.
+#[derive(Default)]
+struct Watch {
+    samples: u64,
+    violations: Vec<String>,
+    largest_gap: Duration,
+    min_margin: Option<i64>,
+}
+
+fn watch(
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<Watch>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let provider = LocalProvider::new(&dir, Vec::new()).expect("provider");
+        let mut last_ok = Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            let records = provider.records().unwrap_or_default();
+            let result = observe_any(&records).await;
+            {
+                let mut w = out.lock().unwrap();
+                w.samples += 1;
+                match result {
+                    Ok(nodes) => {
+                        let members = nodes.iter().filter(|n| n.raft.is_some()).count();
+                        let reachable = nodes
+                            .iter()
+                            .filter(|n| n.raft.as_ref().is_some_and(|r| r.reachable))
+                            .count();
+                        let margin = reachable as i64 - quorum(members) as i64;
+                        w.min_margin = Some(w.min_margin.map_or(margin, |m| m.min(margin)));
+                        if margin < 0 {
+                            w.violations
+                                .push(format!("{reachable} of {members} managers reachable"));
+                        }
+                        w.largest_gap = w.largest_gap.max(last_ok.elapsed());
+                        last_ok = Instant::now();
+                    }
+                    Err(e) => w.violations.push(e),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+fn leader(nodes: &[Node]) -> &Node {
+    nodes
+        .iter()
+        .find(|n| n.raft.as_ref().is_some_and(|r| r.leader))
+        .expect("a leader")
+}
+
+/// The desired config hash per group, from the published status.
+fn desired_hashes(lab: &Lab) -> BTreeMap<String, String> {
+    let out = lab.drover(&["status", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
+    doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["name"].as_str().unwrap().to_string(),
+                g["desired_hash"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The declared shape holds: 3 reachable managers with one leader, 2 Ready
+/// workers, every node backed by a machine, every machine current.
+async fn assert_converged_shape(lab: &Lab) -> Vec<Node> {
+    let nodes = lab.nodes().await.expect("the swarm answers");
+    let managers: Vec<&Node> = nodes.iter().filter(|n| n.raft.is_some()).collect();
+    assert_eq!(managers.len(), 3, "{nodes:#?}");
+    assert!(
+        managers.iter().all(|n| n.raft.as_ref().unwrap().reachable),
+        "{nodes:#?}"
+    );
+    assert_eq!(
+        managers
+            .iter()
+            .filter(|n| n.raft.as_ref().unwrap().leader)
+            .count(),
+        1
+    );
+    let workers: Vec<&Node> = nodes.iter().filter(|n| n.raft.is_none()).collect();
+    assert_eq!(workers.len(), 2, "{nodes:#?}");
+    assert!(
+        nodes.iter().all(|n| n.state == NodeState::Ready),
+        "Down/Unknown nodes left: {nodes:#?}"
+    );
+    let records = lab.records();
+    for n in &nodes {
+        assert!(
+            records
+                .iter()
+                .any(|r| r.tags.get("drover.link") == n.link.as_ref()),
+            "node {} has no machine",
+            n.id
+        );
+    }
+    let hashes = desired_hashes(lab);
+    for r in &records {
+        let group = &r.tags["drover.group"];
+        assert_eq!(
+            r.tags.get("drover.config"),
+            hashes.get(group),
+            "{} not on the new config",
+            r.id
+        );
+    }
+    assert_eq!(records.len(), 5, "machines: {records:#?}");
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolls_a_new_config_through_managers_leader_last_without_losing_quorum() {
+    let lab = Lab::new(71).await;
+    let t0 = Instant::now();
+    lab.apply(&lab.spec("one"), true);
+    let up = t0.elapsed();
+    let before = assert_converged_shape(&lab).await;
+    let old_leader = leader(&before).id.clone();
+    let old_records = lab.records();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new(Watch::default()));
+    let watcher = watch(lab.dir.clone(), stop.clone(), seen.clone());
+    let t1 = Instant::now();
+    lab.apply(&lab.spec("two"), true);
+    let rolled = t1.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    watcher.await.unwrap();
+
+    let after = assert_converged_shape(&lab).await;
+    assert_ne!(leader(&after).id, old_leader, "the leader was not replaced");
+    assert!(
+        after.iter().all(|n| n.id != old_leader),
+        "the original leader's node is still listed"
+    );
+    let now_ids: Vec<String> = lab.records().iter().map(|r| r.id.clone()).collect();
+    for r in old_records.iter().filter(|r| !now_ids.contains(&r.id)) {
+        let pid = r.pid.expect("recorded pid");
+        let alive = drover_local::procs::is_alive(pid)
+            && drover_local::procs::is_ours(pid, &r.socket.display().to_string());
+        assert!(
+            !alive,
+            "engine {pid} of destroyed instance {} still runs",
+            r.id
+        );
+        assert!(
+            !lab.dir.join("instances").join(&r.id).exists(),
+            "directory of destroyed {} left",
+            r.id
+        );
+    }
+    let w = seen.lock().unwrap();
+    eprintln!(
+        "PHASES: bring-up {:.1}s, rollout {:.1}s; watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}",
+        up.as_secs_f64(),
+        rolled.as_secs_f64(),
+        w.samples,
+        w.largest_gap.as_secs_f64(),
+        w.min_margin,
+        w.violations
+    );
+    assert!(w.samples > 10, "the watcher barely sampled");
+    assert!(
+        w.violations.is_empty(),
+        "quorum watcher saw: {:?}",
+        w.violations
+    );
+    assert!(w.min_margin.is_some_and(|m| m >= 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completes_the_rollout_after_the_leader_engine_is_killed_mid_way() {
+    let lab = Lab::new(72).await;
+    let t0 = Instant::now();
+    lab.apply(&lab.spec("one"), true);
+    let up = t0.elapsed();
+    lab.apply(&lab.spec("two"), false);
+    let store = lab.store().await;
+    let rev = store.desired().await.unwrap().unwrap().rev;
+
+    // Wait until the rollout is under way: the controller plans against the
+    // new revision and one manager already runs the new config.
+    let t1 = Instant::now();
+    loop {
+        let doc = store.status().await.unwrap().unwrap_or_default();
+        let new_hash = doc["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|g| g["name"] == "managers")
+            .and_then(|g| g["desired_hash"].as_str())
+            .map(str::to_string);
+        let replaced = lab
+            .records()
+            .iter()
+            .filter(|r| {
+                r.tags["drover.group"] == "managers"
+                    && r.tags.get("drover.config") == new_hash.as_ref()
+            })
+            .count();
+        if doc["revision"] == rev && replaced >= 1 {
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(180),
+            "rollout never started: {doc}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let nodes = lab.nodes().await.expect("swarm");
+    let link = leader(&nodes).link.clone().expect("leader carries a link");
+    let victim = lab
+        .records()
+        .into_iter()
+        .find(|r| r.tags.get("drover.link") == Some(&link))
+        .expect("leader's machine");
+    let pid = victim.pid.expect("pid");
+    assert!(drover_local::procs::is_ours(
+        pid,
+        &victim.socket.display().to_string()
+    ));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9");
+    let killed_at = t1.elapsed();
+
+    let t2 = Instant::now();
+    loop {
+        if store
+            .history()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.rev == rev && r.converged)
+        {
+            break;
+        }
+        assert!(
+            t2.elapsed() < Duration::from_secs(480),
+            "rollout did not complete after the leader crash: {:?}",
+            store.status().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let recovered = t2.elapsed();
+    let after = assert_converged_shape(&lab).await;
+    assert!(
+        after.iter().all(|n| n.link.as_ref() != Some(&link)),
+        "the killed leader's node is still listed"
+    );
+    eprintln!(
+        "PHASES: bring-up {:.1}s, leader killed {:.1}s into the rollout, converged {:.1}s after the kill",
+        up.as_secs_f64(),
+        killed_at.as_secs_f64(),
+        recovered.as_secs_f64()
+    );
+}
