@@ -24,10 +24,11 @@
 
 mod context;
 mod execute;
-mod observe;
+pub(crate) mod observe;
 mod run;
 mod status;
 
 pub use context::{Context, Providers};
+pub use observe::preview;
 pub use run::{Controller, PassReport};
 pub use status::{StatusDoc, wall_ms};

@@ -79,3 +79,40 @@ pub(crate) async fn world(ctx: &Context, desired: &Desired) -> Observed {
         self_link: ctx.self_link.clone(),
     }
 }
+
+/// What the planner would do now if `spec` were committed: one observation,
+/// one planning pass, nothing written or acted on (`drover plan --store`).
+pub async fn preview(
+    ctx: &Context,
+    spec: &drover_core::spec::ClusterSpec,
+) -> Result<drover_core::plan::Plan, StoreError> {
+    let (id, controls, journal) = futures_util::try_join!(
+        ctx.store.cluster_id(),
+        ctx.store.controls(),
+        ctx.store.journal()
+    )?;
+    let groups = spec
+        .groups
+        .iter()
+        .map(|g| DesiredGroup {
+            spec: g.clone(),
+            hash: config_hash(g),
+            paused: controls.paused.contains(&g.name),
+            is_rollback: false,
+        })
+        .collect();
+    let desired = Desired {
+        cluster_id: id.unwrap_or_else(|| "(new cluster)".into()),
+        groups,
+    };
+    let observed = world(ctx, &desired).await;
+    let memory = drover_core::plan::Memory::default();
+    Ok(drover_core::plan::plan(drover_core::plan::PlanInput {
+        desired: &desired,
+        observed: &observed,
+        journal: &journal,
+        memory: &memory,
+        now: 0,
+        nonce: 0,
+    }))
+}

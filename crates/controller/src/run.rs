@@ -52,6 +52,8 @@ pub struct Controller {
     passes: u64,
     /// Consecutive passes run without sleeping.
     immediate: u32,
+    /// Nudges from outside (engine events): look again now.
+    triggers: Option<mpsc::UnboundedReceiver<()>>,
     /// Set once a write was fenced: an off-cluster controller then stops for
     /// good (a manager's controller campaigns again only as swarm leader).
     fenced: bool,
@@ -72,8 +74,16 @@ impl Controller {
             last_publish: None,
             passes: 0,
             immediate: 0,
+            triggers: None,
             fenced: false,
         }
+    }
+
+    /// Also wakes on every message of `triggers` (e.g. the engine's node
+    /// events), so a leadership change is noticed at once, not at the resync.
+    pub fn with_triggers(mut self, triggers: mpsc::UnboundedReceiver<()>) -> Self {
+        self.triggers = Some(triggers);
+        self
     }
 
     /// Passes made so far.
@@ -113,9 +123,16 @@ impl Controller {
             } else {
                 self.immediate = 0;
             }
+            let nudge = async {
+                match self.triggers.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut shutdown => return,
                 Some(done) = self.done_rx.recv() => self.finished(done).await,
+                Some(()) = nudge => {}
                 _ = tokio::time::sleep(sleep) => {}
             }
             // Drain whatever else finished meanwhile before planning again.

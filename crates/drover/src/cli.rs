@@ -37,7 +37,7 @@ pub enum Command {
     /// Show the ordered steps a change would take, with the manager
     /// fault-tolerance timeline and where leadership moves.
     #[command(
-        after_help = "Examples:\n  drover plan -f examples/cluster-sim.yaml --sim\n  drover plan -f new.yaml --sim --from old.yaml --output json\n\nWith --sim the plan is computed against a simulated cluster built from --from\n(default: the same file with a forced roll), so it needs no Docker."
+        after_help = "Examples:\n  drover plan -f examples/cluster-sim.yaml --sim\n  drover plan -f new.yaml --sim --from old.yaml --output json\n  drover plan -f cluster.yaml --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n\nAgainst a store it shows the next steps the leader's controller would take now.\nWith --sim the plan is computed against a simulated cluster built from --from\n(default: the same file with a forced roll), so it needs no Docker."
     )]
     Plan {
         /// The desired cluster file.
@@ -50,6 +50,12 @@ pub enum Command {
         /// (default: the same file, every member rolled).
         #[arg(long)]
         from: Option<PathBuf>,
+        /// Without --sim: the live cluster's store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Without --sim: the local provider.
+        #[command(flatten)]
+        local: LocalArgs,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         output: Output,

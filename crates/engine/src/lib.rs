@@ -218,6 +218,22 @@ impl Engine {
         &self.endpoint
     }
 
+    /// The swarm's node events (joins, leaves, role, availability and
+    /// status changes) as they happen: a prompt nudge to look again. The
+    /// stream stalls during elections and ends on errors; callers must still
+    /// resync on a timer ("no event" never means "no change").
+    pub fn node_events(&self) -> impl futures_util::Stream<Item = Result<(), EngineError>> + '_ {
+        use futures_util::StreamExt;
+        let filters = std::collections::HashMap::from([("type", vec!["node"])]);
+        let opts = bollard::query_parameters::EventsOptionsBuilder::new()
+            .filters(&filters)
+            .build();
+        self.docker.events(Some(opts)).map(|e| {
+            e.map(|_| ())
+                .map_err(|e| EngineError::Unavailable(e.to_string()))
+        })
+    }
+
     /// The underlying bollard client (for calls this crate does not wrap).
     pub fn docker(&self) -> &Docker {
         &self.docker

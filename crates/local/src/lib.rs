@@ -144,6 +144,18 @@ impl LocalProvider {
         })
     }
 
+    /// Holds an exclusive lock on the state dir until the file is dropped.
+    fn lock_state(&self) -> std::io::Result<std::fs::File> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(self.state_dir.join("alloc.lock"))?;
+        f.lock()?;
+        Ok(f)
+    }
+
     /// Overrides the directory put in front of the boot scripts' `PATH`.
     pub fn with_bin_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.bin_dir = dir;
@@ -341,10 +353,24 @@ fn valid_id(id: &str) -> bool {
 impl InstanceProvider for LocalProvider {
     async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
         // Allocate and write the record under the lock, so concurrent
-        // provisions never pick the same address.
+        // provisions never pick the same address. The lock is a file lock:
+        // several controllers (a bootstrapping CLI, the managers') may share
+        // this state dir.
         let (mut rec, paths) = {
             let _g = self.alloc.lock().await;
+            let _file_lock = self
+                .lock_state()
+                .map_err(|e| io_err("locking state dir", e))?;
             let taken = self.records().map_err(|e| io_err("reading state dir", e))?;
+            // Idempotent on the link (the provision token): a machine already
+            // made for this operation, by this process or another, is the answer.
+            let link = req.tags.get(drover_core::model::tags::LINK);
+            if let Some(existing) = taken
+                .iter()
+                .find(|r| link.is_some() && r.tags.get(drover_core::model::tags::LINK) == link)
+            {
+                return Ok(existing.id.clone());
+            }
             let addr = self.choose_address(&req, &taken)?;
             let id = format!("i{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
             let dir = self.dir_of(&id);

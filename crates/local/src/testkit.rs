@@ -202,3 +202,33 @@ pub fn short_tempdir(prefix: &str) -> std::io::Result<std::path::PathBuf> {
     std::fs::create_dir_all(&d)?;
     Ok(d)
 }
+
+/// A provider over `state` whose boot scripts find the test binary's
+/// `drover` stand-in (see [`write_drover_shim`]) first on their PATH.
+pub fn shimmed_provider(state: &Path, pool: &str) -> std::sync::Arc<crate::LocalProvider> {
+    let bin = state.join("bin");
+    let exe = std::env::current_exe().expect("test binary path");
+    write_drover_shim(&bin, &exe, "drover_shim").expect("write drover shim");
+    let pool = crate::parse_pool(pool).expect("test pool");
+    std::sync::Arc::new(
+        crate::LocalProvider::new(state, pool)
+            .expect("provider")
+            .with_bin_dir(Some(bin)),
+    )
+}
+
+/// Polls `f` until it yields a value or `limit` passes.
+pub async fn wait_for<T, F, Fut>(limit: std::time::Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    None
+}

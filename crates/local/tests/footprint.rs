@@ -3,12 +3,11 @@
 
 use drover_core::spec::Role;
 use drover_core::template::default_boot_script;
+use drover_local::procs;
 use drover_local::testkit::{self, StateGuard};
-use drover_local::{LocalProvider, parse_pool, procs};
 use drover_spi::{Cluster, InstanceProvider};
 use drover_swarm::SwarmCluster;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Stand-in for `drover engine join` in boot scripts (see testkit).
@@ -52,13 +51,7 @@ async fn five_engines_footprint() {
     let _guard = StateGuard {
         state_dir: state.clone(),
     };
-    let bin = state.join("bin");
-    testkit::write_drover_shim(&bin, &std::env::current_exe().unwrap(), "drover_shim").unwrap();
-    let p = Arc::new(
-        LocalProvider::new(&state, parse_pool("127.0.45.10-127.0.45.20").unwrap())
-            .unwrap()
-            .with_bin_dir(Some(bin)),
-    );
+    let p = testkit::shimmed_provider(&state, "127.0.45.10-127.0.45.20");
     let t0 = Instant::now();
     let m1 = p
         .provision(testkit::request(

@@ -4,8 +4,8 @@
 use drover_core::model::{SwarmView, tags};
 use drover_core::spec::Role;
 use drover_core::template::default_boot_script;
+use drover_local::procs;
 use drover_local::testkit::{self, StateGuard};
-use drover_local::{LocalProvider, parse_pool, procs};
 use drover_spi::{Cluster, InstanceProvider, Secret};
 use drover_swarm::SwarmCluster;
 use std::collections::BTreeMap;
@@ -18,16 +18,6 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn drover_shim() {
     testkit::run_shim_from_env().await;
-}
-
-fn provider(state: &Path, pool: &str) -> Arc<LocalProvider> {
-    let bin = state.join("bin");
-    testkit::write_drover_shim(&bin, &std::env::current_exe().unwrap(), "drover_shim").unwrap();
-    Arc::new(
-        LocalProvider::new(state, parse_pool(pool).unwrap())
-            .unwrap()
-            .with_bin_dir(Some(bin)),
-    )
 }
 
 fn files_containing(dir: &Path, needle: &[u8], hits: &mut Vec<String>) {
@@ -54,7 +44,7 @@ async fn describe_kill_destroy_and_no_secret_leak() {
     let _guard = StateGuard {
         state_dir: state.clone(),
     };
-    let p = provider(&state, "127.0.41.10-127.0.41.20");
+    let p = testkit::shimmed_provider(&state, "127.0.41.10-127.0.41.20");
     let token = format!("SWMTKN-1-secretscan-{}", uuid::Uuid::new_v4().simple());
     let template =
         "#!/bin/sh\nset -eu\ntest -n \"$DROVER_JOIN_TOKEN\"\nsleep 2\necho booted {{ address }}\n";
@@ -165,7 +155,7 @@ async fn destroy_running_engine_and_describe_errors() {
     let _guard = StateGuard {
         state_dir: state.clone(),
     };
-    let p = provider(&state, "127.0.44.10-127.0.44.20");
+    let p = testkit::shimmed_provider(&state, "127.0.44.10-127.0.44.20");
     let mut req = testkit::request(
         "c44",
         "g",
@@ -215,7 +205,7 @@ async fn drain_moves_a_real_task_off_the_worker() {
     let _guard = StateGuard {
         state_dir: state.clone(),
     };
-    let p = provider(&state, "127.0.42.10-127.0.42.20");
+    let p = testkit::shimmed_provider(&state, "127.0.42.10-127.0.42.20");
     let m = p
         .provision(testkit::request(
             "c42",
@@ -252,7 +242,7 @@ async fn drain_moves_a_real_task_off_the_worker() {
     }
     let engine = cluster.engine().await.unwrap();
     let worker_link = p.record(&w).unwrap().unwrap().tags[tags::LINK].clone();
-    let worker_node = wait_for(Duration::from_secs(30), || async {
+    let worker_node = testkit::wait_for(Duration::from_secs(30), || async {
         match cluster.observe().await {
             SwarmView::Ok(nodes) => nodes
                 .into_iter()
@@ -295,7 +285,7 @@ async fn drain_moves_a_real_task_off_the_worker() {
         .await
         .expect("service create");
     let t0 = Instant::now();
-    wait_for(Duration::from_secs(60), || async {
+    testkit::wait_for(Duration::from_secs(60), || async {
         let nodes = engine.nodes().await.ok()?;
         let on_worker = nodes.iter().find(|n| n.id == worker_node)?.running_tasks;
         let total: u32 = nodes.iter().map(|n| n.running_tasks).sum();
@@ -307,7 +297,7 @@ async fn drain_moves_a_real_task_off_the_worker() {
 
     cluster.drain(&worker_node).await.unwrap();
     let t0 = Instant::now();
-    wait_for(Duration::from_secs(60), || async {
+    testkit::wait_for(Duration::from_secs(60), || async {
         let nodes = engine.nodes().await.ok()?;
         let n = nodes.iter().find(|n| n.id == worker_node)?;
         (n.running_tasks == 0 && n.availability == drover_core::model::Availability::Drain)
@@ -322,17 +312,32 @@ async fn drain_moves_a_real_task_off_the_worker() {
     let _ = engine.docker().delete_service("sleeper").await;
 }
 
-async fn wait_for<T, F, Fut>(limit: Duration, mut f: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    None
+/// Provisioning is idempotent on the link (the operation's provision
+/// token): two concurrent calls for one operation — a crashed controller's
+/// retry, or two controllers during a hand-over — make one machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_is_idempotent_on_the_link() {
+    let state = testkit::short_tempdir("dl").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider(&state, "127.0.46.10-127.0.46.20");
+    let req = testkit::request(
+        "c46",
+        "w",
+        Role::Plain,
+        "#!/bin/sh\nsleep 1\n",
+        "",
+        false,
+        vec![],
+    );
+    let (a, b) = tokio::join!(p.provision(req.clone()), p.provision(req.clone()));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a, b, "one operation, one machine");
+    assert_eq!(p.records().unwrap().len(), 1);
+    assert_eq!(
+        p.provision(req).await.unwrap(),
+        a,
+        "a retry finds the machine"
+    );
 }

@@ -425,33 +425,13 @@ impl Runner {
         match action {
             Action::Provision { .. } => now + t.provision,
             Action::DemoteSelfAndLeave { node, .. } => {
-                self.check_disruption(action, Some(node));
-                let ft = self.world.settled_fault_tolerance();
-                let res = self.world.demote(node);
-                self.after_disruption(
-                    &format!(
-                        "{} -> {}",
-                        action.describe(),
-                        res.err().unwrap_or("ok".into())
-                    ),
-                    ft,
-                );
+                self.demote(action, node);
                 // Leave follows once out of the raft; 1 in 6 leaves is refused once.
                 let retry = if self.rng.chance(1.0 / 6.0) { 1_000 } else { 0 };
                 now + t.out_of_raft + 200 + retry
             }
             Action::Demote { node, .. } => {
-                self.check_disruption(action, Some(node));
-                let ft = self.world.settled_fault_tolerance();
-                let res = self.world.demote(node);
-                self.after_disruption(
-                    &format!(
-                        "{} -> {}",
-                        action.describe(),
-                        res.err().unwrap_or("ok".into())
-                    ),
-                    ft,
-                );
+                self.demote(action, node);
                 now + t.api
             }
             Action::Destroy { instance, .. } => {
@@ -497,6 +477,15 @@ impl Runner {
             }
             _ => now,
         }
+    }
+
+    /// A demotion, judged by the oracle before (leader last) and after (FT).
+    fn demote(&mut self, action: &Action, node: &str) {
+        self.check_disruption(action, Some(&node.to_string()));
+        let ft = self.world.settled_fault_tolerance();
+        let res = self.world.demote(node);
+        let outcome = res.err().unwrap_or_else(|| "ok".into());
+        self.after_disruption(&format!("{} -> {outcome}", action.describe()), ft);
     }
 
     /// Oracle: no voluntary step takes the raft's fault tolerance below 0,

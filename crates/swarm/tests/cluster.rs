@@ -7,7 +7,6 @@ use drover_core::spec::Role;
 use drover_core::template::default_boot_script;
 use drover_engine::{Engine, LocalState, PeerEndpoints};
 use drover_local::testkit::{self, StateGuard};
-use drover_local::{LocalProvider, parse_pool};
 use drover_spi::{Cluster, InstanceProvider};
 use drover_swarm::SwarmCluster;
 use std::collections::BTreeMap;
@@ -18,21 +17,6 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn drover_shim() {
     testkit::run_shim_from_env().await;
-}
-
-async fn wait_for<T, F, Fut>(limit: Duration, mut f: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
 }
 
 fn nodes(v: SwarmView) -> Option<Vec<Node>> {
@@ -48,13 +32,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     let _guard = StateGuard {
         state_dir: state.clone(),
     };
-    let bin = state.join("bin");
-    testkit::write_drover_shim(&bin, &std::env::current_exe().unwrap(), "drover_shim").unwrap();
-    let p = Arc::new(
-        LocalProvider::new(&state, parse_pool("127.0.43.10-127.0.43.30").unwrap())
-            .unwrap()
-            .with_bin_dir(Some(bin)),
-    );
+    let p = testkit::shimmed_provider(&state, "127.0.43.10-127.0.43.30");
     let peers: Arc<dyn PeerEndpoints> = p.clone();
 
     // Before any swarm: Absent, and no join material.
@@ -122,7 +100,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
         .iter()
         .map(|i| (i.link().unwrap().to_string(), i.id.clone()))
         .collect();
-    let ns = wait_for(Duration::from_secs(20), || async {
+    let ns = testkit::wait_for(Duration::from_secs(20), || async {
         let ns = nodes(c1.observe().await)?;
         (ns.len() == 4 && ns.iter().filter(|n| n.raft.is_some()).count() == 3).then_some(ns)
     })
@@ -165,7 +143,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     let follower = node_of_inst[&follower_inst].clone();
     let t0 = Instant::now();
     c1.demote(&follower).await.unwrap();
-    wait_for(Duration::from_secs(20), || async {
+    testkit::wait_for(Duration::from_secs(20), || async {
         let ns = nodes(c1.observe().await)?;
         ns.iter()
             .find(|n| n.id == follower && n.raft.is_none() && !n.manager_role)
@@ -197,7 +175,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     assert!(c1.join_material(Role::Worker).await.unwrap().is_none());
 
     let c3 = SwarmCluster::new(p.endpoint(&ids[2]).unwrap(), Some(peers.clone()));
-    let ns = wait_for(Duration::from_secs(20), || async {
+    let ns = testkit::wait_for(Duration::from_secs(20), || async {
         let ns = nodes(c3.observe().await)?;
         let l = ns
             .iter()

@@ -108,7 +108,10 @@ impl<'a> Planner<'a> {
         }
         let rolling = self.rolling_group();
         for gi in 0..self.views.len() {
-            self.start_ops(gi, rolling == Some(gi));
+            let ahead = rolling
+                .filter(|r| *r != gi)
+                .map(|r| self.views[r].d.spec.name.clone());
+            self.start_ops(gi, ahead);
         }
     }
 
@@ -215,13 +218,21 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn start_ops(&mut self, gi: usize, may_roll: bool) {
+    /// Starts new operations in group `gi`. `ahead` names the group that
+    /// rolls now when it is another one (groups roll one after another).
+    fn start_ops(&mut self, gi: usize, ahead: Option<String>) {
         let v = &self.views[gi];
         let d = v.d;
         let name = d.spec.name.clone();
         let Ok(insts) = v.described.clone() else {
             return;
         };
+        if let Some(why) = shared_link(&insts) {
+            // The link is how members are matched to nodes: with two machines
+            // on one link, any node step could hit the wrong machine's node.
+            self.block(&name, why);
+            return;
+        }
         if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
             return;
         }
@@ -363,15 +374,16 @@ impl<'a> Planner<'a> {
         }
 
         // 4. Roll outdated members (only in the one rolling group).
-        if !may_roll || (is_manager && manager_busy) {
-            return;
-        }
         let mut outdated: Vec<&Instance> = free
             .iter()
             .copied()
             .filter(|i| i.config() != Some(d.hash.as_str()))
             .collect();
-        if outdated.is_empty() {
+        if outdated.is_empty() || (is_manager && manager_busy) {
+            return;
+        }
+        if let Some(other) = ahead {
+            self.wait(&name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
             return;
         }
         outdated.sort_by_key(|i| {
@@ -748,4 +760,15 @@ fn excess_members<'i>(
             out
         }
     }
+}
+
+/// Two machines carrying the same link, if any (an operator must resolve it).
+fn shared_link(insts: &[&Instance]) -> Option<String> {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    insts.iter().find_map(|i| {
+        let link = i.link()?;
+        seen.insert(link, &i.id).map(|other| {
+            format!("instances {other} and {} carry the same link {link}: destroy the one that should not exist; drover will not guess", i.id)
+        })
+    })
 }

@@ -28,6 +28,8 @@ mod group;
 mod health;
 mod memory;
 mod op;
+#[cfg(test)]
+mod tests;
 mod world;
 
 pub use health::Health;

@@ -39,6 +39,13 @@ impl Planner<'_> {
             self.wait(&op.group, why);
             return;
         }
+        if op.victim.is_some() && op.role != Role::Plain && !self.world.swarm_ok() {
+            // Without a node list no step on a member can be judged: "no
+            // node seen" must never read as "already demoted or drained".
+            let why = format!("operation {} waits: the swarm cannot be observed", op.id);
+            self.wait(&op.group, why);
+            return;
+        }
         let spec = view.d.spec.clone();
         for step in op.steps() {
             let state = self.step_state(op, step);

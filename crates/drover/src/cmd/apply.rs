@@ -7,7 +7,7 @@ use crate::error::MainError;
 use crate::{spec_file, wiring};
 use drover_controller::{Context, Controller};
 use drover_core::hash::config_hash;
-use drover_core::spec::ClusterSpec;
+use drover_core::spec::{Allocation, ClusterSpec, Role};
 use drover_spi::{Provenance, Store, StoreError};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -19,6 +19,16 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
     let store = wiring::store(&args.store).await?;
     let current = store.desired().await.map_err(anyhow::Error::from)?;
     let (spec, lines) = merge(current.as_ref().map(|r| &r.spec), &file_spec, args.prune);
+    if let Some(m) = spec
+        .groups
+        .iter()
+        .find(|g| g.role == Role::Manager && g.allocation.size() == 0)
+    {
+        return Err(MainError::BadInput(format!(
+            "--prune would retire every manager of group {} and with them the swarm: keep the manager group in the file",
+            m.name
+        )));
+    }
     for l in &lines {
         println!("{l}");
     }
@@ -112,10 +122,18 @@ fn merge(
     for old in current.map(|c| c.groups.as_slice()).unwrap_or_default() {
         if file.group(&old.name).is_none() {
             if prune {
+                // Scaled to zero rather than forgotten: its members are then
+                // retired through the planner, one safe step at a time.
                 lines.push(format!(
-                    "- {}: removed from the desired state (--prune)",
+                    "- {}: pruned: every member is retired (scaled to 0)",
                     old.name
                 ));
+                let mut gone = old.clone();
+                gone.allocation = Allocation::Size {
+                    size: 0,
+                    zones: Vec::new(),
+                };
+                spec.groups.push(gone);
             } else {
                 lines.push(format!(
                     "= {}: not in the file, kept (use --prune to remove it)",

@@ -42,7 +42,9 @@ pub async fn run(
         resync: Duration::from_secs(2),
     };
     tracing::info!(identity = %ctx.identity, "controller starting");
-    Controller::new(ctx).run(shutdown()).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(forward_node_events(engine.to_string(), tx));
+    Controller::new(ctx).with_triggers(rx).run(shutdown()).await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -51,5 +53,22 @@ async fn shutdown() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+}
+
+/// Turns the engine's node events into nudges, reconnecting after errors
+/// (the stream stalls during elections; the controller's resync covers that).
+async fn forward_node_events(engine: String, tx: tokio::sync::mpsc::UnboundedSender<()>) {
+    use futures_util::StreamExt;
+    loop {
+        if let Ok(e) = drover_engine::Engine::connect(&engine).await {
+            let mut events = std::pin::pin!(e.node_events());
+            while let Some(Ok(())) = events.next().await {
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

@@ -18,10 +18,19 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
         Command::Validate { file } => validate::run(&file),
         Command::Plan {
             file,
-            sim,
+            sim: true,
             from,
             output,
-        } => plan::run(&file, sim, from.as_deref(), output),
+            ..
+        } => plan::run(&file, from.as_deref(), output),
+        Command::Plan {
+            file,
+            sim: false,
+            store,
+            local,
+            output,
+            ..
+        } => runtime()?.block_on(plan::live(&file, &store, &local, output)),
         Command::Sim(SimCommand::Rollout(args)) => sim::rollout(&args),
         Command::Apply(args) => runtime()?.block_on(apply::run(&args)),
         Command::Status {

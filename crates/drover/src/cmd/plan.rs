@@ -1,24 +1,15 @@
 //! `drover plan -f FILE --sim`: the ordered steps and the FT timeline.
 
-use crate::cli::Output;
+use crate::cli::{LocalArgs, Output, StoreArgs};
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
-use crate::spec_file;
+use crate::{spec_file, wiring};
 use drover_sim::Faults;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(
-    file: &Path,
-    sim: bool,
-    from: Option<&Path>,
-    output: Output,
-) -> Result<ExitCode, MainError> {
-    if !sim {
-        return Err(MainError::BadInput(
-            "plan against a live cluster needs a store (not built yet): add --sim to plan against a simulated cluster".into(),
-        ));
-    }
+/// The whole change against a simulated cluster, with the FT timeline.
+pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode, MainError> {
     let desired = spec_file::load(file)?;
     let current = match from {
         Some(p) => spec_file::load(p)?,
@@ -64,6 +55,77 @@ pub fn run(
         "\n{} steps; minimum manager fault tolerance during the change: {}",
         steps.len(),
         steps.iter().map(|t| t.ft_after).min().unwrap_or(0)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The next steps against the live cluster: one observation, one planning
+/// pass with the file as the desired state; nothing is written.
+pub async fn live(
+    file: &Path,
+    store: &StoreArgs,
+    local: &LocalArgs,
+    output: Output,
+) -> Result<ExitCode, MainError> {
+    let spec = spec_file::load(file)?;
+    let local = wiring::local(local)?;
+    let ctx = drover_controller::Context {
+        providers: wiring::providers(&local),
+        cluster: wiring::off_cluster_swarm(&local),
+        store: wiring::store(store).await?,
+        self_link: None,
+        identity: "plan".into(),
+        store_url: None,
+        resync: std::time::Duration::from_secs(1),
+    };
+    let plan = drover_controller::preview(&ctx, &spec)
+        .await
+        .map_err(anyhow::Error::from)?;
+    if output == Output::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&plan).map_err(anyhow::Error::from)?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "swarm: {} managers, {} reachable, fault tolerance {:?}{}",
+        plan.swarm.members,
+        plan.swarm.reachable,
+        plan.swarm.fault_tolerance,
+        plan.swarm
+            .problem
+            .as_ref()
+            .map(|p| format!(" ({p})"))
+            .unwrap_or_default()
+    );
+    let steps: Vec<&drover_core::plan::Action> = plan
+        .actions
+        .iter()
+        .filter(|a| !matches!(a, drover_core::plan::Action::MarkDone { .. }))
+        .collect();
+    if steps.is_empty() {
+        println!("no step to take now");
+    }
+    for (i, a) in steps.iter().enumerate() {
+        println!("{:>4}  {}", i + 1, a.describe());
+    }
+    for g in &plan.groups {
+        println!(
+            "{:<14} {:?}{}",
+            g.name,
+            g.phase,
+            g.reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
+    for line in &plan.explanation {
+        println!("  why: {line}");
+    }
+    println!(
+        "(the next steps only; `drover plan --sim` shows a whole rollout with its fault-tolerance timeline)"
     );
     Ok(ExitCode::SUCCESS)
 }

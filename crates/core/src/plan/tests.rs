@@ -1,0 +1,1088 @@
+//! Planner unit tests: small hand-built worlds, one safety rule each.
+//!
+//! The world is a healthy swarm of `m1..mN` managers (`m1` leads, and this
+//! controller runs on it) plus a `workers` group whose members are added per
+//! test. Time is driven by calling [`plan`] repeatedly with `now` advancing
+//! and the returned memory fed back, as the controller does.
+
+use super::{Action, Desired, DesiredGroup, GroupStatus, Memory, Phase, Plan, PlanInput, plan};
+use crate::hash::config_hash;
+use crate::journal::{OpKind, Operation, Step};
+use crate::model::{
+    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, Time, tags,
+};
+use crate::spec::parse_str;
+use std::collections::BTreeMap;
+
+const CLUSTER: &str = "cluster-1";
+/// The config hash of members built from a previous spec.
+const OLD: &str = "0123456789abcdef";
+const SEC: Time = 1_000;
+const MANAGERS: &str = "managers";
+const WORKERS: &str = "workers";
+
+/// A cluster file: `n` managers and a worker group with `workers` extra lines.
+fn cluster_yaml(managers: usize, workers: &str) -> String {
+    format!(
+        "groups:\n\
+         - name: managers\n  role: manager\n  allocation: {{size: {managers}}}\n  instance: {{provider: sim}}\n\
+         - name: workers\n  role: worker\n  instance: {{provider: sim}}\n{workers}"
+    )
+}
+
+fn desired(yaml: &str) -> Desired {
+    let loaded = parse_str(yaml);
+    let spec = loaded
+        .spec
+        .unwrap_or_else(|| panic!("test spec rejected: {:?}", loaded.diagnostics));
+    Desired {
+        cluster_id: CLUSTER.into(),
+        groups: spec
+            .groups
+            .into_iter()
+            .map(|g| DesiredGroup {
+                hash: config_hash(&g),
+                spec: g,
+                paused: false,
+                is_rollback: false,
+            })
+            .collect(),
+    }
+}
+
+/// An instance owned by this cluster's `group`, linked by `link`.
+fn instance(group: &str, link: &str, config: &str, zone: Option<&str>) -> Instance {
+    let mut t = BTreeMap::new();
+    t.insert(tags::CLUSTER.to_string(), CLUSTER.to_string());
+    t.insert(tags::GROUP.to_string(), group.to_string());
+    t.insert(tags::LINK.to_string(), link.to_string());
+    t.insert(tags::CONFIG.to_string(), config.to_string());
+    if let Some(z) = zone {
+        t.insert(tags::ZONE.to_string(), z.to_string());
+    }
+    Instance {
+        id: format!("i-{link}"),
+        tags: t,
+        running: true,
+        created_ms: 0,
+    }
+}
+
+fn node(link: &str, manager: bool, leader: bool) -> Node {
+    Node {
+        id: format!("n-{link}"),
+        link: Some(link.to_string()),
+        cluster: Some(CLUSTER.to_string()),
+        group: Some(if manager { MANAGERS } else { WORKERS }.to_string()),
+        state: NodeState::Ready,
+        availability: Availability::Active,
+        manager_role: manager,
+        raft: manager.then(|| RaftMember {
+            leader,
+            reachable: true,
+            addr: format!("{link}:2377"),
+        }),
+        running_tasks: 0,
+    }
+}
+
+/// A hand-built world plus the controller state carried between passes.
+struct Cluster {
+    desired: Desired,
+    observed: Observed,
+    journal: Vec<Operation>,
+    memory: Memory,
+    now: Time,
+    nonce: u64,
+}
+
+impl Cluster {
+    /// `managers` current, healthy managers (`m1` leads and is self) and an
+    /// empty worker group declared by `workers` (YAML lines of the group).
+    fn new(managers: usize, workers: &str) -> Self {
+        let desired = desired(&cluster_yaml(managers, workers));
+        let hash = desired.groups[0].hash.clone();
+        let links: Vec<String> = (1..=managers).map(|i| format!("m{i}")).collect();
+        let insts = links
+            .iter()
+            .map(|l| instance(MANAGERS, l, &hash, None))
+            .collect();
+        let nodes = links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| node(l, true, i == 0))
+            .collect();
+        let mut instances = BTreeMap::new();
+        instances.insert(MANAGERS.to_string(), Described::Ok(insts));
+        instances.insert(WORKERS.to_string(), Described::Ok(Vec::new()));
+        Cluster {
+            desired,
+            observed: Observed {
+                instances,
+                swarm: SwarmView::Ok(nodes),
+                self_link: Some("m1".into()),
+            },
+            journal: Vec::new(),
+            memory: Memory::default(),
+            now: 0,
+            nonce: 1,
+        }
+    }
+
+    fn hash(&self, group: &str) -> String {
+        self.desired
+            .groups
+            .iter()
+            .find(|g| g.spec.name == group)
+            .expect("declared group")
+            .hash
+            .clone()
+    }
+
+    fn group_mut(&mut self, group: &str) -> &mut DesiredGroup {
+        self.desired
+            .groups
+            .iter_mut()
+            .find(|g| g.spec.name == group)
+            .expect("declared group")
+    }
+
+    fn instances(&mut self, group: &str) -> &mut Vec<Instance> {
+        match self.observed.instances.get_mut(group) {
+            Some(Described::Ok(list)) => list,
+            other => panic!("{group} is not described: {other:?}"),
+        }
+    }
+
+    fn nodes(&mut self) -> &mut Vec<Node> {
+        match &mut self.observed.swarm {
+            SwarmView::Ok(nodes) => nodes,
+            other => panic!("no swarm: {other:?}"),
+        }
+    }
+
+    fn node(&mut self, link: &str) -> &mut Node {
+        self.nodes()
+            .iter_mut()
+            .find(|n| n.link.as_deref() == Some(link))
+            .expect("node for link")
+    }
+
+    /// A healthy worker with a Ready node.
+    fn add_worker(&mut self, link: &str, config: &str, zone: Option<&str>) {
+        self.instances(WORKERS)
+            .push(instance(WORKERS, link, config, zone));
+        self.nodes().push(node(link, false, false));
+    }
+
+    /// Marks every member of `group` as built from the previous spec.
+    fn outdate(&mut self, group: &str) {
+        for i in self.instances(group) {
+            i.tags.insert(tags::CONFIG.into(), OLD.into());
+        }
+    }
+
+    fn outdate_one(&mut self, group: &str, link: &str) {
+        for i in self.instances(group) {
+            if i.link() == Some(link) {
+                i.tags.insert(tags::CONFIG.into(), OLD.into());
+            }
+        }
+    }
+
+    /// The member's machine and node are gone (what a finished removal leaves).
+    fn remove_member(&mut self, group: &str, link: &str) {
+        self.instances(group).retain(|i| i.link() != Some(link));
+        self.nodes().retain(|n| n.link.as_deref() != Some(link));
+    }
+
+    /// The machine `op` provisioned, on the desired config; with a Ready node
+    /// when `joined`.
+    fn add_new_member(&mut self, op: &Operation, joined: bool) {
+        let hash = self.hash(&op.group);
+        let zone = op.target.as_ref().and_then(|t| t.zone.clone());
+        let mut inst = instance(&op.group, &op.id, &hash, zone.as_deref());
+        inst.id = format!("i-new-{}", op.id);
+        self.instances(&op.group).push(inst);
+        if joined {
+            let manager = op.group == MANAGERS;
+            self.nodes().push(node(&op.id, manager, false));
+        }
+    }
+
+    /// One planning pass at `now`; memory is fed back for the next one.
+    fn at(&mut self, now: Time) -> Plan {
+        self.now = now;
+        let p = plan(PlanInput {
+            desired: &self.desired,
+            observed: &self.observed,
+            journal: &self.journal,
+            memory: &self.memory,
+            now,
+            nonce: self.nonce,
+        });
+        self.nonce += 1;
+        self.memory = p.memory.clone();
+        p
+    }
+
+    /// A new leader takes over: no memory of the previous controller's timers.
+    fn forget(&mut self) {
+        self.memory = Memory::default();
+    }
+}
+
+fn begins<'p>(p: &'p Plan, group: &str) -> Vec<&'p Operation> {
+    p.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Begin { op } if op.group == group => Some(&**op),
+            _ => None,
+        })
+        .collect()
+}
+
+fn status<'p>(p: &'p Plan, group: &str) -> &'p GroupStatus {
+    p.groups
+        .iter()
+        .find(|g| g.name == group)
+        .expect("group status")
+}
+
+fn reason(p: &Plan, group: &str) -> String {
+    status(p, group).reason.clone().unwrap_or_default()
+}
+
+fn victim_link(op: &Operation) -> &str {
+    op.victim
+        .as_ref()
+        .and_then(|v| v.link.as_deref())
+        .expect("victim with a link")
+}
+
+fn has(p: &Plan, pred: impl Fn(&Action) -> bool) -> bool {
+    p.actions.iter().any(pred)
+}
+
+fn describe(p: &Plan) -> String {
+    let actions: Vec<String> = p.actions.iter().map(Action::describe).collect();
+    format!(
+        "actions: {actions:#?}\nexplanation: {:#?}\ngroups: {:#?}",
+        p.explanation, p.groups
+    )
+}
+
+// ---------------------------------------------------------------- step_timeout
+
+/// Four outdated workers rolled two at a time with a 60s step_timeout;
+/// `update` adds to the update section, `more` adds group lines.
+fn rolling_workers(update: &str, more: &str) -> Cluster {
+    let yaml = format!(
+        "  allocation: {{size: 4}}\n  update: {{canaries: 0, max_in_flight: 2, step_timeout: 60s{update}}}\n{more}"
+    );
+    let mut c = Cluster::new(3, &yaml);
+    for i in 1..=4 {
+        c.add_worker(&format!("w{i}"), OLD, None);
+    }
+    c
+}
+
+/// Starts two rolls at t=0 but journals only the first (the shell stopped at
+/// a failed action before the second Begin), leaving budget for one more.
+fn journal_first_roll(c: &mut Cluster) -> Operation {
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 2, "{}", describe(&p));
+    let op = ops[0].clone();
+    assert_eq!(op.kind, OpKind::Roll);
+    c.journal.push(op.clone());
+    op
+}
+
+#[test]
+fn a_new_worker_that_never_joins_blocks_its_group_once_step_timeout_passes() {
+    let mut c = rolling_workers("", "");
+    let op = journal_first_roll(&mut c);
+    // Drain, destroy and node removal done; the replacement boots but never joins.
+    c.remove_member(WORKERS, victim_link(&op));
+    c.add_new_member(&op, false);
+
+    let p = c.at(10 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Rolling,
+        "{}",
+        describe(&p)
+    );
+    assert!(reason(&p, WORKERS).contains("to join"), "{}", describe(&p));
+    // Control: while the step is within its timeout the budget admits a second roll.
+    assert_eq!(begins(&p, WORKERS).len(), 1, "{}", describe(&p));
+
+    let p = c.at(70 * SEC - 1);
+    assert_ne!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+
+    // step_timeout is measured from the first sighting of the wait (t=10s).
+    let p = c.at(70 * SEC);
+    let st = status(&p, WORKERS);
+    assert_eq!(st.phase, Phase::Blocked, "{}", describe(&p));
+    let why = reason(&p, WORKERS);
+    assert!(why.contains("await-healthy"), "{why}");
+    assert!(why.contains(&op.id), "{why}");
+    assert!(why.contains("step_timeout"), "{why}");
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        !has(&p, |a| matches!(a, Action::Rollback { .. })),
+        "on_failure defaults to pause: {}",
+        describe(&p)
+    );
+
+    // It stays blocked on later passes too.
+    let p = c.at(200 * SEC);
+    assert_eq!(status(&p, WORKERS).phase, Phase::Blocked);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+}
+
+#[test]
+fn a_drain_that_outlives_step_timeout_blocks_its_group_naming_the_drain_step() {
+    // drain.timeout is longer than step_timeout: the step deadline fires first.
+    let mut c = rolling_workers("", "  drain: {timeout: 10m, on_timeout: block}\n");
+    let op = journal_first_roll(&mut c);
+    let victim = victim_link(&op).to_string();
+    let n = c.node(&victim);
+    n.availability = Availability::Drain;
+    n.running_tasks = 3;
+
+    let p = c.at(SEC);
+    assert!(reason(&p, WORKERS).contains("draining"), "{}", describe(&p));
+    assert_eq!(begins(&p, WORKERS).len(), 1, "control: room for one more");
+
+    let p = c.at(61 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, WORKERS);
+    assert!(why.contains("step drain of"), "{why}");
+    assert!(why.contains("step_timeout"), "{why}");
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        !has(&p, |a| matches!(a, Action::Destroy { .. })),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_drain_past_drain_timeout_blocks_with_on_timeout_block() {
+    let mut c = rolling_workers("", "  drain: {timeout: 30s, on_timeout: block}\n");
+    let op = journal_first_roll(&mut c);
+    let victim = victim_link(&op).to_string();
+    let n = c.node(&victim);
+    n.availability = Availability::Drain;
+    n.running_tasks = 3;
+
+    let p = c.at(SEC);
+    assert_ne!(status(&p, WORKERS).phase, Phase::Blocked);
+    let p = c.at(31 * SEC - 1);
+    assert_ne!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+
+    let p = c.at(31 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, WORKERS);
+    assert!(
+        why.contains(&format!("drain of node n-{victim} timed out")),
+        "{why}"
+    );
+    assert!(why.contains("on_timeout: block"), "{why}");
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(!has(&p, |a| matches!(a, Action::Destroy { .. })));
+}
+
+#[test]
+fn a_drain_past_drain_timeout_goes_on_to_destroy_with_on_timeout_force() {
+    let mut c = rolling_workers("", "  drain: {timeout: 30s, on_timeout: force}\n");
+    let op = journal_first_roll(&mut c);
+    let victim = victim_link(&op).to_string();
+    let n = c.node(&victim);
+    n.availability = Availability::Drain;
+    n.running_tasks = 3;
+
+    let p = c.at(SEC);
+    assert!(!has(&p, |a| matches!(a, Action::Destroy { .. })));
+    let p = c.at(31 * SEC);
+    assert_ne!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let destroy = Action::Destroy {
+        op: op.id.clone(),
+        instance: format!("i-{victim}"),
+    };
+    assert!(p.actions.contains(&destroy), "{}", describe(&p));
+}
+
+#[test]
+fn a_timed_out_roll_with_on_failure_rollback_requests_one_rollback_per_group() {
+    let mut c = rolling_workers(", on_failure: rollback", "");
+    // Both rolls journaled; neither replacement ever joins.
+    let p = c.at(0);
+    let ops: Vec<Operation> = begins(&p, WORKERS).into_iter().cloned().collect();
+    assert_eq!(ops.len(), 2);
+    for op in &ops {
+        c.journal.push(op.clone());
+        c.remove_member(WORKERS, victim_link(op));
+        c.add_new_member(op, false);
+    }
+
+    let p = c.at(10 * SEC);
+    assert!(!has(&p, |a| matches!(a, Action::Rollback { .. })));
+
+    let p = c.at(70 * SEC);
+    let rollbacks: Vec<&Action> = p
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::Rollback { .. }))
+        .collect();
+    assert_eq!(rollbacks.len(), 1, "{}", describe(&p));
+    let Action::Rollback { group, reason } = rollbacks[0] else {
+        unreachable!()
+    };
+    assert_eq!(group, WORKERS);
+    assert!(reason.contains("step_timeout"), "{reason}");
+    assert!(reason.contains("await-healthy"), "{reason}");
+    assert_ne!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+}
+
+#[test]
+fn a_timed_out_step_of_a_rollback_blocks_instead_of_rolling_back_again() {
+    let mut c = rolling_workers(", on_failure: rollback", "");
+    c.group_mut(WORKERS).is_rollback = true;
+    let op = journal_first_roll(&mut c);
+    c.remove_member(WORKERS, victim_link(&op));
+    c.add_new_member(&op, false);
+
+    c.at(10 * SEC);
+    let p = c.at(70 * SEC);
+    assert!(
+        !has(&p, |a| matches!(a, Action::Rollback { .. })),
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, WORKERS);
+    assert!(why.contains("rollback failed"), "{why}");
+    assert!(why.contains("await-healthy"), "{why}");
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+}
+
+// ---------------------------------------------------------------- paused
+
+#[test]
+fn a_paused_group_begins_nothing_although_members_are_outdated_or_missing() {
+    let mut c = Cluster::new(3, "  allocation: {size: 3}\n");
+    c.add_worker("w1", OLD, None);
+    c.add_worker("w2", OLD, None);
+
+    // Control: unpaused, the planner rolls one and provisions the missing one.
+    let p = c.at(0);
+    let kinds: Vec<OpKind> = begins(&p, WORKERS).iter().map(|o| o.kind).collect();
+    assert!(kinds.contains(&OpKind::Roll), "{}", describe(&p));
+    assert!(kinds.contains(&OpKind::Provision), "{}", describe(&p));
+
+    c.group_mut(WORKERS).paused = true;
+    c.forget();
+    let p = c.at(SEC);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        p.actions.iter().all(|a| !a.is_side_effect()),
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(status(&p, WORKERS).phase, Phase::Paused);
+}
+
+// ---------------------------------------------------------------- failed describe
+
+#[test]
+fn a_failed_describe_provisions_and_destroys_nothing_and_reads_unobservable() {
+    let mut c = Cluster::new(3, "  allocation: {size: 3}\n");
+
+    // Control: an empty (successful) listing means three members to provision.
+    let p = c.at(0);
+    assert_eq!(begins(&p, WORKERS).len(), 3, "{}", describe(&p));
+
+    c.observed.instances.insert(
+        WORKERS.into(),
+        Described::Failed("provider timed out".into()),
+    );
+    let p = c.at(SEC);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        !has(&p, |a| matches!(
+            a,
+            Action::Provision { .. } | Action::Destroy { .. }
+        )),
+        "{}",
+        describe(&p)
+    );
+    let st = status(&p, WORKERS);
+    assert_eq!(st.phase, Phase::Unobservable);
+    assert!(reason(&p, WORKERS).contains("provider timed out"));
+}
+
+#[test]
+fn a_failed_describe_holds_a_journaled_destroy() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    c.add_worker("w1", OLD, None);
+    c.add_worker("w2", OLD, None);
+    let p = c.at(0);
+    let op = begins(&p, WORKERS)[0].clone();
+    c.journal.push(op.clone());
+    // Drained and empty: the next step is the destroy.
+    let victim = victim_link(&op).to_string();
+    c.node(&victim).availability = Availability::Drain;
+
+    let p = c.at(SEC);
+    assert!(
+        has(
+            &p,
+            |a| matches!(a, Action::Destroy { op: o, .. } if *o == op.id)
+        ),
+        "control: {}",
+        describe(&p)
+    );
+
+    c.observed
+        .instances
+        .insert(WORKERS.into(), Described::Failed("throttled".into()));
+    let p = c.at(2 * SEC);
+    assert!(
+        p.actions.iter().all(|a| a.op_id() != Some(op.id.as_str())),
+        "{}",
+        describe(&p)
+    );
+    assert!(!has(&p, |a| matches!(a, Action::Destroy { .. })));
+    assert_eq!(status(&p, WORKERS).phase, Phase::Unobservable);
+}
+
+// ---------------------------------------------------------------- timers and new leaders
+
+#[test]
+fn a_new_leader_restarts_the_unhealthy_timer_from_its_own_first_sighting() {
+    let mut c = Cluster::new(
+        3,
+        "  allocation: {size: 2}\n  health: {unhealthy_after: 2m}\n",
+    );
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+    c.node("w2").state = NodeState::Down;
+    let heals = |p: &Plan| {
+        begins(p, WORKERS)
+            .into_iter()
+            .filter(|o| o.kind == OpKind::Heal)
+            .count()
+    };
+
+    // The old leader saw w2 down at t=0 and, 2m later, replaces it.
+    let p = c.at(0);
+    assert_eq!(heals(&p), 0);
+    let p = c.at(130 * SEC);
+    assert_eq!(heals(&p), 1, "control: {}", describe(&p));
+
+    // A new leader at the same moment has no memory: the clock starts now.
+    c.forget();
+    let p = c.at(130 * SEC);
+    assert_eq!(heals(&p), 0, "{}", describe(&p));
+    assert_eq!(p.wake_at, Some(250 * SEC));
+    let p = c.at(250 * SEC - 1);
+    assert_eq!(heals(&p), 0, "{}", describe(&p));
+    let p = c.at(250 * SEC);
+    assert_eq!(heals(&p), 1, "{}", describe(&p));
+    let heal = begins(&p, WORKERS)[0];
+    assert_eq!(victim_link(heal), "w2");
+}
+
+#[test]
+fn wake_at_is_when_the_earliest_running_timer_expires() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n  update: {watch: 5s}\n");
+    c.add_worker("w1", OLD, None);
+    let p = c.at(0);
+    let op = begins(&p, WORKERS)[0].clone();
+    c.journal.push(op.clone());
+    c.remove_member(WORKERS, "w1");
+    c.add_new_member(&op, true);
+
+    // The new member is first seen healthy at 10s: its watch ends at 15s
+    // (the step timeout, also running, would end at 610s).
+    let p = c.at(10 * SEC);
+    assert!(reason(&p, WORKERS).contains("watching"), "{}", describe(&p));
+    assert_eq!(p.wake_at, Some(15 * SEC));
+    let p = c.at(12 * SEC);
+    assert_eq!(
+        p.wake_at,
+        Some(15 * SEC),
+        "measured from the first sighting"
+    );
+    assert!(!has(&p, |a| matches!(a, Action::Complete { .. })));
+
+    let p = c.at(15 * SEC);
+    assert!(
+        p.actions.contains(&Action::MarkDone {
+            op: op.id.clone(),
+            step: Step::AwaitHealthy
+        }),
+        "{}",
+        describe(&p)
+    );
+    assert!(p.actions.contains(&Action::Complete { op: op.id.clone() }));
+    assert_eq!(p.wake_at, None, "{}", describe(&p));
+}
+
+#[test]
+fn wake_at_restarts_with_a_new_leaders_memory() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n  update: {watch: 5s}\n");
+    c.add_worker("w1", OLD, None);
+    let p = c.at(0);
+    let op = begins(&p, WORKERS)[0].clone();
+    c.journal.push(op.clone());
+    c.remove_member(WORKERS, "w1");
+    c.add_new_member(&op, true);
+    c.at(10 * SEC);
+    c.forget();
+    let p = c.at(12 * SEC);
+    assert_eq!(p.wake_at, Some(17 * SEC));
+    let p = c.at(15 * SEC);
+    assert!(
+        !has(&p, |a| matches!(a, Action::Complete { .. })),
+        "{}",
+        describe(&p)
+    );
+}
+
+// ---------------------------------------------------------------- managers: quorum gates
+
+fn is_demote(a: &Action) -> bool {
+    matches!(a, Action::Demote { .. } | Action::DemoteSelfAndLeave { .. })
+}
+
+#[test]
+fn no_healthy_manager_is_disrupted_while_another_raft_member_is_unreachable() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+
+    // Control: with every member reachable, m2 is rolled (demoted first).
+    let p = c.at(0);
+    let rolls = begins(&p, MANAGERS);
+    assert_eq!(rolls.len(), 1, "{}", describe(&p));
+    assert_eq!(victim_link(rolls[0]), "m2");
+    assert!(
+        p.actions.contains(&Action::Demote {
+            op: rolls[0].id.clone(),
+            node: "n-m2".into()
+        }),
+        "{}",
+        describe(&p)
+    );
+
+    c.forget();
+    c.node("m3").raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert!(
+        begins(&p, MANAGERS)
+            .iter()
+            .all(|o| o.victim.as_ref().and_then(|v| v.link.as_deref()) != Some("m2")),
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, MANAGERS);
+    assert!(why.contains("i-m3"), "{why}");
+}
+
+#[test]
+fn no_healthy_manager_is_disrupted_while_a_raft_member_without_a_machine_is_unreachable() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    // m3's machine vanished outside drover; its raft membership did not.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+
+    let p = c.at(0);
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert!(
+        begins(&p, MANAGERS).iter().all(|o| o.kind != OpKind::Roll),
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, MANAGERS);
+    assert!(why.contains("unreachable"), "{why}");
+}
+
+/// Five managers with m2's roll journaled while the raft was whole.
+fn five_managers_rolling_m2() -> (Cluster, Operation) {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m2");
+    c.journal.push(op.clone());
+    (c, op)
+}
+
+#[test]
+fn a_journaled_demotion_steps_aside_when_a_raft_member_becomes_unreachable() {
+    // With 5 members and 1 unreachable, removing m2 would still leave FT 0:
+    // only the "every member reachable" rule stops the demotion.
+    let (mut c, op) = five_managers_rolling_m2();
+    let p = c.at(SEC);
+    assert!(
+        p.actions.contains(&Action::Demote {
+            op: op.id.clone(),
+            node: "n-m2".into()
+        }),
+        "control: {}",
+        describe(&p)
+    );
+
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m5"));
+    let n = c.node("m5");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(2 * SEC);
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert!(p.actions.contains(&Action::Complete { op: op.id.clone() }));
+    assert!(
+        p.explanation
+            .iter()
+            .any(|l| l.contains("1 of 5 raft members are unreachable")),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_journaled_demotion_steps_aside_while_the_raft_has_fewer_members_than_declared() {
+    // m3 left the raft and its machine is gone: 2 of 3 declared. Removing m2
+    // would leave FT 0 by arithmetic; only the "raft whole" rule stops it.
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m2");
+    c.journal.push(op.clone());
+    c.remove_member(MANAGERS, "m3");
+
+    let p = c.at(SEC);
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert!(
+        p.explanation
+            .iter()
+            .any(|l| l.contains("fewer than the 3 declared")),
+        "{}",
+        describe(&p)
+    );
+    assert!(
+        begins(&p, MANAGERS).iter().all(|o| o.kind != OpKind::Roll),
+        "{}",
+        describe(&p)
+    );
+}
+
+// ---------------------------------------------------------------- managers: leader last
+
+#[test]
+fn with_every_manager_outdated_the_leader_is_not_the_first_victim() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate(MANAGERS);
+    // i-m1 (the leader, self) would sort first by id.
+    let p = c.at(0);
+    let rolls = begins(&p, MANAGERS);
+    assert_eq!(
+        rolls.len(),
+        1,
+        "managers go one at a time: {}",
+        describe(&p)
+    );
+    let victim = rolls[0].victim.as_ref().expect("victim");
+    assert_ne!(victim.link.as_deref(), Some("m1"));
+    assert!(!victim.is_self);
+    assert_eq!(rolls[0].steps()[0], Step::Demote);
+}
+
+#[test]
+fn the_outdated_leader_goes_last_through_self_demotion() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let rolls = begins(&p, MANAGERS);
+    assert_eq!(rolls.len(), 1, "{}", describe(&p));
+    let op = rolls[0];
+    let victim = op.victim.as_ref().expect("victim");
+    assert_eq!(victim.link.as_deref(), Some("m1"));
+    assert!(victim.is_self);
+    assert_eq!(op.steps()[0], Step::DemoteSelfAndLeave);
+
+    let begin_at = p
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::Begin { op: o } if o.id == op.id))
+        .expect("begin");
+    let first_effect = p
+        .actions
+        .iter()
+        .position(|a| a.op_id() == Some(op.id.as_str()) && a.is_side_effect())
+        .expect("a side effect");
+    assert!(begin_at < first_effect);
+    assert_eq!(
+        p.actions[first_effect],
+        Action::DemoteSelfAndLeave {
+            op: op.id.clone(),
+            node: "n-m1".into()
+        }
+    );
+    assert!(
+        !has(&p, |a| matches!(a, Action::Demote { .. })),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn the_outdated_leader_waits_while_another_manager_is_not_current_and_healthy() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    c.node("m3").raft.as_mut().expect("member").reachable = false;
+    let p = c.at(0);
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("the leader goes last"),
+        "{}",
+        describe(&p)
+    );
+}
+
+// ---------------------------------------------------------------- ownership
+
+fn foreign(tags_cluster: Option<&str>) -> Instance {
+    let mut i = instance(WORKERS, "x1", OLD, None);
+    i.id = "i-foreign".into();
+    match tags_cluster {
+        Some(c) => i.tags.insert(tags::CLUSTER.into(), c.into()),
+        None => i.tags.remove(tags::CLUSTER),
+    };
+    i
+}
+
+#[test]
+fn an_instance_without_this_clusters_id_is_neither_retired_nor_counted() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+
+    // Control: were it ours, the group would be over size and one retired.
+    let mut ours = foreign(Some(CLUSTER));
+    ours.tags.insert(tags::CONFIG.into(), hash.clone());
+    c.instances(WORKERS).push(ours);
+    let p = c.at(0);
+    let kinds: Vec<OpKind> = begins(&p, WORKERS).iter().map(|o| o.kind).collect();
+    assert_eq!(kinds, vec![OpKind::Retire], "{}", describe(&p));
+
+    for tag in [None, Some("another-cluster")] {
+        c.instances(WORKERS).retain(|i| i.id != "i-foreign");
+        let mut f = foreign(tag);
+        f.tags.insert(tags::CONFIG.into(), hash.clone());
+        c.instances(WORKERS).push(f);
+        c.forget();
+        let p = c.at(SEC);
+        assert!(begins(&p, WORKERS).is_empty(), "{tag:?}: {}", describe(&p));
+        assert!(
+            !has(&p, |a| matches!(a, Action::Destroy { .. })),
+            "{}",
+            describe(&p)
+        );
+        let st = status(&p, WORKERS);
+        assert_eq!(st.members, 2);
+        assert_eq!(st.phase, Phase::Converged, "{}", describe(&p));
+    }
+}
+
+#[test]
+fn an_outdated_foreign_instance_is_not_rolled_and_does_not_fill_a_slot() {
+    let mut c = Cluster::new(3, "  allocation: {size: 3}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+    c.instances(WORKERS).push(foreign(Some("another-cluster")));
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Provision);
+    assert!(ops[0].victim.is_none());
+}
+
+// ---------------------------------------------------------------- zones
+
+#[test]
+fn rolls_begun_in_one_pass_stay_in_one_zone() {
+    let mut c = Cluster::new(
+        3,
+        "  allocation: {size: 5, zones: [a, b]}\n  update: {canaries: 0, max_in_flight: 4}\n",
+    );
+    c.add_worker("w1", OLD, Some("a"));
+    c.add_worker("w2", OLD, Some("a"));
+    c.add_worker("w3", OLD, Some("b"));
+    c.add_worker("w4", OLD, Some("b"));
+    c.add_worker("w5", OLD, Some("b"));
+    let p = c.at(0);
+    let rolls = begins(&p, WORKERS);
+    assert_eq!(rolls.len(), 2, "{}", describe(&p));
+    let zones: Vec<Option<&str>> = rolls
+        .iter()
+        .map(|o| o.victim.as_ref().and_then(|v| v.zone.as_deref()))
+        .collect();
+    assert!(zones.iter().all(|z| *z == Some("a")), "{zones:?}");
+    assert!(
+        reason(&p, WORKERS).contains("one zone at a time"),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn scale_in_takes_from_the_fullest_zone() {
+    let mut c = Cluster::new(3, "  allocation: {size: 3, zones: [a, b]}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, Some("a"));
+    c.add_worker("w2", &hash, Some("b"));
+    c.add_worker("w3", &hash, Some("b"));
+    c.add_worker("w4", &hash, Some("b"));
+    // The zone-a member is the newest, which the tie-break alone would pick.
+    for (k, i) in c.instances(WORKERS).iter_mut().enumerate() {
+        i.created_ms = if i.link() == Some("w1") {
+            100
+        } else {
+            k as u64
+        };
+    }
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Retire);
+    let victim = ops[0].victim.as_ref().expect("victim");
+    assert_eq!(victim.zone.as_deref(), Some("b"));
+    assert_eq!(victim.instance.as_deref(), Some("i-w4"), "newest in zone b");
+}
+
+// ---------------------------------------------------------------- unobservable swarm
+
+/// Regression: with the swarm unobservable (`Unavailable`) or without a
+/// leader (`NoQuorum`) the world has no nodes; "no node" must not read as
+/// "step done" (it once destroyed a manager still in the raft, and a worker
+/// mid-drain with tasks running).
+#[test]
+fn an_unobservable_swarm_never_completes_a_demote_or_drain_step() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    c.add_worker("w1", OLD, None);
+    c.add_worker("w2", OLD, None);
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let manager_op = begins(&p, MANAGERS)[0].clone();
+    c.journal.push(manager_op);
+    c.journal.push(Operation {
+        id: "workers-roll".into(),
+        group: WORKERS.into(),
+        kind: OpKind::Roll,
+        role: crate::spec::Role::Worker,
+        victim: Some(crate::journal::Victim {
+            instance: Some("i-w1".into()),
+            link: Some("w1".into()),
+            node: Some("n-w1".into()),
+            logical_id: None,
+            zone: None,
+            is_self: false,
+        }),
+        target: Some(crate::journal::Target {
+            logical_id: None,
+            zone: None,
+        }),
+        surge: false,
+        done: Default::default(),
+    });
+    let n = c.node("w1");
+    n.availability = Availability::Drain;
+    n.running_tasks = 5;
+    for swarm in [
+        SwarmView::Unavailable("engine API timed out".into()),
+        SwarmView::NoQuorum("the swarm does not have a leader".into()),
+    ] {
+        c.observed.swarm = swarm;
+        let p = c.at(SEC);
+        assert!(
+            !has(&p, |a| matches!(
+                a,
+                Action::Destroy { .. } | Action::MarkDone { .. } | Action::RemoveNode { .. }
+            )),
+            "{}",
+            describe(&p)
+        );
+    }
+}
+
+// ---------------------------------------------------------------- shared links
+
+/// Two machines on one link (e.g. a provision retried by a provider that is
+/// not idempotent) block the group: a node step matched by that link could
+/// hit the other machine's node, so drover refuses to guess.
+#[test]
+fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.add_worker("w1", OLD, None);
+    let mut twin = instance(WORKERS, "w1", OLD, None);
+    twin.id = "i-w1-twin".into();
+    c.instances(WORKERS).push(twin);
+    let p = c.at(0);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    let st = status(&p, WORKERS);
+    assert_eq!(st.phase, Phase::Blocked);
+    assert!(
+        st.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("same link w1")),
+        "{st:?}"
+    );
+}
