@@ -68,6 +68,7 @@ impl Lab {
   instance: {{provider: local}}
   flavor: {{engine_labels: {{release: {label}}}}}
   update: {{watch: 2s}}
+  health: {{startup_timeout: 60s}}
 "
         );
         let path = self.dir.join(format!("spec-{label}.yaml"));
