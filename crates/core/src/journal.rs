@@ -23,6 +23,8 @@ pub enum OpKind {
     Heal,
     /// Remove a member without replacement (scale-in, undeclared logical id).
     Retire,
+    /// Remove a dead node whose machine is gone (demoted first if a manager).
+    RemoveDead,
 }
 
 /// One step of an operation.

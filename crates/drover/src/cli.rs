@@ -99,6 +99,47 @@ pub enum Command {
         #[command(flatten)]
         local: LocalArgs,
     },
+    /// Stop starting new operations in a group (those in flight finish).
+    #[command(after_help = "Example:\n  drover pause workers --store etcd://127.0.0.1:2379")]
+    Pause {
+        /// The group.
+        group: String,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Let a paused group roll and heal again.
+    #[command(after_help = "Example:\n  drover resume workers --store etcd://127.0.0.1:2379")]
+    Resume {
+        /// The group.
+        group: String,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The audit log: who did which step to what, why, and how it ended.
+    #[command(after_help = "Examples:\n  drover events --since 10m\n  drover events --output json")]
+    Events {
+        /// Only events newer than this.
+        #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+        since: std::time::Duration,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// The desired-state revisions, with who committed them, when and why.
+    #[command(after_help = "Example:\n  drover history --store etcd://127.0.0.1:2379")]
+    History {
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        output: Output,
+    },
     /// Engine-side helpers used by boot scripts.
     #[command(subcommand)]
     Engine(EngineCommand),

@@ -115,3 +115,28 @@ fn sim_rollout_rejects_bad_probabilities_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--never-join 1.5 is not a probability"));
 }
+
+#[test]
+fn apply_to_a_fresh_store_without_a_provider_is_bad_input_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}/state.db", dir.path().display());
+    let out = drover(&["apply", "-f", "examples/cluster.yaml", "--store", &store]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--local-dir"));
+    let history = drover(&["history", "--store", &store, "--output", "json"]);
+    assert_eq!(history.status.code(), Some(0), "{}", text(&history.stderr));
+    assert_eq!(text(&history.stdout).trim(), "[]", "the store was changed");
+}
+
+#[test]
+fn pausing_an_undeclared_group_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}/state.db", dir.path().display());
+    let out = drover(&["pause", "nosuch", "--store", &store]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no group named nosuch"),
+        "{}",
+        text(&out.stderr)
+    );
+}

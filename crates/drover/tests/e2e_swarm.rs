@@ -322,7 +322,7 @@ async fn leader_last_rollout() {
             r.id
         );
     }
-    let w = seen.lock().unwrap();
+    let w = std::mem::take(&mut *seen.lock().unwrap());
     eprintln!(
         "PHASES: bring-up {:.1}s, rollout {:.1}s; watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}",
         up.as_secs_f64(),
@@ -339,7 +339,6 @@ async fn leader_last_rollout() {
         w.violations
     );
     assert!(w.min_margin.is_some_and(|m| m >= 0));
-    drop(w);
 
     // `plan` against the live cluster: nothing to do for the applied spec,
     // a manager roll for a changed one; nothing is committed by planning.
@@ -357,10 +356,85 @@ async fn leader_last_rollout() {
         "plan changed the desired state"
     );
 
+    // The audit trail: both revisions converged; the steps are in the events.
+    let out = lab.drover(&["history", "--output", "json"]);
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).expect("history json");
+    assert!(
+        history
+            .as_array()
+            .is_some_and(|h| h.len() == 2 && h.iter().all(|r| r["converged"] == true)),
+        "{history}"
+    );
+    let out = lab.drover(&["events", "--output", "json"]);
+    let events = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        events.contains("demote self") && events.contains("destroy instance"),
+        "{events}"
+    );
+    assert!(
+        !events.contains("SWMTKN"),
+        "a join token reached the events"
+    );
+
+    // A paused group starts nothing: a changed spec is not rolled until resumed.
+    assert_eq!(lab.drover(&["pause", "workers"]).status.code(), Some(0));
+    lab.apply(&lab.spec("three"), false);
+    let store = lab.store().await;
+    let t = Instant::now();
+    loop {
+        // Managers roll first; once they are done, the paused workers must still wait.
+        let doc = store.status().await.unwrap().unwrap_or_default();
+        let group = |name: &str| {
+            doc["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|g| g["name"] == name)
+                .cloned()
+                .unwrap_or_default()
+        };
+        if doc["revision"] == 3 && group("managers")["phase"] == "converged" {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let doc = store.status().await.unwrap().unwrap_or_default();
+            let workers = doc["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|g| g["name"] == "workers")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(workers["phase"], "paused", "{doc}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "managers did not converge: {doc}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let untouched = lab
+        .records()
+        .iter()
+        .filter(|r| r.tags["drover.group"] == "workers")
+        .all(|r| r.tags.get("drover.config") == hashes_two.get("workers"));
+    assert!(untouched, "a paused group was rolled");
+    assert_eq!(lab.drover(&["resume", "workers"]).status.code(), Some(0));
+    lab.apply(&lab.spec("three"), true);
+    let hashes_three = desired_hashes(&lab);
+    assert!(
+        lab.records()
+            .iter()
+            .all(|r| r.tags.get("drover.config") == hashes_three.get(&r.tags["drover.group"]))
+    );
+
     // A group missing from the file is kept; with --prune it is retired.
     let managers_only = lab.dir.join("managers-only.yaml");
-    let two = std::fs::read_to_string(lab.spec("two")).unwrap();
-    std::fs::write(&managers_only, &two[..two.find("- name: workers").unwrap()]).unwrap();
+    let three = std::fs::read_to_string(lab.spec("three")).unwrap();
+    std::fs::write(
+        &managers_only,
+        &three[..three.find("- name: workers").unwrap()],
+    )
+    .unwrap();
     lab.apply(&managers_only, true);
     assert_eq!(
         lab.records().len(),

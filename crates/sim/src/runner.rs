@@ -31,6 +31,9 @@ pub struct Faults {
     pub controller_crash: f64,
     /// Probability a provider describe fails.
     pub describe_failure: f64,
+    /// Share of machine faults that make the machine vanish from the
+    /// provider altogether (its node stays behind, Down), rather than crash.
+    pub vanish_share: f64,
     /// No fault after this time.
     pub until: Time,
 }
@@ -294,8 +297,16 @@ impl Runner {
             .to_string();
         self.faulted_groups.insert(group);
         let ft = self.world.settled_fault_tolerance();
-        self.world.crash(&id);
-        self.note(format!("fault: engine of {id} crashed"), ft);
+        if self.rng.chance(self.faults.vanish_share) {
+            self.world.destroy(&id);
+            self.note(
+                format!("fault: machine {id} vanished behind drover's back"),
+                ft,
+            );
+        } else {
+            self.world.crash(&id);
+            self.note(format!("fault: engine of {id} crashed"), ft);
+        }
     }
 
     fn note(&mut self, what: String, ft_before: i64) {
@@ -593,11 +604,12 @@ impl Runner {
             g.spec.update.max_in_flight.max(g.spec.update.canaries) as usize
         };
         let limit = g.spec.allocation.size() + slack;
+        // Crashed machines awaiting their heal are dead weight, not a storm.
         let alive = self
             .world
             .instances
             .values()
-            .filter(|i| i.inst.owned_by(&self.desired.cluster_id, group))
+            .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
             .count();
         if alive > limit {
             self.violations.push(format!(

@@ -38,6 +38,7 @@ struct FaultMix {
     leader_changes_per_min: f64,
     controller_crash: f64,
     describe_failure: f64,
+    vanish_share: f64,
     minutes: u64,
 }
 
@@ -92,6 +93,7 @@ fn run(s: &Schedule) -> Result<(), String> {
         leader_changes_per_min: f.leader_changes_per_min,
         controller_crash: f.controller_crash,
         describe_failure: f.describe_failure,
+        vanish_share: f.vanish_share,
         until: f.minutes * 60_000,
     };
     let (runner, up, rolled) = rollout(&before, &after, s.seed, faults, Timings::default());
@@ -99,7 +101,14 @@ fn run(s: &Schedule) -> Result<(), String> {
         return Err(format!("bring-up did not converge: {up:?}"));
     }
     if !runner.violations.is_empty() {
-        return Err(format!("violations: {:#?}", runner.violations));
+        let plan = runner
+            .last_plan
+            .as_ref()
+            .map(|p| format!("{:?}\n{:?}", p.groups, p.explanation));
+        return Err(format!(
+            "violations: {:#?}\nlast plan: {plan:?}\njournal: {:?}",
+            runner.violations, runner.journal
+        ));
     }
     if rolled != Outcome::Converged {
         let tail: Vec<String> = runner
@@ -142,6 +151,10 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         prop_oneof![Just(0.0), Just(1.0)],
         prop_oneof![Just(0.0), Just(0.05)],
         prop_oneof![Just(0.0), Just(0.3)],
+        // Machines vanishing behind drover's back is covered by
+        // tests/reaper.rs; mixed with the other faults it still shows a
+        // transient over-provision (see docs/testing.md, known gaps).
+        Just(0.0),
         1u64..6,
     );
     (shape, faults).prop_map(
@@ -176,7 +189,8 @@ fn schedule() -> impl Strategy<Value = Schedule> {
                 leader_changes_per_min: f.3,
                 controller_crash: f.4,
                 describe_failure: f.5,
-                minutes: f.6,
+                vanish_share: f.6,
+                minutes: f.7,
             },
         },
     )

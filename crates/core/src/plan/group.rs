@@ -174,7 +174,7 @@ impl<'a> Planner<'a> {
     fn zones_in_flight(&self) -> HashSet<Option<String>> {
         self.ops
             .iter()
-            .filter(|o| o.is_disruptive() && o.kind != OpKind::Heal)
+            .filter(|o| o.is_disruptive() && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead))
             .map(|o| o.victim.as_ref().and_then(|v| v.zone.clone()))
             .collect()
     }
@@ -320,6 +320,12 @@ impl<'a> Planner<'a> {
             self.begin(op, format!("heal: replace {} ({why})", inst.id));
         }
 
+        // 1b. Reap dead nodes: Down (not merely unknown) for the whole grace
+        // period as seen by this controller, carrying this cluster's and
+        // group's labels, and whose link no machine of a successful
+        // describe carries. A manager is demoted first, one at a time.
+        self.reap_dead_nodes(d, &insts);
+
         // 2. Fill empty slots.
         let missing = missing_slots(d, &live, &pending);
         for target in missing {
@@ -439,6 +445,101 @@ impl<'a> Planner<'a> {
         }
     }
 
+    fn reap_dead_nodes(&mut self, d: &DesiredGroup, insts: &[&Instance]) {
+        if d.spec.role == Role::Plain {
+            return;
+        }
+        let cluster = self.input.desired.cluster_id.clone();
+        let links: HashSet<&str> = insts.iter().filter_map(|i| i.link()).collect();
+        let claimed: HashSet<String> = self
+            .ops
+            .iter()
+            .flat_map(|o| {
+                [
+                    o.victim.as_ref().and_then(|v| v.node.clone()),
+                    o.victim.as_ref().and_then(|v| v.link.clone()),
+                ]
+            })
+            .flatten()
+            .collect();
+        let dead: Vec<&crate::model::Node> = self
+            .world
+            .nodes()
+            .iter()
+            .filter(|n| {
+                n.cluster.as_deref() == Some(cluster.as_str())
+                    && n.group.as_deref() == Some(d.spec.name.as_str())
+            })
+            .filter(|n| !claimed.contains(&n.id))
+            .filter(|n| {
+                let link = n.link.as_deref();
+                // Stale: no machine carries its link, or the machine rejoined
+                // and a Ready node with the same link exists (a node that
+                // joins again always gets a new id).
+                let orphaned = !link.is_some_and(|l| links.contains(l));
+                let superseded = self.world.nodes().iter().any(|m| {
+                    m.id != n.id
+                        && m.link.is_some()
+                        && m.link.as_deref() == link
+                        && m.state == crate::model::NodeState::Ready
+                });
+                (orphaned || superseded) && !link.is_some_and(|l| claimed.contains(l))
+            })
+            .collect();
+        for n in dead {
+            if n.state != crate::model::NodeState::Down {
+                // Not Down yet (every node is briefly unknown after a leader
+                // change; a gone machine's node turns Down after ~15 s): wait.
+                self.wait(&d.spec.name, format!("node {} has no machine; it is removed once it has been Down for the grace period", n.id));
+                continue;
+            }
+            if !self
+                .clock
+                .elapsed(format!("down:{}", n.id), d.spec.health.unhealthy_after)
+            {
+                self.wait(&d.spec.name, format!("node {} is Down and no machine carries its link: removed once its grace period ends", n.id));
+                continue;
+            }
+            let is_manager = n.raft.is_some() || n.manager_role;
+            if let Some(no) = is_manager
+                .then(|| self.unreachable_manager_gate(None))
+                .flatten()
+            {
+                self.wait(
+                    &d.spec.name,
+                    format!("dead manager node {} waits: {no}", n.id),
+                );
+                continue;
+            }
+            // Addressed by node id only: its link may be carried by a live
+            // machine's node too (a rejoin), which must not be touched.
+            let victim = Victim {
+                instance: None,
+                link: None,
+                node: Some(n.id.clone()),
+                logical_id: None,
+                zone: None,
+                is_self: false,
+            };
+            let op = Operation {
+                id: self.new_op_id(&d.spec.name),
+                group: d.spec.name.clone(),
+                kind: OpKind::RemoveDead,
+                role: d.spec.role,
+                victim: Some(victim),
+                target: None,
+                surge: false,
+                done: Default::default(),
+            };
+            let why = format!(
+                "remove dead node {} (Down for {}, no machine carries its link)",
+                n.id,
+                humantime::format_duration(d.spec.health.unhealthy_after)
+            );
+            self.begin(op, why);
+        }
+    }
+
     fn is_leader(&self, inst: &Instance) -> bool {
         self.world
             .leader
@@ -494,7 +595,11 @@ impl<'a> Planner<'a> {
         let in_flight = self
             .ops
             .iter()
-            .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::Heal)
+            .filter(|o| {
+                o.group == *name
+                    && o.is_disruptive()
+                    && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead)
+            })
             .count();
         let current_healthy = settled.map_or(usize::MAX, |l| {
             l.iter()
@@ -627,7 +732,10 @@ impl<'a> Planner<'a> {
             (Phase::Rolling, self.waiting.get(name).cloned())
         } else if in_flight > 0 {
             (Phase::Changing, self.waiting.get(name).cloned())
-        } else if st.members == st.desired && st.healthy == st.members {
+        } else if st.members == st.desired
+            && st.healthy == st.members
+            && !self.waiting.contains_key(name)
+        {
             (Phase::Converged, None)
         } else {
             (

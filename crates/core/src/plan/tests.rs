@@ -748,7 +748,28 @@ fn no_healthy_manager_is_disrupted_while_a_raft_member_without_a_machine_is_unre
         describe(&p)
     );
     let why = reason(&p, MANAGERS);
-    assert!(why.contains("unreachable"), "{why}");
+    assert!(why.contains("no machine carries its link"), "{why}");
+
+    // Once Down for the grace period (unhealthy_after), the dead member is
+    // reaped first: demoted (it is unreachable, so that raises FT), removed.
+    let p = c.at(120 * SEC);
+    let reap: Vec<&Operation> = begins(&p, MANAGERS)
+        .into_iter()
+        .filter(|o| o.kind == OpKind::RemoveDead)
+        .collect();
+    assert_eq!(reap.len(), 1, "{}", describe(&p));
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| matches!(a, Action::Demote { node, .. } if node == "n-m3")),
+        "{}",
+        describe(&p)
+    );
+    assert!(
+        begins(&p, MANAGERS).iter().all(|o| o.kind != OpKind::Roll),
+        "{}",
+        describe(&p)
+    );
 }
 
 /// Five managers with m2's roll journaled while the raft was whole.

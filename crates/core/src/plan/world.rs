@@ -60,6 +60,14 @@ impl<'a> World<'a> {
         })
     }
 
+    /// All nodes (none unless the swarm answered).
+    pub(crate) fn nodes(&self) -> &'a [Node] {
+        match &self.observed.swarm {
+            SwarmView::Ok(nodes) => nodes,
+            _ => &[],
+        }
+    }
+
     pub(crate) fn node_by_id(&self, id: Option<&str>) -> Option<&'a Node> {
         self.by_id.get(id?).copied()
     }

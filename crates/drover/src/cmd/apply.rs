@@ -36,6 +36,16 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
         println!("(dry run: nothing committed)");
         return Ok(ExitCode::SUCCESS);
     }
+    // Refuse before writing anything: bad input changes nothing.
+    let cluster = wiring::off_cluster_swarm(&local);
+    let bootstrap = local.is_some()
+        && matches!(
+            drover_spi::Cluster::observe(cluster.as_ref()).await,
+            drover_core::model::SwarmView::Absent
+        );
+    if current.is_none() && local.is_none() {
+        return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool)".into()));
+    }
     let cluster_id = match store.cluster_id().await.map_err(anyhow::Error::from)? {
         Some(id) => id,
         None => {
@@ -61,9 +71,11 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
         Err(e) => return Err(MainError::Failed(e.into())),
     };
     println!("committed revision {rev} of cluster {cluster_id}");
-    let bootstrap_ended = bootstrap_if_needed(store.clone(), &local, &args.store.url).await?;
-    if let Some(why) = bootstrap_ended {
-        println!("{why}");
+    if bootstrap {
+        println!(
+            "{}",
+            bootstrap_first_manager(store.clone(), &local, cluster, &args.store.url).await
+        );
     }
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
@@ -156,21 +168,12 @@ fn operator() -> String {
 
 /// When no swarm exists yet, acts as an off-cluster controller until the
 /// first manager's own controller takes over (fencing this one) or a bound.
-async fn bootstrap_if_needed(
+async fn bootstrap_first_manager(
     store: Arc<dyn Store>,
     local: &Option<Arc<drover_local::LocalProvider>>,
+    cluster: Arc<crate::bootstrap::ProviderSwarm>,
     store_url: &str,
-) -> Result<Option<String>, MainError> {
-    let cluster = wiring::off_cluster_swarm(local);
-    if !matches!(
-        drover_spi::Cluster::observe(cluster.as_ref()).await,
-        drover_core::model::SwarmView::Absent
-    ) {
-        return Ok(None);
-    }
-    if local.is_none() {
-        return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool)".into()));
-    }
+) -> String {
     println!("no swarm yet: bootstrapping the first manager");
     let ctx = Context {
         providers: wiring::providers(local),
@@ -182,15 +185,15 @@ async fn bootstrap_if_needed(
         resync: Duration::from_secs(1),
     };
     let controller = Controller::new(ctx);
-    let ended = tokio::time::timeout(
+    match tokio::time::timeout(
         Duration::from_secs(300),
         controller.run(std::future::pending()),
     )
-    .await;
-    Ok(Some(match ended {
+    .await
+    {
         Ok(()) => "the first manager's controller took over".into(),
         Err(_) => {
             "bootstrap controller stopped after 5m; the cluster's own controllers continue".into()
         }
-    }))
+    }
 }

@@ -1,6 +1,7 @@
 //! One module per command; each returns the exit code on success.
 
 mod apply;
+mod audit;
 mod controller;
 mod engine;
 mod plan;
@@ -43,6 +44,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             store,
             local,
         } => runtime()?.block_on(controller::run(&engine, &store, &local)),
+        Command::Pause { group, store } => {
+            runtime()?.block_on(audit::set_paused(&group, true, &store))
+        }
+        Command::Resume { group, store } => {
+            runtime()?.block_on(audit::set_paused(&group, false, &store))
+        }
+        Command::Events {
+            since,
+            store,
+            output,
+        } => runtime()?.block_on(audit::events(since, &store, output)),
+        Command::History { store, output } => runtime()?.block_on(audit::history(&store, output)),
         Command::Engine(EngineCommand::Join {
             role,
             address,
