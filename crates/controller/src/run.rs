@@ -331,7 +331,25 @@ impl Controller {
                     journal.retain(|o| o.id != *op);
                 }
                 Action::Rollback { group, reason } => self.rollback(stored, group, reason).await?,
-                effect => progressed |= self.spawn(stored, &journal, effect),
+                effect => {
+                    if self.spawn(stored, &journal, effect) {
+                        progressed = true;
+                        // Recorded when started too: a leader's own demotion
+                        // can never record its end (it no longer leads then).
+                        let group = journal
+                            .iter()
+                            .find(|o| Some(o.id.as_str()) == effect.op_id())
+                            .map(|o| o.group.clone());
+                        self.event(
+                            group,
+                            effect.op_id().map(str::to_string),
+                            "step",
+                            &effect.describe(),
+                            "started".into(),
+                        )
+                        .await;
+                    }
+                }
             }
         }
         Ok(progressed)
