@@ -232,3 +232,22 @@ where
     }
     None
 }
+
+/// Provisions the first manager of a new swarm: the default manager boot
+/// script with `init`, so the machine runs `swarm init`.
+pub async fn first_manager(p: &crate::LocalProvider, cluster: &str) -> String {
+    use drover_core::spec::Role;
+    use drover_spi::InstanceProvider;
+    let template = drover_core::template::default_boot_script(Role::Manager);
+    p.provision(request(
+        cluster,
+        "m",
+        Role::Manager,
+        template,
+        "",
+        true,
+        vec![],
+    ))
+    .await
+    .expect("first manager")
+}

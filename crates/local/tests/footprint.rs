@@ -53,18 +53,7 @@ async fn five_engines_footprint() {
     };
     let p = testkit::shimmed_provider(&state, "127.0.45.10-127.0.45.20");
     let t0 = Instant::now();
-    let m1 = p
-        .provision(testkit::request(
-            "c45",
-            "m",
-            Role::Manager,
-            default_boot_script(Role::Manager),
-            "",
-            true,
-            vec![],
-        ))
-        .await
-        .unwrap();
+    let m1 = testkit::first_manager(&p, "c45").await;
     eprintln!("manager 1: start+ready+init {:?}", t0.elapsed());
     let rec = p.record(&m1).unwrap().unwrap();
     let c = SwarmCluster::new(rec.endpoint(), None);

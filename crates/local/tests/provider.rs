@@ -206,18 +206,7 @@ async fn drain_moves_a_real_task_off_the_worker() {
         state_dir: state.clone(),
     };
     let p = testkit::shimmed_provider(&state, "127.0.42.10-127.0.42.20");
-    let m = p
-        .provision(testkit::request(
-            "c42",
-            "m",
-            Role::Manager,
-            default_boot_script(Role::Manager),
-            "",
-            true,
-            vec![],
-        ))
-        .await
-        .expect("manager");
+    let m = testkit::first_manager(&p, "c42").await;
     let cluster = SwarmCluster::new(p.endpoint(&m).unwrap(), None);
     let jm = cluster
         .join_material(Role::Worker)

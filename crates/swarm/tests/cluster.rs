@@ -37,18 +37,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
 
     // Before any swarm: Absent, and no join material.
     let t0 = Instant::now();
-    let m1 = p
-        .provision(testkit::request(
-            "c43",
-            "m",
-            Role::Manager,
-            default_boot_script(Role::Manager),
-            "",
-            true,
-            vec![],
-        ))
-        .await
-        .expect("first manager");
+    let m1 = testkit::first_manager(&p, "c43").await;
     eprintln!("first manager (start + init) {:?}", t0.elapsed());
     let c1 = SwarmCluster::new(p.endpoint(&m1).unwrap(), Some(peers.clone()));
     let mut ids = vec![m1.clone()];
