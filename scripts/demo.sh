@@ -20,7 +20,7 @@ export DROVER_LOG=${DROVER_LOG:-warn}
 stop_matching() {
   local needle=$1 pids=() p
   for p in /proc/[0-9]*; do
-    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$needle"; then pids+=("${p#/proc/}"); fi
+    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$needle"; then pids+=("${p#/proc/}"); fi
   done
   [ ${#pids[@]} -eq 0 ] && return 0
   kill -TERM "${pids[@]}" 2>/dev/null || true
