@@ -592,15 +592,20 @@ impl<'a> Planner<'a> {
             }
             return true;
         }
-        let in_flight = self
+        // Out of service: members being replaced (heals included: a new
+        // config that keeps failing must not walk through the whole group)
+        // and members known to be broken that no operation owns yet.
+        let being_replaced = self
             .ops
             .iter()
-            .filter(|o| {
-                o.group == *name
-                    && o.is_disruptive()
-                    && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead)
-            })
+            .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::RemoveDead)
             .count();
+        let broken = settled.map_or(0, |l| {
+            l.iter()
+                .filter(|i| matches!(health.get(i.id.as_str()), Some(Health::Unhealthy(_))))
+                .count()
+        });
+        let in_flight = being_replaced + broken;
         let current_healthy = settled.map_or(usize::MAX, |l| {
             l.iter()
                 .filter(|i| {

@@ -118,6 +118,28 @@ impl Planner<'_> {
         }
     }
 
+    /// With surge, the old manager goes only once its successor is a healthy
+    /// member: otherwise fault tolerance would drop during the replacement.
+    /// Nothing was disrupted yet, so the op steps aside (healing or scale-in
+    /// take care of the failed successor).
+    fn surge_member_unready(&self, op: &Operation) -> Option<String> {
+        if !op.surge {
+            return None;
+        }
+        let view = self.view(&op.group)?;
+        let owned = view.described.as_ref().ok()?;
+        let healthy = owned
+            .iter()
+            .find(|i| i.link() == Some(op.id.as_str()))
+            .is_some_and(|i| view.health.get(i.id.as_str()) == Some(&Health::Healthy));
+        (!healthy).then(|| {
+            format!(
+                "the surge member of {} is not a healthy manager: the old one stays",
+                op.id
+            )
+        })
+    }
+
     fn step_state(&mut self, op: &Operation, step: Step) -> StepState {
         let view = self.view(&op.group).expect("checked by advance");
         let d = view.d;
@@ -260,6 +282,9 @@ impl Planner<'_> {
                 if !n.manager_role {
                     return StepState::Done;
                 }
+                if let Some(why) = self.surge_member_unready(op) {
+                    return StepState::Abandon(why);
+                }
                 let others_outdated = owned.iter().any(|i| {
                     i.link() != vlink
                         && i.link() != Some(op.id.as_str())
@@ -306,6 +331,13 @@ impl Planner<'_> {
                 let Some(n) = node else {
                     return StepState::Done;
                 };
+                if let Some(why) = n
+                    .manager_role
+                    .then(|| self.surge_member_unready(op))
+                    .flatten()
+                {
+                    return StepState::Abandon(why);
+                }
                 if self.world.is_self(vlink) {
                     let gate = n
                         .manager_role
