@@ -6,8 +6,8 @@ use drover_core::hash::config_hash;
 use drover_core::model::tags;
 use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::{SimCloud, Timings, World};
-use drover_spi::mem::MemStore;
 use drover_spi::{Provenance, Store};
+use drover_store::MemStore;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -7,12 +7,12 @@
 //! - [`Cluster`]: the swarm side of a flavor: observe nodes, drain, demote,
 //!   the leader's self-demotion protocol, node removal, join material;
 //! - [`Store`]: desired specs with history, the journal, status, events and
-//!   controller leadership, every write conditional.
+//!   controller leadership, every write conditional (backends, and an
+//!   in-memory one, live in `drover-store`).
 //!
 //! Both the simulator (`drover-sim`) and the real adapters (`drover-local`,
 //! `drover-swarm`) implement these traits; the controller only sees them.
 
-pub mod mem;
 mod secret;
 mod store;
 

@@ -19,12 +19,14 @@
 
 mod etcd;
 mod file;
+mod mem;
 mod model;
 mod swarm;
 pub mod testkit;
 
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use file::FileStore;
+pub use mem::MemStore;
 pub use model::Limits;
 pub use swarm::{MEASURED_RAFT_LIMIT, SwarmOptions, SwarmStore};
 

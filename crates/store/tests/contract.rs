@@ -6,7 +6,7 @@ mod support;
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
 use drover_core::spec::{ClusterSpec, Role};
 use drover_spi::{Controls, Event, Provenance, Store, StoreError};
-use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, SwarmOptions, SwarmStore};
+use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
 use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
@@ -303,6 +303,15 @@ where
     status(fresh("status").await).await;
     events(fresh("events").await).await;
     fencing(fresh("fencing").await).await;
+}
+
+#[tokio::test]
+async fn mem_store_keeps_the_contract() {
+    contract(|_| async {
+        let s: Arc<dyn Store> = Arc::new(MemStore::with_limits(LIMITS));
+        (s.clone(), s)
+    })
+    .await;
 }
 
 #[tokio::test]

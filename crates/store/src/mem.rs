@@ -1,0 +1,106 @@
+//! An in-memory store over the same rules as the real backends (the shared
+//! `model`): for the simulator, controller tests and trying drover without
+//! any backend, as raft ships `MemStorage`. One process only.
+
+use crate::model::{Limits, State};
+use async_trait::async_trait;
+use drover_core::journal::Operation;
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use std::sync::Mutex;
+
+/// The in-memory store.
+#[derive(Default)]
+pub struct MemStore {
+    state: Mutex<State>,
+    limits: Limits,
+}
+
+impl MemStore {
+    /// A store keeping at most `limits` revisions and events.
+    pub fn with_limits(limits: Limits) -> Self {
+        MemStore {
+            state: Mutex::default(),
+            limits,
+        }
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut guard = self
+            .state
+            .lock()
+            .map_err(|_| StoreError::Corrupt("store lock poisoned".into()))?;
+        f(&mut guard)
+    }
+}
+
+#[async_trait]
+impl Store for MemStore {
+    async fn cluster_id(&self) -> Result<Option<String>, StoreError> {
+        self.with(|s| Ok(s.meta.cluster_id.clone()))
+    }
+    async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|s| s.init_cluster(id))
+    }
+    async fn desired(&self) -> Result<Option<Revision>, StoreError> {
+        self.with(|s| Ok(s.desired()))
+    }
+    async fn history(&self) -> Result<Vec<Revision>, StoreError> {
+        self.with(|s| Ok(s.revisions.clone()))
+    }
+    async fn commit(
+        &self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+    ) -> Result<u64, StoreError> {
+        self.with(|s| s.commit(expected, spec, provenance, is_rollback, self.limits))
+    }
+    async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
+        self.with(|s| s.mark_converged(epoch, rev))
+    }
+    async fn controls(&self) -> Result<Controls, StoreError> {
+        self.with(|s| Ok(s.controls.clone()))
+    }
+    async fn set_controls(&self, controls: &Controls) -> Result<(), StoreError> {
+        self.with(|s| {
+            s.controls = controls.clone();
+            Ok(())
+        })
+    }
+    async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
+        self.with(|s| Ok(s.campaign(holder)))
+    }
+    async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
+        self.with(|s| Ok(s.leader()))
+    }
+    async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
+        self.with(|s| Ok(s.journal.values().cloned().collect()))
+    }
+    async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
+        self.with(|s| s.journal_put(epoch, op))
+    }
+    async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
+        self.with(|s| s.journal_remove(epoch, op))
+    }
+    async fn publish_status(
+        &self,
+        epoch: Epoch,
+        status: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.with(|s| s.publish_status(epoch, status))
+    }
+    async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        self.with(|s| Ok(s.status.clone()))
+    }
+    async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {
+        self.with(|s| s.append_event(epoch, event, self.limits))
+    }
+    async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
+        self.with(|s| Ok(s.events_since(since_ms)))
+    }
+}
