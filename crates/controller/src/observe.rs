@@ -6,7 +6,8 @@ use drover_core::hash::config_hash;
 use drover_core::journal::Operation;
 use drover_core::model::{Described, Observed, tags};
 use drover_core::plan::{Desired, DesiredGroup};
-use drover_spi::{Revision, StoreError};
+use drover_core::spec::ClusterSpec;
+use drover_spi::{Controls, Revision, StoreError};
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
 
@@ -15,6 +16,26 @@ pub(crate) struct Stored {
     pub(crate) revision: Revision,
     pub(crate) desired: Desired,
     pub(crate) journal: Vec<Operation>,
+}
+
+/// The planner's view of a spec: each group with its hash and pause flag.
+fn desired(
+    cluster_id: String,
+    spec: &ClusterSpec,
+    controls: &Controls,
+    is_rollback: bool,
+) -> Desired {
+    let groups = spec
+        .groups
+        .iter()
+        .map(|g| DesiredGroup {
+            spec: g.clone(),
+            hash: config_hash(g),
+            paused: controls.paused.contains(&g.name),
+            is_rollback,
+        })
+        .collect();
+    Desired { cluster_id, groups }
 }
 
 /// Reads the store. `None` when nothing was committed yet.
@@ -28,18 +49,7 @@ pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> 
     let (Some(cluster_id), Some(revision)) = (id, rev) else {
         return Ok(None);
     };
-    let groups = revision
-        .spec
-        .groups
-        .iter()
-        .map(|g| DesiredGroup {
-            spec: g.clone(),
-            hash: config_hash(g),
-            paused: controls.paused.contains(&g.name),
-            is_rollback: revision.is_rollback,
-        })
-        .collect();
-    let desired = Desired { cluster_id, groups };
+    let desired = desired(cluster_id, &revision.spec, &controls, revision.is_rollback);
     Ok(Some(Stored {
         revision,
         desired,
@@ -84,27 +94,15 @@ pub(crate) async fn world(ctx: &Context, desired: &Desired) -> Observed {
 /// one planning pass, nothing written or acted on (`drover plan --store`).
 pub async fn preview(
     ctx: &Context,
-    spec: &drover_core::spec::ClusterSpec,
+    spec: &ClusterSpec,
 ) -> Result<drover_core::plan::Plan, StoreError> {
     let (id, controls, journal) = futures_util::try_join!(
         ctx.store.cluster_id(),
         ctx.store.controls(),
         ctx.store.journal()
     )?;
-    let groups = spec
-        .groups
-        .iter()
-        .map(|g| DesiredGroup {
-            spec: g.clone(),
-            hash: config_hash(g),
-            paused: controls.paused.contains(&g.name),
-            is_rollback: false,
-        })
-        .collect();
-    let desired = Desired {
-        cluster_id: id.unwrap_or_else(|| "(new cluster)".into()),
-        groups,
-    };
+    let cluster_id = id.unwrap_or_else(|| "(new cluster)".into());
+    let desired = desired(cluster_id, spec, &controls, false);
     let observed = world(ctx, &desired).await;
     let memory = drover_core::plan::Memory::default();
     Ok(drover_core::plan::plan(drover_core::plan::PlanInput {
