@@ -100,36 +100,35 @@ fn run(s: &Schedule) -> Result<(), String> {
     if up != Outcome::Converged {
         return Err(format!("bring-up did not converge: {up:?}"));
     }
-    if !runner.violations.is_empty() {
-        let plan = runner
-            .last_plan
-            .as_ref()
-            .map(|p| format!("{:?}\n{:?}", p.groups, p.explanation));
-        return Err(format!(
-            "violations: {:#?}\nlast plan: {plan:?}\njournal: {:?}",
-            runner.violations, runner.journal
-        ));
-    }
-    if rolled != Outcome::Converged {
-        let tail: Vec<String> = runner
-            .trace
-            .iter()
-            .rev()
-            .take(12)
-            .rev()
-            .map(|t| format!("{} {} (ft {}->{})", t.at, t.what, t.ft_before, t.ft_after))
-            .collect();
-        let status = runner
-            .last_plan
-            .as_ref()
-            .map(|p| format!("{:?} {:?}", p.groups, p.swarm));
-        return Err(format!(
-            "rollout did not converge after faults stopped: {rolled:?}\nstatus: {status:?}\njournal: {:?}\ntrace tail:\n{}",
-            runner.journal,
-            tail.join("\n")
-        ));
-    }
-    Ok(())
+    let failure = if !runner.violations.is_empty() {
+        format!("violations: {:#?}", runner.violations)
+    } else if rolled != Outcome::Converged {
+        format!("rollout did not converge after faults stopped: {rolled:?}")
+    } else {
+        return Ok(());
+    };
+    Err(format!("{failure}\n{}", diagnosis(&runner)))
+}
+
+/// The last plan, the journal and the trace tail, for a failing schedule.
+fn diagnosis(runner: &drover_sim::Runner) -> String {
+    let plan = runner
+        .last_plan
+        .as_ref()
+        .map(|p| format!("{:?}\n{:?}\n{:?}", p.groups, p.swarm, p.explanation));
+    let tail: Vec<String> = runner
+        .trace
+        .iter()
+        .rev()
+        .take(12)
+        .rev()
+        .map(|t| format!("{} {} (ft {}->{})", t.at, t.what, t.ft_before, t.ft_after))
+        .collect();
+    format!(
+        "last plan: {plan:?}\njournal: {:?}\ntrace tail:\n{}",
+        runner.journal,
+        tail.join("\n")
+    )
 }
 
 fn schedule() -> impl Strategy<Value = Schedule> {
