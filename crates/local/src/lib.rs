@@ -228,9 +228,18 @@ impl LocalProvider {
     /// (its command line carries the instance's pidfile path): a recycled
     /// PID never counts. The socket is not asked (describe stays fast and
     /// never blocks on a busy engine); swarm health is the flavor's job.
+    ///
+    /// An engine restarted in place (as a VM's engine restarts after a
+    /// reboot) has a new PID: the one dockerd wrote to its pidfile counts too.
     pub fn is_running(&self, r: &InstanceRecord) -> bool {
         let paths = EnginePaths::new(&self.dir_of(&r.id));
-        r.pid.is_some_and(|p| procs::is_ours(p, &paths.needle()))
+        let from_pidfile = std::fs::read_to_string(&paths.pid)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        [r.pid, from_pidfile]
+            .into_iter()
+            .flatten()
+            .any(|p| procs::is_ours(p, &paths.needle()))
     }
 
     fn choose_address(

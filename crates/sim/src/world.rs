@@ -331,6 +331,7 @@ impl World {
             } else {
                 0
             },
+            locked: false,
         };
         self.nodes.insert(
             id.clone(),

@@ -53,6 +53,50 @@ impl SwarmCluster {
     }
 }
 
+impl SwarmCluster {
+    /// The leader reports an autolocked manager as Down/Unreachable, like a
+    /// dead one; only the machine's own engine says "locked". Asked only
+    /// when some manager looks unwell, and only of the engines the peer
+    /// source knows, each with a short timeout.
+    async fn mark_locked(&self, nodes: &mut [drover_core::model::Node]) {
+        let unwell = |n: &drover_core::model::Node| {
+            n.manager_role
+                && (n.state != drover_core::model::NodeState::Ready
+                    || n.raft.as_ref().is_some_and(|r| !r.reachable))
+        };
+        let Some(peers) = self.peers.as_ref().filter(|_| nodes.iter().any(unwell)) else {
+            return;
+        };
+        for endpoint in peers.peer_endpoints() {
+            let Ok(engine) =
+                Engine::connect_with_timeout(&endpoint, std::time::Duration::from_secs(2)).await
+            else {
+                continue;
+            };
+            let Ok(info) = engine.info().await else {
+                continue;
+            };
+            if info.state != LocalState::Locked {
+                continue;
+            }
+            let link = info.labels.get(drover_core::model::tags::LINK);
+            let host = info.node_addr.as_str();
+            for n in nodes.iter_mut().filter(|n| unwell(n)) {
+                let same_addr = !host.is_empty()
+                    && n.raft
+                        .as_ref()
+                        .is_some_and(|r| r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host));
+                if (link.is_some() && n.link.as_ref() == link)
+                    || (!info.node_id.is_empty() && n.id == info.node_id)
+                    || same_addr
+                {
+                    n.locked = true;
+                }
+            }
+        }
+    }
+}
+
 fn locked_or<T>(info: &drover_engine::EngineInfo, ok: T) -> Result<T, ClusterError> {
     if info.state == LocalState::Locked {
         Err(ClusterError::Unavailable(LOCKED_MESSAGE.into()))
@@ -64,9 +108,16 @@ fn locked_or<T>(info: &drover_engine::EngineInfo, ok: T) -> Result<T, ClusterErr
 #[async_trait]
 impl Cluster for SwarmCluster {
     async fn observe(&self) -> SwarmView {
-        match Engine::connect(&self.endpoint).await {
+        let view = match Engine::connect(&self.endpoint).await {
             Ok(e) => e.observe().await,
             Err(e) => SwarmView::Unavailable(e.to_string()),
+        };
+        match view {
+            SwarmView::Ok(mut nodes) => {
+                self.mark_locked(&mut nodes).await;
+                SwarmView::Ok(nodes)
+            }
+            other => other,
         }
     }
 

@@ -83,6 +83,7 @@ fn node(link: &str, manager: bool, leader: bool) -> Node {
             addr: format!("{link}:2377"),
         }),
         running_tasks: 0,
+        locked: false,
     }
 }
 
@@ -1106,4 +1107,62 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
             .is_some_and(|r| r.contains("same link w1")),
         "{st:?}"
     );
+}
+
+#[test]
+fn a_locked_manager_blocks_manager_steps_and_is_neither_healed_nor_reaped() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    c.group_mut(MANAGERS).hash = "new-config".into();
+    {
+        let n = c.node("m2");
+        n.state = NodeState::Down;
+        n.raft.as_mut().expect("member").reachable = false;
+    }
+    // Control: a Down manager whose machine runs is a health problem: healed.
+    let p = c.at(120 * SEC);
+    assert!(!begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+
+    // The same node, reported locked by its own engine: nothing starts.
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    c.group_mut(MANAGERS).hash = "new-config".into();
+    {
+        let n = c.node("m2");
+        n.state = NodeState::Down;
+        n.raft.as_mut().expect("member").reachable = false;
+        n.locked = true;
+    }
+    // Its machine also vanished from the describe: still never reaped.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m2"));
+    for t in [0, 120 * SEC, 600 * SEC] {
+        let p = c.at(t);
+        assert!(
+            p.actions.iter().all(|a| !a.is_side_effect()),
+            "{}",
+            describe(&p)
+        );
+        assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+        assert_eq!(status(&p, MANAGERS).phase, Phase::Blocked);
+        assert!(reason(&p, MANAGERS).contains("locked"), "{}", describe(&p));
+    }
+}
+
+#[test]
+fn an_adopted_member_counts_as_built_from_the_config_it_was_adopted_under() {
+    let mut c = rolling_workers("", "");
+    let hash = c.hash(WORKERS);
+    for i in c.instances(WORKERS).iter_mut() {
+        i.tags.remove(tags::CONFIG);
+        i.tags.insert(tags::ADOPTED.into(), hash.clone());
+    }
+    let p = c.at(0);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert_eq!(status(&p, WORKERS).phase, Phase::Converged);
+    // Once the spec changes, adopted members roll like any other.
+    c.group_mut(WORKERS).hash = "changed".into();
+    let p = c.at(SEC);
+    assert_eq!(begins(&p, WORKERS).len(), 2, "{}", describe(&p));
 }
