@@ -148,6 +148,11 @@ pub struct Node {
     /// machine waiting for its key, never garbage.
     #[serde(default)]
     pub locked: bool,
+    /// The node's own engine says it is in no swarm any more (it ran
+    /// `swarm leave`), while the leader still lists it until its heartbeats
+    /// time out (27-34 s): the direct signal that a leave happened.
+    #[serde(default)]
+    pub left: bool,
 }
 
 /// The swarm as seen through a manager.

@@ -176,6 +176,7 @@ pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -
     Node {
         running_tasks: running.get(&id).copied().unwrap_or(0),
         locked: false,
+        left: false,
         id,
         link: label(tags::LINK),
         cluster: label(tags::CLUSTER),

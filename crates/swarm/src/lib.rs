@@ -7,7 +7,7 @@
 //! manager's engine when a [`PeerEndpoints`] source is given.
 
 use async_trait::async_trait;
-use drover_core::model::SwarmView;
+use drover_core::model::{Node, NodeState, SwarmView};
 use drover_core::spec::Role;
 use drover_engine::{Engine, EngineError, LOCKED_MESSAGE, LocalState, PeerEndpoints};
 use drover_spi::{Cluster, ClusterError, JoinMaterial};
@@ -54,17 +54,37 @@ impl SwarmCluster {
 }
 
 impl SwarmCluster {
-    /// The leader reports an autolocked manager as Down/Unreachable, like a
-    /// dead one; only the machine's own engine says "locked". Asked only
-    /// when some manager looks unwell, and only of the engines the peer
-    /// source knows, each with a short timeout.
-    async fn mark_locked(&self, nodes: &mut [drover_core::model::Node]) {
-        let unwell = |n: &drover_core::model::Node| {
+    /// What only a machine's own engine knows, asked of the engines the
+    /// peer source names (each with a short timeout), and only when a node
+    /// needs it:
+    /// - an autolocked manager: the leader shows it Down/Unreachable, like a
+    ///   dead one; its engine says `locked`;
+    /// - a demoted manager that ran `swarm leave`: the leader lists it Ready
+    ///   for another 27-34 s; its engine says it is in no swarm (`left`).
+    async fn consult_own_engines(&self, nodes: &mut [Node]) {
+        let unwell = |n: &Node| {
             n.manager_role
-                && (n.state != drover_core::model::NodeState::Ready
-                    || n.raft.as_ref().is_some_and(|r| !r.reachable))
+                && (n.state != NodeState::Ready || n.raft.as_ref().is_some_and(|r| !r.reachable))
         };
-        let Some(peers) = self.peers.as_ref().filter(|_| nodes.iter().any(unwell)) else {
+        // Groups with raft members are manager groups; a member of one that
+        // is out of the raft and no longer a manager is a demoted manager.
+        let manager_groups: Vec<Option<String>> = nodes
+            .iter()
+            .filter(|n| n.raft.is_some() && n.group.is_some())
+            .map(|n| n.group.clone())
+            .collect();
+        let demoted = |n: &Node| {
+            n.raft.is_none()
+                && !n.manager_role
+                && n.state == NodeState::Ready
+                && n.group.is_some()
+                && manager_groups.contains(&n.group)
+        };
+        let Some(peers) = self
+            .peers
+            .as_ref()
+            .filter(|_| nodes.iter().any(|n| unwell(n) || demoted(n)))
+        else {
             return;
         };
         for endpoint in peers.peer_endpoints() {
@@ -76,22 +96,30 @@ impl SwarmCluster {
             let Ok(info) = engine.info().await else {
                 continue;
             };
-            if info.state != LocalState::Locked {
-                continue;
-            }
             let link = info.labels.get(drover_core::model::tags::LINK);
-            let host = info.node_addr.as_str();
-            for n in nodes.iter_mut().filter(|n| unwell(n)) {
-                let same_addr = !host.is_empty()
-                    && n.raft
-                        .as_ref()
-                        .is_some_and(|r| r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host));
-                if (link.is_some() && n.link.as_ref() == link)
-                    || (!info.node_id.is_empty() && n.id == info.node_id)
-                    || same_addr
-                {
-                    n.locked = true;
+            let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;
+            match info.state {
+                LocalState::Locked => {
+                    let host = info.node_addr.as_str();
+                    for n in nodes.iter_mut().filter(|n| unwell(n)) {
+                        let same_addr = !host.is_empty()
+                            && n.raft.as_ref().is_some_and(|r| {
+                                r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host)
+                            });
+                        if same_link(n)
+                            || (!info.node_id.is_empty() && n.id == info.node_id)
+                            || same_addr
+                        {
+                            n.locked = true;
+                        }
+                    }
                 }
+                LocalState::Inactive => {
+                    for n in nodes.iter_mut().filter(|n| demoted(n) && same_link(n)) {
+                        n.left = true;
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -114,7 +142,7 @@ impl Cluster for SwarmCluster {
         };
         match view {
             SwarmView::Ok(mut nodes) => {
-                self.mark_locked(&mut nodes).await;
+                self.consult_own_engines(&mut nodes).await;
                 SwarmView::Ok(nodes)
             }
             other => other,

@@ -84,6 +84,7 @@ fn node(link: &str, manager: bool, leader: bool) -> Node {
         }),
         running_tasks: 0,
         locked: false,
+        left: false,
     }
 }
 
@@ -1165,4 +1166,41 @@ fn an_adopted_member_counts_as_built_from_the_config_it_was_adopted_under() {
     c.group_mut(WORKERS).hash = "changed".into();
     let p = c.at(SEC);
     assert_eq!(begins(&p, WORKERS).len(), 2, "{}", describe(&p));
+}
+
+#[test]
+fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for_down() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(op.steps()[0], Step::DemoteSelfAndLeave);
+    c.journal.push(op.clone());
+    // m1 demoted itself and left; m2 leads now and plans (still listed Ready).
+    {
+        let n = c.node("m1");
+        n.manager_role = false;
+        n.raft = None;
+    }
+    c.node("m2").raft.as_mut().expect("member").leader = true;
+    c.observed.self_link = Some("m2".into());
+    let destroys = |p: &Plan| {
+        has(
+            p,
+            |a| matches!(a, Action::Destroy { op: o, .. } if *o == op.id),
+        )
+    };
+    let p = c.at(SEC);
+    assert!(!destroys(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("to leave"),
+        "{}",
+        describe(&p)
+    );
+    // Its own engine says it is in no swarm: no need to wait for Down.
+    c.node("m1").left = true;
+    let p = c.at(2 * SEC);
+    assert!(destroys(&p), "{}", describe(&p));
 }
