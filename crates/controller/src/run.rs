@@ -4,6 +4,7 @@ use crate::context::Context;
 use crate::execute;
 use crate::observe::{self, Stored};
 use crate::status::{StatusDoc, wall_ms};
+use drover_core::journal::Intent;
 use drover_core::model::SwarmView;
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
@@ -395,6 +396,19 @@ impl Controller {
                 }
                 Action::Rollback { group, reason } => self.rollback(stored, group, reason).await?,
                 effect => {
+                    let id = effect.op_id().unwrap_or_default();
+                    if self.running.contains(id) {
+                        continue;
+                    }
+                    // The intent, fenced by the epoch, just before the side
+                    // effect: a deposed controller's is refused and it starts
+                    // nothing; the next leader judges the step from the world.
+                    if let (Some(o), Some(step)) =
+                        (journal.iter_mut().find(|o| o.id == id), effect.step())
+                    {
+                        o.intent = Some(Intent { step, epoch });
+                        self.ctx.store.journal_put(epoch, o).await?;
+                    }
                     if self.spawn(stored, &journal, effect) {
                         progressed = true;
                         // Recorded when started too: a leader's own demotion

@@ -53,6 +53,7 @@ fn op(id: &str) -> Operation {
         target: None,
         surge: false,
         done: Default::default(),
+        intent: None,
     }
 }
 
