@@ -303,6 +303,9 @@ impl Controller {
         };
         let observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
         if !self.leads(&observed.swarm) {
+            if let (SwarmView::NoQuorum(_), Some(epoch)) = (&observed.swarm, self.epoch) {
+                return self.report_only(&stored, &observed, epoch).await;
+            }
             self.stand_down("not the swarm leader");
             return Ok(PassReport {
                 acting: false,
@@ -367,6 +370,42 @@ impl Controller {
             fenced: false,
             plan: Some(plan),
             progressed,
+        })
+    }
+
+    /// Quorum is lost and this controller led last: it keeps publishing
+    /// status (the groups blocked, the quorum problem that makes `drover
+    /// status` print the runbook) and never acts. Its epoch still fences
+    /// it: a controller that campaigns later wins every write.
+    async fn report_only(
+        &mut self,
+        stored: &Stored,
+        observed: &drover_core::model::Observed,
+        epoch: Epoch,
+    ) -> Result<PassReport, StoreError> {
+        let plan = plan::plan(PlanInput {
+            desired: &stored.desired,
+            observed,
+            journal: &stored.journal,
+            memory: &self.memory,
+            now: self.now(),
+            nonce: 0,
+        });
+        self.memory = plan.memory.clone();
+        self.blocked_events(&plan).await;
+        match self.publish(stored, &plan, epoch).await {
+            Err(StoreError::Fenced { .. }) => {
+                self.stand_down("status write fenced");
+                self.fenced = true;
+            }
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
+        Ok(PassReport {
+            acting: false,
+            fenced: self.fenced,
+            plan: Some(plan),
+            progressed: false,
         })
     }
 

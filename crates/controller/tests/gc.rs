@@ -188,3 +188,87 @@ async fn failed_provision_calls_are_counted_and_block_the_group_with_the_reason(
         .expect("journaled");
     assert_eq!(op.provision_failures, 3);
 }
+
+#[tokio::test(start_paused = true)]
+async fn without_quorum_the_last_leaders_controller_reports_blocked_and_destroys_nothing() {
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let text = "groups:
+- name: managers
+  role: manager
+  allocation: {size: 3}
+  instance: {provider: sim}
+";
+    // Bring-up by an off-cluster controller.
+    let (store, _) = run_until(&cloud, text, |evs| {
+        evs.iter()
+            .filter(|e| e.reason.starts_with("provision managers") && e.outcome == "ok")
+            .count()
+            == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // The leader's own controller takes over.
+    let (leader_link, followers) = {
+        let w = cloud.world();
+        let leader = w.leader.clone().expect("a leader");
+        let link = w.nodes[&leader].node.link.clone().expect("link");
+        let followers: Vec<String> = w
+            .instances
+            .values()
+            .filter(|i| i.inst.link() != Some(link.as_str()))
+            .map(|i| i.inst.id.clone())
+            .collect();
+        (link, followers)
+    };
+    let ctx = Context {
+        providers: [(
+            "sim".to_string(),
+            Arc::new(cloud.clone()) as Arc<dyn InstanceProvider>,
+        )]
+        .into(),
+        cluster: Arc::new(cloud.clone()),
+        store: store.clone(),
+        self_link: Some(leader_link),
+        identity: "leader-controller".into(),
+        store_url: None,
+        resync: Duration::from_secs(2),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Controller::new(ctx).run(async {
+        let _ = stop_rx.await;
+    }));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let before: Vec<String> = cloud.world().instances.keys().cloned().collect();
+    for id in &followers {
+        cloud.world().crash(id);
+    }
+    let mut doc = serde_json::Value::Null;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        doc = store.status().await.unwrap().unwrap_or_default();
+        let lost = doc["swarm"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("quorum"));
+        if lost && doc["controller"] == "leader-controller" {
+            break;
+        }
+    }
+    let _ = stop_tx.send(());
+    task.await.unwrap();
+    assert!(
+        doc["swarm"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("lost quorum")),
+        "the last leader's controller did not report the quorum loss: {doc}"
+    );
+    let managers = &doc["groups"][0];
+    assert_eq!(managers["phase"], "blocked", "{doc}");
+    assert!(
+        managers["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("meltdown guard")),
+        "{doc}"
+    );
+    let after: Vec<String> = cloud.world().instances.keys().cloned().collect();
+    assert_eq!(after, before, "a machine was destroyed without quorum");
+}

@@ -225,7 +225,18 @@ impl World {
                 .nodes
                 .get(l)
                 .is_none_or(|n| n.node.raft.is_none() || !n.engine_alive);
-            if gone {
+            // A raft leader that cannot reach a quorum of members steps down.
+            let alive = self
+                .nodes
+                .values()
+                .filter(|n| n.node.raft.is_some() && n.engine_alive)
+                .count();
+            let members = self
+                .nodes
+                .values()
+                .filter(|n| n.node.raft.is_some())
+                .count();
+            if gone || alive < quorum::quorum(members) {
                 lost_leader = true;
             }
         }

@@ -69,7 +69,7 @@ impl Planner<'_> {
         let max = d.spec.health.max_attempts;
         if attempt >= max {
             return Err(format!(
-                "{attempt} machines in a row never joined within startup_timeout ({}) (health.max_attempts = {max}); the last one, {}, is kept for diagnosis: fix the boot script or the instance properties and apply, or destroy it to try again",
+                "{attempt} machines in a row never joined within startup_timeout ({}) or stopped before joining (health.max_attempts = {max}); the last one, {}, is kept for diagnosis: fix the boot script or the instance properties and apply, or destroy it to try again",
                 humantime::format_duration(d.spec.health.startup_timeout),
                 inst.id
             ));
@@ -78,14 +78,12 @@ impl Planner<'_> {
     }
 
     /// The never-joined rule's record for `inst`.
-    pub(crate) fn never_joined(d: &DesiredGroup, inst: &Instance) -> Collection {
+    pub(crate) fn never_joined(d: &DesiredGroup, inst: &Instance, evidence: String) -> Collection {
         Collection {
             rule: GcRule::NeverJoined,
             item: inst.id.clone(),
             evidence: format!(
-                "no swarm node carries its link {} {} after this controller first saw it (attempt {} of {})",
-                inst.link().unwrap_or("(none)"),
-                humantime::format_duration(d.spec.health.startup_timeout),
+                "{evidence} (attempt {} of {})",
                 inst.attempt(),
                 d.spec.health.max_attempts
             ),
@@ -138,12 +136,11 @@ impl Planner<'_> {
             .iter()
             .map(|g| g.spec.name.as_str())
             .collect();
-        let claimed: HashSet<&str> = self
+        let claimed: HashSet<String> = self
             .ops
             .iter()
-            .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
-            .collect::<HashSet<_>>();
-        let claimed: HashSet<String> = claimed.into_iter().map(str::to_string).collect();
+            .filter_map(|o| o.victim.as_ref()?.instance.clone())
+            .collect();
         let grace = desired.orphan_grace;
         for (group, described) in &self.input.observed.instances {
             if declared.contains(group.as_str()) {
@@ -302,6 +299,8 @@ impl Planner<'_> {
             .node_for(victim.link.as_deref())
             .or_else(|| self.world.node_by_id(victim.node.as_deref()));
         match node {
+            // Its machine is gone; a manager's node is never removed here
+            // (the quorum gates own that), so the operation ends.
             Some(n) if n.manager_role || n.raft.is_some() => self.explanation.push(format!(
                 "{group}: orphan operation {} leaves node {}: it became a manager",
                 op.id, n.id

@@ -286,6 +286,18 @@ impl<'a> Planner<'a> {
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
+        // Members the spec no longer declares are retired (step 3), not healed.
+        let excess: HashSet<String> = excess_members(
+            d,
+            &free,
+            live.len() + pending.len(),
+            &health,
+            self.world.observed.self_link.as_deref(),
+        )
+        .iter()
+        .map(|i| i.id.clone())
+        .collect();
+
         // 1. Heal: lost, unhealthy past unhealthy_after, never joined past startup_timeout.
         for inst in &free {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
@@ -334,9 +346,29 @@ impl<'a> Planner<'a> {
                 self.wait(&name, format!("cannot heal {}: {no}", inst.id));
                 break;
             }
-            let (attempt, collection) = if judged == Health::Pending {
+            // A machine that stopped before its node ever appeared failed
+            // to join too: it uses the slot's attempt budget the same way.
+            let never_joined = match judged {
+                Health::Pending => Some(format!(
+                    "no swarm node carries its link {} {} after this controller first saw it",
+                    inst.link().unwrap_or("(none)"),
+                    humantime::format_duration(d.spec.health.startup_timeout)
+                )),
+                Health::Unhealthy("machine not running")
+                    if d.spec.role != Role::Plain
+                        && self.world.swarm_ok()
+                        && self.world.node_for(inst.link()).is_none() =>
+                {
+                    Some("its machine stopped before a swarm node carried its link".into())
+                }
+                _ => None,
+            };
+            if never_joined.is_some() && excess.contains(&inst.id) {
+                continue;
+            }
+            let (attempt, collection) = if let Some(evidence) = never_joined {
                 match self.next_attempt(d, inst) {
-                    Ok(a) => (a, Some(Self::never_joined(d, inst))),
+                    Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
                     Err(why) => {
                         self.block(&name, why);
                         return;

@@ -1432,3 +1432,65 @@ fn a_dead_node_is_reaped_with_its_rule_and_evidence() {
     assert!(col.evidence.contains("link w1"), "{}", col.evidence);
     assert!(col.evidence.contains("Down for"), "{}", col.evidence);
 }
+
+#[test]
+fn a_never_joined_member_of_a_group_scaled_in_is_retired_not_blocked() {
+    let mut c = never_joining_worker();
+    for i in c.instances(WORKERS) {
+        i.tags.insert(tags::ATTEMPT.into(), "2".into());
+    }
+    c.at(0);
+    // Control: at the declared size the spent budget blocks.
+    let p = c.at(60 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    // Scaled in to nothing (`apply --prune`): the machine is retired.
+    let yaml = cluster_yaml(
+        3,
+        "  allocation: {size: 1}\n  health: {startup_timeout: 60s, max_attempts: 2}\n",
+    );
+    c.desired = desired(&yaml);
+    if let super::super::spec::Allocation::Size { size, .. } =
+        &mut c.group_mut(WORKERS).spec.allocation
+    {
+        *size = 0;
+    }
+    let p = c.at(61 * SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Retire);
+    assert_ne!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_machine_that_stops_before_joining_uses_the_same_budget() {
+    let mut c = never_joining_worker();
+    c.instances(WORKERS)[0].running = false;
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].target.as_ref().map(|t| t.attempt), Some(2));
+    let col = ops[0].collection.as_ref().expect("a collection");
+    assert!(col.evidence.contains("stopped before"), "{}", col.evidence);
+    // The last attempt stopping too blocks the group; nothing is destroyed.
+    c.instances(WORKERS)[0]
+        .tags
+        .insert(tags::ATTEMPT.into(), "2".into());
+    let p = c.at(SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(destroys(&p), 0, "{}", describe(&p));
+}
