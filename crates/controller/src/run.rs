@@ -2,6 +2,7 @@
 
 use crate::context::Context;
 use crate::execute;
+use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{StatusDoc, wall_ms};
 use drover_core::model::SwarmView;
@@ -23,6 +24,7 @@ struct Finished {
     op: String,
     group: Option<String>,
     what: String,
+    kind: String,
     result: Result<(), String>,
 }
 
@@ -57,6 +59,8 @@ pub struct Controller {
     /// Set once a write was fenced: an off-cluster controller then stops for
     /// good (a manager's controller campaigns again only as swarm leader).
     fenced: bool,
+    /// Where passes, steps and API calls are counted, when served.
+    metrics: Option<Metrics>,
 }
 
 impl Controller {
@@ -76,7 +80,26 @@ impl Controller {
             immediate: 0,
             triggers: None,
             fenced: false,
+            metrics: None,
         }
+    }
+
+    /// Records into `metrics`: every pass, step, and provider and engine call.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        let mut ctx = (*self.ctx).clone();
+        for p in ctx.providers.values_mut() {
+            *p = Arc::new(MeteredProvider {
+                inner: p.clone(),
+                metrics: metrics.clone(),
+            });
+        }
+        ctx.cluster = Arc::new(MeteredCluster {
+            inner: ctx.cluster.clone(),
+            metrics: metrics.clone(),
+        });
+        self.ctx = Arc::new(ctx);
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Also wakes on every message of `triggers` (e.g. the engine's node
@@ -150,7 +173,12 @@ impl Controller {
         self.running.remove(&done.op);
         let outcome = match &done.result {
             Ok(()) => "ok".to_string(),
-            Err(e) => format!("failed: {e}"),
+            Err(e) => {
+                if let Some(m) = &self.metrics {
+                    m.step_failed(&done.kind);
+                }
+                format!("failed: {e}")
+            }
         };
         tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
         self.event(done.group, Some(done.op), "step", &done.what, outcome)
@@ -221,7 +249,11 @@ impl Controller {
             });
         };
         let observed = observe::world(&self.ctx, &stored.desired).await;
-        if !self.leads(&observed.swarm) {
+        let leads = self.leads(&observed.swarm);
+        if let Some(m) = &self.metrics {
+            m.acting(leads);
+        }
+        if !leads {
             self.stand_down("not the swarm leader");
             return Ok(PassReport {
                 acting: false,
@@ -279,7 +311,11 @@ impl Controller {
             Err(e) => return Err(e),
             Ok(p) => p,
         };
-        self.publish(&stored, &plan, epoch).await?;
+        let members = plan::member_status(&stored.desired, &observed);
+        if let Some(m) = &self.metrics {
+            m.observed(&plan, &members);
+        }
+        self.publish(&stored, &plan, &members, epoch).await?;
         Ok(PassReport {
             acting: true,
             fenced: false,
@@ -374,12 +410,17 @@ impl Controller {
             action.clone(),
         );
         tracing::info!(op = %op, step = %action.describe(), "starting");
+        let kind = step_kind(&action);
+        if let Some(m) = &self.metrics {
+            m.step_started(&kind);
+        }
         tokio::spawn(async move {
             let result = execute::side_effect(&ctx, &desired, group.as_deref(), &action).await;
             let _ = tx.send(Finished {
                 op,
                 group,
                 what: action.describe(),
+                kind,
                 result,
             });
         });
@@ -439,6 +480,7 @@ impl Controller {
         &mut self,
         stored: &Stored,
         plan: &Plan,
+        members: &[plan::MemberStatus],
         epoch: Epoch,
     ) -> Result<(), StoreError> {
         let converged = plan.groups.iter().all(|g| g.phase == Phase::Converged)
@@ -459,10 +501,9 @@ impl Controller {
                 &self.ctx.identity,
                 epoch,
                 stored.revision.rev,
-                &plan.groups,
-                &plan.swarm,
+                plan,
+                members,
                 stored.journal.len(),
-                &plan.explanation,
             );
             self.ctx
                 .store
@@ -472,4 +513,13 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// The action's kind as its serialized tag (`provision`, `drain`, …): the
+/// `kind` label of the step metrics.
+fn step_kind(action: &Action) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v["action"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }

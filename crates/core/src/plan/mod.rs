@@ -26,6 +26,7 @@
 mod gate;
 mod group;
 mod health;
+mod members;
 mod memory;
 mod op;
 #[cfg(test)]
@@ -33,6 +34,7 @@ mod tests;
 mod world;
 
 pub use health::Health;
+pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
 
 use crate::journal::{Operation, Step};

@@ -1107,3 +1107,43 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
         "{st:?}"
     );
 }
+
+#[test]
+fn member_status_joins_each_instance_to_its_node_with_the_planners_health() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", OLD, None);
+    c.node("m3").raft.as_mut().unwrap().reachable = false;
+    c.instances(WORKERS)
+        .push(instance(WORKERS, "w3", &hash, None));
+    let mut foreign = instance(WORKERS, "x1", &hash, None);
+    foreign.tags.insert(tags::CLUSTER.into(), "another".into());
+    c.instances(WORKERS).push(foreign);
+
+    let rows = super::member_status(&c.desired, &c.observed);
+    let row = |id: &str| rows.iter().find(|r| r.id == id).expect(id);
+    assert_eq!(rows.len(), 6, "{rows:#?}");
+    assert!(
+        rows.iter().all(|r| r.id != "i-x1"),
+        "another cluster's machine listed"
+    );
+    let m1 = row("i-m1");
+    assert_eq!(
+        (m1.role.as_str(), m1.leader, m1.health.as_str()),
+        ("manager", true, "healthy")
+    );
+    assert_eq!(m1.node_id.as_deref(), Some("n-m1"));
+    assert!(m1.current);
+    let m3 = row("i-m3");
+    assert_eq!(m3.health, "unhealthy");
+    assert_eq!(m3.health_reason.as_deref(), Some("manager unreachable"));
+    assert!(!m3.leader);
+    assert_eq!(row("i-w1").role, "worker");
+    assert!(row("i-w1").current && !row("i-w2").current);
+    let w3 = row("i-w3");
+    assert_eq!(
+        (w3.health.as_str(), w3.node_id.as_deref()),
+        ("pending", None)
+    );
+}

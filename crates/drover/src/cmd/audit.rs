@@ -47,42 +47,68 @@ pub async fn set_paused(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the audit log since `since` ago.
+/// Prints the audit log since `since` ago; with `follow`, keeps printing
+/// new events (as JSON lines with `--output json`).
 pub async fn events(
     since: Duration,
+    follow: bool,
     store: &StoreArgs,
     output: Output,
 ) -> Result<ExitCode, MainError> {
     let store = wiring::store(store).await?;
-    let from = wall_ms().saturating_sub(since.as_millis() as u64);
+    let mut from = wall_ms().saturating_sub(since.as_millis() as u64);
     let events = store.events(from).await.map_err(anyhow::Error::from)?;
-    if output == Output::Json {
+    if output == Output::Json && !follow {
         println!(
             "{}",
             serde_json::to_string_pretty(&events).map_err(anyhow::Error::from)?
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "{:<9} {:<10} {:<28} {:<7} {:<40} OUTCOME",
-        "AGO", "GROUP", "OPERATION", "ACTION", "WHAT"
-    );
-    for e in &events {
-        let ago = humantime::format_duration(Duration::from_secs(
-            wall_ms().saturating_sub(e.at_ms) / 1000,
-        ))
-        .to_string();
+    if output == Output::Table {
         println!(
-            "{:<9} {:<10} {:<28} {:<7} {:<40} {}",
-            ago,
-            e.group.as_deref().unwrap_or("-"),
-            e.op.as_deref().unwrap_or("-"),
-            e.action,
-            e.reason,
-            e.outcome
+            "{:<9} {:<10} {:<28} {:<7} {:<40} OUTCOME",
+            "AGO", "GROUP", "OPERATION", "ACTION", "WHAT"
         );
     }
-    Ok(ExitCode::SUCCESS)
+    let mut seen = Vec::new();
+    let mut batch = events;
+    loop {
+        for e in batch.iter().filter(|e| !seen.contains(*e)) {
+            print_event(e, output)?;
+        }
+        // Events of the newest millisecond may still grow: keep them to skip repeats.
+        if let Some(last) = batch.iter().map(|e| e.at_ms).max() {
+            from = last;
+            seen = batch.into_iter().filter(|e| e.at_ms == last).collect();
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        batch = store.events(from).await.map_err(anyhow::Error::from)?;
+    }
+}
+
+fn print_event(e: &drover_spi::Event, output: Output) -> Result<(), MainError> {
+    if output == Output::Json {
+        println!("{}", serde_json::to_string(e).map_err(anyhow::Error::from)?);
+        return Ok(());
+    }
+    let ago = humantime::format_duration(Duration::from_secs(
+        wall_ms().saturating_sub(e.at_ms) / 1000,
+    ))
+    .to_string();
+    println!(
+        "{:<9} {:<10} {:<28} {:<7} {:<40} {}",
+        ago,
+        e.group.as_deref().unwrap_or("-"),
+        e.op.as_deref().unwrap_or("-"),
+        e.action,
+        e.reason,
+        e.outcome
+    );
+    Ok(())
 }
 
 /// Prints the desired-state revisions, newest last.
