@@ -439,6 +439,7 @@ mod tests {
             health_reason: None,
             current,
             created_ms: 0,
+            held: false,
         }
     }
 

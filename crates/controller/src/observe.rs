@@ -35,7 +35,11 @@ fn desired(
             is_rollback,
         })
         .collect();
-    Desired { cluster_id, groups }
+    Desired {
+        cluster_id,
+        groups,
+        held: controls.held.clone(),
+    }
 }
 
 /// Reads the store. `None` when nothing was committed yet.

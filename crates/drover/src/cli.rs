@@ -167,6 +167,19 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: Output,
     },
+    /// Keep drover's hands off one instance (no heal, retire or roll) while
+    /// you debug it; `--release` gives it back.
+    #[command(after_help = "Examples:\n  drover hold i74bbb7c7\n  drover hold i74bbb7c7 --release")]
+    Hold {
+        /// The instance id (as `drover status` lists it).
+        instance: String,
+        /// Release a held instance.
+        #[arg(long)]
+        release: bool,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Commit the group's spec from an earlier revision (default: the last
     /// converged one in which it differed).
     #[command(

@@ -361,6 +361,15 @@ async fn scenario(demo: &Demo) {
             .all(|i| i["group"] == "workers")
     );
 
+    // --log-format json: every log line is one JSON object with a level.
+    let out = demo.drover(&["--log-format", "json", "history"]);
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(logs.lines().count() > 0, "no logs at trace level");
+    for line in logs.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+        assert!(v["level"].is_string(), "{line}");
+    }
+
     // Events: the rollout's steps, in order.
     let events = demo.json(&["events", "--output", "json", "--since", "1h"]);
     let events: Vec<&serde_json::Value> = events
@@ -432,6 +441,32 @@ async fn scenario(demo: &Demo) {
             "drover_api_calls_total{api=\"provider\",call=\"describe\"}"
         )
         .is_some_and(|n| n > 0.0)
+    );
+
+    // Hold a worker: the acting controller's next status marks it held;
+    // release it again.
+    let worker = instances
+        .iter()
+        .find(|i| i["group"] == "workers")
+        .and_then(|i| i["id"].as_str())
+        .unwrap()
+        .to_string();
+    assert_eq!(demo.drover(&["hold", &worker]).status.code(), Some(0));
+    let seen_held = drover_local::testkit::wait_for(Duration::from_secs(30), || async {
+        let s = demo.json(&["status", "workers", "--output", "json"]);
+        let list = s["instances"].as_array()?;
+        list.iter()
+            .any(|i| i["id"] == worker.as_str() && i["held"] == true)
+            .then_some(())
+    })
+    .await;
+    assert!(
+        seen_held.is_some(),
+        "the controller never reported the hold"
+    );
+    assert_eq!(
+        demo.drover(&["hold", &worker, "--release"]).status.code(),
+        Some(0)
     );
 
     // The revision commands against the live store.

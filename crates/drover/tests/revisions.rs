@@ -165,3 +165,29 @@ async fn diff_redacts_secrets_and_export_import_copies_the_history() {
     assert_eq!(a[1].spec, b[1].spec);
     assert_eq!(a[1].provenance, b[1].provenance);
 }
+
+#[tokio::test]
+async fn hold_and_release_an_instance_the_status_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    {
+        let store = drover_store::open(&url).await.unwrap();
+        let epoch = store.campaign("test").await.unwrap();
+        let status = serde_json::json!({"instances": [{"id": "i-1", "group": "workers"}]});
+        store.publish_status(epoch, &status).await.unwrap();
+    }
+    let held = || async {
+        let store = drover_store::open(&url).await.unwrap();
+        store.controls().await.unwrap().held
+    };
+    assert_eq!(code(&drover(&url, &["hold", "nope"])), Some(2));
+    assert!(
+        held().await.is_empty(),
+        "a refused hold changed the controls"
+    );
+    assert_eq!(code(&drover(&url, &["hold", "i-1"])), Some(0));
+    assert!(held().await.contains("i-1"));
+    assert_eq!(code(&drover(&url, &["hold", "i-1", "--release"])), Some(0));
+    assert!(held().await.is_empty());
+}

@@ -261,6 +261,21 @@ impl<'a> Planner<'a> {
             .copied()
             .filter(|i| !i.link().is_some_and(|l| op_links.contains(l)))
             .collect();
+        // Held members still fill their slots, but nothing new touches them.
+        let (held, free): (Vec<&Instance>, Vec<&Instance>) = free
+            .into_iter()
+            .partition(|i| self.input.desired.held.contains(&i.id));
+        let stuck: Vec<&str> = held
+            .iter()
+            .filter(|i| {
+                i.config() != Some(d.hash.as_str())
+                    || health.get(i.id.as_str()) != Some(&Health::Healthy)
+            })
+            .map(|i| i.id.as_str())
+            .collect();
+        if !stuck.is_empty() {
+            self.wait(&name, format!("held by an operator: {}", stuck.join(", ")));
+        }
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 

@@ -33,6 +33,8 @@ pub struct MemberStatus {
     pub current: bool,
     /// Creation time, ms since the Unix epoch (as the provider reports it).
     pub created_ms: u64,
+    /// An operator holds it (`drover hold`): no heal, retire or roll.
+    pub held: bool,
 }
 
 /// Every owned instance of every declared group whose describe succeeded,
@@ -74,6 +76,7 @@ pub fn member_status(desired: &Desired, observed: &Observed) -> Vec<MemberStatus
                 health_reason: reason,
                 current: inst.config() == Some(g.hash.as_str()),
                 created_ms: inst.created_ms,
+                held: desired.held.contains(&inst.id),
             });
         }
     }

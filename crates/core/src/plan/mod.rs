@@ -62,6 +62,9 @@ pub struct Desired {
     pub cluster_id: String,
     /// The groups in declared order.
     pub groups: Vec<DesiredGroup>,
+    /// Instance ids an operator holds (`drover hold`): never healed,
+    /// retired or rolled while held; operations already in flight finish.
+    pub held: std::collections::BTreeSet<String>,
 }
 
 /// Everything the planner looks at.

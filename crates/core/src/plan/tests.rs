@@ -47,6 +47,7 @@ fn desired(yaml: &str) -> Desired {
                 is_rollback: false,
             })
             .collect(),
+        held: Default::default(),
     }
 }
 
@@ -1145,5 +1146,33 @@ fn member_status_joins_each_instance_to_its_node_with_the_planners_health() {
     assert_eq!(
         (w3.health.as_str(), w3.node_id.as_deref()),
         ("pending", None)
+    );
+}
+
+#[test]
+fn a_held_member_is_neither_rolled_nor_healed_and_the_group_says_why() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    c.add_worker("w1", OLD, None);
+    c.add_worker("w2", OLD, None);
+    c.node("w2").state = NodeState::Down;
+    c.desired.held.insert("i-w1".into());
+    c.desired.held.insert("i-w2".into());
+    for t in [0, 10 * 60 * SEC] {
+        let p = c.at(t);
+        assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+        assert!(
+            reason(&p, WORKERS).contains("held by an operator: i-w1, i-w2"),
+            "{}",
+            describe(&p)
+        );
+    }
+    // Released: w2's unhealthy timer starts now (held, it was never judged).
+    c.desired.held.clear();
+    c.at(11 * 60 * SEC);
+    let p = c.at(20 * 60 * SEC);
+    assert!(
+        !begins(&p, WORKERS).is_empty(),
+        "released members are not acted on: {}",
+        describe(&p)
     );
 }

@@ -47,6 +47,53 @@ pub async fn set_paused(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Holds (or releases) an instance: while held, drover neither heals,
+/// retires nor rolls it, so an operator can debug it in place.
+pub async fn set_held(
+    instance: &str,
+    held: bool,
+    store: &StoreArgs,
+) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let status = store
+        .status()
+        .await
+        .map_err(anyhow::Error::from)?
+        .unwrap_or_default();
+    let known: Vec<&str> = status["instances"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["id"].as_str())
+        .collect();
+    let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
+    if held && !known.contains(&instance) {
+        return Err(MainError::BadInput(format!(
+            "no instance {instance} in the published status (instances: {}); see drover status",
+            known.join(", ")
+        )));
+    }
+    let changed = if held {
+        controls.held.insert(instance.to_string())
+    } else {
+        controls.held.remove(instance)
+    };
+    store
+        .set_controls(&controls)
+        .await
+        .map_err(anyhow::Error::from)?;
+    let state = if held {
+        "held: no heal, retire or roll touches it until drover hold --release (operations in flight finish)"
+    } else {
+        "released"
+    };
+    println!(
+        "{instance} {state}{}",
+        if changed { "" } else { " (it already was)" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Prints the audit log since `since` ago; with `follow`, keeps printing
 /// new events (as JSON lines with `--output json`).
 pub async fn events(

@@ -60,6 +60,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             store,
             output,
         } => runtime()?.block_on(audit::events(since, follow, &store, output)),
+        Command::Hold {
+            instance,
+            release,
+            store,
+        } => runtime()?.block_on(audit::set_held(&instance, !release, &store)),
         Command::Rollback { group, to, store } => {
             runtime()?.block_on(revisions::rollback(&group, to, &store))
         }

@@ -115,10 +115,13 @@ fn instances(doc: &StatusDoc, group: Option<&str>) {
     for i in rows {
         let age =
             Duration::from_secs(now.saturating_sub(i["created_ms"].as_u64().unwrap_or(now)) / 1000);
-        let health = match i["health_reason"].as_str() {
+        let mut health = match i["health_reason"].as_str() {
             Some(why) => format!("{} ({why})", i["health"].as_str().unwrap_or("")),
             None => i["health"].as_str().unwrap_or("").to_string(),
         };
+        if i["held"] == true {
+            health.push_str(", held");
+        }
         println!(
             "{:<11} {:<10} {:<14} {:<26} {:<8} {:<7} {:<10} {:<8} {}",
             i["id"].as_str().unwrap_or(""),
