@@ -39,6 +39,7 @@ fn desired(
         cluster_id,
         groups,
         held: controls.held.clone(),
+        replace: controls.replace.clone(),
     }
 }
 

@@ -180,6 +180,16 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Replace one instance (e.g. a machine that misbehaves), with the safety
+    /// rules of a roll.
+    #[command(after_help = "Example:\n  drover replace i55fb83e9")]
+    Replace {
+        /// The instance id (as `drover status` lists it).
+        instance: String,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Commit the group's spec from an earlier revision (default: the last
     /// converged one in which it differed).
     #[command(

@@ -469,6 +469,19 @@ async fn scenario(demo: &Demo) {
         Some(0)
     );
 
+    // Replace it: a new machine takes its place, the group converges again.
+    assert_eq!(demo.drover(&["replace", &worker]).status.code(), Some(0));
+    let replaced = drover_local::testkit::wait_for(Duration::from_secs(180), || async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = demo.json(&["status", "workers", "--output", "json"]);
+        let list = s["instances"].as_array()?;
+        let gone = list.iter().all(|i| i["id"] != worker.as_str());
+        let whole = list.len() == 2 && list.iter().all(|i| i["health"] == "healthy");
+        (gone && whole && s["groups"][0]["phase"] == "converged").then_some(())
+    })
+    .await;
+    assert!(replaced.is_some(), "{worker} was not replaced");
+
     // The revision commands against the live store.
     let diff = demo.drover(&["diff", "1", "2"]);
     let diff_text = String::from_utf8_lossy(&diff.stdout);

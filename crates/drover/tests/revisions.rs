@@ -191,3 +191,35 @@ async fn hold_and_release_an_instance_the_status_lists() {
     assert_eq!(code(&drover(&url, &["hold", "i-1", "--release"])), Some(0));
     assert!(held().await.is_empty());
 }
+
+#[tokio::test]
+async fn replace_records_a_request_for_a_listed_instance_and_forgets_gone_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    let publish = |ids: &'static [&'static str]| {
+        let url = url.clone();
+        async move {
+            let store = drover_store::open(&url).await.unwrap();
+            let epoch = store.campaign("test").await.unwrap();
+            let list: Vec<_> = ids.iter().map(|id| serde_json::json!({"id": id})).collect();
+            store
+                .publish_status(epoch, &serde_json::json!({"instances": list}))
+                .await
+                .unwrap();
+        }
+    };
+    let requested = || async {
+        let store = drover_store::open(&url).await.unwrap();
+        store.controls().await.unwrap().replace
+    };
+    publish(&["i-1", "i-2"]).await;
+    assert_eq!(code(&drover(&url, &["replace", "nope"])), Some(2));
+    assert_eq!(code(&drover(&url, &["replace", "i-1"])), Some(0));
+    assert!(requested().await.contains("i-1"));
+    // i-1 was replaced (the status no longer lists it): its request goes.
+    publish(&["i-2", "i-3"]).await;
+    assert_eq!(code(&drover(&url, &["replace", "i-2"])), Some(0));
+    let now = requested().await;
+    assert!(now.contains("i-2") && !now.contains("i-1"), "{now:?}");
+}

@@ -22,6 +22,7 @@ pub fn desired_from_spec(cluster_id: &str, spec: &ClusterSpec) -> Desired {
             })
             .collect(),
         held: Default::default(),
+        replace: Default::default(),
     }
 }
 

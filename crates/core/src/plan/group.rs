@@ -395,10 +395,11 @@ impl<'a> Planner<'a> {
         }
 
         // 4. Roll outdated members (only in the one rolling group).
+        let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
         let mut outdated: Vec<&Instance> = free
             .iter()
             .copied()
-            .filter(|i| i.config() != Some(d.hash.as_str()))
+            .filter(|i| i.config() != Some(d.hash.as_str()) || requested(i))
             .collect();
         if outdated.is_empty() || (is_manager && manager_busy) {
             return;
@@ -442,6 +443,8 @@ impl<'a> Planner<'a> {
             let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
             let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
                 " (the leader, self: last)"
+            } else if requested(inst) {
+                " (requested by an operator)"
             } else {
                 ""
             };

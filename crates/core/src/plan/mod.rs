@@ -65,6 +65,9 @@ pub struct Desired {
     /// Instance ids an operator holds (`drover hold`): never healed,
     /// retired or rolled while held; operations already in flight finish.
     pub held: std::collections::BTreeSet<String>,
+    /// Instance ids an operator asked to replace (`drover replace`): rolled
+    /// like outdated members, with the same safety rules.
+    pub replace: std::collections::BTreeSet<String>,
 }
 
 /// Everything the planner looks at.

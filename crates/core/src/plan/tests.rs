@@ -48,6 +48,7 @@ fn desired(yaml: &str) -> Desired {
             })
             .collect(),
         held: Default::default(),
+        replace: Default::default(),
     }
 }
 
@@ -1175,4 +1176,20 @@ fn a_held_member_is_neither_rolled_nor_healed_and_the_group_says_why() {
         "released members are not acted on: {}",
         describe(&p)
     );
+}
+
+#[test]
+fn a_replace_request_rolls_one_current_member_and_a_hold_wins_over_it() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+    c.desired.replace.insert("i-w2".into());
+    c.desired.held.insert("i-w2".into());
+    assert!(begins(&c.at(0), WORKERS).is_empty());
+    c.desired.held.clear();
+    let p = c.at(SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(victim_link(ops[0]), "w2");
 }

@@ -55,24 +55,10 @@ pub async fn set_held(
     store: &StoreArgs,
 ) -> Result<ExitCode, MainError> {
     let store = wiring::store(store).await?;
-    let status = store
-        .status()
-        .await
-        .map_err(anyhow::Error::from)?
-        .unwrap_or_default();
-    let known: Vec<&str> = status["instances"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["id"].as_str())
-        .collect();
-    let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
-    if held && !known.contains(&instance) {
-        return Err(MainError::BadInput(format!(
-            "no instance {instance} in the published status (instances: {}); see drover status",
-            known.join(", ")
-        )));
+    if held {
+        listed(store.as_ref(), instance).await?;
     }
+    let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
     let changed = if held {
         controls.held.insert(instance.to_string())
     } else {
@@ -92,6 +78,45 @@ pub async fn set_held(
         if changed { "" } else { " (it already was)" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Asks the acting controller to replace an instance, with the safety rules
+/// of a roll (a manager waits for fault tolerance, the leader goes last).
+pub async fn request_replace(instance: &str, store: &StoreArgs) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let known = listed(store.as_ref(), instance).await?;
+    let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
+    // Requests for instances that are gone were carried out: forget them.
+    controls.replace.retain(|id| known.contains(id));
+    controls.replace.insert(instance.to_string());
+    store
+        .set_controls(&controls)
+        .await
+        .map_err(anyhow::Error::from)?;
+    println!("{instance} will be replaced (follow with drover status / drover events)");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The instance ids the published status lists; bad input unless `instance` is one.
+async fn listed(store: &dyn drover_spi::Store, instance: &str) -> Result<Vec<String>, MainError> {
+    let status = store
+        .status()
+        .await
+        .map_err(anyhow::Error::from)?
+        .unwrap_or_default();
+    let known: Vec<String> = status["instances"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["id"].as_str().map(str::to_string))
+        .collect();
+    if !known.iter().any(|k| k == instance) {
+        return Err(MainError::BadInput(format!(
+            "no instance {instance} in the published status (instances: {}); see drover status",
+            known.join(", ")
+        )));
+    }
+    Ok(known)
 }
 
 /// Prints the audit log since `since` ago; with `follow`, keeps printing
