@@ -56,7 +56,7 @@ pub struct DesiredGroup {
 }
 
 /// What the operator declared, as committed to the store.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Desired {
     /// The cluster id made at bootstrap.
     pub cluster_id: String,

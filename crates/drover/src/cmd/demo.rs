@@ -141,7 +141,7 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
             dir.display()
         );
     } else {
-        let code = apply::run(&apply_args).await?;
+        let code = apply::run(&apply_args, apply::Mode::Apply).await?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }
