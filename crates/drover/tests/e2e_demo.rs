@@ -567,7 +567,7 @@ async fn scenario(demo: &Demo) {
 
 /// Every step follows the beginning of its operation; within an operation
 /// a drain comes before the destroy; the leader's self-demotion belongs to
-/// the last manager operation begun.
+/// the last manager roll begun (clean-ups may follow it).
 fn check_rollout_order(events: &[&serde_json::Value]) {
     let at: Vec<u64> = events
         .iter()
@@ -615,7 +615,9 @@ fn check_rollout_order(events: &[&serde_json::Value]) {
     let manager_begins: Vec<(usize, &str)> = events
         .iter()
         .enumerate()
-        .filter(|(_, e)| e["action"] == "begin" && e["group"] == "managers")
+        .filter(|(_, e)| {
+            e["action"] == "begin" && e["group"] == "managers" && e["reason"] == "Roll"
+        })
         .map(|(i, e)| (i, e["op"].as_str().unwrap()))
         .collect();
     let leader_op = steps

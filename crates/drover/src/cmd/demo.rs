@@ -135,10 +135,23 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
             local_pool: workers_pool,
         },
     };
-    if already_up(&store, &v1).await {
+    // A demo that exists is left as it is: a second `up` must not undo the
+    // changes the operator applied since (e.g. roll v2 back to v1).
+    let existing = crate::wiring::store(&apply_args.store)
+        .await?
+        .desired()
+        .await
+        .map_err(anyhow::Error::from)?;
+    if let Some(r) = existing {
         println!(
-            "the demo is already up in {} (nothing changed)",
-            dir.display()
+            "the demo is already up in {} (desired revision {}{}): nothing changed",
+            dir.display(),
+            r.rev,
+            if r.converged {
+                ", converged"
+            } else {
+                ", not converged yet: see drover status"
+            }
         );
     } else {
         let code = apply::run(&apply_args, apply::Mode::Apply).await?;
@@ -259,22 +272,6 @@ async fn etcd_answers(client: &str) -> bool {
         Ok(Ok(store)) => store.cluster_id().await.is_ok(),
         _ => false,
     }
-}
-
-/// True when the store's desired spec is this file's and converged.
-async fn already_up(store: &str, file: &Path) -> bool {
-    let (Ok(store), Ok(spec)) = (
-        drover_store::open(store).await,
-        crate::spec_file::load(file),
-    ) else {
-        return false;
-    };
-    let Ok(history) = store.history().await else {
-        return false;
-    };
-    history
-        .last()
-        .is_some_and(|r| r.converged && r.spec == spec)
 }
 
 /// The demo's cluster file: managers as pets on fixed addresses, workers as cattle.
