@@ -24,11 +24,13 @@
 
 mod context;
 mod execute;
+mod metrics;
 pub(crate) mod observe;
 mod run;
 mod status;
 
 pub use context::{Context, Providers};
+pub use metrics::Metrics;
 pub use observe::preview;
 pub use run::{Controller, PassReport};
 pub use status::{StatusDoc, wall_ms};

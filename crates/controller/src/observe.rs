@@ -39,6 +39,8 @@ fn desired(
         cluster_id,
         groups,
         orphan_grace: spec.gc.orphan_grace,
+        held: controls.held.clone(),
+        replace: controls.replace.clone(),
     }
 }
 

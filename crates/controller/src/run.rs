@@ -2,6 +2,7 @@
 
 use crate::context::Context;
 use crate::execute;
+use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{StatusDoc, wall_ms};
 use drover_core::journal::Intent;
@@ -30,6 +31,7 @@ struct Finished {
     what: String,
     /// The step was a provision call (a failure uses the slot's attempt budget).
     provision: bool,
+    kind: String,
     result: Result<(), String>,
 }
 
@@ -70,6 +72,8 @@ pub struct Controller {
     refused: Option<String>,
     /// Groups reported blocked, with the reason last recorded as an event.
     blocked: BTreeMap<String, String>,
+    /// Where passes, steps and API calls are counted, when served.
+    metrics: Option<Metrics>,
 }
 
 impl Controller {
@@ -92,7 +96,26 @@ impl Controller {
             last_beat: None,
             refused: None,
             blocked: BTreeMap::new(),
+            metrics: None,
         }
+    }
+
+    /// Records into `metrics`: every pass, step, and provider and engine call.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        let mut ctx = (*self.ctx).clone();
+        for p in ctx.providers.values_mut() {
+            *p = Arc::new(MeteredProvider {
+                inner: p.clone(),
+                metrics: metrics.clone(),
+            });
+        }
+        ctx.cluster = Arc::new(MeteredCluster {
+            inner: ctx.cluster.clone(),
+            metrics: metrics.clone(),
+        });
+        self.ctx = Arc::new(ctx);
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Also wakes on every message of `triggers` (e.g. the engine's node
@@ -166,7 +189,12 @@ impl Controller {
         self.running.remove(&done.op);
         let outcome = match &done.result {
             Ok(()) => "ok".to_string(),
-            Err(e) => format!("failed: {e}"),
+            Err(e) => {
+                if let Some(m) = &self.metrics {
+                    m.step_failed(&done.kind);
+                }
+                format!("failed: {e}")
+            }
         };
         tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
         if done.provision && done.result.is_err() {
@@ -366,7 +394,11 @@ impl Controller {
             });
         };
         let observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
-        if !self.leads(&observed.swarm) {
+        let leads = self.leads(&observed.swarm);
+        if let Some(m) = &self.metrics {
+            m.acting(leads);
+        }
+        if !leads {
             if let (SwarmView::NoQuorum(_), Some(epoch)) = (&observed.swarm, self.epoch) {
                 return self.report_only(&stored, &observed, epoch).await;
             }
@@ -428,7 +460,11 @@ impl Controller {
             Err(e) => return Err(e),
             Ok(p) => p,
         };
-        self.publish(&stored, &plan, epoch).await?;
+        let members = plan::member_status(&stored.desired, &observed);
+        if let Some(m) = &self.metrics {
+            m.observed(&plan, &members);
+        }
+        self.publish(&stored, &plan, &members, epoch).await?;
         Ok(PassReport {
             acting: true,
             fenced: false,
@@ -457,7 +493,11 @@ impl Controller {
         });
         self.memory = plan.memory.clone();
         self.blocked_events(&plan).await;
-        match self.publish(stored, &plan, epoch).await {
+        let members = plan::member_status(&stored.desired, observed);
+        if let Some(m) = &self.metrics {
+            m.observed(&plan, &members);
+        }
+        match self.publish(stored, &plan, &members, epoch).await {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("status write fenced");
                 self.fenced = true;
@@ -573,6 +613,10 @@ impl Controller {
             action.clone(),
         );
         tracing::info!(op = %op, step = %action.describe(), "starting");
+        let kind = step_kind(&action);
+        if let Some(m) = &self.metrics {
+            m.step_started(&kind);
+        }
         tokio::spawn(async move {
             let result = execute::side_effect(&ctx, &desired, group.as_deref(), &action).await;
             let _ = tx.send(Finished {
@@ -580,6 +624,7 @@ impl Controller {
                 group,
                 what: action.describe(),
                 provision: matches!(action, Action::Provision { .. }),
+                kind,
                 result,
             });
         });
@@ -639,6 +684,7 @@ impl Controller {
         &mut self,
         stored: &Stored,
         plan: &Plan,
+        members: &[plan::MemberStatus],
         epoch: Epoch,
     ) -> Result<(), StoreError> {
         let converged = plan.groups.iter().all(|g| g.phase == Phase::Converged)
@@ -659,10 +705,9 @@ impl Controller {
                 &self.ctx.identity,
                 epoch,
                 stored.revision.rev,
-                &plan.groups,
-                &plan.swarm,
+                plan,
+                members,
                 stored.journal.len(),
-                &plan.explanation,
             );
             self.ctx
                 .store
@@ -672,4 +717,13 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// The action's kind as its serialized tag (`provision`, `drain`, …): the
+/// `kind` label of the step metrics.
+fn step_kind(action: &Action) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v["action"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }

@@ -1,6 +1,6 @@
 //! The status document the acting controller publishes (and `drover status` reads).
 
-use drover_core::plan::{GroupStatus, SwarmStatus};
+use drover_core::plan::{MemberStatus, Plan};
 use serde::{Deserialize, Serialize};
 
 /// Published status. Field names are stable (documented in docs/status.md).
@@ -18,6 +18,9 @@ pub struct StatusDoc {
     pub groups: serde_json::Value,
     /// The swarm's manager quorum.
     pub swarm: serde_json::Value,
+    /// Per owned instance (`MemberStatus`); absent in documents of older controllers.
+    #[serde(default)]
+    pub instances: serde_json::Value,
     /// Operations in flight.
     pub operations: usize,
     /// Why the planner did what it did.
@@ -25,25 +28,25 @@ pub struct StatusDoc {
 }
 
 impl StatusDoc {
-    /// Builds the document from a plan's status parts.
+    /// Builds the document from a plan's status parts and its members.
     pub fn new(
         controller: &str,
         epoch: u64,
         revision: u64,
-        groups: &[GroupStatus],
-        swarm: &SwarmStatus,
+        plan: &Plan,
+        instances: &[MemberStatus],
         operations: usize,
-        explanation: &[String],
     ) -> Self {
         StatusDoc {
             observed_at_ms: wall_ms(),
             controller: controller.to_string(),
             epoch,
             revision,
-            groups: serde_json::to_value(groups).unwrap_or_default(),
-            swarm: serde_json::to_value(swarm).unwrap_or_default(),
+            groups: serde_json::to_value(&plan.groups).unwrap_or_default(),
+            swarm: serde_json::to_value(&plan.swarm).unwrap_or_default(),
+            instances: serde_json::to_value(instances).unwrap_or_default(),
             operations,
-            explanation: explanation.to_vec(),
+            explanation: plan.explanation.clone(),
         }
     }
 }

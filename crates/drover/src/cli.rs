@@ -8,6 +8,15 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "drover", version, propagate_version = true)]
 pub struct Cli {
+    /// Log format on stderr (the level comes from DROVER_LOG, default info).
+    #[arg(
+        long,
+        global = true,
+        env = "DROVER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -19,6 +28,15 @@ pub enum Output {
     /// Human-readable.
     Table,
     /// Machine-readable JSON (stable field names).
+    Json,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line.
     Json,
 }
 
@@ -109,6 +127,10 @@ pub enum Command {
         /// The local provider.
         #[command(flatten)]
         local: LocalArgs,
+        /// Prometheus endpoint: HOST:PORT, `auto` (this manager's address
+        /// when loopback, else 127.0.0.1; port 9464) or `off`.
+        #[arg(long, env = "DROVER_METRICS_ADDR", default_value = "auto")]
+        metrics_addr: String,
     },
     /// Stop starting new operations in a group (those in flight finish).
     #[command(after_help = "Example:\n  drover pause workers --store etcd://127.0.0.1:2379")]
@@ -129,11 +151,16 @@ pub enum Command {
         store: StoreArgs,
     },
     /// The audit log: who did which step to what, why, and how it ended.
-    #[command(after_help = "Examples:\n  drover events --since 10m\n  drover events --output json")]
+    #[command(
+        after_help = "Examples:\n  drover events --since 10m\n  drover events --output json\n  drover events --follow --output json   # one JSON object per line\n\nOPERATION is the parent operation (journal id) every step belongs to."
+    )]
     Events {
         /// Only events newer than this.
         #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
         since: std::time::Duration,
+        /// Keep printing new events as they are recorded (Ctrl-C to stop).
+        #[arg(long)]
+        follow: bool,
         /// The store.
         #[command(flatten)]
         store: StoreArgs,
@@ -157,6 +184,102 @@ pub enum Command {
         after_help = "Examples:\n  drover gc --dry-run --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n  drover gc --dry-run --output json\n  drover gc --timeout 15m\n\nThe leader's controller collects continuously; the CLI never destroys anything\nitself. --dry-run lists and exits; without it, drover gc lists and then follows\nuntil the controller has collected every listed item.\nExit codes: 0 done, 2 bad input, 3 a group is blocked, 4 timed out."
     )]
     Gc(GcArgs),
+    /// Keep drover's hands off one instance (no heal, retire or roll) while
+    /// you debug it; `--release` gives it back.
+    #[command(after_help = "Examples:\n  drover hold i74bbb7c7\n  drover hold i74bbb7c7 --release")]
+    Hold {
+        /// The instance id (as `drover status` lists it).
+        instance: String,
+        /// Release a held instance.
+        #[arg(long)]
+        release: bool,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Replace one instance (e.g. a machine that misbehaves), with the safety
+    /// rules of a roll.
+    #[command(after_help = "Example:\n  drover replace i55fb83e9")]
+    Replace {
+        /// The instance id (as `drover status` lists it).
+        instance: String,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Commit the group's spec from an earlier revision (default: the last
+    /// converged one in which it differed).
+    #[command(
+        after_help = "Examples:\n  drover rollback workers\n  drover rollback managers --to 3"
+    )]
+    Rollback {
+        /// The group.
+        group: String,
+        /// The revision to take the group's spec from.
+        #[arg(long)]
+        to: Option<u64>,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// What changed between two revisions (secrets redacted).
+    #[command(
+        after_help = "Examples:\n  drover diff 2        # revision 2 -> the current one\n  drover diff 2 4"
+    )]
+    Diff {
+        /// The older revision.
+        from: u64,
+        /// The newer revision (default: the current one).
+        to: Option<u64>,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// A forced roll: replace every member of the group, safely, one by one.
+    #[command(after_help = "Example:\n  drover restart workers")]
+    Restart {
+        /// The group.
+        group: String,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Retire every member of a worker or plain group (drained first).
+    #[command(
+        after_help = "Examples:\n  drover destroy workers          # asks you to type the group name\n  drover destroy workers --yes\n\nManager groups are refused: they carry the swarm and the controllers."
+    )]
+    Destroy {
+        /// The group.
+        group: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print the cluster id, every revision and the controls as JSON.
+    #[command(after_help = "Example:\n  drover export > cluster-backup.json")]
+    Export {
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Recreate an export in an empty store (e.g. to move to another backend).
+    #[command(
+        after_help = "Example:\n  drover import -f cluster-backup.json --store file:///var/lib/drover/state.db"
+    )]
+    Import {
+        /// A file written by `drover export`.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// The store.
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// A real local swarm to try drover on: `demo up`, `demo down`.
+    #[command(subcommand)]
+    Demo(crate::cmd::demo::DemoCommand),
     /// Engine-side helpers used by boot scripts.
     #[command(subcommand)]
     Engine(EngineCommand),

@@ -6,6 +6,7 @@ mod bootstrap;
 mod cli;
 mod cmd;
 mod error;
+mod metrics_server;
 mod spec_file;
 mod wiring;
 
@@ -15,13 +16,13 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     quiet_panics();
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(log_filter())
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Text => logs.init(),
+        cli::LogFormat::Json => logs.json().init(),
+    }
     match cmd::run(cli) {
         Ok(code) => code,
         Err(e @ error::MainError::InvalidSpec(_)) => {
@@ -33,6 +34,15 @@ fn main() -> ExitCode {
             e.exit_code()
         }
     }
+}
+
+/// `DROVER_LOG` (default `info`), with the Docker client capped at `info`
+/// whatever it says: bollard logs request and response bodies at debug and
+/// trace, and those carry join tokens (`swarm join`, `swarm inspect`).
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let wanted = std::env::var("DROVER_LOG").unwrap_or_else(|_| "info".into());
+    tracing_subscriber::EnvFilter::try_new(format!("{wanted},bollard=info"))
+        .unwrap_or_else(|_| "info,bollard=info".into())
 }
 
 /// No Rust panic or backtrace reaches the user: a closed pipe (`drover ... |

@@ -142,6 +142,19 @@ fn pausing_an_undeclared_group_is_bad_input() {
 }
 
 #[test]
+fn demo_up_without_dockerd_says_how_to_install_it_and_exits_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["demo", "up", "--dir", "/nonexistent/demo"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .expect("run drover");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("apt-get install docker.io"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
 fn bootstrap_without_a_provider_is_bad_input_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file://{}/state.db", dir.path().display());

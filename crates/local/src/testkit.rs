@@ -126,31 +126,7 @@ pub struct StateGuard {
 
 impl Drop for StateGuard {
     fn drop(&mut self) {
-        let dirs: Vec<_> = std::fs::read_dir(self.state_dir.join("instances"))
-            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default();
-        let handles: Vec<_> = dirs
-            .into_iter()
-            .map(|dir| {
-                std::thread::spawn(move || {
-                    let rec: Option<crate::InstanceRecord> =
-                        std::fs::read_to_string(dir.join("instance.json"))
-                            .ok()
-                            .and_then(|t| serde_json::from_str(&t).ok());
-                    let engine_dir = rec.as_ref().and_then(|r| r.engine_dir.clone());
-                    let paths = crate::EnginePaths::new(engine_dir.as_deref().unwrap_or(&dir));
-                    let (pid, pgid) = rec.map(|r| (r.pid, r.pgid)).unwrap_or((None, None));
-                    crate::launcher::stop_engine(&paths, pid, pgid);
-                    let _ = crate::procs::remove_instance_dir(&paths.dir);
-                    let _ = crate::procs::remove_instance_dir(&dir);
-                })
-            })
-            .collect();
-        for h in handles {
-            let _ = h.join();
-        }
-        let _ = crate::procs::unmount_under(&self.state_dir);
-        let _ = std::fs::remove_dir_all(&self.state_dir);
+        crate::teardown(&self.state_dir);
     }
 }
 

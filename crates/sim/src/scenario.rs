@@ -22,6 +22,8 @@ pub fn desired_from_spec(cluster_id: &str, spec: &ClusterSpec) -> Desired {
             })
             .collect(),
         orphan_grace: spec.gc.orphan_grace,
+        held: Default::default(),
+        replace: Default::default(),
     }
 }
 

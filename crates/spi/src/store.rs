@@ -87,6 +87,10 @@ pub struct Controls {
     pub paused: BTreeSet<String>,
     /// Instances on hold (no healing, collection or roll).
     pub held: BTreeSet<String>,
+    /// Instances an operator asked to have replaced (`drover replace`),
+    /// rolled like an outdated member; absent in older stores.
+    #[serde(default)]
+    pub replace: BTreeSet<String>,
 }
 
 /// One audit-log entry.

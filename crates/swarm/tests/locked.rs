@@ -126,6 +126,7 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
             is_rollback: false,
         }],
         orphan_grace: spec.gc.orphan_grace,
+        ..Default::default()
     };
     let observed = drover_core::model::Observed {
         instances: [(

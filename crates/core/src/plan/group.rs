@@ -298,6 +298,21 @@ impl<'a> Planner<'a> {
             .copied()
             .filter(|i| !i.link().is_some_and(|l| op_links.contains(l)))
             .collect();
+        // Held members still fill their slots, but nothing new touches them.
+        let (held, free): (Vec<&Instance>, Vec<&Instance>) = free
+            .into_iter()
+            .partition(|i| self.input.desired.held.contains(&i.id));
+        let stuck: Vec<&str> = held
+            .iter()
+            .filter(|i| {
+                i.config() != Some(d.hash.as_str())
+                    || health.get(i.id.as_str()) != Some(&Health::Healthy)
+            })
+            .map(|i| i.id.as_str())
+            .collect();
+        if !stuck.is_empty() {
+            self.wait(&name, format!("held by an operator: {}", stuck.join(", ")));
+        }
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
@@ -465,10 +480,11 @@ impl<'a> Planner<'a> {
         }
 
         // 4. Roll outdated members (only in the one rolling group).
+        let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
         let mut outdated: Vec<&Instance> = free
             .iter()
             .copied()
-            .filter(|i| i.config() != Some(d.hash.as_str()))
+            .filter(|i| i.config() != Some(d.hash.as_str()) || requested(i))
             .collect();
         if outdated.is_empty() || (is_manager && manager_busy) {
             return;
@@ -513,6 +529,8 @@ impl<'a> Planner<'a> {
             let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
             let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
                 " (the leader, self: last)"
+            } else if requested(inst) {
+                " (requested by an operator)"
             } else {
                 ""
             };

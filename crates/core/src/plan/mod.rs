@@ -27,6 +27,7 @@ mod gate;
 mod gc;
 mod group;
 mod health;
+mod members;
 mod memory;
 mod op;
 #[cfg(test)]
@@ -34,6 +35,7 @@ mod tests;
 mod world;
 
 pub use health::Health;
+pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
 
 use crate::journal::{Operation, Step};
@@ -55,7 +57,7 @@ pub struct DesiredGroup {
 }
 
 /// What the operator declared, as committed to the store.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Desired {
     /// The cluster id made at bootstrap.
     pub cluster_id: String,
@@ -64,6 +66,12 @@ pub struct Desired {
     /// `gc.orphan_grace`: how long a machine of an undeclared group is seen
     /// before it is destroyed.
     pub orphan_grace: std::time::Duration,
+    /// Instance ids an operator holds (`drover hold`): never healed,
+    /// retired or rolled while held; operations already in flight finish.
+    pub held: std::collections::BTreeSet<String>,
+    /// Instance ids an operator asked to replace (`drover replace`): rolled
+    /// like outdated members, with the same safety rules.
+    pub replace: std::collections::BTreeSet<String>,
 }
 
 /// Everything the planner looks at.

@@ -48,6 +48,8 @@ fn desired(yaml: &str) -> Desired {
             })
             .collect(),
         orphan_grace: spec.gc.orphan_grace,
+        held: Default::default(),
+        replace: Default::default(),
     }
 }
 
@@ -1113,6 +1115,90 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
             .is_some_and(|r| r.contains("same link w1")),
         "{st:?}"
     );
+}
+
+#[test]
+fn member_status_joins_each_instance_to_its_node_with_the_planners_health() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", OLD, None);
+    c.node("m3").raft.as_mut().unwrap().reachable = false;
+    c.instances(WORKERS)
+        .push(instance(WORKERS, "w3", &hash, None));
+    let mut foreign = instance(WORKERS, "x1", &hash, None);
+    foreign.tags.insert(tags::CLUSTER.into(), "another".into());
+    c.instances(WORKERS).push(foreign);
+
+    let rows = super::member_status(&c.desired, &c.observed);
+    let row = |id: &str| rows.iter().find(|r| r.id == id).expect(id);
+    assert_eq!(rows.len(), 6, "{rows:#?}");
+    assert!(
+        rows.iter().all(|r| r.id != "i-x1"),
+        "another cluster's machine listed"
+    );
+    let m1 = row("i-m1");
+    assert_eq!(
+        (m1.role.as_str(), m1.leader, m1.health.as_str()),
+        ("manager", true, "healthy")
+    );
+    assert_eq!(m1.node_id.as_deref(), Some("n-m1"));
+    assert!(m1.current);
+    let m3 = row("i-m3");
+    assert_eq!(m3.health, "unhealthy");
+    assert_eq!(m3.health_reason.as_deref(), Some("manager unreachable"));
+    assert!(!m3.leader);
+    assert_eq!(row("i-w1").role, "worker");
+    assert!(row("i-w1").current && !row("i-w2").current);
+    let w3 = row("i-w3");
+    assert_eq!(
+        (w3.health.as_str(), w3.node_id.as_deref()),
+        ("pending", None)
+    );
+}
+
+#[test]
+fn a_held_member_is_neither_rolled_nor_healed_and_the_group_says_why() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    c.add_worker("w1", OLD, None);
+    c.add_worker("w2", OLD, None);
+    c.node("w2").state = NodeState::Down;
+    c.desired.held.insert("i-w1".into());
+    c.desired.held.insert("i-w2".into());
+    for t in [0, 10 * 60 * SEC] {
+        let p = c.at(t);
+        assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+        assert!(
+            reason(&p, WORKERS).contains("held by an operator: i-w1, i-w2"),
+            "{}",
+            describe(&p)
+        );
+    }
+    // Released: w2's unhealthy timer starts now (held, it was never judged).
+    c.desired.held.clear();
+    c.at(11 * 60 * SEC);
+    let p = c.at(20 * 60 * SEC);
+    assert!(
+        !begins(&p, WORKERS).is_empty(),
+        "released members are not acted on: {}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_replace_request_rolls_one_current_member_and_a_hold_wins_over_it() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+    c.desired.replace.insert("i-w2".into());
+    c.desired.held.insert("i-w2".into());
+    assert!(begins(&c.at(0), WORKERS).is_empty());
+    c.desired.held.clear();
+    let p = c.at(SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(victim_link(ops[0]), "w2");
 }
 
 #[test]

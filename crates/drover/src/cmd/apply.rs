@@ -199,7 +199,7 @@ pub(crate) fn merge(
     (spec, lines)
 }
 
-fn operator() -> String {
+pub(crate) fn operator() -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
     let host = std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_string())

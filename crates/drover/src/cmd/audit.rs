@@ -47,42 +47,140 @@ pub async fn set_paused(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the audit log since `since` ago.
+/// Holds (or releases) an instance: while held, drover neither heals,
+/// retires nor rolls it, so an operator can debug it in place.
+pub async fn set_held(
+    instance: &str,
+    held: bool,
+    store: &StoreArgs,
+) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    if held {
+        listed(store.as_ref(), instance).await?;
+    }
+    let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
+    let changed = if held {
+        controls.held.insert(instance.to_string())
+    } else {
+        controls.held.remove(instance)
+    };
+    store
+        .set_controls(&controls)
+        .await
+        .map_err(anyhow::Error::from)?;
+    let state = if held {
+        "held: no heal, retire or roll touches it until drover hold --release (operations in flight finish)"
+    } else {
+        "released"
+    };
+    println!(
+        "{instance} {state}{}",
+        if changed { "" } else { " (it already was)" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks the acting controller to replace an instance, with the safety rules
+/// of a roll (a manager waits for fault tolerance, the leader goes last).
+pub async fn request_replace(instance: &str, store: &StoreArgs) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let known = listed(store.as_ref(), instance).await?;
+    let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
+    // Requests for instances that are gone were carried out: forget them.
+    controls.replace.retain(|id| known.contains(id));
+    controls.replace.insert(instance.to_string());
+    store
+        .set_controls(&controls)
+        .await
+        .map_err(anyhow::Error::from)?;
+    println!("{instance} will be replaced (follow with drover status / drover events)");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The instance ids the published status lists; bad input unless `instance` is one.
+async fn listed(store: &dyn drover_spi::Store, instance: &str) -> Result<Vec<String>, MainError> {
+    let status = store
+        .status()
+        .await
+        .map_err(anyhow::Error::from)?
+        .unwrap_or_default();
+    let known: Vec<String> = status["instances"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["id"].as_str().map(str::to_string))
+        .collect();
+    if !known.iter().any(|k| k == instance) {
+        return Err(MainError::BadInput(format!(
+            "no instance {instance} in the published status (instances: {}); see drover status",
+            known.join(", ")
+        )));
+    }
+    Ok(known)
+}
+
+/// Prints the audit log since `since` ago; with `follow`, keeps printing
+/// new events (as JSON lines with `--output json`).
 pub async fn events(
     since: Duration,
+    follow: bool,
     store: &StoreArgs,
     output: Output,
 ) -> Result<ExitCode, MainError> {
     let store = wiring::store(store).await?;
-    let from = wall_ms().saturating_sub(since.as_millis() as u64);
+    let mut from = wall_ms().saturating_sub(since.as_millis() as u64);
     let events = store.events(from).await.map_err(anyhow::Error::from)?;
-    if output == Output::Json {
+    if output == Output::Json && !follow {
         println!(
             "{}",
             serde_json::to_string_pretty(&events).map_err(anyhow::Error::from)?
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "{:<9} {:<10} {:<28} {:<7} {:<40} OUTCOME",
-        "AGO", "GROUP", "OPERATION", "ACTION", "WHAT"
-    );
-    for e in &events {
-        let ago = humantime::format_duration(Duration::from_secs(
-            wall_ms().saturating_sub(e.at_ms) / 1000,
-        ))
-        .to_string();
+    if output == Output::Table {
         println!(
-            "{:<9} {:<10} {:<28} {:<7} {:<40} {}",
-            ago,
-            e.group.as_deref().unwrap_or("-"),
-            e.op.as_deref().unwrap_or("-"),
-            e.action,
-            e.reason,
-            e.outcome
+            "{:<9} {:<10} {:<28} {:<7} {:<40} OUTCOME",
+            "AGO", "GROUP", "OPERATION", "ACTION", "WHAT"
         );
     }
-    Ok(ExitCode::SUCCESS)
+    let mut seen = Vec::new();
+    let mut batch = events;
+    loop {
+        for e in batch.iter().filter(|e| !seen.contains(*e)) {
+            print_event(e, output)?;
+        }
+        // Events of the newest millisecond may still grow: keep them to skip repeats.
+        if let Some(last) = batch.iter().map(|e| e.at_ms).max() {
+            from = last;
+            seen = batch.into_iter().filter(|e| e.at_ms == last).collect();
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        batch = store.events(from).await.map_err(anyhow::Error::from)?;
+    }
+}
+
+fn print_event(e: &drover_spi::Event, output: Output) -> Result<(), MainError> {
+    if output == Output::Json {
+        println!("{}", serde_json::to_string(e).map_err(anyhow::Error::from)?);
+        return Ok(());
+    }
+    let ago = humantime::format_duration(Duration::from_secs(
+        wall_ms().saturating_sub(e.at_ms) / 1000,
+    ))
+    .to_string();
+    println!(
+        "{:<9} {:<10} {:<28} {:<7} {:<40} {}",
+        ago,
+        e.group.as_deref().unwrap_or("-"),
+        e.op.as_deref().unwrap_or("-"),
+        e.action,
+        e.reason,
+        e.outcome
+    );
+    Ok(())
 }
 
 /// Prints the desired-state revisions, newest last.

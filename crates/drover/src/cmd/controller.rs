@@ -3,7 +3,7 @@
 use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
 use crate::wiring;
-use drover_controller::{Context, Controller};
+use drover_controller::{Context, Controller, Metrics};
 use drover_swarm::SwarmCluster;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ pub async fn run(
     engine: &str,
     store_args: &StoreArgs,
     local: &LocalArgs,
+    metrics_addr: &str,
 ) -> Result<ExitCode, MainError> {
     let bad = |e: drover_engine::EngineError| {
         MainError::BadInput(format!(
@@ -40,7 +41,13 @@ pub async fn run(
     tracing::info!(identity = %ctx.identity, "controller starting");
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(forward_node_events(engine.to_string(), tx));
-    Controller::new(ctx).with_triggers(rx).run(shutdown()).await;
+    let mut controller = Controller::new(ctx).with_triggers(rx);
+    if let Some(addr) = crate::metrics_server::address(metrics_addr, &info.node_addr)? {
+        let metrics = Metrics::new();
+        crate::metrics_server::serve(addr, metrics.clone()).await;
+        controller = controller.with_metrics(metrics);
+    }
+    controller.run(shutdown()).await;
     Ok(ExitCode::SUCCESS)
 }
 

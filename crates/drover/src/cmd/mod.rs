@@ -4,9 +4,12 @@ mod adopt;
 mod apply;
 mod audit;
 mod controller;
+pub mod demo;
 mod engine;
 mod gc;
 mod plan;
+mod progress;
+mod revisions;
 mod sim;
 mod status;
 mod validate;
@@ -47,7 +50,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             engine,
             store,
             local,
-        } => runtime()?.block_on(controller::run(&engine, &store, &local)),
+            metrics_addr,
+        } => runtime()?.block_on(controller::run(&engine, &store, &local, &metrics_addr)),
         Command::Pause { group, store } => {
             runtime()?.block_on(audit::set_paused(&group, true, &store))
         }
@@ -56,9 +60,31 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
         }
         Command::Events {
             since,
+            follow,
             store,
             output,
-        } => runtime()?.block_on(audit::events(since, &store, output)),
+        } => runtime()?.block_on(audit::events(since, follow, &store, output)),
+        Command::Hold {
+            instance,
+            release,
+            store,
+        } => runtime()?.block_on(audit::set_held(&instance, !release, &store)),
+        Command::Replace { instance, store } => {
+            runtime()?.block_on(audit::request_replace(&instance, &store))
+        }
+        Command::Rollback { group, to, store } => {
+            runtime()?.block_on(revisions::rollback(&group, to, &store))
+        }
+        Command::Diff { from, to, store } => runtime()?.block_on(revisions::diff(from, to, &store)),
+        Command::Restart { group, store } => {
+            runtime()?.block_on(revisions::restart(&group, &store))
+        }
+        Command::Destroy { group, yes, store } => {
+            runtime()?.block_on(revisions::destroy(&group, yes, &store))
+        }
+        Command::Export { store } => runtime()?.block_on(revisions::export(&store)),
+        Command::Import { file, store } => runtime()?.block_on(revisions::import(&file, &store)),
+        Command::Demo(cmd) => runtime()?.block_on(demo::run(&cmd)),
         Command::History { store, output } => runtime()?.block_on(audit::history(&store, output)),
         Command::Gc(args) => runtime()?.block_on(gc::run(&args)),
         Command::Engine(EngineCommand::Join {

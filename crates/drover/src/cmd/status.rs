@@ -1,6 +1,7 @@
 //! `drover status` and the `--wait` follower of `apply`.
 
 use crate::cli::{Output, StoreArgs};
+use crate::cmd::progress::Progress;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
@@ -25,6 +26,10 @@ pub async fn run(
     };
     let doc: StatusDoc = serde_json::from_value(raw.clone()).map_err(anyhow::Error::from)?;
     if output == Output::Json {
+        let mut raw = raw;
+        if let Some(want) = group {
+            only_group(&mut raw, want);
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&raw).map_err(anyhow::Error::from)?
@@ -76,7 +81,60 @@ pub async fn run(
             g["reason"].as_str().unwrap_or("")
         );
     }
+    instances(&doc, group);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Keeps only `want`'s group and instances in a status document.
+fn only_group(doc: &mut serde_json::Value, want: &str) {
+    for key in ["groups", "instances"] {
+        let field = if key == "groups" { "name" } else { "group" };
+        if let Some(list) = doc[key].as_array_mut() {
+            list.retain(|x| x[field] == want);
+        }
+    }
+}
+
+/// The per-instance table, like `docker node ls` joined to the machines.
+fn instances(doc: &StatusDoc, group: Option<&str>) {
+    let rows: Vec<&serde_json::Value> = doc
+        .instances
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| group.is_none_or(|want| i["group"] == want))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!(
+        "\n{:<11} {:<10} {:<14} {:<26} {:<8} {:<7} {:<10} {:<8} AGE",
+        "INSTANCE", "GROUP", "LOGICAL ID", "NODE", "ROLE", "LEADER", "HEALTH", "CURRENT"
+    );
+    let now = wall_ms();
+    for i in rows {
+        let age =
+            Duration::from_secs(now.saturating_sub(i["created_ms"].as_u64().unwrap_or(now)) / 1000);
+        let mut health = match i["health_reason"].as_str() {
+            Some(why) => format!("{} ({why})", i["health"].as_str().unwrap_or("")),
+            None => i["health"].as_str().unwrap_or("").to_string(),
+        };
+        if i["held"] == true {
+            health.push_str(", held");
+        }
+        println!(
+            "{:<11} {:<10} {:<14} {:<26} {:<8} {:<7} {:<10} {:<8} {}",
+            i["id"].as_str().unwrap_or(""),
+            i["group"].as_str().unwrap_or(""),
+            i["logical_id"].as_str().unwrap_or("-"),
+            i["node_id"].as_str().unwrap_or("-"),
+            i["role"].as_str().unwrap_or(""),
+            if i["leader"] == true { "yes" } else { "" },
+            health,
+            if i["current"] == true { "yes" } else { "no" },
+            humantime::format_duration(age)
+        );
+    }
 }
 
 /// What to do when quorum is lost (printed by `status`).
@@ -106,10 +164,11 @@ pub async fn follow(
     timeout: Duration,
 ) -> Result<FollowEnd, MainError> {
     let start = Instant::now();
-    let mut last = String::new();
+    let mut progress = Progress::new();
     loop {
         let history = store.history().await.map_err(anyhow::Error::from)?;
         if history.iter().any(|r| r.rev == rev && r.converged) {
+            progress.finish();
             println!(
                 "converged on revision {rev} after {:.1}s",
                 start.elapsed().as_secs_f64()
@@ -122,27 +181,7 @@ pub async fn follow(
             .map_err(anyhow::Error::from)?
             .and_then(|v| serde_json::from_value::<StatusDoc>(v).ok())
         {
-            let line: Vec<String> = doc
-                .groups
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|g| {
-                    format!(
-                        "{} {} {}/{} current, ft {}",
-                        g["name"].as_str().unwrap_or(""),
-                        g["phase"].as_str().unwrap_or(""),
-                        g["current"],
-                        g["desired"],
-                        doc.swarm["fault_tolerance"]
-                    )
-                })
-                .collect();
-            let line = line.join(" | ");
-            if line != last {
-                println!("[{:>6.1}s] {line}", start.elapsed().as_secs_f64());
-                last = line;
-            }
+            progress.update(&doc);
             let blocked = doc
                 .groups
                 .as_array()

@@ -1,0 +1,499 @@
+//! Prometheus metrics of one controller: what it saw on its last pass
+//! (fault tolerance, members by health and config, rollout progress,
+//! blocked groups), what it did (steps by kind and outcome, leadership
+//! changes) and what its providers and engine cost (calls, errors,
+//! latency). Names follow Prometheus conventions under the `drover_`
+//! prefix; docs/metrics.md lists them.
+//!
+//! Recorded from values the planner already produced, so the metrics can
+//! never tell a different story than `drover status`. Labels carry group
+//! names, step kinds and call names only: never ids that grow without bound,
+//! never secrets.
+
+use async_trait::async_trait;
+use drover_core::model::{Instance, SwarmView};
+use drover_core::plan::{MemberStatus, Phase, Plan};
+use drover_core::spec::Role;
+use drover_spi::{
+    Cluster, ClusterError, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabel {
+    group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    group: String,
+    health: String,
+    current: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    group: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    api: String,
+    call: String,
+}
+
+type Latency = Family<CallLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 5 ms .. ~80 s: describes are milliseconds, provisioning is seconds.
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// One controller's metrics. Cheap to clone (shared inside).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    swarm_fault_tolerance: Gauge,
+    group_fault_tolerance: Family<GroupLabel, Gauge>,
+    members: Family<MemberLabels, Gauge>,
+    desired: Family<GroupLabel, Gauge>,
+    progress: Family<GroupLabel, Gauge<f64, AtomicU64>>,
+    phase: Family<PhaseLabels, Gauge>,
+    blocked: Gauge,
+    acting: Gauge,
+    leadership_changes: Counter,
+    passes: Counter,
+    steps_started: Family<StepLabels, Counter>,
+    steps_failed: Family<StepLabels, Counter>,
+    calls: Family<CallLabels, Counter>,
+    call_errors: Family<CallLabels, Counter>,
+    call_latency: Latency,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric registered, all at zero.
+    pub fn new() -> Self {
+        let mut r = Registry::with_prefix("drover");
+        let m = Metrics {
+            registry: Arc::new(Registry::default()),
+            swarm_fault_tolerance: Gauge::default(),
+            group_fault_tolerance: Family::default(),
+            members: Family::default(),
+            desired: Family::default(),
+            progress: Family::default(),
+            phase: Family::default(),
+            blocked: Gauge::default(),
+            acting: Gauge::default(),
+            leadership_changes: Counter::default(),
+            passes: Counter::default(),
+            steps_started: Family::default(),
+            steps_failed: Family::default(),
+            calls: Family::default(),
+            call_errors: Family::default(),
+            call_latency: Family::new_with_constructor(latency_histogram),
+        };
+        r.register(
+            "swarm_fault_tolerance",
+            "Reachable managers minus quorum (-1 when the swarm cannot be asked)",
+            m.swarm_fault_tolerance.clone(),
+        );
+        r.register(
+            "group_fault_tolerance",
+            "Manager groups: the swarm's fault tolerance; worker groups: healthy members minus one (-1 when none)",
+            m.group_fault_tolerance.clone(),
+        );
+        r.register(
+            "group_members",
+            "Owned instances by group, health and whether they run the desired config",
+            m.members.clone(),
+        );
+        r.register(
+            "group_desired_members",
+            "Declared size of each group",
+            m.desired.clone(),
+        );
+        r.register(
+            "group_rollout_progress_ratio",
+            "Members on the desired config over the declared size (1 when converged)",
+            m.progress.clone(),
+        );
+        r.register(
+            "group_phase",
+            "1 for each group's current phase",
+            m.phase.clone(),
+        );
+        r.register(
+            "blocked_groups",
+            "Groups blocked until an operator acts",
+            m.blocked.clone(),
+        );
+        r.register(
+            "controller_acting",
+            "1 while this controller acts (its engine leads the swarm and it holds the store epoch)",
+            m.acting.clone(),
+        );
+        r.register(
+            "leadership_changes",
+            "Times this controller took over as the acting controller",
+            m.leadership_changes.clone(),
+        );
+        r.register("passes", "Observe-plan-act passes made", m.passes.clone());
+        r.register(
+            "steps_started",
+            "Side-effect steps started, by kind",
+            m.steps_started.clone(),
+        );
+        r.register(
+            "steps_failed",
+            "Side-effect steps that ended in an error, by kind",
+            m.steps_failed.clone(),
+        );
+        r.register(
+            "api_calls",
+            "Provider and engine API calls, by API and call",
+            m.calls.clone(),
+        );
+        r.register(
+            "api_errors",
+            "Provider and engine API calls that failed, by API and call",
+            m.call_errors.clone(),
+        );
+        r.register_with_unit(
+            "api_call_duration",
+            "Latency of provider and engine API calls",
+            Unit::Seconds,
+            m.call_latency.clone(),
+        );
+        Metrics {
+            registry: Arc::new(r),
+            ..m
+        }
+    }
+
+    /// Every metric in the Prometheus text format (version 0.0.4), which
+    /// every scraper and `promtool check metrics` read.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        prometheus_text(&out)
+    }
+
+    /// Records what one pass saw: the plan's status and every member.
+    pub(crate) fn observed(&self, plan: &Plan, members: &[MemberStatus]) {
+        self.passes.inc();
+        let swarm_ft = plan.swarm.fault_tolerance.unwrap_or(-1);
+        self.swarm_fault_tolerance.set(swarm_ft);
+        // Label sets come and go with groups and health: start afresh.
+        self.members.clear();
+        self.phase.clear();
+        for m in members {
+            self.members
+                .get_or_create(&MemberLabels {
+                    group: m.group.clone(),
+                    health: m.health.clone(),
+                    current: m.current.to_string(),
+                })
+                .inc();
+        }
+        let mut blocked = 0;
+        for g in &plan.groups {
+            let label = GroupLabel {
+                group: g.name.clone(),
+            };
+            let ft = match g.role {
+                Role::Manager => swarm_ft,
+                _ => g.healthy as i64 - 1,
+            };
+            self.group_fault_tolerance.get_or_create(&label).set(ft);
+            self.desired.get_or_create(&label).set(g.desired as i64);
+            let progress = if g.desired == 0 {
+                1.0
+            } else {
+                (g.current.min(g.desired)) as f64 / g.desired as f64
+            };
+            self.progress.get_or_create(&label).set(progress);
+            let phase = serde_json::to_value(g.phase).unwrap_or_default();
+            self.phase
+                .get_or_create(&PhaseLabels {
+                    group: g.name.clone(),
+                    phase: phase.as_str().unwrap_or("unknown").to_string(),
+                })
+                .set(1);
+            blocked += i64::from(g.phase == Phase::Blocked);
+        }
+        self.blocked.set(blocked);
+    }
+
+    /// This controller acts (true) or stands by (false).
+    pub(crate) fn acting(&self, acting: bool) {
+        let was = self.acting.set(i64::from(acting));
+        if acting && was == 0 {
+            self.leadership_changes.inc();
+        }
+    }
+
+    /// A side effect of `kind` started.
+    pub(crate) fn step_started(&self, kind: &str) {
+        self.steps_started
+            .get_or_create(&StepLabels { kind: kind.into() })
+            .inc();
+    }
+
+    /// A side effect of `kind` failed.
+    pub(crate) fn step_failed(&self, kind: &str) {
+        self.steps_failed
+            .get_or_create(&StepLabels { kind: kind.into() })
+            .inc();
+    }
+
+    /// Times `call` of `api`, counting it and, when `failed` says so, its error.
+    async fn timed<T>(
+        &self,
+        api: &str,
+        call: &str,
+        f: impl Future<Output = T>,
+        failed: impl FnOnce(&T) -> bool,
+    ) -> T {
+        let labels = CallLabels {
+            api: api.into(),
+            call: call.into(),
+        };
+        let start = Instant::now();
+        let out = f.await;
+        self.call_latency
+            .get_or_create(&labels)
+            .observe(start.elapsed().as_secs_f64());
+        self.calls.get_or_create(&labels).inc();
+        if failed(&out) {
+            self.call_errors.get_or_create(&labels).inc();
+        }
+        out
+    }
+}
+
+/// OpenMetrics (what the client library writes) to the Prometheus text
+/// format: a counter family `x` is announced as `x_total` there, like its
+/// samples, and `# UNIT` / `# EOF` lines do not exist.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// A provider whose calls are counted and timed.
+pub(crate) struct MeteredProvider {
+    pub(crate) inner: Arc<dyn InstanceProvider>,
+    pub(crate) metrics: Metrics,
+}
+
+const PROVIDER: &str = "provider";
+const ENGINE: &str = "engine";
+
+#[async_trait]
+impl InstanceProvider for MeteredProvider {
+    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+        let f = self.inner.provision(req);
+        self.metrics
+            .timed(PROVIDER, "provision", f, Result::is_err)
+            .await
+    }
+    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+        let f = self.inner.destroy(instance);
+        self.metrics
+            .timed(PROVIDER, "destroy", f, Result::is_err)
+            .await
+    }
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        let f = self.inner.describe(tags);
+        self.metrics
+            .timed(PROVIDER, "describe", f, Result::is_err)
+            .await
+    }
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        let f = self.inner.label(instance, labels);
+        self.metrics
+            .timed(PROVIDER, "label", f, Result::is_err)
+            .await
+    }
+}
+
+/// A swarm whose engine calls are counted and timed.
+pub(crate) struct MeteredCluster {
+    pub(crate) inner: Arc<dyn Cluster>,
+    pub(crate) metrics: Metrics,
+}
+
+#[async_trait]
+impl Cluster for MeteredCluster {
+    async fn observe(&self) -> SwarmView {
+        let f = self.inner.observe();
+        let failed = |v: &SwarmView| matches!(v, SwarmView::Unavailable(_));
+        self.metrics.timed(ENGINE, "observe", f, failed).await
+    }
+    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
+        let f = self.inner.drain(node);
+        self.metrics.timed(ENGINE, "drain", f, Result::is_err).await
+    }
+    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
+        let f = self.inner.demote(node);
+        self.metrics
+            .timed(ENGINE, "demote", f, Result::is_err)
+            .await
+    }
+    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
+        let f = self.inner.demote_self_and_leave(node);
+        self.metrics
+            .timed(ENGINE, "demote_self_and_leave", f, Result::is_err)
+            .await
+    }
+    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
+        let f = self.inner.remove_node(node, force);
+        self.metrics
+            .timed(ENGINE, "remove_node", f, Result::is_err)
+            .await
+    }
+    async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
+        let f = self.inner.join_material(role);
+        self.metrics
+            .timed(ENGINE, "join_material", f, Result::is_err)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_core::plan::{GroupStatus, SwarmStatus};
+
+    fn group(name: &str, role: Role, phase: Phase, current: usize) -> GroupStatus {
+        GroupStatus {
+            name: name.into(),
+            role,
+            phase,
+            reason: None,
+            desired_hash: "h".into(),
+            desired: 4,
+            members: 4,
+            current,
+            healthy: 3,
+            in_flight: 0,
+        }
+    }
+
+    fn member(group: &str, health: &str, current: bool) -> MemberStatus {
+        MemberStatus {
+            id: "i".into(),
+            group: group.into(),
+            logical_id: None,
+            node_id: None,
+            role: "worker".into(),
+            leader: false,
+            health: health.into(),
+            health_reason: None,
+            current,
+            created_ms: 0,
+            held: false,
+        }
+    }
+
+    #[test]
+    fn a_pass_is_exposed_as_gauges_by_group_health_and_currency() {
+        let m = Metrics::new();
+        let plan = Plan {
+            actions: Vec::new(),
+            groups: vec![
+                group("managers", Role::Manager, Phase::Rolling, 1),
+                group("workers", Role::Worker, Phase::Blocked, 4),
+            ],
+            swarm: SwarmStatus {
+                members: 3,
+                reachable: 3,
+                fault_tolerance: Some(1),
+                leader_link: None,
+                problem: None,
+            },
+            explanation: Vec::new(),
+            memory: Default::default(),
+            wake_at: None,
+            garbage: Vec::new(),
+        };
+        let members = [
+            member("workers", "healthy", true),
+            member("workers", "healthy", true),
+            member("workers", "pending", false),
+        ];
+        m.observed(&plan, &members);
+        m.acting(true);
+        m.acting(true);
+        m.step_started("provision");
+        m.step_failed("provision");
+        let text = m.encode();
+        for line in [
+            "drover_swarm_fault_tolerance 1",
+            "drover_group_fault_tolerance{group=\"managers\"} 1",
+            "drover_group_fault_tolerance{group=\"workers\"} 2",
+            "drover_group_members{group=\"workers\",health=\"healthy\",current=\"true\"} 2",
+            "drover_group_members{group=\"workers\",health=\"pending\",current=\"false\"} 1",
+            "drover_group_rollout_progress_ratio{group=\"managers\"} 0.25",
+            "drover_group_phase{group=\"workers\",phase=\"blocked\"} 1",
+            "drover_blocked_groups 1",
+            "drover_leadership_changes_total 1",
+            "drover_steps_started_total{kind=\"provision\"} 1",
+            "drover_steps_failed_total{kind=\"provision\"} 1",
+            "# TYPE drover_steps_failed_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,391 @@
+//! Commands that commit a new desired revision derived from the history:
+//! `rollback`, `restart`, `destroy`; reading it: `diff`, `export`; and
+//! `import` into an empty store. Every change goes through the store's
+//! compare-and-swap commit, so the planner carries it out with the same
+//! safety rules as an `apply`.
+
+use crate::cli::StoreArgs;
+use crate::error::MainError;
+use crate::wiring;
+use drover_controller::wall_ms;
+use drover_core::spec::{Allocation, ClusterSpec, GroupSpec, Role};
+use drover_spi::{Controls, Provenance, Revision, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, IsTerminal};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Commits the group's spec from `to` (default: the newest converged
+/// revision before the current one in which the group differs).
+pub async fn rollback(
+    group: &str,
+    to: Option<u64>,
+    store: &StoreArgs,
+) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let history = history(store.as_ref()).await?;
+    let current = current(&history)?;
+    let now = declared(current, group)?;
+    let target = match to {
+        Some(rev) => history.iter().find(|r| r.rev == rev).ok_or_else(|| {
+            MainError::BadInput(format!(
+                "--to {rev}: no such revision (revisions: 1..{}); see drover history",
+                current.rev
+            ))
+        })?,
+        None => history
+            .iter()
+            .rev()
+            .find(|r| r.rev < current.rev && r.converged && r.spec.group(group).is_some_and(|g| g != now))
+            .ok_or_else(|| {
+                MainError::BadInput(format!(
+                    "group {group} has no earlier converged revision that differs from the current one: nothing to roll back to (see drover history)"
+                ))
+            })?,
+    };
+    let old = target.spec.group(group).ok_or_else(|| {
+        MainError::BadInput(format!(
+            "group {group} does not exist in revision {}: choose another --to",
+            target.rev
+        ))
+    })?;
+    let spec = with_group(&current.spec, old.clone());
+    let rev = commit(
+        store.as_ref(),
+        current.rev,
+        &spec,
+        format!("rollback of {group} to revision {}", target.rev),
+        true,
+    )
+    .await?;
+    println!(
+        "committed revision {rev}: {group} as in revision {}",
+        target.rev
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A forced roll: every member created before now is replaced.
+pub async fn restart(group: &str, store: &StoreArgs) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let history = history(store.as_ref()).await?;
+    let current = current(&history)?;
+    let mut g = declared(current, group)?.clone();
+    g.rollout_after = Some(wall_ms());
+    let spec = with_group(&current.spec, g);
+    let rev = commit(
+        store.as_ref(),
+        current.rev,
+        &spec,
+        format!("restart of {group}"),
+        false,
+    )
+    .await?;
+    println!(
+        "committed revision {rev}: every member of {group} is rolled (follow with drover status)"
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Retires every member of a group (scaled to 0, one safe step at a time).
+pub async fn destroy(group: &str, yes: bool, store: &StoreArgs) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let history = history(store.as_ref()).await?;
+    let current = current(&history)?;
+    let g = declared(current, group)?;
+    if g.role == Role::Manager {
+        return Err(MainError::BadInput(format!(
+            "{group} is a manager group: retiring it would end the swarm and the controllers running on it; destroy the other groups first, then remove the machines through the provider (drover demo down for the demo)"
+        )));
+    }
+    if !yes && !confirmed(group, g.allocation.size())? {
+        println!("nothing changed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut gone = g.clone();
+    gone.allocation = Allocation::Size {
+        size: 0,
+        zones: Vec::new(),
+    };
+    let spec = with_group(&current.spec, gone);
+    let rev = commit(
+        store.as_ref(),
+        current.rev,
+        &spec,
+        format!("destroy {group}"),
+        false,
+    )
+    .await?;
+    println!("committed revision {rev}: every member of {group} is retired (drained first)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn confirmed(group: &str, size: usize) -> Result<bool, MainError> {
+    if !std::io::stdin().is_terminal() {
+        return Err(MainError::BadInput(format!(
+            "destroy {group} needs confirmation and stdin is not a terminal: pass --yes"
+        )));
+    }
+    println!("This retires all {size} members of {group}. Type the group name to confirm:");
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(anyhow::Error::from)?;
+    Ok(line.trim() == group)
+}
+
+/// Shows what changed between two revisions (default: `from` → current),
+/// with secrets redacted.
+pub async fn diff(from: u64, to: Option<u64>, store: &StoreArgs) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let history = history(store.as_ref()).await?;
+    let current = current(&history)?;
+    let find = |rev: u64| {
+        history.iter().find(|r| r.rev == rev).ok_or_else(|| {
+            MainError::BadInput(format!(
+                "no revision {rev} (revisions: 1..{}); see drover history",
+                current.rev
+            ))
+        })
+    };
+    let (a, b) = (find(from)?, find(to.unwrap_or(current.rev))?);
+    let text = |r: &Revision| {
+        let mut v = serde_json::to_value(&r.spec).unwrap_or_default();
+        redact(&mut v);
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    };
+    println!("--- revision {}\n+++ revision {}", a.rev, b.rev);
+    let lines = line_diff(&text(a), &text(b));
+    if lines.iter().all(|l| l.starts_with(' ')) {
+        println!("(no difference)");
+    }
+    for l in lines.iter().filter(|l| !l.starts_with(' ')) {
+        println!("{l}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Keys whose values are never shown.
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["secret", "token", "password", "passwd", "key", "credential"]
+        .iter()
+        .any(|s| k.contains(s))
+        && k != "engine_labels"
+}
+
+/// Replaces secret-looking values (by key, or swarm token/unlock key
+/// prefixes anywhere) with `<redacted>`.
+pub fn redact(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, val) in map.iter_mut() {
+                if is_secret_key(k) && !val.is_object() && !val.is_array() {
+                    *val = "<redacted>".into();
+                } else {
+                    redact(val);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact),
+        serde_json::Value::String(s) if s.contains("SWMTKN-") || s.contains("SWMKEY-") => {
+            *s = "<redacted>".into();
+        }
+        _ => {}
+    }
+}
+
+/// A line diff (longest common subsequence): `-`, `+` or ` ` per line.
+fn line_diff(a: &str, b: &str) -> Vec<String> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push(format!(" {}", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(format!("-{}", a[i]));
+            i += 1;
+        } else {
+            out.push(format!("+{}", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+/// Everything `import` needs to recreate a store: the cluster id (every
+/// machine is tagged with it), every revision, the operator controls.
+#[derive(Debug, Serialize, Deserialize)]
+struct Export {
+    format: String,
+    cluster_id: String,
+    revisions: Vec<Revision>,
+    controls: Controls,
+}
+
+const EXPORT_FORMAT: &str = "drover-export/1";
+
+/// Prints the store's specs and history as JSON.
+pub async fn export(store: &StoreArgs) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store).await?;
+    let cluster_id = store
+        .cluster_id()
+        .await
+        .map_err(anyhow::Error::from)?
+        .ok_or_else(|| {
+            MainError::BadInput("the store holds no cluster yet: nothing to export".into())
+        })?;
+    let doc = Export {
+        format: EXPORT_FORMAT.into(),
+        cluster_id,
+        revisions: history(store.as_ref()).await?,
+        controls: store.controls().await.map_err(anyhow::Error::from)?,
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Recreates an exported cluster's specs and history in an empty store.
+pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, MainError> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        MainError::BadInput(format!(
+            "cannot read -f {}: {e}; give a file written by drover export",
+            file.display()
+        ))
+    })?;
+    let doc: Export = serde_json::from_str(&text).map_err(|e| {
+        MainError::BadInput(format!(
+            "-f {}: not a drover export ({e}); give a file written by drover export",
+            file.display()
+        ))
+    })?;
+    if doc.format != EXPORT_FORMAT {
+        return Err(MainError::BadInput(format!(
+            "-f {}: format {} is not {EXPORT_FORMAT}; export it again with this drover",
+            file.display(),
+            doc.format
+        )));
+    }
+    let store = wiring::store(store_args).await?;
+    if let Some(id) = store.cluster_id().await.map_err(anyhow::Error::from)? {
+        return Err(MainError::BadInput(format!(
+            "the store {} already holds cluster {id}: import only into an empty store",
+            store_args.url
+        )));
+    }
+    store
+        .init_cluster(&doc.cluster_id)
+        .await
+        .map_err(anyhow::Error::from)?;
+    let mut rev = 0;
+    for r in &doc.revisions {
+        rev = store
+            .commit(rev, &r.spec, r.provenance.clone(), r.is_rollback)
+            .await
+            .map_err(anyhow::Error::from)?;
+    }
+    store
+        .set_controls(&doc.controls)
+        .await
+        .map_err(anyhow::Error::from)?;
+    println!(
+        "imported cluster {} with {} revisions",
+        doc.cluster_id,
+        doc.revisions.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn history(store: &dyn Store) -> Result<Vec<Revision>, MainError> {
+    Ok(store.history().await.map_err(anyhow::Error::from)?)
+}
+
+fn current(history: &[Revision]) -> Result<&Revision, MainError> {
+    history.last().ok_or_else(|| {
+        MainError::BadInput("the store holds no desired state yet: run drover apply first".into())
+    })
+}
+
+fn declared<'a>(rev: &'a Revision, group: &str) -> Result<&'a GroupSpec, MainError> {
+    rev.spec.group(group).ok_or_else(|| {
+        let known: Vec<&str> = rev.spec.groups.iter().map(|g| g.name.as_str()).collect();
+        MainError::BadInput(format!(
+            "no group named {group} in the desired state (groups: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+fn with_group(spec: &ClusterSpec, group: GroupSpec) -> ClusterSpec {
+    let mut out = spec.clone();
+    if let Some(g) = out.groups.iter_mut().find(|g| g.name == group.name) {
+        *g = group;
+    }
+    out
+}
+
+async fn commit(
+    store: &dyn Store,
+    expected: u64,
+    spec: &ClusterSpec,
+    message: String,
+    is_rollback: bool,
+) -> Result<u64, MainError> {
+    let provenance = Provenance {
+        who: crate::cmd::apply::operator(),
+        at_ms: wall_ms(),
+        message,
+    };
+    match store.commit(expected, spec, provenance, is_rollback).await {
+        Ok(rev) => Ok(rev),
+        Err(StoreError::Conflict { current, .. }) => Err(MainError::BadInput(format!(
+            "someone committed revision {current} meanwhile: run the command again"
+        ))),
+        Err(e) => Err(MainError::Failed(e.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_secret_keys_and_swarm_tokens_anywhere() {
+        let mut v = serde_json::json!({
+            "instance": {"properties": {"api_token": "abc", "region": "x", "nested": ["SWMTKN-1-zzz"]}},
+            "flavor": {"engine_labels": {"release": "v1"}, "boot_script": "join SWMKEY-1-k"}
+        });
+        redact(&mut v);
+        let text = v.to_string();
+        assert!(
+            !text.contains("abc") && !text.contains("SWMTKN") && !text.contains("SWMKEY"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"region\":\"x\"") && text.contains("\"release\":\"v1\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn line_diff_marks_only_changed_lines() {
+        let d = line_diff("a\nb\nc", "a\nB\nc\nd");
+        assert_eq!(d, [" a", "-b", "+B", " c", "+d"]);
+    }
+}

@@ -1,0 +1,225 @@
+//! The revision commands through the binary, against a file store seeded
+//! with two converged revisions (no Docker needed): `rollback`, `restart`,
+//! `destroy`, `diff` (secrets redacted), `export`/`import`, and their
+//! bad-input exits.
+
+use drover_core::hash::config_hash;
+use drover_core::spec::{ClusterSpec, parse_str};
+use drover_spi::{Provenance, Revision};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn spec(release: &str) -> ClusterSpec {
+    let yaml = format!(
+        "groups:
+- name: managers
+  role: manager
+  allocation: {{size: 3}}
+  instance: {{provider: local}}
+- name: workers
+  role: worker
+  allocation: {{size: 2}}
+  instance: {{provider: local, properties: {{api_token: secret-{release}}}}}
+  flavor: {{engine_labels: {{release: {release}}}}}
+"
+    );
+    parse_str(&yaml).spec.expect("valid spec")
+}
+
+/// A store at `url` holding revisions v1 and v2, both converged.
+async fn seed(url: &str) {
+    let store = drover_store::open(url).await.expect("store");
+    store.init_cluster("c1").await.unwrap();
+    let epoch = store.campaign("test").await.unwrap();
+    for (i, release) in ["v1", "v2"].iter().enumerate() {
+        let who = Provenance {
+            who: "test".into(),
+            at_ms: 1,
+            message: format!("release {release}"),
+        };
+        let rev = store
+            .commit(i as u64, &spec(release), who, false)
+            .await
+            .unwrap();
+        store.mark_converged(epoch, rev).await.unwrap();
+    }
+}
+
+fn drover(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(args)
+        .env("DROVER_STORE", url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run drover")
+}
+
+fn history(url: &str) -> Vec<Revision> {
+    let out = drover(url, &["history", "--output", "json"]);
+    serde_json::from_slice(&out.stdout).expect("history JSON")
+}
+
+fn code(out: &Output) -> Option<i32> {
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.status.code()
+}
+
+fn store_url(dir: &Path, name: &str) -> String {
+    format!("file://{}", dir.join(name).display())
+}
+
+#[tokio::test]
+async fn rollback_restart_and_destroy_commit_revisions_through_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    let workers = |r: &Revision| r.spec.group("workers").unwrap().clone();
+
+    assert_eq!(code(&drover(&url, &["rollback", "workers"])), Some(0));
+    let h = history(&url);
+    assert_eq!(h.len(), 3);
+    assert!(h[2].is_rollback);
+    assert_eq!(workers(&h[2]), workers(&h[0]), "not rolled back to v1");
+    assert_eq!(h[2].spec.group("managers"), h[1].spec.group("managers"));
+
+    assert_eq!(
+        code(&drover(&url, &["rollback", "workers", "--to", "2"])),
+        Some(0)
+    );
+    assert_eq!(workers(&history(&url)[3]), workers(&h[1]));
+
+    assert_eq!(code(&drover(&url, &["restart", "workers"])), Some(0));
+    let h = history(&url);
+    assert!(workers(&h[4]).rollout_after.is_some());
+    assert_ne!(
+        config_hash(&workers(&h[4])),
+        config_hash(&workers(&h[3])),
+        "restart does not roll"
+    );
+
+    // Confirmation is required, and a manager group is refused.
+    assert_eq!(code(&drover(&url, &["destroy", "workers"])), Some(2));
+    assert_eq!(
+        code(&drover(&url, &["destroy", "managers", "--yes"])),
+        Some(2)
+    );
+    assert_eq!(history(&url).len(), 5, "a refused destroy committed");
+    assert_eq!(
+        code(&drover(&url, &["destroy", "workers", "--yes"])),
+        Some(0)
+    );
+    assert_eq!(workers(&history(&url)[5]).allocation.size(), 0);
+
+    // Bad input: exit 2, nothing committed.
+    for args in [
+        &["rollback", "nope"][..],
+        &["rollback", "workers", "--to", "99"],
+        &["restart", "nope"],
+        &["diff", "1", "99"],
+    ] {
+        let out = drover(&url, args);
+        assert_eq!(code(&out), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).lines().count(),
+            1,
+            "{args:?}"
+        );
+    }
+    assert_eq!(history(&url).len(), 6);
+}
+
+#[tokio::test]
+async fn diff_redacts_secrets_and_export_import_copies_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+
+    let out = drover(&url, &["diff", "1", "2"]);
+    assert_eq!(code(&out), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The token changed between the revisions too, yet never shows.
+    assert!(!text.contains("secret-v"), "{text}");
+    let changed = |sign: char, line: &str| {
+        text.lines()
+            .any(|l| l.starts_with(sign) && l.trim_start_matches(sign).trim() == line)
+    };
+    assert!(changed('-', "\"release\": \"v1\""), "{text}");
+    assert!(changed('+', "\"release\": \"v2\""), "{text}");
+    let out = drover(&url, &["diff", "1", "1"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(no difference)"));
+
+    let out = drover(&url, &["export"]);
+    assert_eq!(code(&out), Some(0));
+    let file = dir.path().join("export.json");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let copy = store_url(dir.path(), "copy.db");
+    let import = || code(&drover(&copy, &["import", "-f", file.to_str().unwrap()]));
+    assert_eq!(import(), Some(0));
+    assert_eq!(import(), Some(2), "imported into a non-empty store");
+    let (a, b) = (history(&url), history(&copy));
+    assert_eq!(b.len(), 2);
+    assert_eq!(a[1].spec, b[1].spec);
+    assert_eq!(a[1].provenance, b[1].provenance);
+}
+
+#[tokio::test]
+async fn hold_and_release_an_instance_the_status_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    {
+        let store = drover_store::open(&url).await.unwrap();
+        let epoch = store.campaign("test").await.unwrap();
+        let status = serde_json::json!({"instances": [{"id": "i-1", "group": "workers"}]});
+        store.publish_status(epoch, &status).await.unwrap();
+    }
+    let held = || async {
+        let store = drover_store::open(&url).await.unwrap();
+        store.controls().await.unwrap().held
+    };
+    assert_eq!(code(&drover(&url, &["hold", "nope"])), Some(2));
+    assert!(
+        held().await.is_empty(),
+        "a refused hold changed the controls"
+    );
+    assert_eq!(code(&drover(&url, &["hold", "i-1"])), Some(0));
+    assert!(held().await.contains("i-1"));
+    assert_eq!(code(&drover(&url, &["hold", "i-1", "--release"])), Some(0));
+    assert!(held().await.is_empty());
+}
+
+#[tokio::test]
+async fn replace_records_a_request_for_a_listed_instance_and_forgets_gone_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    let publish = |ids: &'static [&'static str]| {
+        let url = url.clone();
+        async move {
+            let store = drover_store::open(&url).await.unwrap();
+            let epoch = store.campaign("test").await.unwrap();
+            let list: Vec<_> = ids.iter().map(|id| serde_json::json!({"id": id})).collect();
+            store
+                .publish_status(epoch, &serde_json::json!({"instances": list}))
+                .await
+                .unwrap();
+        }
+    };
+    let requested = || async {
+        let store = drover_store::open(&url).await.unwrap();
+        store.controls().await.unwrap().replace
+    };
+    publish(&["i-1", "i-2"]).await;
+    assert_eq!(code(&drover(&url, &["replace", "nope"])), Some(2));
+    assert_eq!(code(&drover(&url, &["replace", "i-1"])), Some(0));
+    assert!(requested().await.contains("i-1"));
+    // i-1 was replaced (the status no longer lists it): its request goes.
+    publish(&["i-2", "i-3"]).await;
+    assert_eq!(code(&drover(&url, &["replace", "i-2"])), Some(0));
+    let now = requested().await;
+    assert!(now.contains("i-2") && !now.contains("i-1"), "{now:?}");
+}
