@@ -8,6 +8,7 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v busybox >/dev/null || need+=(busybox-static)
 command -v protoc >/dev/null || need+=(protobuf-compiler libprotobuf-dev)
 command -v ip >/dev/null || need+=(iproute2)
+command -v openssl >/dev/null || need+=(openssl)
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update

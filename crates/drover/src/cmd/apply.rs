@@ -16,7 +16,21 @@ use std::time::Duration;
 pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
     let file_spec = spec_file::load(&args.file)?;
     let local = wiring::local(&args.local)?;
-    let store = wiring::store(&args.store).await?;
+    let store = match (wiring::store(&args.store).await, &local) {
+        // A swarm store with no swarm yet: its first manager comes first.
+        (Err(e), Some(l)) if args.store.url.starts_with("swarm") => {
+            let absent = matches!(
+                drover_spi::Cluster::observe(wiring::off_cluster_swarm(&local).as_ref()).await,
+                drover_core::model::SwarmView::Absent
+            );
+            if !absent {
+                return Err(e);
+            }
+            let id = new_cluster_id();
+            crate::cmd::swarm_bootstrap::first_manager(&file_spec, l, &id, &operator()).await?
+        }
+        (r, _) => r?,
+    };
     let current = store.desired().await.map_err(anyhow::Error::from)?;
     let (spec, lines) = merge(current.as_ref().map(|r| &r.spec), &file_spec, args.prune);
     if let Some(m) = spec
@@ -49,7 +63,7 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
     let cluster_id = match store.cluster_id().await.map_err(anyhow::Error::from)? {
         Some(id) => id,
         None => {
-            let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+            let id = new_cluster_id();
             store.init_cluster(&id).await.map_err(anyhow::Error::from)?;
             println!("new cluster {id}");
             id
@@ -156,6 +170,10 @@ fn merge(
         }
     }
     (spec, lines)
+}
+
+fn new_cluster_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
 fn operator() -> String {

@@ -7,6 +7,7 @@ mod engine;
 mod plan;
 mod sim;
 mod status;
+mod swarm_bootstrap;
 mod validate;
 
 use crate::cli::{Cli, Command, EngineCommand, SimCommand};
