@@ -3,8 +3,10 @@
 
 mod support;
 
+use support::spec;
+
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
-use drover_core::spec::{ClusterSpec, Role};
+use drover_core::spec::Role;
 use drover_spi::{Controls, Event, Provenance, Store, StoreError};
 use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
 use serde_json::json;
@@ -19,15 +21,6 @@ const LIMITS: Limits = Limits {
 
 /// Two handles (two controllers) on one fresh store.
 type Pair = (Arc<dyn Store>, Arc<dyn Store>);
-
-fn spec(size: u32) -> ClusterSpec {
-    let text = format!(
-        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: {size}\n    instance:\n      provider: local\n"
-    );
-    drover_core::spec::parse_str(&text)
-        .spec
-        .expect("valid spec")
-}
 
 fn prov(who: &str, msg: &str) -> Provenance {
     Provenance {

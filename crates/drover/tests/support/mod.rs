@@ -203,6 +203,30 @@ pub struct Watch {
     pub min_margin: Option<i64>,
 }
 
+impl Watch {
+    /// One line for the test log.
+    pub fn summary(&self) -> String {
+        format!(
+            "watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}",
+            self.samples,
+            self.largest_gap.as_secs_f64(),
+            self.min_margin,
+            self.violations
+        )
+    }
+
+    /// The watcher really watched, and never saw the quorum lost.
+    pub fn assert_quorum_kept(&self) {
+        assert!(self.samples > 10, "the watcher barely sampled");
+        assert!(
+            self.violations.is_empty(),
+            "quorum watcher saw: {:?}",
+            self.violations
+        );
+        assert!(self.min_margin.is_some_and(|m| m >= 0));
+    }
+}
+
 pub fn watch(
     dir: PathBuf,
     stop: Arc<AtomicBool>,
