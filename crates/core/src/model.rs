@@ -24,7 +24,9 @@ pub mod tags {
     pub const LOGICAL_ID: &str = "drover.logical-id";
     /// The slot's zone.
     pub const ZONE: &str = "drover.zone";
-    /// Set on instances that were adopted rather than created.
+    /// Set on instances that were adopted rather than created: the config
+    /// hash of the spec they were adopted under (they carry no
+    /// [`CONFIG`] tag: drover did not build them).
     pub const ADOPTED: &str = "drover.adopted";
 }
 
@@ -50,9 +52,15 @@ impl Instance {
     pub fn link(&self) -> Option<&str> {
         self.tag(tags::LINK)
     }
-    /// The config hash it was built from.
+    /// The config hash it was built from. An adopted machine was not built
+    /// by drover: it counts as built from the config it was adopted under
+    /// (its `drover.adopted` tag), so it is rolled only once that changes.
     pub fn config(&self) -> Option<&str> {
-        self.tag(tags::CONFIG)
+        self.tag(tags::CONFIG).or_else(|| self.tag(tags::ADOPTED))
+    }
+    /// True when drover adopted this machine rather than created it.
+    pub fn adopted(&self) -> bool {
+        self.tag(tags::CONFIG).is_none() && self.tag(tags::ADOPTED).is_some()
     }
     /// The slot's logical id.
     pub fn logical_id(&self) -> Option<&str> {
@@ -135,6 +143,16 @@ pub struct Node {
     pub raft: Option<RaftMember>,
     /// Tasks still running on the node (for drains).
     pub running_tasks: u32,
+    /// The node's own engine reports its swarm autolocked (it needs
+    /// `docker swarm unlock`): the leader sees it Down, but it is a healthy
+    /// machine waiting for its key, never garbage.
+    #[serde(default)]
+    pub locked: bool,
+    /// The node's own engine says it is in no swarm any more (it ran
+    /// `swarm leave`), while the leader still lists it until its heartbeats
+    /// time out (27-34 s): the direct signal that a leave happened.
+    #[serde(default)]
+    pub left: bool,
 }
 
 /// The swarm as seen through a manager.

@@ -66,6 +66,17 @@ pub enum Command {
         after_help = "Examples:\n  drover apply -f cluster.yaml --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40 --wait\n  drover apply -f cluster.yaml --dry-run\n\nGroups missing from the file are kept unless --prune is given.\nExit codes: 0 applied (and converged with --wait), 2 bad input, 3 blocked, 4 timed out."
     )]
     Apply(ApplyArgs),
+    /// Create a cluster from nothing: the first manager (swarm init) through
+    /// the provider, its controller, and the spec in the new cluster's store.
+    #[command(
+        after_help = "Example:\n  drover bootstrap -f cluster.yaml --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40 --wait\n\nRefuses when the store already holds a cluster (use apply).\nExit codes: 0 done (and converged with --wait), 2 bad input, 3 blocked, 4 timed out."
+    )]
+    Bootstrap(ApplyArgs),
+    /// Bring an existing swarm built by hand under management, replacing nothing.
+    #[command(
+        after_help = "Examples:\n  drover adopt -f cluster.yaml --engine unix:///srv/m1/sock --machine /srv/m1 --machine /srv/w1 --dry-run\n  drover adopt -f cluster.yaml --engine unix:///srv/m1/sock --map 3k2j9x=/srv/w2 --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n\nEach machine is matched to the node its engine reports (or the node --map names),\ntagged as adopted and rolled only once its group's spec changes.\nNodes nobody names are listed and never touched."
+    )]
+    Adopt(AdoptArgs),
     /// Show each group's phase, fault tolerance and the controller's heartbeat.
     #[command(
         after_help = "Examples:\n  drover status --store etcd://127.0.0.1:2379\n  drover status workers --output json"
@@ -242,6 +253,40 @@ pub struct ApplyArgs {
     /// Why (recorded in the history).
     #[arg(short = 'm', long, default_value = "")]
     pub message: String,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The local provider.
+    #[command(flatten)]
+    pub local: LocalArgs,
+}
+
+/// Arguments of `drover adopt`.
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The cluster file: the groups the machines join.
+    #[arg(short = 'f', long = "file")]
+    pub file: PathBuf,
+    /// A manager of the swarm to adopt.
+    #[arg(
+        long,
+        env = "DOCKER_HOST",
+        default_value = "unix:///var/run/docker.sock"
+    )]
+    pub engine: String,
+    /// A machine to adopt, as its provider names it (local: the engine's directory).
+    #[arg(long = "machine")]
+    pub machines: Vec<String>,
+    /// NODE=MACHINE: adopt MACHINE as swarm node NODE (id or unique prefix),
+    /// for providers that cannot ask the machine's engine.
+    #[arg(long)]
+    pub map: Vec<String>,
+    /// The worker group adopted workers join, when the file has several.
+    #[arg(long)]
+    pub workers: Option<String>,
+    /// Show the matches; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,

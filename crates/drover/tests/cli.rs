@@ -140,3 +140,52 @@ fn pausing_an_undeclared_group_is_bad_input() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn bootstrap_without_a_provider_is_bad_input_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}/state.db", dir.path().display());
+    let out = drover(&[
+        "bootstrap",
+        "-f",
+        "examples/cluster.yaml",
+        "--store",
+        &store,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--local-dir"));
+    let history = drover(&["history", "--store", &store, "--output", "json"]);
+    assert_eq!(text(&history.stdout).trim(), "[]", "the store was changed");
+}
+
+#[test]
+fn adopt_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}/state.db", dir.path().display());
+    let out = drover(&["adopt", "-f", "examples/cluster.yaml", "--store", &store]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--local-dir"),
+        "{}",
+        text(&out.stderr)
+    );
+    let sock = format!("unix://{}/no.sock", dir.path().display());
+    let local = dir.path().join("local");
+    let out = drover(&[
+        "adopt",
+        "-f",
+        "examples/cluster.yaml",
+        "--store",
+        &store,
+        "--local-dir",
+        local.to_str().unwrap(),
+        "--engine",
+        &sock,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--engine"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -23,8 +23,21 @@ async fn rolls_a_new_config_through_managers_leader_last_without_losing_quorum()
 async fn leader_last_rollout() {
     let lab = Lab::new(71).await;
     let t0 = Instant::now();
-    lab.apply(&lab.spec("one"), true);
+    let one = lab.spec("one");
+    let out = lab.drover(&[
+        "bootstrap",
+        "-f",
+        one.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "8m",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "bootstrap failed");
     let up = t0.elapsed();
+    // A second bootstrap is refused: the cluster exists.
+    let out = lab.drover(&["bootstrap", "-f", one.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("drover apply"));
     let before = assert_converged_shape(&lab).await;
     let old_leader = leader(&before).id.clone();
     let old_records = lab.records();

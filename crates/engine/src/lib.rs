@@ -148,6 +148,15 @@ pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -
         .and_then(|e| e.labels.clone())
         .unwrap_or_default();
     let spec = n.spec.clone().unwrap_or_default();
+    // Engine labels are set when drover builds the machine; an adopted
+    // machine's engine was started by someone else, so `drover adopt` puts
+    // drover's labels on the swarm node instead (engine labels win).
+    let label = |key: &str| {
+        labels
+            .get(key)
+            .or_else(|| spec.labels.as_ref().and_then(|l| l.get(key)))
+            .cloned()
+    };
     let state = match n.status.as_ref().and_then(|s| s.state) {
         Some(BNodeState::READY) => NodeState::Ready,
         Some(BNodeState::DOWN) => NodeState::Down,
@@ -166,10 +175,12 @@ pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -
     });
     Node {
         running_tasks: running.get(&id).copied().unwrap_or(0),
+        locked: false,
+        left: false,
         id,
-        link: labels.get(tags::LINK).cloned(),
-        cluster: labels.get(tags::CLUSTER).cloned(),
-        group: labels.get(tags::GROUP).cloned(),
+        link: label(tags::LINK),
+        cluster: label(tags::CLUSTER),
+        group: label(tags::GROUP),
         state,
         availability,
         manager_role: matches!(spec.role, Some(NodeSpecRoleEnum::MANAGER)),

@@ -10,6 +10,7 @@
 //! `boot.log`. Ids are short (`i` + 8 hex) because unix socket paths are
 //! limited to 108 bytes.
 
+mod adopt;
 pub mod launcher;
 pub mod procs;
 pub mod testkit;
@@ -18,7 +19,7 @@ pub use launcher::{EnginePaths, EngineProcess};
 
 use async_trait::async_trait;
 use drover_core::model::Instance;
-use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest};
+use drover_spi::{Foreign, InstanceProvider, ProviderError, ProvisionRequest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -89,6 +90,10 @@ pub struct InstanceRecord {
     pub pgid: Option<i32>,
     /// Creation time, ms since the Unix epoch.
     pub created_ms: u64,
+    /// Where the engine's files live when not in the instance's own
+    /// directory: an adopted engine's directory (see `adopt.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_dir: Option<PathBuf>,
 }
 
 impl InstanceRecord {
@@ -107,14 +112,14 @@ pub struct LocalProvider {
     alloc: tokio::sync::Mutex<()>,
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
 
-fn io_err(what: &str, e: impl std::fmt::Display) -> ProviderError {
+pub(crate) fn io_err(what: &str, e: impl std::fmt::Display) -> ProviderError {
     ProviderError::Transient(format!("{what}: {e}"))
 }
 
@@ -175,6 +180,11 @@ impl LocalProvider {
         self.instances_dir().join(id)
     }
 
+    /// The files of an instance's engine.
+    fn engine_paths(&self, r: &InstanceRecord) -> EnginePaths {
+        EnginePaths::new(r.engine_dir.as_deref().unwrap_or(&self.dir_of(&r.id)))
+    }
+
     /// Every instance record. An unreadable state dir or record is an error.
     pub fn records(&self) -> std::io::Result<Vec<InstanceRecord>> {
         let mut out = Vec::new();
@@ -228,9 +238,18 @@ impl LocalProvider {
     /// (its command line carries the instance's pidfile path): a recycled
     /// PID never counts. The socket is not asked (describe stays fast and
     /// never blocks on a busy engine); swarm health is the flavor's job.
+    ///
+    /// An engine restarted in place (as a VM's engine restarts after a
+    /// reboot) has a new PID: the one dockerd wrote to its pidfile counts too.
     pub fn is_running(&self, r: &InstanceRecord) -> bool {
-        let paths = EnginePaths::new(&self.dir_of(&r.id));
-        r.pid.is_some_and(|p| procs::is_ours(p, &paths.needle()))
+        let paths = self.engine_paths(r);
+        let from_pidfile = std::fs::read_to_string(&paths.pid)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        [r.pid, from_pidfile]
+            .into_iter()
+            .flatten()
+            .any(|p| procs::is_ours(p, &paths.needle()))
     }
 
     fn choose_address(
@@ -385,6 +404,7 @@ impl InstanceProvider for LocalProvider {
                 pid: None,
                 pgid: None,
                 created_ms: now_ms(),
+                engine_dir: None,
             };
             self.write_record(&rec)
                 .map_err(|e| io_err("writing instance record", e))?;
@@ -432,7 +452,8 @@ impl InstanceProvider for LocalProvider {
             }
             return Ok(());
         };
-        let paths = EnginePaths::new(&self.dir_of(&rec.id));
+        let paths = self.engine_paths(&rec);
+        let own_dir = self.dir_of(&rec.id);
         tokio::task::spawn_blocking(move || {
             let left = launcher::stop_engine(&paths, rec.pid, rec.pgid);
             if left > 0 {
@@ -441,7 +462,10 @@ impl InstanceProvider for LocalProvider {
                     rec.id
                 )));
             }
-            procs::remove_instance_dir(&paths.dir)
+            // An adopted engine's directory goes first: the record (in the
+            // instance's own directory) is what says the machine existed.
+            procs::remove_instance_dir(&paths.dir)?;
+            procs::remove_instance_dir(&own_dir)
         })
         .await
         .map_err(|e| io_err("destroy", e))?
@@ -481,6 +505,17 @@ impl InstanceProvider for LocalProvider {
             .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         self.write_record(&rec)
             .map_err(|e| io_err("writing instance record", e))
+    }
+    async fn inspect_foreign(&self, reference: &str) -> Result<Foreign, ProviderError> {
+        self.inspect_foreign_engine(reference).await
+    }
+
+    async fn adopt(
+        &self,
+        reference: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
+        self.adopt_engine(reference, tags).await
     }
 }
 

@@ -137,9 +137,11 @@ impl Drop for StateGuard {
                         std::fs::read_to_string(dir.join("instance.json"))
                             .ok()
                             .and_then(|t| serde_json::from_str(&t).ok());
-                    let paths = crate::EnginePaths::new(&dir);
+                    let engine_dir = rec.as_ref().and_then(|r| r.engine_dir.clone());
+                    let paths = crate::EnginePaths::new(engine_dir.as_deref().unwrap_or(&dir));
                     let (pid, pgid) = rec.map(|r| (r.pid, r.pgid)).unwrap_or((None, None));
                     crate::launcher::stop_engine(&paths, pid, pgid);
+                    let _ = crate::procs::remove_instance_dir(&paths.dir);
                     let _ = crate::procs::remove_instance_dir(&dir);
                 })
             })

@@ -331,6 +331,8 @@ impl World {
             } else {
                 0
             },
+            locked: false,
+            left: false,
         };
         self.nodes.insert(
             id.clone(),
@@ -505,6 +507,8 @@ impl World {
         if n.node.state == NodeState::Ready && n.down_at.is_none() {
             n.down_at = Some(self.now + down_after);
         }
+        // Its own engine knows at once (drover's swarm adapter asks it).
+        n.node.left = true;
         Ok(())
     }
 

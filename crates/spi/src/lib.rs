@@ -69,6 +69,19 @@ impl ProviderError {
     }
 }
 
+/// A machine drover did not create, as its provider sees it (for adoption).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    /// The provider-specific reference, normalised (local: the engine's directory).
+    pub reference: String,
+    /// The swarm node id its engine reports, when the provider can ask it.
+    pub node_id: Option<String>,
+    /// The address its engine advertises, when known (pets' logical ids).
+    pub address: Option<String>,
+    /// The id of the instance already made from it, if it was adopted before.
+    pub adopted_as: Option<String>,
+}
+
 /// A source of machines.
 #[async_trait]
 pub trait InstanceProvider: Send + Sync {
@@ -88,6 +101,26 @@ pub trait InstanceProvider: Send + Sync {
         instance: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<(), ProviderError>;
+    /// Looks at a machine drover did not create, named by a provider-specific
+    /// `reference`, without changing anything (`drover adopt --dry-run`).
+    async fn inspect_foreign(&self, reference: &str) -> Result<Foreign, ProviderError> {
+        Err(ProviderError::Permanent(format!(
+            "this provider cannot adopt machines ({reference})"
+        )))
+    }
+    /// Takes a foreign machine under management: from now on it is an
+    /// instance carrying `tags` (destroying it destroys the machine).
+    /// Idempotent: adopting the same machine again returns the same id.
+    async fn adopt(
+        &self,
+        reference: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
+        let _ = tags;
+        Err(ProviderError::Permanent(format!(
+            "this provider cannot adopt machines ({reference})"
+        )))
+    }
 }
 
 /// Why a swarm call failed.

@@ -7,7 +7,7 @@
 //! manager's engine when a [`PeerEndpoints`] source is given.
 
 use async_trait::async_trait;
-use drover_core::model::SwarmView;
+use drover_core::model::{Node, NodeState, SwarmView};
 use drover_core::spec::Role;
 use drover_engine::{Engine, EngineError, LOCKED_MESSAGE, LocalState, PeerEndpoints};
 use drover_spi::{Cluster, ClusterError, JoinMaterial};
@@ -53,6 +53,78 @@ impl SwarmCluster {
     }
 }
 
+impl SwarmCluster {
+    /// What only a machine's own engine knows, asked of the engines the
+    /// peer source names (each with a short timeout), and only when a node
+    /// needs it:
+    /// - an autolocked manager: the leader shows it Down/Unreachable, like a
+    ///   dead one; its engine says `locked`;
+    /// - a demoted manager that ran `swarm leave`: the leader lists it Ready
+    ///   for another 27-34 s; its engine says it is in no swarm (`left`).
+    async fn consult_own_engines(&self, nodes: &mut [Node]) {
+        let unwell = |n: &Node| {
+            n.manager_role
+                && (n.state != NodeState::Ready || n.raft.as_ref().is_some_and(|r| !r.reachable))
+        };
+        // Groups with raft members are manager groups; a member of one that
+        // is out of the raft and no longer a manager is a demoted manager.
+        let manager_groups: Vec<Option<String>> = nodes
+            .iter()
+            .filter(|n| n.raft.is_some() && n.group.is_some())
+            .map(|n| n.group.clone())
+            .collect();
+        let demoted = |n: &Node| {
+            n.raft.is_none()
+                && !n.manager_role
+                && n.state == NodeState::Ready
+                && n.group.is_some()
+                && manager_groups.contains(&n.group)
+        };
+        let Some(peers) = self
+            .peers
+            .as_ref()
+            .filter(|_| nodes.iter().any(|n| unwell(n) || demoted(n)))
+        else {
+            return;
+        };
+        for endpoint in peers.peer_endpoints() {
+            let Ok(engine) =
+                Engine::connect_with_timeout(&endpoint, std::time::Duration::from_secs(2)).await
+            else {
+                continue;
+            };
+            let Ok(info) = engine.info().await else {
+                continue;
+            };
+            let link = info.labels.get(drover_core::model::tags::LINK);
+            let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;
+            match info.state {
+                LocalState::Locked => {
+                    let host = info.node_addr.as_str();
+                    for n in nodes.iter_mut().filter(|n| unwell(n)) {
+                        let same_addr = !host.is_empty()
+                            && n.raft.as_ref().is_some_and(|r| {
+                                r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host)
+                            });
+                        if same_link(n)
+                            || (!info.node_id.is_empty() && n.id == info.node_id)
+                            || same_addr
+                        {
+                            n.locked = true;
+                        }
+                    }
+                }
+                LocalState::Inactive => {
+                    for n in nodes.iter_mut().filter(|n| demoted(n) && same_link(n)) {
+                        n.left = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 fn locked_or<T>(info: &drover_engine::EngineInfo, ok: T) -> Result<T, ClusterError> {
     if info.state == LocalState::Locked {
         Err(ClusterError::Unavailable(LOCKED_MESSAGE.into()))
@@ -64,9 +136,16 @@ fn locked_or<T>(info: &drover_engine::EngineInfo, ok: T) -> Result<T, ClusterErr
 #[async_trait]
 impl Cluster for SwarmCluster {
     async fn observe(&self) -> SwarmView {
-        match Engine::connect(&self.endpoint).await {
+        let view = match Engine::connect(&self.endpoint).await {
             Ok(e) => e.observe().await,
             Err(e) => SwarmView::Unavailable(e.to_string()),
+        };
+        match view {
+            SwarmView::Ok(mut nodes) => {
+                self.consult_own_engines(&mut nodes).await;
+                SwarmView::Ok(nodes)
+            }
+            other => other,
         }
     }
 

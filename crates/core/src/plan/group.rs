@@ -234,6 +234,20 @@ impl<'a> Planner<'a> {
             self.block(&name, why);
             return;
         }
+        if d.spec.role == Role::Manager
+            && let Some(n) = self.world.nodes().iter().find(|n| n.locked)
+        {
+            // Every manager step changes the raft; with a member waiting for
+            // its unlock key the real fault tolerance is unknown.
+            self.block(
+                &name,
+                format!(
+                    "manager node {} is locked (autolock): unlock it with `docker swarm unlock` on that machine",
+                    n.id
+                ),
+            );
+            return;
+        }
         if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
             return;
         }
@@ -471,7 +485,7 @@ impl<'a> Planner<'a> {
                 n.cluster.as_deref() == Some(cluster.as_str())
                     && n.group.as_deref() == Some(d.spec.name.as_str())
             })
-            .filter(|n| !claimed.contains(&n.id))
+            .filter(|n| !claimed.contains(&n.id) && !n.locked)
             .filter(|n| {
                 let link = n.link.as_deref();
                 // Stale: no machine carries its link, or the machine rejoined

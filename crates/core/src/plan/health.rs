@@ -30,6 +30,11 @@ pub(crate) fn judge(role: Role, inst: &Instance, world: &World<'_>) -> Health {
     let Some(node) = world.node_for(inst.link()) else {
         return Health::Pending;
     };
+    if node.locked {
+        // Down to the leader, but alive and waiting for its unlock key:
+        // replacing it would destroy a healthy manager (the group blocks).
+        return Health::Unknown;
+    }
     match node.state {
         NodeState::Down => Health::Unhealthy("node down"),
         NodeState::Unknown | NodeState::Disconnected => Health::Unknown,

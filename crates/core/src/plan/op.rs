@@ -384,7 +384,8 @@ impl Planner<'_> {
                         }),
                     };
                 }
-                let left = n.state == NodeState::Down || victim_inst.is_none_or(|i| !i.running);
+                let left =
+                    n.left || n.state == NodeState::Down || victim_inst.is_none_or(|i| !i.running);
                 if left || self.clock.elapsed(format!("leave:{}", op.id), LEAVE_BOUND) {
                     StepState::Done
                 } else {

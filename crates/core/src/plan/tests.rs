@@ -83,6 +83,8 @@ fn node(link: &str, manager: bool, leader: bool) -> Node {
             addr: format!("{link}:2377"),
         }),
         running_tasks: 0,
+        locked: false,
+        left: false,
     }
 }
 
@@ -1107,4 +1109,99 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
             .is_some_and(|r| r.contains("same link w1")),
         "{st:?}"
     );
+}
+
+#[test]
+fn a_locked_manager_blocks_manager_steps_and_is_neither_healed_nor_reaped() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    c.group_mut(MANAGERS).hash = "new-config".into();
+    {
+        let n = c.node("m2");
+        n.state = NodeState::Down;
+        n.raft.as_mut().expect("member").reachable = false;
+    }
+    // Control: a Down manager whose machine runs is a health problem: healed.
+    let p = c.at(120 * SEC);
+    assert!(!begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+
+    // The same node, reported locked by its own engine: nothing starts.
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    c.group_mut(MANAGERS).hash = "new-config".into();
+    {
+        let n = c.node("m2");
+        n.state = NodeState::Down;
+        n.raft.as_mut().expect("member").reachable = false;
+        n.locked = true;
+    }
+    // Its machine also vanished from the describe: still never reaped.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m2"));
+    for t in [0, 120 * SEC, 600 * SEC] {
+        let p = c.at(t);
+        assert!(
+            p.actions.iter().all(|a| !a.is_side_effect()),
+            "{}",
+            describe(&p)
+        );
+        assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+        assert_eq!(status(&p, MANAGERS).phase, Phase::Blocked);
+        assert!(reason(&p, MANAGERS).contains("locked"), "{}", describe(&p));
+    }
+}
+
+#[test]
+fn an_adopted_member_counts_as_built_from_the_config_it_was_adopted_under() {
+    let mut c = rolling_workers("", "");
+    let hash = c.hash(WORKERS);
+    for i in c.instances(WORKERS).iter_mut() {
+        i.tags.remove(tags::CONFIG);
+        i.tags.insert(tags::ADOPTED.into(), hash.clone());
+    }
+    let p = c.at(0);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert_eq!(status(&p, WORKERS).phase, Phase::Converged);
+    // Once the spec changes, adopted members roll like any other.
+    c.group_mut(WORKERS).hash = "changed".into();
+    let p = c.at(SEC);
+    assert_eq!(begins(&p, WORKERS).len(), 2, "{}", describe(&p));
+}
+
+#[test]
+fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for_down() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(op.steps()[0], Step::DemoteSelfAndLeave);
+    c.journal.push(op.clone());
+    // m1 demoted itself and left; m2 leads now and plans (still listed Ready).
+    {
+        let n = c.node("m1");
+        n.manager_role = false;
+        n.raft = None;
+    }
+    c.node("m2").raft.as_mut().expect("member").leader = true;
+    c.observed.self_link = Some("m2".into());
+    let destroys = |p: &Plan| {
+        has(
+            p,
+            |a| matches!(a, Action::Destroy { op: o, .. } if *o == op.id),
+        )
+    };
+    let p = c.at(SEC);
+    assert!(!destroys(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("to leave"),
+        "{}",
+        describe(&p)
+    );
+    // Its own engine says it is in no swarm: no need to wait for Down.
+    c.node("m1").left = true;
+    let p = c.at(2 * SEC);
+    assert!(destroys(&p), "{}", describe(&p));
 }

@@ -13,7 +13,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
+/// `apply` changes any cluster; `bootstrap` only creates one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Commit the change; bootstrap too when no swarm exists.
+    Apply,
+    /// Refuse unless the store holds no cluster yet.
+    Bootstrap,
+}
+
+pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     let file_spec = spec_file::load(&args.file)?;
     let local = wiring::local(&args.local)?;
     let store = match (wiring::store(&args.store).await, &local) {
@@ -26,12 +35,34 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
             if !absent {
                 return Err(e);
             }
+            if args.dry_run {
+                for l in merge(None, &file_spec, args.prune).1 {
+                    println!("{l}");
+                }
+                println!(
+                    "(dry run: nothing committed; no swarm exists yet: apply would create its first manager)"
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let id = new_cluster_id();
             crate::cmd::swarm_bootstrap::first_manager(&file_spec, l, &id, &operator()).await?
         }
         (r, _) => r?,
     };
     let current = store.desired().await.map_err(anyhow::Error::from)?;
+    if mode == Mode::Bootstrap {
+        if let Some(r) = &current {
+            return Err(MainError::BadInput(format!(
+                "--store {} already holds a cluster (revision {}): change it with drover apply",
+                args.store.url, r.rev
+            )));
+        }
+        if local.is_none() {
+            return Err(MainError::BadInput(
+                "bootstrap creates the first manager through a provider: give --local-dir (and --local-pool)".into(),
+            ));
+        }
+    }
     let (spec, lines) = merge(current.as_ref().map(|r| &r.spec), &file_spec, args.prune);
     if let Some(m) = spec
         .groups
@@ -57,33 +88,17 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
             drover_spi::Cluster::observe(cluster.as_ref()).await,
             drover_core::model::SwarmView::Absent
         );
+    if mode == Mode::Bootstrap && !bootstrap {
+        return Err(MainError::BadInput(
+            "a swarm already runs on the provider's machines: bring it under management with drover adopt".into(),
+        ));
+    }
     if current.is_none() && local.is_none() {
         return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool)".into()));
     }
-    let cluster_id = match store.cluster_id().await.map_err(anyhow::Error::from)? {
-        Some(id) => id,
-        None => {
-            let id = new_cluster_id();
-            store.init_cluster(&id).await.map_err(anyhow::Error::from)?;
-            println!("new cluster {id}");
-            id
-        }
-    };
+    let cluster_id = ensure_cluster_id(store.as_ref()).await?;
     let expected = current.as_ref().map_or(0, |r| r.rev);
-    let provenance = Provenance {
-        who: operator(),
-        at_ms: drover_controller::wall_ms(),
-        message: args.message.clone(),
-    };
-    let rev = match store.commit(expected, &spec, provenance, false).await {
-        Ok(rev) => rev,
-        Err(StoreError::Conflict { current, .. }) => {
-            return Err(MainError::BadInput(format!(
-                "someone else committed revision {current} while this apply was planned against {expected}: run apply again to plan against it"
-            )));
-        }
-        Err(e) => return Err(MainError::Failed(e.into())),
-    };
+    let rev = commit(store.as_ref(), expected, &spec, &args.message).await?;
     println!("committed revision {rev} of cluster {cluster_id}");
     if bootstrap {
         println!(
@@ -110,9 +125,44 @@ pub async fn run(args: &ApplyArgs) -> Result<ExitCode, MainError> {
     })
 }
 
+/// The store's cluster id, made (and printed) on first use.
+pub(crate) async fn ensure_cluster_id(store: &dyn Store) -> Result<String, MainError> {
+    match store.cluster_id().await.map_err(anyhow::Error::from)? {
+        Some(id) => Ok(id),
+        None => {
+            let id = new_cluster_id();
+            store.init_cluster(&id).await.map_err(anyhow::Error::from)?;
+            println!("new cluster {id}");
+            Ok(id)
+        }
+    }
+}
+
+/// Commits `spec` if the desired state is still at revision `expected`
+/// (compare-and-swap: two operators never silently overwrite each other).
+pub(crate) async fn commit(
+    store: &dyn Store,
+    expected: u64,
+    spec: &ClusterSpec,
+    message: &str,
+) -> Result<u64, MainError> {
+    let provenance = Provenance {
+        who: operator(),
+        at_ms: drover_controller::wall_ms(),
+        message: message.to_string(),
+    };
+    match store.commit(expected, spec, provenance, false).await {
+        Ok(rev) => Ok(rev),
+        Err(StoreError::Conflict { current, .. }) => Err(MainError::BadInput(format!(
+            "someone else committed revision {current} while this change was planned against {expected}: run the command again to plan against it"
+        ))),
+        Err(e) => Err(MainError::Failed(e.into())),
+    }
+}
+
 /// The spec to commit: the file's groups, plus the current groups the file
 /// lacks unless `prune` (apply never deletes a group by omission).
-fn merge(
+pub(crate) fn merge(
     current: Option<&ClusterSpec>,
     file: &ClusterSpec,
     prune: bool,

@@ -19,13 +19,9 @@ pub async fn run(
             "--engine {engine}: {e}; point it at this manager's docker socket"
         ))
     };
-    let info = drover_engine::Engine::connect(engine)
-        .await
-        .map_err(bad)?
-        .info()
-        .await
-        .map_err(bad)?;
-    let self_link = info.labels.get(drover_core::model::tags::LINK).cloned();
+    let own = drover_engine::Engine::connect(engine).await.map_err(bad)?;
+    let info = own.info().await.map_err(bad)?;
+    let self_link = self_link(&own, &info).await;
     let local = wiring::local(local)?;
     let peers = local
         .clone()
@@ -46,6 +42,38 @@ pub async fn run(
     tokio::spawn(forward_node_events(engine.to_string(), tx));
     Controller::new(ctx).with_triggers(rx).run(shutdown()).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which instance this controller runs on: its engine's `drover.link`
+/// label, or (for an adopted machine, whose engine was started by someone
+/// else) its node's. A swarm member carrying neither is not drover's yet:
+/// acting as an off-cluster controller there would lose the "self goes
+/// last" rule, so wait until it is adopted or built by drover.
+async fn self_link(
+    own: &drover_engine::Engine,
+    info: &drover_engine::EngineInfo,
+) -> Option<String> {
+    let mut warned = false;
+    let mut info = info.clone();
+    loop {
+        if let Some(l) = info.labels.get(drover_core::model::tags::LINK) {
+            return Some(l.clone());
+        }
+        if info.node_id.is_empty() {
+            return None;
+        }
+        if let Ok(Some(l)) = own.node(&info.node_id).await.map(|n| n.link) {
+            return Some(l);
+        }
+        if !warned {
+            tracing::warn!(node = %info.node_id, "this engine's node carries no drover.link label: waiting until drover adopts or builds it");
+            warned = true;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if let Ok(i) = own.info().await {
+            info = i;
+        }
+    }
 }
 
 async fn shutdown() {

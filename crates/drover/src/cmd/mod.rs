@@ -1,5 +1,6 @@
 //! One module per command; each returns the exit code on success.
 
+mod adopt;
 mod apply;
 mod audit;
 mod controller;
@@ -34,7 +35,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             ..
         } => runtime()?.block_on(plan::live(&file, &store, &local, output)),
         Command::Sim(SimCommand::Rollout(args)) => sim::rollout(&args),
-        Command::Apply(args) => runtime()?.block_on(apply::run(&args)),
+        Command::Apply(args) => runtime()?.block_on(apply::run(&args, apply::Mode::Apply)),
+        Command::Bootstrap(args) => runtime()?.block_on(apply::run(&args, apply::Mode::Bootstrap)),
+        Command::Adopt(args) => runtime()?.block_on(adopt::run(&args)),
         Command::Status {
             group,
             store,
