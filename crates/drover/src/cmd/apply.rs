@@ -25,29 +25,16 @@ pub enum Mode {
 pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     let file_spec = spec_file::load(&args.file)?;
     let local = wiring::local(&args.local)?;
-    let store = match (wiring::store(&args.store).await, &local) {
-        // A swarm store with no swarm yet: its first manager comes first.
-        (Err(e), Some(l)) if args.store.url.starts_with("swarm") => {
-            let absent = matches!(
-                drover_spi::Cluster::observe(wiring::off_cluster_swarm(&local).as_ref()).await,
-                drover_core::model::SwarmView::Absent
-            );
-            if !absent {
-                return Err(e);
-            }
-            if args.dry_run {
-                for l in merge(None, &file_spec, args.prune).1 {
-                    println!("{l}");
-                }
-                println!(
-                    "(dry run: nothing committed; no swarm exists yet: apply would create its first manager)"
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            let id = new_cluster_id();
-            crate::cmd::swarm_bootstrap::first_manager(&file_spec, l, &id, &operator()).await?
-        }
-        (r, _) => r?,
+    let Some((store, made_first_manager)) = crate::cmd::swarm_bootstrap::open_store(
+        &args.store,
+        &local,
+        &file_spec,
+        args.dry_run,
+        &operator(),
+    )
+    .await?
+    else {
+        return Ok(ExitCode::SUCCESS);
     };
     let current = store.desired().await.map_err(anyhow::Error::from)?;
     if mode == Mode::Bootstrap {
@@ -88,7 +75,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             drover_spi::Cluster::observe(cluster.as_ref()).await,
             drover_core::model::SwarmView::Absent
         );
-    if mode == Mode::Bootstrap && !bootstrap {
+    if mode == Mode::Bootstrap && !bootstrap && !made_first_manager {
         return Err(MainError::BadInput(
             "a swarm already runs on the provider's machines: bring it under management with drover adopt".into(),
         ));
@@ -222,7 +209,8 @@ pub(crate) fn merge(
     (spec, lines)
 }
 
-fn new_cluster_id() -> String {
+/// A fresh cluster id.
+pub(crate) fn new_cluster_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 

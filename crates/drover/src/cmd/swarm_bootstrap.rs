@@ -8,6 +8,7 @@
 //! `DROVER_STORE=swarm` (its own engine), which takes over once `apply`
 //! commits the full spec there.
 
+use crate::cli::StoreArgs;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{Context, Controller};
@@ -18,12 +19,46 @@ use drover_store::MemStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Opens the store `apply` commits to. With a swarm store and no swarm
+/// yet, creates the first manager first (`.1` is then true); `None` for a
+/// dry run that would have had to (nothing is created).
+pub async fn open_store(
+    args: &StoreArgs,
+    local: &Option<Arc<LocalProvider>>,
+    spec: &ClusterSpec,
+    dry_run: bool,
+    who: &str,
+) -> Result<Option<(Arc<dyn Store>, bool)>, MainError> {
+    let e = match wiring::store(args).await {
+        Ok(store) => return Ok(Some((store, false))),
+        Err(e) if args.url.starts_with("swarm") => e,
+        Err(e) => return Err(e),
+    };
+    let absent = matches!(
+        wiring::off_cluster_swarm(local).observe().await,
+        drover_core::model::SwarmView::Absent
+    );
+    let Some(provider) = local.as_ref().filter(|_| absent) else {
+        return Err(e);
+    };
+    if dry_run {
+        println!(
+            "(dry run: nothing created or committed; no swarm exists yet for the swarm store: \
+             apply would create its first manager, then commit the file there)"
+        );
+        return Ok(None);
+    }
+    let id = crate::cmd::apply::new_cluster_id();
+    println!("new cluster {id}");
+    Ok(Some((first_manager(spec, provider, &id, who).await?, true)))
+}
+
 /// How long the first manager may take to boot.
 const BOUND: Duration = Duration::from_secs(300);
 
 /// Creates the first manager of `spec` with `local`, returns the swarm
 /// store on its engine with `cluster_id` recorded.
-pub async fn first_manager(
+async fn first_manager(
     spec: &ClusterSpec,
     provider: &Arc<LocalProvider>,
     cluster_id: &str,
