@@ -41,10 +41,11 @@ pub(crate) async fn side_effect(
         }
         Action::Destroy { instance, .. } => {
             let group = op_group.ok_or("the operation is not in the journal")?;
-            group_provider(group)?
-                .destroy(instance)
-                .await
-                .map_err(|e| e.to_string())
+            let provider = match group_provider(group) {
+                Ok(p) => p,
+                Err(_) => orphan_provider(ctx, desired, group, instance).await?,
+            };
+            provider.destroy(instance).await.map_err(|e| e.to_string())
         }
         Action::Drain { node, .. } => ctx.cluster.drain(node).await.map_err(|e| e.to_string()),
         Action::Demote { node, .. } => ctx.cluster.demote(node).await.map_err(|e| e.to_string()),
@@ -63,6 +64,33 @@ pub(crate) async fn side_effect(
         | Action::Complete { .. }
         | Action::Rollback { .. } => Ok(()),
     }
+}
+
+/// The provider holding `instance` of undeclared `group` (an orphan): the
+/// one whose describe by this cluster's id and that group lists it, asked
+/// again now, so ownership is checked once more right before the destroy.
+async fn orphan_provider(
+    ctx: &Context,
+    desired: &Desired,
+    group: &str,
+    instance: &str,
+) -> Result<std::sync::Arc<dyn drover_spi::InstanceProvider>, String> {
+    let filter = BTreeMap::from([
+        (tags::CLUSTER.to_string(), desired.cluster_id.clone()),
+        (tags::GROUP.to_string(), group.to_string()),
+    ]);
+    for provider in ctx.providers.values() {
+        let list = provider
+            .describe(&filter)
+            .await
+            .map_err(|e| e.to_string())?;
+        if list.iter().any(|i| i.id == instance) {
+            return Ok(provider.clone());
+        }
+    }
+    Err(format!(
+        "no provider lists {instance} with this cluster's id and group {group}"
+    ))
 }
 
 /// Everything the provider needs for one new machine. Join material is

@@ -35,7 +35,11 @@ fn desired(
             is_rollback,
         })
         .collect();
-    Desired { cluster_id, groups }
+    Desired {
+        cluster_id,
+        groups,
+        orphan_grace: spec.gc.orphan_grace,
+    }
 }
 
 /// Reads the store. `None` when nothing was committed yet.
@@ -59,7 +63,7 @@ pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> 
 
 /// Observes the swarm and describes every group by its ownership tags.
 /// A provider failure is recorded as [`Described::Failed`], never as "none".
-pub(crate) async fn world(ctx: &Context, desired: &Desired) -> Observed {
+pub(crate) async fn world(ctx: &Context, desired: &Desired, journal: &[Operation]) -> Observed {
     let describes = desired.groups.iter().map(|g| async move {
         let name = g.spec.name.clone();
         let Some(provider) = ctx.providers.get(&g.spec.instance.provider) else {
@@ -82,12 +86,63 @@ pub(crate) async fn world(ctx: &Context, desired: &Desired) -> Observed {
         };
         (name, described)
     });
-    let (swarm, described) = tokio::join!(ctx.cluster.observe(), join_all(describes));
+    let (swarm, described, orphans) = tokio::join!(
+        ctx.cluster.observe(),
+        join_all(describes),
+        undeclared(ctx, desired, journal)
+    );
+    let mut instances: BTreeMap<String, Described> = described.into_iter().collect();
+    for (group, d) in orphans {
+        instances.entry(group).or_insert(d);
+    }
     Observed {
-        instances: described.into_iter().collect(),
+        instances,
         swarm,
         self_link: ctx.self_link.clone(),
     }
+}
+
+/// Machines carrying this cluster's id for groups that are not declared
+/// (orphans), from one describe by cluster id per provider. Groups named by
+/// journaled operations are always listed, so a destroyed orphan reads as
+/// gone; if any provider's describe fails, every such group is `Failed`:
+/// the missing provider might hold the very machine.
+async fn undeclared(
+    ctx: &Context,
+    desired: &Desired,
+    journal: &[Operation],
+) -> BTreeMap<String, Described> {
+    let filter = BTreeMap::from([(tags::CLUSTER.to_string(), desired.cluster_id.clone())]);
+    let declared = |g: &str| desired.groups.iter().any(|d| d.spec.name == g);
+    let results = join_all(ctx.providers.values().map(|p| p.describe(&filter))).await;
+    let mut found: BTreeMap<String, Vec<_>> = journal
+        .iter()
+        .filter(|o| !declared(&o.group))
+        .map(|o| (o.group.clone(), Vec::new()))
+        .collect();
+    let mut failure = None;
+    for r in results {
+        match r {
+            Ok(list) => {
+                for i in list {
+                    if let Some(g) = i.tag(tags::GROUP).filter(|g| !declared(g)) {
+                        found.entry(g.to_string()).or_default().push(i);
+                    }
+                }
+            }
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    found
+        .into_iter()
+        .map(|(g, list)| {
+            let d = match &failure {
+                Some(e) => Described::Failed(e.clone()),
+                None => Described::Ok(list),
+            };
+            (g, d)
+        })
+        .collect()
 }
 
 /// What the planner would do now if `spec` were committed: one observation,
@@ -103,7 +158,7 @@ pub async fn preview(
     )?;
     let cluster_id = id.unwrap_or_else(|| "(new cluster)".into());
     let desired = desired(cluster_id, spec, &controls, false);
-    let observed = world(ctx, &desired).await;
+    let observed = world(ctx, &desired, &journal).await;
     let memory = drover_core::plan::Memory::default();
     Ok(drover_core::plan::plan(drover_core::plan::PlanInput {
         desired: &desired,

@@ -8,8 +8,8 @@ use drover_core::journal::Intent;
 use drover_core::model::SwarmView;
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
-use std::collections::HashSet;
 use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +28,8 @@ struct Finished {
     op: String,
     group: Option<String>,
     what: String,
+    /// The step was a provision call (a failure uses the slot's attempt budget).
+    provision: bool,
     result: Result<(), String>,
 }
 
@@ -66,6 +68,8 @@ pub struct Controller {
     last_beat: Option<Instant>,
     /// The unreadable record this controller last refused to act on.
     refused: Option<String>,
+    /// Groups reported blocked, with the reason last recorded as an event.
+    blocked: BTreeMap<String, String>,
 }
 
 impl Controller {
@@ -87,6 +91,7 @@ impl Controller {
             fenced: false,
             last_beat: None,
             refused: None,
+            blocked: BTreeMap::new(),
         }
     }
 
@@ -164,8 +169,80 @@ impl Controller {
             Err(e) => format!("failed: {e}"),
         };
         tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
+        if done.provision && done.result.is_err() {
+            self.record_provision_failure(&done.op).await;
+        }
         self.event(done.group, Some(done.op), "step", &done.what, outcome)
             .await;
+    }
+
+    /// Counts a failed provision call on its journaled operation: the
+    /// planner backs off and blocks the group once the slot's
+    /// `health.max_attempts` are used. A fact about the world the planner
+    /// cannot observe itself, so the journal (fenced) keeps it across leaders.
+    async fn record_provision_failure(&mut self, op: &str) {
+        let Some(epoch) = self.epoch else { return };
+        let journal = match self.ctx.store.journal().await {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::warn!(error = %e, op, "could not record a failed provision");
+                return;
+            }
+        };
+        let Some(mut entry) = journal.into_iter().find(|o| o.id == op) else {
+            return;
+        };
+        entry.provision_failures += 1;
+        match self.ctx.store.journal_put(epoch, &entry).await {
+            Err(StoreError::Fenced { .. }) => {
+                self.stand_down("journal write fenced");
+                self.fenced = true;
+            }
+            Err(e) => tracing::warn!(error = %e, op, "could not record a failed provision"),
+            Ok(()) => {}
+        }
+    }
+
+    /// One event per garbage collection begun: the item, the rule and the evidence.
+    async fn collection_event(&mut self, op: &drover_core::journal::Operation) {
+        let (Some(c), Some(epoch)) = (&op.collection, self.epoch) else {
+            return;
+        };
+        let event = Event {
+            at_ms: wall_ms(),
+            controller: self.ctx.identity.clone(),
+            group: Some(op.group.clone()),
+            op: Some(op.id.clone()),
+            action: "gc".into(),
+            target: Some(c.item.clone()),
+            outcome: format!("collecting ({})", c.rule.as_str()),
+            reason: format!("{}: {}", c.rule.as_str(), c.evidence),
+        };
+        self.append(epoch, &event).await;
+    }
+
+    /// One event when a group becomes blocked or its reason changes (the
+    /// meltdown guard and a spent attempt budget among them).
+    async fn blocked_events(&mut self, plan: &Plan) {
+        let now: BTreeMap<String, String> = plan
+            .groups
+            .iter()
+            .filter(|g| g.phase == Phase::Blocked)
+            .map(|g| (g.name.clone(), g.reason.clone().unwrap_or_default()))
+            .collect();
+        for (group, reason) in &now {
+            if self.blocked.get(group) != Some(reason) {
+                self.event(
+                    Some(group.clone()),
+                    None,
+                    "blocked",
+                    reason,
+                    "blocked".into(),
+                )
+                .await;
+            }
+        }
+        self.blocked = now;
     }
 
     async fn event(
@@ -187,7 +264,11 @@ impl Controller {
             outcome,
             reason: reason.into(),
         };
-        if let Err(StoreError::Fenced { .. }) = self.ctx.store.append_event(epoch, &event).await {
+        self.append(epoch, &event).await;
+    }
+
+    async fn append(&mut self, epoch: Epoch, event: &Event) {
+        if let Err(StoreError::Fenced { .. }) = self.ctx.store.append_event(epoch, event).await {
             self.stand_down("event write fenced");
             self.fenced = true;
         }
@@ -284,8 +365,11 @@ impl Controller {
                 progressed: false,
             });
         };
-        let observed = observe::world(&self.ctx, &stored.desired).await;
+        let observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
         if !self.leads(&observed.swarm) {
+            if let (SwarmView::NoQuorum(_), Some(epoch)) = (&observed.swarm, self.epoch) {
+                return self.report_only(&stored, &observed, epoch).await;
+            }
             self.stand_down("not the swarm leader");
             return Ok(PassReport {
                 acting: false,
@@ -329,6 +413,7 @@ impl Controller {
             nonce,
         });
         self.memory = plan.memory.clone();
+        self.blocked_events(&plan).await;
         let progressed = match self.act(&stored, &plan, epoch).await {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
@@ -349,6 +434,42 @@ impl Controller {
             fenced: false,
             plan: Some(plan),
             progressed,
+        })
+    }
+
+    /// Quorum is lost and this controller led last: it keeps publishing
+    /// status (the groups blocked, the quorum problem that makes `drover
+    /// status` print the runbook) and never acts. Its epoch still fences
+    /// it: a controller that campaigns later wins every write.
+    async fn report_only(
+        &mut self,
+        stored: &Stored,
+        observed: &drover_core::model::Observed,
+        epoch: Epoch,
+    ) -> Result<PassReport, StoreError> {
+        let plan = plan::plan(PlanInput {
+            desired: &stored.desired,
+            observed,
+            journal: &stored.journal,
+            memory: &self.memory,
+            now: self.now(),
+            nonce: 0,
+        });
+        self.memory = plan.memory.clone();
+        self.blocked_events(&plan).await;
+        match self.publish(stored, &plan, epoch).await {
+            Err(StoreError::Fenced { .. }) => {
+                self.stand_down("status write fenced");
+                self.fenced = true;
+            }
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
+        Ok(PassReport {
+            acting: false,
+            fenced: self.fenced,
+            plan: Some(plan),
+            progressed: false,
         })
     }
 
@@ -383,6 +504,7 @@ impl Controller {
                         "journaled".into(),
                     )
                     .await;
+                    self.collection_event(op).await;
                 }
                 Action::MarkDone { op, step } => {
                     if let Some(o) = journal.iter_mut().find(|o| o.id == *op) {
@@ -457,6 +579,7 @@ impl Controller {
                 op,
                 group,
                 what: action.describe(),
+                provision: matches!(action, Action::Provision { .. }),
                 result,
             });
         });

@@ -25,6 +25,42 @@ pub enum OpKind {
     Retire,
     /// Remove a dead node whose machine is gone (demoted first if a manager).
     RemoveDead,
+    /// Destroy a machine of a group no longer declared (an orphan).
+    Orphan,
+}
+
+/// The garbage-collection rule behind an operation (docs/gc.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcRule {
+    /// A swarm node Down for the grace period that no machine carries.
+    DeadNode,
+    /// A machine whose node did not appear within `startup_timeout`.
+    NeverJoined,
+    /// A machine tagged for a group this cluster no longer declares.
+    Orphan,
+}
+
+impl GcRule {
+    /// The rule's name in events, status and `drover gc`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GcRule::DeadNode => "dead-node",
+            GcRule::NeverJoined => "never-joined",
+            GcRule::Orphan => "orphan",
+        }
+    }
+}
+
+/// Why an operation collects something: the rule and what was observed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collection {
+    /// The rule.
+    pub rule: GcRule,
+    /// The instance or node collected.
+    pub item: String,
+    /// What the controller saw that satisfies the rule.
+    pub evidence: String,
 }
 
 /// One step of an operation.
@@ -90,6 +126,16 @@ pub struct Target {
     pub logical_id: Option<String>,
     /// The slot's zone.
     pub zone: Option<String>,
+    /// Which machine for this slot this is (1 = the first). A machine that
+    /// never joined is replaced by attempt + 1, up to `health.max_attempts`;
+    /// the number travels on the machine as the `drover.attempt` tag, so it
+    /// survives leader changes without any store state.
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
+}
+
+fn first_attempt() -> u32 {
+    1
 }
 
 /// A journaled multi-step operation.
@@ -116,6 +162,17 @@ pub struct Operation {
     /// builds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,
+    /// Set when the operation is garbage collection: rule and evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<Collection>,
+    /// Failed provision calls of this operation so far (recorded by the
+    /// controller): they use the slot's `health.max_attempts` budget too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub provision_failures: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A side effect a controller is about to start: written to the journal,
@@ -141,6 +198,7 @@ impl Operation {
         let remove: &[Step] = match (&self.victim, self.role) {
             (None, _) => &[],
             (Some(_), Role::Plain) => &[Step::Destroy],
+            (Some(_), _) if self.kind == OpKind::Orphan => &[Step::Destroy, Step::RemoveNode],
             (Some(_), Role::Worker) => &[Step::Drain, Step::Destroy, Step::RemoveNode],
             (Some(v), Role::Manager) if v.is_self => {
                 &[Step::DemoteSelfAndLeave, Step::Destroy, Step::RemoveNode]

@@ -24,6 +24,9 @@ pub mod tags {
     pub const LOGICAL_ID: &str = "drover.logical-id";
     /// The slot's zone.
     pub const ZONE: &str = "drover.zone";
+    /// Which machine for its slot this is, when not the first (see
+    /// `journal::Target::attempt`).
+    pub const ATTEMPT: &str = "drover.attempt";
     /// Set on instances that were adopted rather than created: the config
     /// hash of the spec they were adopted under (they carry no
     /// [`CONFIG`] tag: drover did not build them).
@@ -69,6 +72,12 @@ impl Instance {
     /// The slot's zone.
     pub fn zone(&self) -> Option<&str> {
         self.tag(tags::ZONE)
+    }
+    /// Which machine for its slot this is (1 when untagged).
+    pub fn attempt(&self) -> u32 {
+        self.tag(tags::ATTEMPT)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1)
     }
     /// True only when it carries both this cluster's id and this group's name.
     pub fn owned_by(&self, cluster_id: &str, group: &str) -> bool {

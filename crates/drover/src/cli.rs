@@ -151,6 +151,12 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: Output,
     },
+    /// Garbage collection: what the controller collects (dead nodes,
+    /// machines that never joined, orphans), by which rule and on what evidence.
+    #[command(
+        after_help = "Examples:\n  drover gc --dry-run --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n  drover gc --dry-run --output json\n  drover gc --timeout 15m\n\nThe leader's controller collects continuously; the CLI never destroys anything\nitself. --dry-run lists and exits; without it, drover gc lists and then follows\nuntil the controller has collected every listed item.\nExit codes: 0 done, 2 bad input, 3 a group is blocked, 4 timed out."
+    )]
+    Gc(GcArgs),
     /// Engine-side helpers used by boot scripts.
     #[command(subcommand)]
     Engine(EngineCommand),
@@ -293,6 +299,26 @@ pub struct AdoptArgs {
     /// The local provider.
     #[command(flatten)]
     pub local: LocalArgs,
+}
+
+/// Arguments of `drover gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// List what would be collected and why; wait for nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Without --dry-run: give up following after this long.
+    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The local provider.
+    #[command(flatten)]
+    pub local: LocalArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: Output,
 }
 
 /// Engine-side helpers.

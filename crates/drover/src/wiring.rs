@@ -58,3 +58,22 @@ pub fn providers(local: &Option<Arc<LocalProvider>>) -> Providers {
 pub fn off_cluster_swarm(local: &Option<Arc<LocalProvider>>) -> Arc<ProviderSwarm> {
     Arc::new(ProviderSwarm::new(local.clone()))
 }
+
+/// A context for one off-cluster observation (`plan --store`, `gc`): it
+/// observes and plans, and never acts (it holds no epoch).
+pub async fn observer(
+    store: &StoreArgs,
+    local: &LocalArgs,
+    identity: &str,
+) -> Result<drover_controller::Context, MainError> {
+    let local = self::local(local)?;
+    Ok(drover_controller::Context {
+        providers: providers(&local),
+        cluster: off_cluster_swarm(&local),
+        store: self::store(store).await?,
+        self_link: None,
+        identity: identity.into(),
+        store_url: None,
+        resync: std::time::Duration::from_secs(1),
+    })
+}

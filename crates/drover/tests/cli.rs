@@ -189,3 +189,18 @@ fn adopt_names_what_is_missing() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn gc_lists_nothing_on_a_fresh_store_and_rejects_a_bad_store_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}/state.db", dir.path().display());
+    let out = drover(&["gc", "--dry-run", "--store", &store]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("nothing was applied"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = drover(&["gc", "--dry-run", "--store", "nosuch://x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

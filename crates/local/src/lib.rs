@@ -483,7 +483,10 @@ impl InstanceProvider for LocalProvider {
             .into_iter()
             .filter(|r| tags.iter().all(|(k, v)| r.tags.get(k) == Some(v)))
             .map(|r| Instance {
-                running: self.is_running(&r),
+                // No PID yet: its engine is still being started. That is not
+                // "stopped" (which makes the planner replace it at once); if it
+                // never comes up, it never joins and startup_timeout applies.
+                running: r.pid.is_none() || self.is_running(&r),
                 id: r.id,
                 tags: r.tags,
                 created_ms: r.created_ms,

@@ -152,6 +152,20 @@ impl Runner {
         self.foreign = vec![a, b];
     }
 
+    /// Kills machine `id`'s engine as a fault (its group is then exempt from
+    /// the capacity oracle, as with scheduled faults).
+    pub fn crash(&mut self, id: &str) {
+        if let Some(g) = self
+            .world
+            .instances
+            .get(id)
+            .and_then(|i| i.inst.tag(tags::GROUP))
+        {
+            self.faulted_groups.insert(g.to_string());
+        }
+        self.world.crash(id);
+    }
+
     /// Replaces the fault schedule (e.g. faults only during a rollout).
     pub fn set_faults(&mut self, faults: Faults) {
         self.world.describe_failure = faults.describe_failure;
@@ -559,6 +573,10 @@ impl Runner {
                 format!("{} -> failed (simulated)", action.describe()),
                 self.world.settled_fault_tolerance(),
             );
+            // As the controller does: a failed call uses the slot's budget.
+            if let Some(o) = self.journal.iter_mut().find(|o| o.id == op) {
+                o.provision_failures += 1;
+            }
             return;
         }
         let tags = plan::instance_tags(&self.desired.cluster_id, action);
@@ -669,10 +687,16 @@ impl Runner {
         let Some(i) = self.world.instances.get(id) else {
             return;
         };
-        let owned = i.inst.tag(tags::CLUSTER) == Some(self.desired.cluster_id.as_str())
-            && i.inst
-                .tag(tags::GROUP)
-                .is_some_and(|g| self.group_of(g).is_some());
+        let ours = i.inst.tag(tags::CLUSTER) == Some(self.desired.cluster_id.as_str());
+        let declared = i
+            .inst
+            .tag(tags::GROUP)
+            .is_some_and(|g| self.group_of(g).is_some());
+        // An orphan (undeclared group) may go, but only after gc.orphan_grace.
+        let orphan_due = i.inst.tag(tags::GROUP).is_some()
+            && !declared
+            && i.inst.created_ms + self.desired.orphan_grace.as_millis() as u64 <= self.world.now;
+        let owned = ours && (declared || orphan_due);
         if !owned || self.foreign.iter().any(|f| f == id) {
             self.violations.push(format!(
                 "t={} destroyed {id}, which lacks this cluster's and group's tags",

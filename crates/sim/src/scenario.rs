@@ -21,6 +21,7 @@ pub fn desired_from_spec(cluster_id: &str, spec: &ClusterSpec) -> Desired {
                 is_rollback: false,
             })
             .collect(),
+        orphan_grace: spec.gc.orphan_grace,
     }
 }
 

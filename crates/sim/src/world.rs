@@ -225,7 +225,18 @@ impl World {
                 .nodes
                 .get(l)
                 .is_none_or(|n| n.node.raft.is_none() || !n.engine_alive);
-            if gone {
+            // A raft leader that cannot reach a quorum of members steps down.
+            let alive = self
+                .nodes
+                .values()
+                .filter(|n| n.node.raft.is_some() && n.engine_alive)
+                .count();
+            let members = self
+                .nodes
+                .values()
+                .filter(|n| n.node.raft.is_some())
+                .count();
+            if gone || alive < quorum::quorum(members) {
                 lost_leader = true;
             }
         }
@@ -357,7 +368,17 @@ impl World {
     /// The observation a controller would make now.
     pub fn observe(&mut self, self_link: Option<String>) -> Observed {
         let mut instances = BTreeMap::new();
-        for g in self.groups.clone() {
+        // Declared groups, and any other group a machine is tagged for (the
+        // shell describes by cluster id too, to find orphans).
+        let mut groups = self.groups.clone();
+        for i in self.instances.values() {
+            if let Some(g) = i.inst.tag(drover_core::model::tags::GROUP)
+                && !groups.iter().any(|d| d == g)
+            {
+                groups.push(g.to_string());
+            }
+        }
+        for g in groups {
             let described = if self.rng.chance(self.describe_failure) {
                 Described::Failed("simulated provider outage".into())
             } else {

@@ -42,6 +42,13 @@ struct FaultMix {
     minutes: u64,
 }
 
+/// The garbage-collection stops are opened wide here: random crashes can down
+/// most of a group at once (the meltdown guard would rightly block it for
+/// good) and a slot can meet several faulty machines in a row (the attempt
+/// budget would block it). Both stops have their own scenarios in tests/gc.rs;
+/// this property is about safety and convergence under transient faults.
+const GC_BUDGETS: &str = "max_attempts: 20, max_unhealthy: 100%";
+
 fn spec_text(s: &Schedule, image: &str) -> String {
     let allocation = if s.manager_pets {
         let ids: Vec<String> = (0..s.managers)
@@ -58,13 +65,13 @@ fn spec_text(s: &Schedule, image: &str) -> String {
         "replace"
     };
     let mut text = format!(
-        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m}}\n"
+        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n"
     );
     if s.workers > 0 {
         let zones: Vec<String> = (0..s.zones).map(|z| format!("z{z}")).collect();
         let wstrategy = if s.worker_surge { "surge" } else { "replace" };
         text += &format!(
-            "- name: workers\n  role: worker\n  allocation: {{size: {}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m}}\n  drain: {{timeout: 30s, on_timeout: force}}\n",
+            "- name: workers\n  role: worker\n  allocation: {{size: {}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n  drain: {{timeout: 30s, on_timeout: force}}\n",
             s.workers,
             zones.join(", "),
             s.max_in_flight,

@@ -47,10 +47,18 @@ fn op(id: &str) -> Operation {
         target: Some(Target {
             logical_id: None,
             zone: Some("a".into()),
+            attempt: 2,
         }),
         surge: true,
         done: Default::default(),
         intent: None,
+        // Garbage-collection fields round-trip through every backend too.
+        collection: Some(drover_core::journal::Collection {
+            rule: drover_core::journal::GcRule::NeverJoined,
+            item: "i-0".into(),
+            evidence: "no node carries link l-0".into(),
+        }),
+        provision_failures: 1,
     }
 }
 

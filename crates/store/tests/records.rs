@@ -47,6 +47,8 @@ fn op(id: &str) -> Operation {
         surge: false,
         done: Default::default(),
         intent: None,
+        collection: None,
+        provision_failures: 0,
     }
 }
 

@@ -32,10 +32,13 @@ fn op(n: usize) -> Operation {
         target: Some(Target {
             logical_id: Some(format!("127.0.90.{n}")),
             zone: Some("a".into()),
+            attempt: 1,
         }),
         surge: true,
         done: Default::default(),
         intent: None,
+        collection: None,
+        provision_failures: 0,
     }
 }
 

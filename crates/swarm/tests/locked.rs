@@ -125,6 +125,7 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
             paused: false,
             is_rollback: false,
         }],
+        orphan_grace: spec.gc.orphan_grace,
     };
     let observed = drover_core::model::Observed {
         instances: [(

@@ -4,11 +4,12 @@
 use super::health::{self, Health};
 use super::memory::Clock;
 use super::world::World;
-use super::{Action, DesiredGroup, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
-use crate::journal::{OpKind, Operation, Target, Victim};
-use crate::model::{Described, Instance};
+use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
+use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
+use crate::model::{Described, Instance, Node, NodeState};
 use crate::spec::{Allocation, Role, Strategy};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 /// One group's observation, indexed.
 pub(crate) struct View<'a> {
@@ -34,6 +35,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) rollback_requested: HashSet<String>,
     pub(crate) desired_managers: usize,
     pub(crate) manager_trouble: Option<String>,
+    /// What garbage collection found (for `drover gc`).
+    pub(crate) garbage: Vec<Garbage>,
     counter: u32,
 }
 
@@ -96,6 +99,7 @@ impl<'a> Planner<'a> {
             rollback_requested: HashSet::new(),
             desired_managers,
             manager_trouble: None,
+            garbage: Vec::new(),
             counter: 0,
         }
     }
@@ -113,6 +117,7 @@ impl<'a> Planner<'a> {
                 .map(|r| self.views[r].d.spec.name.clone());
             self.start_ops(gi, ahead);
         }
+        self.collect_orphans();
     }
 
     fn first_unhealthy_manager_outside_ops(&self) -> Option<String> {
@@ -165,7 +170,7 @@ impl<'a> Planner<'a> {
         })
     }
 
-    fn new_op_id(&mut self, group: &str) -> String {
+    pub(crate) fn new_op_id(&mut self, group: &str) -> String {
         self.counter += 1;
         format!("{group}-{:x}-{}", self.input.nonce, self.counter)
     }
@@ -174,7 +179,10 @@ impl<'a> Planner<'a> {
     fn zones_in_flight(&self) -> HashSet<Option<String>> {
         self.ops
             .iter()
-            .filter(|o| o.is_disruptive() && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead))
+            .filter(|o| {
+                o.is_disruptive()
+                    && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead | OpKind::Orphan)
+            })
             .map(|o| o.victim.as_ref().and_then(|v| v.zone.clone()))
             .collect()
     }
@@ -186,6 +194,14 @@ impl<'a> Planner<'a> {
         });
         self.ops.push(op.clone());
         self.advance(&op);
+    }
+
+    /// Begins an operation that collects garbage, explained by its rule and evidence.
+    pub(crate) fn begin_collection(&mut self, op: Operation) {
+        let why = op.collection.as_ref().map_or(String::new(), |c| {
+            format!("collect {} ({}: {})", c.item, c.rule.as_str(), c.evidence)
+        });
+        self.begin(op, why);
     }
 
     fn make_op(
@@ -216,6 +232,8 @@ impl<'a> Planner<'a> {
             target,
             done: Default::default(),
             intent: None,
+            collection: None,
+            provision_failures: 0,
         }
     }
 
@@ -252,6 +270,10 @@ impl<'a> Planner<'a> {
             return;
         }
         let health = v.health.clone();
+        if let Some(why) = self.meltdown(d, &insts, &health) {
+            self.block(&name, why);
+            return;
+        }
         let in_group: Vec<&Operation> = self.ops.iter().filter(|o| o.group == name).collect();
         let victims: HashSet<String> = in_group
             .iter()
@@ -279,6 +301,18 @@ impl<'a> Planner<'a> {
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
+        // Members the spec no longer declares are retired (step 3), not healed.
+        let excess: HashSet<String> = excess_members(
+            d,
+            &free,
+            live.len() + pending.len(),
+            &health,
+            self.world.observed.self_link.as_deref(),
+        )
+        .iter()
+        .map(|i| i.id.clone())
+        .collect();
+
         // 1. Heal: lost, unhealthy past unhealthy_after, never joined past startup_timeout.
         for inst in &free {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
@@ -287,11 +321,11 @@ impl<'a> Planner<'a> {
             if self.world.is_self(inst.link()) {
                 continue;
             }
-            let why = match health
+            let judged = health
                 .get(inst.id.as_str())
                 .copied()
-                .unwrap_or(Health::Unknown)
-            {
+                .unwrap_or(Health::Unknown);
+            let why = match judged {
                 Health::Unhealthy("machine not running") => Some("machine not running".to_string()),
                 Health::Unhealthy(what) => self
                     .clock
@@ -327,11 +361,47 @@ impl<'a> Planner<'a> {
                 self.wait(&name, format!("cannot heal {}: {no}", inst.id));
                 break;
             }
+            // A machine that stopped before its node ever appeared failed
+            // to join too: it uses the slot's attempt budget the same way.
+            let never_joined = match judged {
+                Health::Pending => Some(format!(
+                    "no swarm node carries its link {} {} after this controller first saw it",
+                    inst.link().unwrap_or("(none)"),
+                    humantime::format_duration(d.spec.health.startup_timeout)
+                )),
+                Health::Unhealthy("machine not running")
+                    if d.spec.role != Role::Plain
+                        && self.world.swarm_ok()
+                        && self.world.node_for(inst.link()).is_none() =>
+                {
+                    Some("its machine stopped before a swarm node carried its link".into())
+                }
+                _ => None,
+            };
+            if never_joined.is_some() && excess.contains(&inst.id) {
+                continue;
+            }
+            let (attempt, collection) = if let Some(evidence) = never_joined {
+                match self.next_attempt(d, inst) {
+                    Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
+                    Err(why) => {
+                        self.block(&name, why);
+                        return;
+                    }
+                }
+            } else {
+                (1, None)
+            };
             let target = Target {
                 logical_id: inst.logical_id().map(str::to_string),
                 zone: inst.zone().map(str::to_string),
+                attempt,
             };
-            let op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
+            let mut op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
+            if let Some(c) = collection {
+                self.note_garbage(&name, &c, "collecting".into());
+                op.collection = Some(c);
+            }
             self.begin(op, format!("heal: replace {} ({why})", inst.id));
         }
 
@@ -438,6 +508,7 @@ impl<'a> Planner<'a> {
             let target = Target {
                 logical_id: inst.logical_id().map(str::to_string),
                 zone: inst.zone().map(str::to_string),
+                attempt: 1,
             };
             let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
             let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
@@ -460,59 +531,82 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn reap_dead_nodes(&mut self, d: &DesiredGroup, insts: &[&Instance]) {
+    /// Nodes carrying this cluster's and group's labels that no machine of
+    /// a successful describe carries (or that a rejoined Ready node with the
+    /// same link superseded), and that no operation is working on.
+    pub(crate) fn stale_nodes(&self, d: &DesiredGroup, insts: &[&Instance]) -> Vec<&'a Node> {
         if d.spec.role == Role::Plain {
-            return;
+            return Vec::new();
         }
-        let cluster = self.input.desired.cluster_id.clone();
+        let cluster = self.input.desired.cluster_id.as_str();
         let links: HashSet<&str> = insts.iter().filter_map(|i| i.link()).collect();
-        let claimed: HashSet<String> = self
+        let claimed: HashSet<&str> = self
             .ops
             .iter()
-            .flat_map(|o| {
-                [
-                    o.victim.as_ref().and_then(|v| v.node.clone()),
-                    o.victim.as_ref().and_then(|v| v.link.clone()),
-                ]
-            })
+            .filter_map(|o| o.victim.as_ref())
+            .flat_map(|v| [v.node.as_deref(), v.link.as_deref()])
             .flatten()
             .collect();
-        let dead: Vec<&crate::model::Node> = self
-            .world
-            .nodes()
+        let nodes = self.world.nodes();
+        nodes
             .iter()
             .filter(|n| {
-                n.cluster.as_deref() == Some(cluster.as_str())
+                n.cluster.as_deref() == Some(cluster)
                     && n.group.as_deref() == Some(d.spec.name.as_str())
             })
-            .filter(|n| !claimed.contains(&n.id) && !n.locked)
+            .filter(|n| !claimed.contains(n.id.as_str()) && !n.locked)
             .filter(|n| {
                 let link = n.link.as_deref();
                 // Stale: no machine carries its link, or the machine rejoined
                 // and a Ready node with the same link exists (a node that
                 // joins again always gets a new id).
                 let orphaned = !link.is_some_and(|l| links.contains(l));
-                let superseded = self.world.nodes().iter().any(|m| {
+                let superseded = nodes.iter().any(|m| {
                     m.id != n.id
                         && m.link.is_some()
                         && m.link.as_deref() == link
-                        && m.state == crate::model::NodeState::Ready
+                        && m.state == NodeState::Ready
                 });
                 (orphaned || superseded) && !link.is_some_and(|l| claimed.contains(l))
             })
-            .collect();
-        for n in dead {
-            if n.state != crate::model::NodeState::Down {
+            .collect()
+    }
+
+    fn reap_dead_nodes(&mut self, d: &DesiredGroup, insts: &[&Instance]) {
+        let name = d.spec.name.as_str();
+        let grace = d.spec.health.unhealthy_after;
+        for n in self.stale_nodes(d, insts) {
+            let c = Collection {
+                rule: GcRule::DeadNode,
+                item: n.id.clone(),
+                evidence: format!(
+                    "node {} ({}) is {:?}; no machine of a successful describe carries its link {}",
+                    n.id,
+                    if n.manager_role { "manager" } else { "worker" },
+                    n.state,
+                    n.link.as_deref().unwrap_or("(none)")
+                ),
+            };
+            if n.state != NodeState::Down {
                 // Not Down yet (every node is briefly unknown after a leader
                 // change; a gone machine's node turns Down after ~15 s): wait.
-                self.wait(&d.spec.name, format!("node {} has no machine; it is removed once it has been Down for the grace period", n.id));
+                self.wait(name, format!("node {} has no machine; it is removed once it has been Down for the grace period", n.id));
+                self.note_garbage(name, &c, "waiting: not Down yet".into());
                 continue;
             }
-            if !self
-                .clock
-                .elapsed(format!("down:{}", n.id), d.spec.health.unhealthy_after)
-            {
-                self.wait(&d.spec.name, format!("node {} is Down and no machine carries its link: removed once its grace period ends", n.id));
+            let key = format!("down:{}", n.id);
+            if !self.clock.elapsed(key.clone(), grace) {
+                self.wait(name, format!("node {} is Down and no machine carries its link: removed once its grace period ends", n.id));
+                let seen = self.clock.running_for(&key);
+                self.note_garbage(
+                    name,
+                    &c,
+                    format!(
+                        "in grace: Down for {} of {}",
+                        humantime::format_duration(Duration::from_secs(seen.as_secs())),
+                        humantime::format_duration(grace)
+                    ),
+                );
                 continue;
             }
             let is_manager = n.raft.is_some() || n.manager_role;
@@ -520,10 +614,8 @@ impl<'a> Planner<'a> {
                 .then(|| self.unreachable_manager_gate(None))
                 .flatten()
             {
-                self.wait(
-                    &d.spec.name,
-                    format!("dead manager node {} waits: {no}", n.id),
-                );
+                self.wait(name, format!("dead manager node {} waits: {no}", n.id));
+                self.note_garbage(name, &c, format!("held: {no}"));
                 continue;
             }
             // Addressed by node id only: its link may be carried by a live
@@ -536,9 +628,17 @@ impl<'a> Planner<'a> {
                 zone: None,
                 is_self: false,
             };
+            let c = Collection {
+                evidence: format!(
+                    "{}, Down for health.unhealthy_after ({}) as seen by this controller",
+                    c.evidence,
+                    humantime::format_duration(grace)
+                ),
+                ..c
+            };
             let op = Operation {
-                id: self.new_op_id(&d.spec.name),
-                group: d.spec.name.clone(),
+                id: self.new_op_id(name),
+                group: name.to_string(),
                 kind: OpKind::RemoveDead,
                 role: d.spec.role,
                 victim: Some(victim),
@@ -546,13 +646,10 @@ impl<'a> Planner<'a> {
                 surge: false,
                 done: Default::default(),
                 intent: None,
+                collection: Some(c),
+                provision_failures: 0,
             };
-            let why = format!(
-                "remove dead node {} (Down for {}, no machine carries its link)",
-                n.id,
-                humantime::format_duration(d.spec.health.unhealthy_after)
-            );
-            self.begin(op, why);
+            self.begin_collection(op);
         }
     }
 
@@ -688,7 +785,20 @@ impl<'a> Planner<'a> {
             },
         };
         let (memory, wake_at) = self.clock.finish();
+        // Collections in flight that this pass did not list itself.
+        for op in &self.ops {
+            if let Some(c) = &op.collection
+                && !self.garbage.iter().any(|g| g.collection.item == c.item)
+            {
+                self.garbage.push(Garbage {
+                    group: op.group.clone(),
+                    collection: c.clone(),
+                    state: format!("collecting (operation {})", op.id),
+                });
+            }
+        }
         Plan {
+            garbage: self.garbage,
             actions: self.actions,
             groups,
             swarm,
@@ -785,6 +895,7 @@ fn missing_slots(d: &DesiredGroup, live: &[&Instance], pending: &[Target]) -> Ve
                 .map(|s| Target {
                     logical_id: s.logical_id.clone(),
                     zone: s.zone.clone(),
+                    attempt: 1,
                 })
                 .collect()
         }
@@ -811,6 +922,7 @@ fn missing_slots(d: &DesiredGroup, live: &[&Instance], pending: &[Target]) -> Ve
                     Target {
                         logical_id: None,
                         zone,
+                        attempt: 1,
                     }
                 })
                 .collect()

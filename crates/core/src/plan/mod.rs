@@ -24,6 +24,7 @@
 //! first sighting, never from another host's clock.
 
 mod gate;
+mod gc;
 mod group;
 mod health;
 mod memory;
@@ -60,6 +61,9 @@ pub struct Desired {
     pub cluster_id: String,
     /// The groups in declared order.
     pub groups: Vec<DesiredGroup>,
+    /// `gc.orphan_grace`: how long a machine of an undeclared group is seen
+    /// before it is destroyed.
+    pub orphan_grace: std::time::Duration,
 }
 
 /// Everything the planner looks at.
@@ -115,6 +119,8 @@ pub enum Action {
         zone: Option<String>,
         /// Config hash to tag.
         config: String,
+        /// Which machine for the slot this is (tagged `drover.attempt` when > 1).
+        attempt: u32,
     },
     /// Set a worker node's availability to drain.
     Drain {
@@ -320,6 +326,20 @@ pub struct Plan {
     pub memory: Memory,
     /// Earliest time a timer expires (ms), if any is running.
     pub wake_at: Option<Time>,
+    /// Everything garbage collection found this pass, collected or not yet.
+    pub garbage: Vec<Garbage>,
+}
+
+/// One item garbage collection found (docs/gc.md), for `drover gc` and status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Garbage {
+    /// The group whose tags it carries.
+    pub group: String,
+    /// Rule, item and evidence.
+    #[serde(flatten)]
+    pub collection: crate::journal::Collection,
+    /// `collecting` (an operation was begun or is in flight), or why not yet.
+    pub state: String,
 }
 
 /// Decides the next safe steps. Pure and deterministic.
@@ -342,9 +362,13 @@ pub fn instance_tags(
         logical_id,
         zone,
         config,
+        attempt,
         ..
     } = action
     {
+        if *attempt > 1 {
+            out.insert(tags::ATTEMPT.into(), attempt.to_string());
+        }
         out.insert(tags::CLUSTER.into(), cluster_id.into());
         out.insert(tags::GROUP.into(), group.clone());
         out.insert(tags::LINK.into(), op.clone());

@@ -27,6 +27,9 @@ enum StepState {
 impl Planner<'_> {
     /// Emits the next action of `op` (or waits, blocks, completes it).
     pub(crate) fn advance(&mut self, op: &Operation) {
+        if op.kind == OpKind::Orphan {
+            return self.advance_orphan(op);
+        }
         let Some(view) = self.view(&op.group) else {
             self.wait(
                 &op.group,
@@ -177,7 +180,14 @@ impl Planner<'_> {
                 let target = op.target.clone().unwrap_or(crate::journal::Target {
                     logical_id: None,
                     zone: None,
+                    attempt: 1,
                 });
+                let attempt = target.attempt + op.provision_failures;
+                match self.provision_gate(d, op, attempt) {
+                    Err(why) => return StepState::Fail(why),
+                    Ok(Some(why)) => return StepState::Wait(why),
+                    Ok(None) => {}
+                }
                 StepState::Act(Action::Provision {
                     op: op.id.clone(),
                     group: op.group.clone(),
@@ -185,6 +195,7 @@ impl Planner<'_> {
                     logical_id: target.logical_id,
                     zone: target.zone,
                     config: d.hash.clone(),
+                    attempt,
                 })
             }
             Step::AwaitHealthy => {

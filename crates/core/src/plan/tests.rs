@@ -47,6 +47,7 @@ fn desired(yaml: &str) -> Desired {
                 is_rollback: false,
             })
             .collect(),
+        orphan_grace: spec.gc.orphan_grace,
     }
 }
 
@@ -1062,10 +1063,13 @@ fn an_unobservable_swarm_never_completes_a_demote_or_drain_step() {
         target: Some(crate::journal::Target {
             logical_id: None,
             zone: None,
+            attempt: 1,
         }),
         surge: false,
         done: Default::default(),
         intent: None,
+        collection: None,
+        provision_failures: 0,
     });
     let n = c.node("w1");
     n.availability = Availability::Drain;
@@ -1204,4 +1208,387 @@ fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for
     c.node("m1").left = true;
     let p = c.at(2 * SEC);
     assert!(destroys(&p), "{}", describe(&p));
+}
+
+// ------------------------------------------------------- garbage collection
+
+fn provisions(p: &Plan) -> Vec<(String, u32)> {
+    p.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Provision { op, attempt, .. } => Some((op.clone(), *attempt)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn destroys(p: &Plan) -> usize {
+    p.actions
+        .iter()
+        .filter(|a| matches!(a, Action::Destroy { .. }))
+        .count()
+}
+
+/// One worker slot whose machines never join: `startup_timeout` 60s and a
+/// budget of two machines.
+fn never_joining_worker() -> Cluster {
+    let mut c = Cluster::new(
+        3,
+        "  allocation: {size: 1}\n  health: {startup_timeout: 60s, max_attempts: 2}\n",
+    );
+    let hash = c.hash(WORKERS);
+    c.instances(WORKERS)
+        .push(instance(WORKERS, "w1", &hash, None));
+    c
+}
+
+#[test]
+fn a_machine_that_never_joins_is_replaced_by_the_next_attempt_after_a_backoff() {
+    let mut c = never_joining_worker();
+    let p = c.at(0);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    let p = c.at(60 * SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    let op = ops[0].clone();
+    assert_eq!(op.kind, OpKind::Heal);
+    assert_eq!(op.target.as_ref().map(|t| t.attempt), Some(2));
+    let c0 = op.collection.clone().expect("a collection");
+    assert_eq!(c0.rule, crate::journal::GcRule::NeverJoined);
+    assert_eq!(c0.item, "i-w1");
+    assert!(c0.evidence.contains("link w1"), "{}", c0.evidence);
+    assert!(c0.evidence.contains("attempt 1 of 2"), "{}", c0.evidence);
+    assert!(
+        p.garbage.iter().any(|g| g.collection.item == "i-w1"),
+        "{:?}",
+        p.garbage
+    );
+
+    // The failed machine is gone; the replacement waits out the backoff.
+    c.journal.push(op.clone());
+    c.remove_member(WORKERS, "w1");
+    let p = c.at(61 * SEC);
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, WORKERS).contains("backing off"),
+        "{}",
+        describe(&p)
+    );
+    let p = c.at(71 * SEC);
+    assert_eq!(provisions(&p), vec![(op.id.clone(), 2)], "{}", describe(&p));
+    let provision = p
+        .actions
+        .iter()
+        .find(|a| matches!(a, Action::Provision { .. }))
+        .expect("provision");
+    let tagged = super::instance_tags(CLUSTER, provision);
+    assert_eq!(tagged.get(tags::ATTEMPT).map(String::as_str), Some("2"));
+}
+
+#[test]
+fn the_group_blocks_when_the_last_attempt_never_joins_and_a_new_spec_gets_a_fresh_budget() {
+    let mut c = never_joining_worker();
+    // The second machine (attempt 2 of 2) never joins either.
+    for i in c.instances(WORKERS) {
+        i.tags.insert(tags::ATTEMPT.into(), "2".into());
+    }
+    c.at(0);
+    let p = c.at(60 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, WORKERS);
+    assert!(why.contains("2 machines in a row never joined"), "{why}");
+    assert!(why.contains("health.max_attempts = 2"), "{why}");
+    assert!(why.contains("i-w1"), "{why}");
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert_eq!(destroys(&p), 0, "{}", describe(&p));
+
+    // Control: a new spec (another config hash) starts again from attempt 1.
+    c.group_mut(WORKERS).hash = "fedcba9876543210".into();
+    let p = c.at(61 * SEC);
+    let ops = begins(&p, WORKERS);
+    assert!(
+        ops.iter()
+            .any(|o| o.kind == OpKind::Heal && o.target.as_ref().map(|t| t.attempt) == Some(1)),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn failed_provision_calls_use_the_same_budget_and_back_off() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n  health: {max_attempts: 3}\n");
+    let p = c.at(0);
+    let mut op = begins(&p, WORKERS)[0].clone();
+    assert_eq!(provisions(&p).len(), 1, "{}", describe(&p));
+    // One failed call: attempt 2 waits 10s first.
+    op.provision_failures = 1;
+    c.journal.push(op.clone());
+    let p = c.at(SEC);
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+    let p = c.at(11 * SEC);
+    assert_eq!(provisions(&p), vec![(op.id.clone(), 2)], "{}", describe(&p));
+    // Three failed calls spend a budget of three: blocked, nothing provisioned.
+    c.journal[0].provision_failures = 3;
+    let p = c.at(12 * SEC);
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    assert!(
+        reason(&p, WORKERS).contains("health.max_attempts"),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// An orphan of group `old` (this cluster's id), plus machines that carry
+/// that group name but another cluster's id or no cluster id at all.
+fn with_orphans(c: &mut Cluster) {
+    let mut other = instance("old", "x1", OLD, None);
+    other
+        .tags
+        .insert(tags::CLUSTER.into(), "another-cluster".into());
+    other.id = "i-other".into();
+    let mut untagged = instance("old", "x2", OLD, None);
+    untagged.tags.remove(tags::CLUSTER);
+    untagged.id = "i-untagged".into();
+    c.observed.instances.insert(
+        "old".into(),
+        Described::Ok(vec![instance("old", "o1", OLD, None), other, untagged]),
+    );
+    c.desired.orphan_grace = std::time::Duration::from_secs(300);
+}
+
+#[test]
+fn an_orphan_of_an_undeclared_group_is_destroyed_after_the_grace_period_and_nothing_else() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    with_orphans(&mut c);
+    let p = c.at(0);
+    assert!(begins(&p, "old").is_empty(), "{}", describe(&p));
+    let listed: Vec<&str> = p
+        .garbage
+        .iter()
+        .map(|g| g.collection.item.as_str())
+        .collect();
+    assert_eq!(listed, vec!["i-o1"], "{:?}", p.garbage);
+    assert!(p.garbage[0].state.contains("in grace"), "{:?}", p.garbage);
+
+    let p = c.at(300 * SEC);
+    let ops = begins(&p, "old");
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    let op = ops[0].clone();
+    assert_eq!(op.kind, OpKind::Orphan);
+    let col = op.collection.clone().expect("collection");
+    assert_eq!(col.rule, crate::journal::GcRule::Orphan);
+    assert!(
+        col.evidence.contains("no group old is declared"),
+        "{}",
+        col.evidence
+    );
+    assert!(
+        has(
+            &p,
+            |a| matches!(a, Action::Destroy { instance, .. } if instance == "i-o1")
+        ),
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(destroys(&p), 1, "{}", describe(&p));
+
+    // Destroyed, no node: the operation completes.
+    c.journal.push(op.clone());
+    if let Some(Described::Ok(list)) = c.observed.instances.get_mut("old") {
+        list.retain(|i| i.id != "i-o1");
+    }
+    let p = c.at(301 * SEC);
+    assert!(
+        has(
+            &p,
+            |a| matches!(a, Action::Complete { op: id } if *id == op.id)
+        ),
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(destroys(&p), 0, "{}", describe(&p));
+}
+
+#[test]
+fn orphans_are_not_collected_from_a_failed_describe_an_unobservable_swarm_or_as_managers() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    with_orphans(&mut c);
+    c.at(0);
+    // A manager node carries the orphan's link: kept, whatever the grace.
+    c.nodes().push(node("o1", true, false));
+    let p = c.at(400 * SEC);
+    assert!(begins(&p, "old").is_empty(), "{}", describe(&p));
+    let kept = p.garbage.iter().find(|g| g.collection.item == "i-o1");
+    assert!(
+        kept.is_some_and(|g| g.state.contains("manager")),
+        "{:?}",
+        p.garbage
+    );
+    c.nodes().retain(|n| n.link.as_deref() != Some("o1"));
+    // The swarm cannot be asked: nothing is concluded.
+    let swarm = std::mem::replace(
+        &mut c.observed.swarm,
+        SwarmView::Unavailable("engine API timed out".into()),
+    );
+    let p = c.at(500 * SEC);
+    assert!(begins(&p, "old").is_empty(), "{}", describe(&p));
+    c.observed.swarm = swarm;
+    // A failed describe: nothing is concluded either.
+    c.observed
+        .instances
+        .insert("old".into(), Described::Failed("throttled".into()));
+    let p = c.at(600 * SEC);
+    assert!(begins(&p, "old").is_empty(), "{}", describe(&p));
+    assert_eq!(destroys(&p), 0, "{}", describe(&p));
+}
+
+#[test]
+fn the_meltdown_guard_blocks_healing_when_too_many_members_are_down_at_once() {
+    let mut c = Cluster::new(3, "  allocation: {size: 4}\n");
+    for i in 1..=4 {
+        let hash = c.hash(WORKERS);
+        c.add_worker(&format!("w{i}"), &hash, None);
+    }
+    // Control: one machine down (default 50% of 4 = 2 may be down) is healed.
+    c.instances(WORKERS)[0].running = false;
+    let p = c.at(0);
+    assert_eq!(begins(&p, WORKERS).len(), 1, "{}", describe(&p));
+    // Three of four down at once: nothing replaced, the group blocks.
+    for i in c.instances(WORKERS).iter_mut().take(3) {
+        i.running = false;
+    }
+    let p = c.at(SEC);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert_eq!(destroys(&p), 0, "{}", describe(&p));
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, WORKERS);
+    assert!(why.contains("meltdown guard: 3 of 4"), "{why}");
+    assert!(why.contains("max_unhealthy = 50%"), "{why}");
+}
+
+#[test]
+fn the_meltdown_guard_counts_dead_nodes_and_stops_reaping_them() {
+    let mut c = Cluster::new(3, "  allocation: {size: 3}\n  health: {max_unhealthy: 1}\n");
+    for i in 1..=3 {
+        let hash = c.hash(WORKERS);
+        c.add_worker(&format!("w{i}"), &hash, None);
+    }
+    // Two machines vanished; their nodes are Down.
+    for l in ["w1", "w2"] {
+        c.instances(WORKERS).retain(|i| i.link() != Some(l));
+        c.node(l).state = NodeState::Down;
+    }
+    c.at(0);
+    let p = c.at(3_600 * SEC);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, WORKERS).contains("2 dead nodes"),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_dead_node_is_reaped_with_its_rule_and_evidence() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.instances(WORKERS).clear();
+    c.node("w1").state = NodeState::Down;
+    let p = c.at(0);
+    let g = p
+        .garbage
+        .iter()
+        .find(|g| g.collection.item == "n-w1")
+        .expect("listed");
+    assert_eq!(g.collection.rule, crate::journal::GcRule::DeadNode);
+    assert!(g.state.contains("in grace"), "{g:?}");
+    let p = c.at(120 * SEC);
+    let reap: Vec<&Operation> = begins(&p, WORKERS)
+        .into_iter()
+        .filter(|o| o.kind == OpKind::RemoveDead)
+        .collect();
+    assert_eq!(reap.len(), 1, "{}", describe(&p));
+    let col = reap[0].collection.as_ref().expect("collection");
+    assert_eq!(col.rule, crate::journal::GcRule::DeadNode);
+    assert!(col.evidence.contains("link w1"), "{}", col.evidence);
+    assert!(col.evidence.contains("Down for"), "{}", col.evidence);
+}
+
+#[test]
+fn a_never_joined_member_of_a_group_scaled_in_is_retired_not_blocked() {
+    let mut c = never_joining_worker();
+    for i in c.instances(WORKERS) {
+        i.tags.insert(tags::ATTEMPT.into(), "2".into());
+    }
+    c.at(0);
+    // Control: at the declared size the spent budget blocks.
+    let p = c.at(60 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    // Scaled in to nothing (`apply --prune`): the machine is retired.
+    let yaml = cluster_yaml(
+        3,
+        "  allocation: {size: 1}\n  health: {startup_timeout: 60s, max_attempts: 2}\n",
+    );
+    c.desired = desired(&yaml);
+    if let super::super::spec::Allocation::Size { size, .. } =
+        &mut c.group_mut(WORKERS).spec.allocation
+    {
+        *size = 0;
+    }
+    let p = c.at(61 * SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Retire);
+    assert_ne!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_machine_that_stops_before_joining_uses_the_same_budget() {
+    let mut c = never_joining_worker();
+    c.instances(WORKERS)[0].running = false;
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].target.as_ref().map(|t| t.attempt), Some(2));
+    let col = ops[0].collection.as_ref().expect("a collection");
+    assert!(col.evidence.contains("stopped before"), "{}", col.evidence);
+    // The last attempt stopping too blocks the group; nothing is destroyed.
+    c.instances(WORKERS)[0]
+        .tags
+        .insert(tags::ATTEMPT.into(), "2".into());
+    let p = c.at(SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(destroys(&p), 0, "{}", describe(&p));
 }

@@ -305,7 +305,8 @@ impl Decoder {
             );
             return None;
         }
-        let top = self.fields(root, "", &["groups"])?;
+        let top = self.fields(root, "", &["groups", "gc"])?;
+        let gc = self.gc(top.get("gc"));
         let groups_node = self.required(&top, "groups", "", "a list of groups")?;
         let Node::Seq { items, .. } = groups_node else {
             self.error(
@@ -325,7 +326,70 @@ impl Decoder {
             .collect();
         self.cross_group_checks(items, &decoded);
         let groups: Option<Vec<GroupSpec>> = decoded.into_iter().collect();
-        Some(ClusterSpec { groups: groups? })
+        Some(ClusterSpec {
+            groups: groups?,
+            gc: gc?,
+        })
+    }
+
+    fn gc(&mut self, node: Option<&Node>) -> Option<GcPolicy> {
+        let Some(node) = node else {
+            return Some(GcPolicy::default());
+        };
+        let f = self.fields(node, "gc", GC_FIELDS)?;
+        let grace = self.duration(
+            f.get("orphan_grace"),
+            "gc.orphan_grace",
+            defaults::ORPHAN_GRACE,
+        );
+        if grace.is_some_and(|d| d.is_zero()) {
+            let at = f.get("orphan_grace").map_or(f.pos, Node::pos);
+            self.error(
+                at,
+                "gc.orphan_grace",
+                "must be longer than zero: a machine being made must never be taken for an orphan",
+            );
+        }
+        Some(GcPolicy {
+            orphan_grace: grace?,
+        })
+    }
+
+    /// `max_unhealthy`: a whole number of members (at least 1) or a share `N%` (1-100).
+    fn max_unhealthy(&mut self, node: Option<&Node>, path: &str) -> Option<MaxUnhealthy> {
+        let Some(node) = node else {
+            return Some(MaxUnhealthy::default());
+        };
+        if let Node::Scalar { value, .. } = node
+            && let Some(pct) = value.trim().strip_suffix('%')
+        {
+            return match pct.trim().parse::<u32>() {
+                Ok(p) if (1..=100).contains(&p) => Some(MaxUnhealthy::Percent(p)),
+                _ => {
+                    self.error(
+                        node.pos(),
+                        path,
+                        format!("`{value}` is not a share from 1% to 100%; write e.g. 50% or a member count"),
+                    );
+                    None
+                }
+            };
+        }
+        if let Node::Scalar {
+            value,
+            quoted: false,
+            ..
+        } = node
+            && value.trim().parse::<i64>().is_err()
+        {
+            self.error(
+                node.pos(),
+                path,
+                format!("`{value}` is neither a member count nor a share; write e.g. 2 or 50%"),
+            );
+            return None;
+        }
+        self.count(node, path, 1).map(MaxUnhealthy::Count)
     }
 
     /// Rules that span groups: unique names, unique logical ids, one manager group.
@@ -856,9 +920,18 @@ impl Decoder {
                 );
             }
         }
+        let max_attempts = f
+            .get("max_attempts")
+            .map_or(Some(defaults::MAX_ATTEMPTS), |n| {
+                self.count(n, &join(path, "max_attempts"), 1)
+            });
+        let max_unhealthy =
+            self.max_unhealthy(f.get("max_unhealthy"), &join(path, "max_unhealthy"));
         Some(HealthPolicy {
             startup_timeout: startup?,
             unhealthy_after: unhealthy?,
+            max_attempts: max_attempts?,
+            max_unhealthy: max_unhealthy?,
         })
     }
 
@@ -923,7 +996,13 @@ const UPDATE_FIELDS: &[&str] = &[
     "step_timeout",
     "on_failure",
 ];
-const HEALTH_FIELDS: &[&str] = &["startup_timeout", "unhealthy_after"];
+const HEALTH_FIELDS: &[&str] = &[
+    "startup_timeout",
+    "unhealthy_after",
+    "max_attempts",
+    "max_unhealthy",
+];
+const GC_FIELDS: &[&str] = &["orphan_grace"];
 const DRAIN_FIELDS: &[&str] = &["timeout", "on_timeout"];
 const ROLLOUT_FIELDS: &[&str] = &["after"];
 

@@ -20,6 +20,26 @@ use std::time::Duration;
 pub struct ClusterSpec {
     /// The groups, in the order the operator wrote them.
     pub groups: Vec<GroupSpec>,
+    /// Garbage collection of machines no group owns (`gc:`).
+    #[serde(default)]
+    pub gc: GcPolicy,
+}
+
+/// Cluster-wide garbage collection (docs/gc.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GcPolicy {
+    /// An orphan (a machine carrying this cluster's tags for a group no
+    /// longer declared) is destroyed once it has been seen this long.
+    #[serde(with = "humantime_serde_compat")]
+    pub orphan_grace: Duration,
+}
+
+impl Default for GcPolicy {
+    fn default() -> Self {
+        GcPolicy {
+            orphan_grace: defaults::ORPHAN_GRACE,
+        }
+    }
 }
 
 impl ClusterSpec {
@@ -170,6 +190,51 @@ pub struct HealthPolicy {
     /// A member unhealthy this long is replaced.
     #[serde(with = "humantime_serde_compat")]
     pub unhealthy_after: Duration,
+    /// Machines tried for one slot before the group blocks: a machine that
+    /// never joins, and a provision call that fails, each use one.
+    #[serde(default = "defaults::max_attempts")]
+    pub max_attempts: u32,
+    /// Meltdown guard: with more members down at once than this, nothing
+    /// is replaced or reaped and the group blocks.
+    #[serde(default)]
+    pub max_unhealthy: MaxUnhealthy,
+}
+
+/// How many members of a group may be down at once before the meltdown
+/// guard stops all replacing and reaping (as Cluster API's `maxUnhealthy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxUnhealthy {
+    /// A share of the declared size, in percent (rounded down, at least 1 member).
+    Percent(u32),
+    /// A number of members.
+    Count(u32),
+}
+
+impl Default for MaxUnhealthy {
+    fn default() -> Self {
+        MaxUnhealthy::Percent(defaults::MAX_UNHEALTHY_PERCENT)
+    }
+}
+
+impl MaxUnhealthy {
+    /// Members that may be down at once in a group of `size`. A single
+    /// failure is always repaired, whatever the share.
+    pub fn limit(self, size: usize) -> usize {
+        match self {
+            MaxUnhealthy::Percent(p) => (size * p as usize / 100).max(1),
+            MaxUnhealthy::Count(n) => n as usize,
+        }
+    }
+}
+
+impl std::fmt::Display for MaxUnhealthy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxUnhealthy::Percent(p) => write!(f, "{p}%"),
+            MaxUnhealthy::Count(n) => write!(f, "{n}"),
+        }
+    }
 }
 
 /// What to do when a drain outlives its timeout.
@@ -254,6 +319,16 @@ pub mod defaults {
     pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
     /// Default `health.unhealthy_after`.
     pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(120);
+    /// Default `health.max_attempts`.
+    pub const MAX_ATTEMPTS: u32 = 3;
+    /// `health.max_attempts` for specs stored before the field existed.
+    pub fn max_attempts() -> u32 {
+        MAX_ATTEMPTS
+    }
+    /// Default `health.max_unhealthy`, in percent.
+    pub const MAX_UNHEALTHY_PERCENT: u32 = 50;
+    /// Default `gc.orphan_grace`.
+    pub const ORPHAN_GRACE: Duration = Duration::from_secs(600);
     /// Default `drain.timeout`.
     pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 }

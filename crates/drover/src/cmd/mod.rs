@@ -5,6 +5,7 @@ mod apply;
 mod audit;
 mod controller;
 mod engine;
+mod gc;
 mod plan;
 mod sim;
 mod status;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             output,
         } => runtime()?.block_on(audit::events(since, &store, output)),
         Command::History { store, output } => runtime()?.block_on(audit::history(&store, output)),
+        Command::Gc(args) => runtime()?.block_on(gc::run(&args)),
         Command::Engine(EngineCommand::Join {
             role,
             address,

@@ -68,16 +68,7 @@ pub async fn live(
     output: Output,
 ) -> Result<ExitCode, MainError> {
     let spec = spec_file::load(file)?;
-    let local = wiring::local(local)?;
-    let ctx = drover_controller::Context {
-        providers: wiring::providers(&local),
-        cluster: wiring::off_cluster_swarm(&local),
-        store: wiring::store(store).await?,
-        self_link: None,
-        identity: "plan".into(),
-        store_url: None,
-        resync: std::time::Duration::from_secs(1),
-    };
+    let ctx = wiring::observer(store, local, "plan").await?;
     let plan = drover_controller::preview(&ctx, &spec)
         .await
         .map_err(anyhow::Error::from)?;

@@ -1,0 +1,274 @@
+//! Garbage collection through the real controller loop (simulated cloud and
+//! swarm, tokio's clock paused): every collection is an event naming the
+//! item, the rule and the evidence; failed provision calls are recorded in
+//! the journal and block the group once `health.max_attempts` are used.
+
+use async_trait::async_trait;
+use drover_controller::{Context, Controller};
+use drover_core::model::{Instance, tags};
+use drover_core::spec::{ClusterSpec, Role, parse_str};
+use drover_sim::{SimCloud, Timings, World};
+use drover_spi::{Event, InstanceProvider, Provenance, ProviderError, ProvisionRequest, Store};
+use drover_store::MemStore;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn spec(text: &str) -> ClusterSpec {
+    parse_str(text).spec.expect("valid spec")
+}
+
+fn who() -> Provenance {
+    Provenance {
+        who: "test".into(),
+        at_ms: 0,
+        message: "test".into(),
+    }
+}
+
+/// A provider whose every provision call fails (quota exhausted).
+struct NoQuota;
+
+#[async_trait]
+impl InstanceProvider for NoQuota {
+    async fn provision(&self, _req: ProvisionRequest) -> Result<String, ProviderError> {
+        Err(ProviderError::Transient("quota exceeded".into()))
+    }
+    async fn destroy(&self, _instance: &str) -> Result<(), ProviderError> {
+        Ok(())
+    }
+    async fn describe(
+        &self,
+        _tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        Ok(Vec::new())
+    }
+    async fn label(
+        &self,
+        _instance: &str,
+        _labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        Ok(())
+    }
+}
+
+/// Runs a controller on `text` until `done(events)` or an hour of virtual time.
+async fn run_until(
+    cloud: &SimCloud,
+    text: &str,
+    done: impl Fn(&[Event]) -> bool,
+) -> (Arc<MemStore>, Vec<Event>) {
+    let store = Arc::new(MemStore::default());
+    store.init_cluster("c1").await.unwrap();
+    store.commit(0, &spec(text), who(), false).await.unwrap();
+    let ctx = Context {
+        providers: [
+            (
+                "sim".to_string(),
+                Arc::new(cloud.clone()) as Arc<dyn InstanceProvider>,
+            ),
+            (
+                "quota".to_string(),
+                Arc::new(NoQuota) as Arc<dyn InstanceProvider>,
+            ),
+        ]
+        .into(),
+        cluster: Arc::new(cloud.clone()),
+        store: store.clone(),
+        self_link: None,
+        identity: "test-controller".into(),
+        store_url: None,
+        resync: Duration::from_secs(2),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Controller::new(ctx).run(async {
+        let _ = stop_rx.await;
+    }));
+    let mut events = Vec::new();
+    for _ in 0..3600 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        events = store.events(0).await.unwrap();
+        if done(&events) {
+            break;
+        }
+    }
+    let _ = stop_tx.send(());
+    task.await.unwrap();
+    (store, events)
+}
+
+const MANAGERS: &str = "groups:
+- name: managers
+  role: manager
+  allocation: {size: 1}
+  instance: {provider: sim}
+";
+
+#[tokio::test(start_paused = true)]
+async fn an_orphan_is_destroyed_after_its_grace_with_an_event_naming_rule_and_evidence() {
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let tagged = |cluster: &str, link: &str| {
+        BTreeMap::from([
+            (tags::CLUSTER.to_string(), cluster.to_string()),
+            (tags::GROUP.to_string(), "old-workers".to_string()),
+            (tags::LINK.to_string(), link.to_string()),
+        ])
+    };
+    let (orphan, other) = {
+        let mut w = cloud.world();
+        (
+            w.provision(tagged("c1", "o-1"), Role::Plain, true),
+            w.provision(tagged("another-cluster", "o-2"), Role::Plain, true),
+        )
+    };
+    let text = format!("gc: {{orphan_grace: 2m}}\n{MANAGERS}");
+    let (_, events) = run_until(&cloud, &text, |evs| {
+        evs.iter().any(|e| {
+            e.action == "step"
+                && e.reason.contains(&format!("destroy instance {orphan}"))
+                && e.outcome == "ok"
+        })
+    })
+    .await;
+    let gc = events
+        .iter()
+        .find(|e| e.action == "gc")
+        .unwrap_or_else(|| panic!("no gc event: {events:#?}"));
+    assert_eq!(gc.target.as_deref(), Some(orphan.as_str()));
+    assert_eq!(gc.group.as_deref(), Some("old-workers"));
+    assert!(gc.reason.starts_with("orphan: "), "{}", gc.reason);
+    assert!(
+        gc.reason.contains("no group old-workers is declared"),
+        "{}",
+        gc.reason
+    );
+    assert!(gc.reason.contains("gc.orphan_grace (2m)"), "{}", gc.reason);
+    let w = cloud.world();
+    assert!(!w.instances.contains_key(&orphan), "orphan survived");
+    assert!(
+        w.instances.contains_key(&other),
+        "another cluster's machine destroyed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_provision_calls_are_counted_and_block_the_group_with_the_reason() {
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let text = format!(
+        "{MANAGERS}- name: batch
+  role: plain
+  allocation: {{size: 1}}
+  instance: {{provider: quota}}
+  health: {{max_attempts: 3}}
+"
+    );
+    let (store, events) = run_until(&cloud, &text, |evs| {
+        evs.iter().any(|e| e.action == "blocked")
+    })
+    .await;
+    let blocked = events
+        .iter()
+        .find(|e| e.action == "blocked")
+        .unwrap_or_else(|| panic!("never blocked: {events:#?}"));
+    assert_eq!(blocked.group.as_deref(), Some("batch"));
+    assert!(
+        blocked.reason.contains("health.max_attempts"),
+        "{}",
+        blocked.reason
+    );
+    let failed = events
+        .iter()
+        .filter(|e| e.reason.starts_with("provision batch") && e.outcome.contains("quota exceeded"))
+        .count();
+    assert_eq!(failed, 3, "{events:#?}");
+    let journal = store.journal().await.unwrap();
+    let op = journal
+        .iter()
+        .find(|o| o.group == "batch")
+        .expect("journaled");
+    assert_eq!(op.provision_failures, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_quorum_the_last_leaders_controller_reports_blocked_and_destroys_nothing() {
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let text = "groups:
+- name: managers
+  role: manager
+  allocation: {size: 3}
+  instance: {provider: sim}
+";
+    // Bring-up by an off-cluster controller.
+    let (store, _) = run_until(&cloud, text, |evs| {
+        evs.iter()
+            .filter(|e| e.reason.starts_with("provision managers") && e.outcome == "ok")
+            .count()
+            == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // The leader's own controller takes over.
+    let (leader_link, followers) = {
+        let w = cloud.world();
+        let leader = w.leader.clone().expect("a leader");
+        let link = w.nodes[&leader].node.link.clone().expect("link");
+        let followers: Vec<String> = w
+            .instances
+            .values()
+            .filter(|i| i.inst.link() != Some(link.as_str()))
+            .map(|i| i.inst.id.clone())
+            .collect();
+        (link, followers)
+    };
+    let ctx = Context {
+        providers: [(
+            "sim".to_string(),
+            Arc::new(cloud.clone()) as Arc<dyn InstanceProvider>,
+        )]
+        .into(),
+        cluster: Arc::new(cloud.clone()),
+        store: store.clone(),
+        self_link: Some(leader_link),
+        identity: "leader-controller".into(),
+        store_url: None,
+        resync: Duration::from_secs(2),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Controller::new(ctx).run(async {
+        let _ = stop_rx.await;
+    }));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let before: Vec<String> = cloud.world().instances.keys().cloned().collect();
+    for id in &followers {
+        cloud.world().crash(id);
+    }
+    let mut doc = serde_json::Value::Null;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        doc = store.status().await.unwrap().unwrap_or_default();
+        let lost = doc["swarm"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("quorum"));
+        if lost && doc["controller"] == "leader-controller" {
+            break;
+        }
+    }
+    let _ = stop_tx.send(());
+    task.await.unwrap();
+    assert!(
+        doc["swarm"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("lost quorum")),
+        "the last leader's controller did not report the quorum loss: {doc}"
+    );
+    let managers = &doc["groups"][0];
+    assert_eq!(managers["phase"], "blocked", "{doc}");
+    assert!(
+        managers["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("meltdown guard")),
+        "{doc}"
+    );
+    let after: Vec<String> = cloud.world().instances.keys().cloned().collect();
+    assert_eq!(after, before, "a machine was destroyed without quorum");
+}

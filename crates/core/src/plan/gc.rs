@@ -1,0 +1,324 @@
+//! Garbage collection (docs/gc.md): machines that never joined, orphans of
+//! undeclared groups, and the meltdown guard that stops all of it (and all
+//! replacing) when too much of a group is down at once. Dead nodes are
+//! reaped in `group.rs` (`reap_dead_nodes`); every collection carries its
+//! rule and evidence ([`Collection`]) into the journal and the events.
+
+use super::group::Planner;
+use super::health::Health;
+use super::{Action, DesiredGroup, Garbage};
+use crate::journal::{Collection, GcRule, OpKind, Operation, Step, Victim};
+use crate::model::{Described, Instance, Node, NodeState, tags};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// The wait before the second machine for a slot; doubled for each further one.
+const FIRST_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest wait between two machines for one slot.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+impl Planner<'_> {
+    /// Records an item for `drover gc` and status.
+    pub(crate) fn note_garbage(&mut self, group: &str, collection: &Collection, state: String) {
+        self.garbage.push(Garbage {
+            group: group.to_string(),
+            collection: collection.clone(),
+            state,
+        });
+    }
+
+    /// Meltdown guard: why nothing in the group may be replaced or reaped
+    /// now, if more members are down at once than `health.max_unhealthy`
+    /// allows. Down members are those judged unhealthy plus dead nodes
+    /// (Down, no machine). An outage of the control plane or the provider
+    /// is not a reason to destroy the fleet.
+    pub(crate) fn meltdown(
+        &self,
+        d: &DesiredGroup,
+        insts: &[&Instance],
+        health: &HashMap<&str, Health>,
+    ) -> Option<String> {
+        let unhealthy = insts
+            .iter()
+            .filter(|i| matches!(health.get(i.id.as_str()), Some(Health::Unhealthy(_))))
+            .count();
+        let dead = self
+            .stale_nodes(d, insts)
+            .iter()
+            .filter(|n| n.state == NodeState::Down)
+            .count();
+        let down = unhealthy + dead;
+        let size = d.spec.allocation.size();
+        let policy = d.spec.health.max_unhealthy;
+        let limit = policy.limit(size);
+        (down > limit).then(|| {
+            format!(
+                "meltdown guard: {down} of {size} members are down at once ({unhealthy} unhealthy, {dead} dead nodes), more than health.max_unhealthy = {policy} allows ({limit}): nothing is replaced or reaped. Bring the machines back, or raise max_unhealthy to let drover replace them"
+            )
+        })
+    }
+
+    /// The attempt number for the replacement of `inst`, which never
+    /// joined, or why the group blocks instead. A new spec (another config
+    /// hash) starts a fresh budget.
+    pub(crate) fn next_attempt(&self, d: &DesiredGroup, inst: &Instance) -> Result<u32, String> {
+        if inst.config() != Some(d.hash.as_str()) {
+            return Ok(1);
+        }
+        let attempt = inst.attempt();
+        let max = d.spec.health.max_attempts;
+        if attempt >= max {
+            return Err(format!(
+                "{attempt} machines in a row never joined within startup_timeout ({}) or stopped before joining (health.max_attempts = {max}); the last one, {}, is kept for diagnosis: fix the boot script or the instance properties and apply, or destroy it to try again",
+                humantime::format_duration(d.spec.health.startup_timeout),
+                inst.id
+            ));
+        }
+        Ok(attempt + 1)
+    }
+
+    /// The never-joined rule's record for `inst`.
+    pub(crate) fn never_joined(d: &DesiredGroup, inst: &Instance, evidence: String) -> Collection {
+        Collection {
+            rule: GcRule::NeverJoined,
+            item: inst.id.clone(),
+            evidence: format!(
+                "{evidence} (attempt {} of {})",
+                inst.attempt(),
+                d.spec.health.max_attempts
+            ),
+        }
+    }
+
+    /// Why the provision step of `op` must not run now: the slot's budget is
+    /// spent (`Err`, the group blocks) or it backs off before trying again
+    /// (`Ok(Some)`). The slot's attempt number counts machines that never
+    /// joined and provision calls that failed alike.
+    pub(crate) fn provision_gate(
+        &self,
+        d: &DesiredGroup,
+        op: &Operation,
+        attempt: u32,
+    ) -> Result<Option<String>, String> {
+        let max = d.spec.health.max_attempts;
+        if attempt > max {
+            return Err(format!(
+                "the slot of {} used its {max} attempts (health.max_attempts): {} failed provision calls (see `drover events`); fix the cause and apply, or raise max_attempts",
+                op.id, op.provision_failures
+            ));
+        }
+        if attempt <= 1 {
+            return Ok(None);
+        }
+        let backoff = FIRST_BACKOFF
+            .saturating_mul(1 << (attempt - 2).min(16))
+            .min(MAX_BACKOFF)
+            .min(d.spec.update.step_timeout / 2);
+        let key = format!("backoff:{}:{attempt}", op.id);
+        Ok((!self.clock.elapsed(key, backoff)).then(|| {
+            format!(
+                "backing off {} before attempt {attempt} of {max}",
+                humantime::format_duration(backoff)
+            )
+        }))
+    }
+
+    /// Orphans: machines carrying this cluster's id for a group that is no
+    /// longer declared, seen through a successful describe for the whole
+    /// `gc.orphan_grace`, are destroyed (and their node removed). Machines
+    /// without drover's tags or with another cluster id are never listed.
+    /// Nothing is concluded while the swarm cannot be asked: a machine's
+    /// node might be a manager, which is never collected this way.
+    pub(crate) fn collect_orphans(&mut self) {
+        let desired = self.input.desired;
+        let declared: HashSet<&str> = desired
+            .groups
+            .iter()
+            .map(|g| g.spec.name.as_str())
+            .collect();
+        let claimed: HashSet<String> = self
+            .ops
+            .iter()
+            .filter_map(|o| o.victim.as_ref()?.instance.clone())
+            .collect();
+        let grace = desired.orphan_grace;
+        for (group, described) in &self.input.observed.instances {
+            if declared.contains(group.as_str()) {
+                continue;
+            }
+            let Described::Ok(list) = described else {
+                continue;
+            };
+            for inst in list
+                .iter()
+                .filter(|i| i.owned_by(&desired.cluster_id, group))
+            {
+                let c = Collection {
+                    rule: GcRule::Orphan,
+                    item: inst.id.clone(),
+                    evidence: format!(
+                        "tagged {}={} and {}={}, but no group {group} is declared",
+                        tags::CLUSTER,
+                        desired.cluster_id,
+                        tags::GROUP,
+                        group
+                    ),
+                };
+                if claimed.contains(&inst.id) {
+                    self.note_garbage(group, &c, "collecting".into());
+                    continue;
+                }
+                if !self.world.swarm_ok() {
+                    self.note_garbage(
+                        group,
+                        &c,
+                        "waiting: the swarm cannot be asked whether it is a manager".into(),
+                    );
+                    continue;
+                }
+                let node = self.world.node_for(inst.link());
+                if node.is_some_and(|n| n.manager_role || n.raft.is_some()) {
+                    self.note_garbage(group, &c, "kept: it is a swarm manager; drover never removes a manager it does not declare (demote and remove it by hand)".into());
+                    continue;
+                }
+                let key = format!("orphan:{}", inst.id);
+                if !self.clock.elapsed(key.clone(), grace) {
+                    let seen = self.clock.running_for(&key);
+                    self.note_garbage(
+                        group,
+                        &c,
+                        format!(
+                            "in grace: seen for {} of {}",
+                            humantime::format_duration(Duration::from_secs(seen.as_secs())),
+                            humantime::format_duration(grace)
+                        ),
+                    );
+                    continue;
+                }
+                let c = Collection {
+                    evidence: format!(
+                        "{}, seen for gc.orphan_grace ({})",
+                        c.evidence,
+                        humantime::format_duration(grace)
+                    ),
+                    ..c
+                };
+                let op = self.orphan_op(group, inst, node, c.clone());
+                self.note_garbage(group, &c, "collecting".into());
+                self.begin_collection(op);
+            }
+        }
+    }
+
+    fn orphan_op(
+        &mut self,
+        group: &str,
+        inst: &Instance,
+        node: Option<&Node>,
+        c: Collection,
+    ) -> Operation {
+        Operation {
+            id: self.new_op_id(group),
+            group: group.to_string(),
+            kind: OpKind::Orphan,
+            role: if node.is_some() {
+                crate::spec::Role::Worker
+            } else {
+                crate::spec::Role::Plain
+            },
+            victim: Some(Victim {
+                instance: Some(inst.id.clone()),
+                link: inst.link().map(str::to_string),
+                node: node.map(|n| n.id.clone()),
+                logical_id: inst.logical_id().map(str::to_string),
+                zone: inst.zone().map(str::to_string),
+                is_self: false,
+            }),
+            target: None,
+            surge: false,
+            done: Default::default(),
+            intent: None,
+            collection: Some(c),
+            provision_failures: 0,
+        }
+    }
+
+    /// An orphan operation: destroy the machine, then remove its node (a
+    /// worker's; forced when still Ready, since its machine is gone).
+    pub(crate) fn advance_orphan(&mut self, op: &Operation) {
+        let group = op.group.as_str();
+        let victim = op.victim.clone().unwrap_or(Victim {
+            instance: None,
+            link: None,
+            node: None,
+            logical_id: None,
+            zone: None,
+            is_self: false,
+        });
+        let list = match self.input.observed.instances.get(group) {
+            Some(Described::Ok(list)) => list,
+            Some(Described::Failed(e)) => {
+                self.explanation.push(format!(
+                    "{group}: orphan operation {} waits: describe failed: {e}",
+                    op.id
+                ));
+                return;
+            }
+            None => {
+                self.explanation.push(format!(
+                    "{group}: orphan operation {} waits: not described",
+                    op.id
+                ));
+                return;
+            }
+        };
+        if !self.world.swarm_ok() {
+            self.explanation.push(format!(
+                "{group}: orphan operation {} waits: the swarm cannot be observed",
+                op.id
+            ));
+            return;
+        }
+        let cluster = &self.input.desired.cluster_id;
+        if let Some(inst) = list.iter().find(|i| {
+            Some(i.id.as_str()) == victim.instance.as_deref() && i.owned_by(cluster, group)
+        }) {
+            self.actions.push(Action::Destroy {
+                op: op.id.clone(),
+                instance: inst.id.clone(),
+            });
+            return;
+        }
+        if !op.done.contains(&Step::Destroy) {
+            self.actions.push(Action::MarkDone {
+                op: op.id.clone(),
+                step: Step::Destroy,
+            });
+        }
+        let node = self
+            .world
+            .node_for(victim.link.as_deref())
+            .or_else(|| self.world.node_by_id(victim.node.as_deref()));
+        match node {
+            // Its machine is gone; a manager's node is never removed here
+            // (the quorum gates own that), so the operation ends.
+            Some(n) if n.manager_role || n.raft.is_some() => self.explanation.push(format!(
+                "{group}: orphan operation {} leaves node {}: it became a manager",
+                op.id, n.id
+            )),
+            Some(n) => {
+                self.actions.push(Action::RemoveNode {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                    force: n.state != NodeState::Down,
+                });
+                return;
+            }
+            None => {}
+        }
+        self.explanation
+            .push(format!("{group}: orphan operation {} complete", op.id));
+        self.actions.push(Action::Complete { op: op.id.clone() });
+        self.ops.retain(|o| o.id != op.id);
+    }
+}

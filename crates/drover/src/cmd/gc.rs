@@ -1,0 +1,129 @@
+//! `drover gc`: what garbage collection finds, by which rule, on what
+//! evidence (docs/gc.md).
+//!
+//! Only the leader's controller collects (journaled, fenced, through the
+//! planner's gates); the CLI never destroys anything. It makes one fresh
+//! observation against the committed spec and runs the planner on it, as
+//! `drover plan --store` does; `--dry-run` prints that list, and without it
+//! the command follows until the controller has collected every listed item.
+
+use crate::cli::{GcArgs, Output};
+use crate::error::MainError;
+use crate::wiring;
+use drover_core::plan::{Garbage, Phase, Plan};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How often the follower looks again.
+const POLL: Duration = Duration::from_secs(2);
+
+pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
+    let ctx = wiring::observer(&args.store, &args.local, "gc").await?;
+    let Some(revision) = ctx.store.desired().await.map_err(anyhow::Error::from)? else {
+        println!("nothing was applied to this store yet: there is nothing to collect");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let observe = || async {
+        drover_controller::preview(&ctx, &revision.spec)
+            .await
+            .map_err(|e| MainError::Failed(e.into()))
+    };
+    let plan = observe().await?;
+    print(&plan, revision.rev, args.output)?;
+    if args.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let start = Instant::now();
+    let mut waiting = awaited(&plan);
+    while !waiting.is_empty() {
+        if start.elapsed() >= args.timeout {
+            eprintln!(
+                "timed out after {}: {} item(s) not collected yet: {}",
+                humantime::format_duration(args.timeout),
+                waiting.len(),
+                waiting.join(", ")
+            );
+            return Ok(ExitCode::from(4));
+        }
+        tokio::time::sleep(POLL).await;
+        let plan = observe().await?;
+        let still = awaited(&plan);
+        waiting.retain(|item| still.contains(item));
+        if let Some(g) = plan.groups.iter().find(|g| g.phase == Phase::Blocked) {
+            eprintln!(
+                "group {} is blocked: {}",
+                g.name,
+                g.reason.as_deref().unwrap_or("")
+            );
+            return Ok(ExitCode::from(3));
+        }
+    }
+    println!(
+        "collected everything listed after {:.0}s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Items the controller will collect without anyone's help (not those kept
+/// on purpose, such as an orphan that is a swarm manager).
+fn awaited(plan: &Plan) -> Vec<String> {
+    plan.garbage
+        .iter()
+        .filter(|g| !g.state.starts_with("kept"))
+        .map(|g| g.collection.item.clone())
+        .collect()
+}
+
+fn print(plan: &Plan, rev: u64, output: Output) -> Result<(), MainError> {
+    let blocked: Vec<(&str, &str)> = plan
+        .groups
+        .iter()
+        .filter(|g| g.phase == Phase::Blocked)
+        .map(|g| (g.name.as_str(), g.reason.as_deref().unwrap_or("")))
+        .collect();
+    if output == Output::Json {
+        let doc = serde_json::json!({
+            "revision": rev,
+            "garbage": plan.garbage,
+            "blocked": blocked
+                .iter()
+                .map(|(g, why)| serde_json::json!({"group": g, "reason": why}))
+                .collect::<Vec<_>>(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
+        );
+        return Ok(());
+    }
+    println!(
+        "desired revision {rev}: {} item(s) found (grace periods start at this observation; the leader's controller times them from its own first sighting)",
+        plan.garbage.len()
+    );
+    if !plan.garbage.is_empty() {
+        println!("\n{:<14} {:<13} {:<28} STATE", "GROUP", "RULE", "ITEM");
+    }
+    for Garbage {
+        group,
+        collection,
+        state,
+    } in &plan.garbage
+    {
+        println!(
+            "{:<14} {:<13} {:<28} {state}\n{:<14} evidence: {}",
+            group,
+            collection.rule.as_str(),
+            collection.item,
+            "",
+            collection.evidence
+        );
+    }
+    for (group, why) in &blocked {
+        println!("\nBLOCKED {group}: {why}");
+    }
+    if let Some(problem) = &plan.swarm.problem {
+        println!("\nswarm: {problem} (nothing is collected without a swarm that answers)");
+    }
+    Ok(())
+}
