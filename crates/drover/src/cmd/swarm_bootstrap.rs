@@ -85,6 +85,7 @@ async fn first_manager(
     };
     let seed = ClusterSpec {
         groups: vec![first],
+        ..spec.clone()
     };
     let mem = Arc::new(MemStore::default());
     let failed = |e: drover_spi::StoreError| MainError::Failed(e.into());
