@@ -9,6 +9,7 @@ command -v busybox >/dev/null || need+=(busybox-static)
 command -v protoc >/dev/null || need+=(protobuf-compiler libprotobuf-dev)
 command -v ip >/dev/null || need+=(iproute2)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v openssl >/dev/null || need+=(openssl)
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update

@@ -108,3 +108,37 @@ async fn apply_of_an_invalid_spec_never_changes_the_stored_desired_state() {
         "--prune refusal changed the store"
     );
 }
+
+/// With the swarm store and no swarm yet, `apply` would create the first
+/// manager; a dry run says so and creates nothing.
+#[test]
+fn a_dry_run_against_a_swarm_store_with_no_swarm_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("cluster.yaml");
+    std::fs::write(&spec, GOOD).unwrap();
+    let local = dir.path().join("local");
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["apply", "--dry-run", "-f"])
+        .arg(&spec)
+        .arg("--store")
+        .arg(format!("swarm:unix://{}/none.sock", dir.path().display()))
+        .arg("--local-dir")
+        .arg(&local)
+        .args(["--local-pool", "127.0.94.20-127.0.94.30"])
+        .env_remove("DROVER_STORE")
+        .output()
+        .expect("run drover");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("would create its first manager"),
+        "{stdout}"
+    );
+    let made = std::fs::read_dir(local.join("instances")).map_or(0, |d| d.count());
+    assert_eq!(made, 0, "a dry run created a machine");
+}

@@ -3,8 +3,10 @@
 
 mod support;
 
+use support::spec;
+
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
-use drover_core::spec::{ClusterSpec, Role};
+use drover_core::spec::Role;
 use drover_spi::{Controls, Event, Provenance, Store, StoreError};
 use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
 use serde_json::json;
@@ -19,15 +21,6 @@ const LIMITS: Limits = Limits {
 
 /// Two handles (two controllers) on one fresh store.
 type Pair = (Arc<dyn Store>, Arc<dyn Store>);
-
-fn spec(size: u32) -> ClusterSpec {
-    let text = format!(
-        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: {size}\n    instance:\n      provider: local\n"
-    );
-    drover_core::spec::parse_str(&text)
-        .spec
-        .expect("valid spec")
-}
 
 fn prov(who: &str, msg: &str) -> Provenance {
     Provenance {
@@ -367,6 +360,150 @@ async fn swarm_store_keeps_the_contract() {
         };
         let a: Arc<dyn Store> = Arc::new(SwarmStore::connect_with(Some(ep), opts()).await.unwrap());
         let b: Arc<dyn Store> = Arc::new(SwarmStore::connect_with(Some(ep), opts()).await.unwrap());
+        (a, b)
+    })
+    .await;
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made
+/// with `openssl` in `dir`.
+fn certificates(dir: &std::path::Path) {
+    let run = |args: &str| {
+        let out = std::process::Command::new("openssl")
+            .args(args.split_whitespace())
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    run(
+        "req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=drover-test-ca -keyout ca.key -out ca.pem",
+    );
+    for who in ["server", "client"] {
+        run(&format!(
+            "req -newkey rsa:2048 -nodes -subj /CN={who} -keyout {who}.key -out {who}.csr"
+        ));
+        run(&format!(
+            "x509 -req -in {who}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile {who}.ext -out {who}.pem"
+        ));
+    }
+}
+
+/// etcd with TLS on both sides (client certificates required) and
+/// authentication on: the store connects with `etcds://`, a client
+/// certificate and a user whose password comes from the options (in the CLI:
+/// `DROVER_ETCD_PASSWORD`), and keeps the whole contract.
+#[tokio::test]
+async fn etcd_store_keeps_the_contract_over_tls_with_auth() {
+    use drover_store::testkit::{free_port, log_file, stop};
+    let dir = tempfile::Builder::new()
+        .prefix("dt")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let d = dir.path();
+    certificates(d);
+    let (p, q) = (free_port(), free_port());
+    let client = format!("https://127.0.0.1:{p}");
+    let peer = format!("http://127.0.0.1:{q}");
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            stop(&mut self.0, false, std::time::Duration::from_secs(10));
+        }
+    }
+    let etcd = std::process::Command::new("etcd")
+        .arg("--data-dir")
+        .arg(d.join("data"))
+        .args(["--name", "default", "--listen-client-urls", &client])
+        .args([
+            "--advertise-client-urls",
+            &client,
+            "--listen-peer-urls",
+            &peer,
+        ])
+        .args(["--initial-advertise-peer-urls", &peer])
+        .args(["--initial-cluster", &format!("default={peer}")])
+        .arg("--cert-file")
+        .arg(d.join("server.pem"))
+        .arg("--key-file")
+        .arg(d.join("server.key"))
+        .arg("--trusted-ca-file")
+        .arg(d.join("ca.pem"))
+        .arg("--client-cert-auth")
+        .stdout(log_file(d, "etcd.log"))
+        .stderr(log_file(d, "etcd.err"))
+        .spawn()
+        .expect("spawn etcd");
+    let _stop = Stop(etcd);
+    let url = format!("etcds://127.0.0.1:{p}");
+    let tls = |user: Option<&str>, password: Option<&str>| EtcdOptions {
+        ca: Some(d.join("ca.pem")),
+        cert: Some(d.join("client.pem")),
+        key: Some(d.join("client.key")),
+        user: user.map(str::to_string),
+        password: password.map(str::to_string),
+        ..EtcdOptions::default()
+    };
+    // Wait until it answers over TLS, then turn authentication on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let admin = loop {
+        if let Ok(s) = EtcdStore::connect(&url, tls(None, None)).await {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "etcd over TLS did not answer"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let mut c = admin.client().clone();
+    c.user_add("root", "root-secret", None).await.unwrap();
+    let _ = c.role_add("root").await;
+    c.user_grant_role("root", "root").await.unwrap();
+    c.auth_enable().await.unwrap();
+    drop(admin);
+
+    // Refused: no client certificate; a wrong password; TLS files without etcds://.
+    let plain = EtcdOptions {
+        ca: Some(d.join("ca.pem")),
+        user: Some("root".into()),
+        password: Some("root-secret".into()),
+        ..EtcdOptions::default()
+    };
+    assert!(
+        EtcdStore::connect(&url, plain).await.is_err(),
+        "no client certificate accepted"
+    );
+    assert!(
+        EtcdStore::connect(&url, tls(Some("root"), Some("wrong")))
+            .await
+            .is_err(),
+        "a wrong password accepted"
+    );
+    assert!(matches!(
+        EtcdStore::connect(&url.replace("etcds", "etcd"), tls(None, None)).await,
+        Err(StoreError::BadAddress(_))
+    ));
+
+    let (url, tls) = (&url, &tls);
+    contract(|case| async move {
+        let opts = || EtcdOptions {
+            prefix: format!("/drover/tls-{case}"),
+            limits: LIMITS,
+            ..tls(Some("root"), Some("root-secret"))
+        };
+        let a: Arc<dyn Store> = Arc::new(EtcdStore::connect(url, opts()).await.unwrap());
+        let b: Arc<dyn Store> = Arc::new(EtcdStore::connect(url, opts()).await.unwrap());
         (a, b)
     })
     .await;

@@ -6,11 +6,13 @@
 
 mod support;
 
+use support::spec;
+
 use async_trait::async_trait;
 use base64::Engine as _;
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::{OpKind, Operation};
-use drover_core::spec::{ClusterSpec, Role};
+use drover_core::spec::Role;
 use drover_spi::{
     Controls, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance, Store,
     StoreError,
@@ -25,15 +27,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 const NOW: u64 = 1_800_000_000_000;
-
-fn spec(size: u32) -> ClusterSpec {
-    let text = format!(
-        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: {size}\n    instance:\n      provider: local\n"
-    );
-    drover_core::spec::parse_str(&text)
-        .spec
-        .expect("valid spec")
-}
 
 fn prov() -> Provenance {
     Provenance {

@@ -25,7 +25,17 @@ pub enum Mode {
 pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     let file_spec = spec_file::load(&args.file)?;
     let local = wiring::local(&args.local)?;
-    let store = wiring::store(&args.store).await?;
+    let Some((store, made_first_manager)) = crate::cmd::swarm_bootstrap::open_store(
+        &args.store,
+        &local,
+        &file_spec,
+        args.dry_run,
+        &operator(),
+    )
+    .await?
+    else {
+        return Ok(ExitCode::SUCCESS);
+    };
     let current = store.desired().await.map_err(anyhow::Error::from)?;
     if mode == Mode::Bootstrap {
         if let Some(r) = &current {
@@ -65,7 +75,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             drover_spi::Cluster::observe(cluster.as_ref()).await,
             drover_core::model::SwarmView::Absent
         );
-    if mode == Mode::Bootstrap && !bootstrap {
+    if mode == Mode::Bootstrap && !bootstrap && !made_first_manager {
         return Err(MainError::BadInput(
             "a swarm already runs on the provider's machines: bring it under management with drover adopt".into(),
         ));
@@ -107,7 +117,7 @@ pub(crate) async fn ensure_cluster_id(store: &dyn Store) -> Result<String, MainE
     match store.cluster_id().await.map_err(anyhow::Error::from)? {
         Some(id) => Ok(id),
         None => {
-            let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+            let id = new_cluster_id();
             store.init_cluster(&id).await.map_err(anyhow::Error::from)?;
             println!("new cluster {id}");
             Ok(id)
@@ -197,6 +207,11 @@ pub(crate) fn merge(
         }
     }
     (spec, lines)
+}
+
+/// A fresh cluster id.
+pub(crate) fn new_cluster_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
 pub(crate) fn operator() -> String {

@@ -12,6 +12,7 @@ mod progress;
 mod revisions;
 mod sim;
 mod status;
+mod swarm_bootstrap;
 mod validate;
 
 use crate::cli::{Cli, Command, EngineCommand, SimCommand};

@@ -25,6 +25,8 @@ pub struct Lab {
     pub etcd: Etcd,
     pub dir: PathBuf,
     pub net: u8,
+    /// The store is the swarm's own (on a manager's engine), not etcd.
+    pub swarm_store: bool,
 }
 
 impl Lab {
@@ -38,7 +40,55 @@ impl Lab {
             etcd,
             dir,
             net,
+            swarm_store: false,
         }
+    }
+
+    /// A lab whose store is the swarm's own raft (`--store swarm:…`).
+    pub async fn with_swarm_store(net: u8) -> Lab {
+        Lab {
+            swarm_store: true,
+            ..Lab::new(net).await
+        }
+    }
+
+    /// The store address for the CLI: etcd, or the swarm store on a running
+    /// manager machine (a socket that does not exist before the first one).
+    pub fn store_url(&self) -> String {
+        if !self.swarm_store {
+            return self.etcd.url.clone();
+        }
+        self.manager_endpoints()
+            .into_iter()
+            .next()
+            .map(|e| format!("swarm:{e}"))
+            .unwrap_or_else(|| format!("swarm:unix://{}/no-swarm-yet.sock", self.dir.display()))
+    }
+
+    /// Engines of running manager machines.
+    fn manager_endpoints(&self) -> Vec<String> {
+        let provider = self.provider();
+        self.records()
+            .into_iter()
+            .filter(|r| {
+                r.tags.get("drover.group").map(String::as_str) == Some("managers")
+                    && provider.is_running(r)
+            })
+            .map(|r| r.endpoint())
+            .collect()
+    }
+
+    /// The store, if one answers (a swarm store needs a manager that is one).
+    pub async fn try_store(&self) -> Option<Box<dyn Store>> {
+        if !self.swarm_store {
+            return drover_store::open(&self.etcd.url).await.ok();
+        }
+        for e in self.manager_endpoints() {
+            if let Ok(s) = drover_store::open(&format!("swarm:{e}")).await {
+                return Some(s);
+            }
+        }
+        None
     }
 
     pub fn spec(&self, label: &str) -> PathBuf {
@@ -76,7 +126,7 @@ impl Lab {
     pub fn drover(&self, args: &[&str]) -> std::process::Output {
         let out = Command::new(env!("CARGO_BIN_EXE_drover"))
             .args(args)
-            .env("DROVER_STORE", &self.etcd.url)
+            .env("DROVER_STORE", self.store_url())
             .env("DROVER_LOCAL_DIR", &self.dir)
             .env(
                 "DROVER_LOCAL_POOL",
@@ -112,7 +162,7 @@ impl Lab {
     }
 
     pub async fn store(&self) -> Box<dyn Store> {
-        drover_store::open(&self.etcd.url).await.expect("store")
+        self.try_store().await.expect("store")
     }
 
     /// The node list from the first manager engine that answers with a leader.
@@ -151,6 +201,30 @@ pub struct Watch {
     pub violations: Vec<String>,
     pub largest_gap: Duration,
     pub min_margin: Option<i64>,
+}
+
+impl Watch {
+    /// One line for the test log.
+    pub fn summary(&self) -> String {
+        format!(
+            "watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}",
+            self.samples,
+            self.largest_gap.as_secs_f64(),
+            self.min_margin,
+            self.violations
+        )
+    }
+
+    /// The watcher really watched, and never saw the quorum lost.
+    pub fn assert_quorum_kept(&self) {
+        assert!(self.samples > 10, "the watcher barely sampled");
+        assert!(
+            self.violations.is_empty(),
+            "quorum watcher saw: {:?}",
+            self.violations
+        );
+        assert!(self.min_margin.is_some_and(|m| m >= 0));
+    }
 }
 
 pub fn watch(

@@ -17,6 +17,16 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+/// A one-group spec (workers `web` of `size`), the cases' desired state.
+pub fn spec(size: u32) -> drover_core::spec::ClusterSpec {
+    let text = format!(
+        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: {size}\n    instance:\n      provider: local\n"
+    );
+    drover_core::spec::parse_str(&text)
+        .spec
+        .expect("valid spec")
+}
+
 /// A throwaway single-node swarm: one `dockerd` in its own process group.
 pub struct Dockerd {
     child: Child,
