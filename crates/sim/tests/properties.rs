@@ -157,10 +157,8 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         prop_oneof![Just(0.0), Just(1.0)],
         prop_oneof![Just(0.0), Just(0.05)],
         prop_oneof![Just(0.0), Just(0.3)],
-        // Machines vanishing behind drover's back is covered by
-        // tests/reaper.rs; mixed with the other faults it still shows a
-        // transient over-provision (see docs/testing.md, known gaps).
-        Just(0.0),
+        // Machines vanishing behind drover's back (also tests/reaper.rs).
+        prop_oneof![Just(0.0), Just(0.3)],
         1u64..6,
     );
     (shape, faults).prop_map(

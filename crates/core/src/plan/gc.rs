@@ -29,9 +29,11 @@ impl Planner<'_> {
 
     /// Meltdown guard: why nothing in the group may be replaced or reaped
     /// now, if more members are down at once than `health.max_unhealthy`
-    /// allows. Down members are those judged unhealthy plus dead nodes
-    /// (Down, no machine). An outage of the control plane or the provider
-    /// is not a reason to destroy the fleet.
+    /// allows. Down members are those judged unhealthy plus lost ones:
+    /// declared slots without a machine while a node of the group has no
+    /// machine either (a slot already refilled leaves mere debris, and a
+    /// slot never filled is growth, not loss). An outage of the control
+    /// plane or the provider is not a reason to destroy the fleet.
     pub(crate) fn meltdown(
         &self,
         d: &DesiredGroup,
@@ -42,18 +44,17 @@ impl Planner<'_> {
             .iter()
             .filter(|i| matches!(health.get(i.id.as_str()), Some(Health::Unhealthy(_))))
             .count();
-        let dead = self
-            .stale_nodes(d, insts)
-            .iter()
-            .filter(|n| n.state == NodeState::Down)
-            .count();
-        let down = unhealthy + dead;
         let size = d.spec.allocation.size();
+        let missing = size.saturating_sub(insts.len());
+        let lost = self.stale_nodes(d, insts).len().min(missing);
+        let down = unhealthy + lost;
         let policy = d.spec.health.max_unhealthy;
-        let limit = policy.limit(size);
+        // A share is of the machines there are (a surge roll has one more).
+        let base = size.max(insts.len());
+        let limit = policy.limit(base);
         (down > limit).then(|| {
             format!(
-                "meltdown guard: {down} of {size} members are down at once ({unhealthy} unhealthy, {dead} dead nodes), more than health.max_unhealthy = {policy} allows ({limit}): nothing is replaced or reaped. Bring the machines back, or raise max_unhealthy to let drover replace them"
+                "meltdown guard: {down} of {base} members are down at once ({unhealthy} unhealthy, {lost} machines lost), more than health.max_unhealthy = {policy} allows ({limit}): nothing is replaced or reaped. Bring the machines back, or raise max_unhealthy to let drover replace them"
             )
         })
     }

@@ -317,7 +317,7 @@ impl<'a> Planner<'a> {
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
         // Members the spec no longer declares are retired (step 3), not healed.
-        let excess: HashSet<String> = excess_members(
+        let excess_ids: HashSet<String> = excess_members(
             d,
             &free,
             live.len() + pending.len(),
@@ -393,7 +393,7 @@ impl<'a> Planner<'a> {
                 }
                 _ => None,
             };
-            if never_joined.is_some() && excess.contains(&inst.id) {
+            if never_joined.is_some() && excess_ids.contains(&inst.id) {
                 continue;
             }
             let (attempt, collection) = if let Some(evidence) = never_joined {
@@ -491,6 +491,19 @@ impl<'a> Planner<'a> {
         }
         if let Some(other) = ahead {
             self.wait(&name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
+            return;
+        }
+        if d.spec.update.strategy == Strategy::Surge && !excess_ids.is_empty() {
+            // E.g. a surge roll stepped aside after its new member joined:
+            // that member is already the replacement. Adding yet another
+            // would grow the group each time; retiring the excess comes first.
+            self.wait(
+                &name,
+                format!(
+                    "{} member(s) over the declared size: retired before the roll adds another",
+                    excess_ids.len()
+                ),
+            );
             return;
         }
         outdated.sort_by_key(|i| {

@@ -1584,7 +1584,7 @@ fn the_meltdown_guard_counts_dead_nodes_and_stops_reaping_them() {
     let p = c.at(3_600 * SEC);
     assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
     assert!(
-        reason(&p, WORKERS).contains("2 dead nodes"),
+        reason(&p, WORKERS).contains("2 machines lost"),
         "{}",
         describe(&p)
     );
@@ -1677,4 +1677,47 @@ fn a_machine_that_stops_before_joining_uses_the_same_budget() {
         describe(&p)
     );
     assert_eq!(destroys(&p), 0, "{}", describe(&p));
+}
+
+#[test]
+fn a_surge_roll_adds_nothing_while_the_group_is_over_its_size() {
+    // A surge roll that stepped aside after its member joined leaves the
+    // group one over: the outdated member is retired, not surged again.
+    let mut c = Cluster::new(
+        3,
+        "  allocation: {size: 2}\n  update: {strategy: surge, max_in_flight: 3, canaries: 0}\n",
+    );
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", OLD, None);
+    c.add_worker("w2", &hash, None);
+    c.add_worker("w3", &hash, None);
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Retire, "{}", describe(&p));
+    assert_eq!(victim_link(ops[0]), "w1");
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+}
+
+#[test]
+fn the_meltdown_guard_stops_refilling_when_a_describe_suddenly_lists_no_machine() {
+    let mut c = Cluster::new(3, "  allocation: {size: 3}\n");
+    for i in 1..=3 {
+        let hash = c.hash(WORKERS);
+        c.add_worker(&format!("w{i}"), &hash, None);
+    }
+    // The provider answers "no machines" while every node is still Ready.
+    c.instances(WORKERS).clear();
+    let p = c.at(0);
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, WORKERS).contains("3 machines lost"),
+        "{}",
+        describe(&p)
+    );
+    // Control: a new group (no nodes yet) is filled.
+    c.nodes().retain(|n| n.group.as_deref() != Some(WORKERS));
+    let p = c.at(SEC);
+    assert_eq!(provisions(&p).len(), 3, "{}", describe(&p));
 }

@@ -205,7 +205,8 @@ pub struct HealthPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MaxUnhealthy {
-    /// A share of the declared size, in percent (rounded down, at least 1 member).
+    /// A share of the group's machines (the declared size, or more while a
+    /// surge roll adds one), in percent (rounded down, at least 1 member).
     Percent(u32),
     /// A number of members.
     Count(u32),
