@@ -5,9 +5,10 @@ use crate::execute;
 use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{StatusDoc, wall_ms};
+use drover_core::journal::Intent;
 use drover_core::model::SwarmView;
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
-use drover_spi::{Epoch, Event, Provenance, StoreError};
+use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
 use std::collections::HashSet;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -18,6 +19,10 @@ use tokio::time::Instant;
 
 /// Consecutive passes allowed without sleeping.
 const MAX_IMMEDIATE_PASSES: u32 = 20;
+
+/// How often a controller advertises the record format it reads (and
+/// re-reads everyone's to pick the format it writes).
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 /// A finished side effect, reported back to the loop.
 struct Finished {
@@ -61,6 +66,10 @@ pub struct Controller {
     fenced: bool,
     /// Where passes, steps and API calls are counted, when served.
     metrics: Option<Metrics>,
+    /// Last heartbeat written.
+    last_beat: Option<Instant>,
+    /// The unreadable record this controller last refused to act on.
+    refused: Option<String>,
 }
 
 impl Controller {
@@ -81,6 +90,8 @@ impl Controller {
             triggers: None,
             fenced: false,
             metrics: None,
+            last_beat: None,
+            refused: None,
         }
     }
 
@@ -237,9 +248,62 @@ impl Controller {
         }
     }
 
+    /// Advertises the newest record format this build reads and picks the
+    /// format to write: the oldest any live controller reads.
+    async fn beat(&mut self) -> Result<(), StoreError> {
+        if self
+            .last_beat
+            .is_some_and(|t| t.elapsed() < HEARTBEAT_EVERY)
+        {
+            return Ok(());
+        }
+        let beat = Heartbeat {
+            holder: self.ctx.identity.clone(),
+            format: FORMAT,
+            at_ms: wall_ms(),
+        };
+        self.ctx.store.heartbeat(&beat).await?;
+        let format = self.ctx.store.negotiate_format(beat.at_ms).await?;
+        tracing::debug!(format, "record format negotiated");
+        self.last_beat = Some(Instant::now());
+        Ok(())
+    }
+
+    /// A record this build cannot read (damaged, or from a newer drover):
+    /// act on nothing, leave it as it is, and say so — in the log, and in
+    /// the event log while this controller still holds its term.
+    async fn refuse(&mut self, e: StoreError) -> Result<PassReport, StoreError> {
+        let why = e.to_string();
+        if self.refused.as_ref() != Some(&why) {
+            tracing::error!(error = %why, "refusing to act on the store");
+            self.event(None, None, "refuse", &why, "not acting".into())
+                .await;
+            self.refused = Some(why);
+        }
+        Ok(PassReport {
+            acting: false,
+            fenced: false,
+            plan: None,
+            progressed: false,
+        })
+    }
+
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
+        match self.guarded_pass().await {
+            Err(e) if e.is_unreadable_record() => self.refuse(e).await,
+            other => {
+                if other.is_ok() {
+                    self.refused = None;
+                }
+                other
+            }
+        }
+    }
+
+    async fn guarded_pass(&mut self) -> Result<PassReport, StoreError> {
         self.passes += 1;
+        self.beat().await?;
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(PassReport {
                 acting: false,
@@ -368,6 +432,19 @@ impl Controller {
                 }
                 Action::Rollback { group, reason } => self.rollback(stored, group, reason).await?,
                 effect => {
+                    let id = effect.op_id().unwrap_or_default();
+                    if self.running.contains(id) {
+                        continue;
+                    }
+                    // The intent, fenced by the epoch, just before the side
+                    // effect: a deposed controller's is refused and it starts
+                    // nothing; the next leader judges the step from the world.
+                    if let (Some(o), Some(step)) =
+                        (journal.iter_mut().find(|o| o.id == id), effect.step())
+                    {
+                        o.intent = Some(Intent { step, epoch });
+                        self.ctx.store.journal_put(epoch, o).await?;
+                    }
                     if self.spawn(stored, &journal, effect) {
                         progressed = true;
                         // Recorded when started too: a leader's own demotion

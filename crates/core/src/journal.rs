@@ -112,6 +112,26 @@ pub struct Operation {
     pub surge: bool,
     /// Steps recorded done (an audit trail; the world is the truth).
     pub done: BTreeSet<Step>,
+    /// The side effect last started, if any (absent in records of older
+    /// builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Intent>,
+}
+
+/// A side effect a controller is about to start: written to the journal,
+/// fenced by the controller's epoch, *just before* the side effect starts, so
+/// a deposed controller's intent is refused and it never starts it. The next
+/// leader treats the last intent as maybe-done: the planner judges every step
+/// from the world (never from `done` or `intent`), so a step that happened is
+/// seen as done and one that did not is started again; every side effect is
+/// idempotent (provision on the link, destroy of a gone instance, demote of a
+/// worker, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// The step.
+    pub step: Step,
+    /// The epoch of the controller that started it.
+    pub epoch: u64,
 }
 
 impl Operation {

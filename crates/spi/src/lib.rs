@@ -17,7 +17,10 @@ mod secret;
 mod store;
 
 pub use secret::Secret;
-pub use store::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+pub use store::{
+    Controls, Epoch, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance,
+    Revision, Store, StoreError, write_format,
+};
 
 use async_trait::async_trait;
 use drover_core::model::{Instance, SwarmView};

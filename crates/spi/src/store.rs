@@ -19,6 +19,41 @@ use std::collections::BTreeSet;
 /// A controller term. Strictly increasing across campaigns.
 pub type Epoch = u64;
 
+/// The newest record format this build reads and writes. Format 1 is the
+/// bare JSON of session-1 builds; format 2 wraps every record as
+/// `{"drover_format": 2, "data": ...}` so a future reader can tell.
+pub const FORMAT: u32 = 2;
+/// The oldest record format this build still reads and writes.
+pub const OLDEST_FORMAT: u32 = 1;
+/// A controller heartbeat older than this no longer holds the write format
+/// down (a controller that was stopped for good must not pin it forever).
+pub const HEARTBEAT_TTL_MS: u64 = 10 * 60 * 1000;
+
+/// What a running controller advertises: the newest format it can read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The controller (its link or host).
+    pub holder: String,
+    /// The newest record format its build reads.
+    pub format: u32,
+    /// Wall-clock time of the beat, ms since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// The format every writer uses: the oldest format any live controller
+/// advertises (so an old controller mid-upgrade still reads every record),
+/// never newer than this build's and never older than it can write. With no
+/// live controller, this build's own.
+pub fn write_format(beats: &[Heartbeat], now_ms: u64) -> u32 {
+    beats
+        .iter()
+        .filter(|b| now_ms.saturating_sub(b.at_ms) <= HEARTBEAT_TTL_MS)
+        .map(|b| b.format)
+        .min()
+        .unwrap_or(FORMAT)
+        .clamp(OLDEST_FORMAT, FORMAT)
+}
+
 /// Who committed a revision, when and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
@@ -118,15 +153,42 @@ pub enum StoreError {
     /// The backend could not be reached (retry).
     #[error("store unavailable: {0}")]
     Unavailable(String),
-    /// Stored data could not be read.
-    #[error("corrupt store data: {0}")]
+    /// Stored data could not be read. The record is left as it is.
+    #[error(
+        "corrupt store data: {0}; the record was left untouched and drover will not act on \
+         it: restore it from a backup or fix it by hand"
+    )]
     Corrupt(String),
+    /// A record was written by a newer drover (a format this build does not
+    /// know). The record is left as it is.
+    #[error(
+        "{record} is in record format {found}, newer than this drover reads (up to \
+         {supported}); it was left untouched and drover will not act on it: upgrade drover \
+         on this host"
+    )]
+    NewerFormat {
+        /// Which record (section or key).
+        record: String,
+        /// Its format.
+        found: u64,
+        /// The newest this build reads.
+        supported: u32,
+    },
 }
 
 impl StoreError {
     /// True when the same call may succeed later.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
+    }
+
+    /// True when a stored record cannot be read by this build: nothing may
+    /// act on the store until a person looks.
+    pub fn is_unreadable_record(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Corrupt(_) | StoreError::NewerFormat { .. }
+        )
     }
 }
 
@@ -182,4 +244,22 @@ pub trait Store: Send + Sync {
     async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError>;
     /// Events at or after `since_ms`, oldest first.
     async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError>;
+
+    /// Records a controller's heartbeat (not fenced: every controller beats,
+    /// leading or not).
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError>;
+    /// The last heartbeat of each controller.
+    async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
+    /// The record format this handle writes (starts at the previous format,
+    /// [`OLDEST_FORMAT`], until [`Store::negotiate_format`] has run).
+    fn write_format(&self) -> u32;
+    /// Sets the record format this handle writes (clamped to what it can).
+    fn set_write_format(&self, format: u32);
+    /// Reads the heartbeats and writes from now on in [`write_format`] of
+    /// them; returns that format.
+    async fn negotiate_format(&self, now_ms: u64) -> Result<u32, StoreError> {
+        let format = write_format(&self.heartbeats().await?, now_ms);
+        self.set_write_format(format);
+        Ok(format)
+    }
 }

@@ -12,6 +12,10 @@
 //! | `<p>/status`                | the status document (JSON)                |
 //! | `<p>/events/seq`            | last event sequence number (decimal)      |
 //! | `<p>/events/e/<seq:020>`    | an [`Event`] (JSON)                       |
+//! | `<p>/controllers/<holder>`  | a [`Heartbeat`] (JSON)                    |
+//!
+//! JSON values are records in the negotiated format (`crate::format`); a key
+//! is only ever replaced after its current record was read and understood.
 //!
 //! A spec commit is one txn comparing `<p>/rev`'s value with the caller's
 //! base revision. Every controller write is one txn whose first compare is
@@ -25,15 +29,17 @@
 //! campaign), while a keep-alive every TTL/3 ≈ 1.7 s survives two lost
 //! round trips or a short etcd leader election (~1 s by default).
 
+use crate::format::{self, WriteFormat};
 use crate::model::{Limits, events_since, unavailable};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
     KvClient, PutOptions, TlsOptions, Txn, TxnOp,
 };
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -106,6 +112,7 @@ pub struct EtcdStore {
     limits: Limits,
     /// The lease of our last campaign and its keep-alive task.
     lease: Mutex<Option<(i64, JoinHandle<()>)>>,
+    format: WriteFormat,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -135,13 +142,8 @@ fn etcd_err(e: etcd_client::Error) -> StoreError {
     }
 }
 
-fn json<T: Serialize>(v: &T) -> Vec<u8> {
-    // Our types serialise infallibly.
-    serde_json::to_vec(v).unwrap_or_default()
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))
+fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
+    format::decode(&format!("etcd key {key}"), bytes)
 }
 
 fn number(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
@@ -234,6 +236,7 @@ impl EtcdStore {
             lease_ttl: options.lease_ttl,
             limits: options.limits,
             lease: Mutex::new(None),
+            format: WriteFormat::default(),
         };
         store.get(&store.key("rev")).await?;
         Ok(store)
@@ -251,6 +254,51 @@ impl EtcdStore {
 
     fn kv(&self) -> KvClient {
         self.client.kv_client()
+    }
+
+    /// `v` as a record in the negotiated format.
+    fn json<T: Serialize>(&self, v: &T) -> Vec<u8> {
+        format::encode(v, self.format.get())
+    }
+
+    /// Before a key is replaced: its current record must be one this build
+    /// reads (else that error, and nothing is written, so a newer drover's or
+    /// a damaged record is never overwritten); the returned compare makes
+    /// the write land only if the key is still what was checked.
+    async fn readable<T: DeserializeOwned>(&self, key: &str) -> Result<Compare, StoreError> {
+        Ok(match self.get(key).await? {
+            Some((v, m)) => {
+                parse::<T>(key, &v)?;
+                Compare::mod_revision(key, CompareOp::Equal, m)
+            }
+            None => Compare::version(key, CompareOp::Equal, 0),
+        })
+    }
+
+    /// Replaces `key` with `value` (fenced by `epoch` when given), never
+    /// over a record this build cannot read.
+    async fn replace<T: Serialize + DeserializeOwned>(
+        &self,
+        key: &str,
+        value: &T,
+        epoch: Option<Epoch>,
+    ) -> Result<(), StoreError> {
+        loop {
+            let same = self.readable::<T>(key).await?;
+            let put = TxnOp::put(key, self.json(value), None);
+            let written = match epoch {
+                Some(e) => self.fenced(e, vec![same], vec![put]).await?,
+                None => self
+                    .kv()
+                    .txn(Txn::new().when(vec![same]).and_then(vec![put]))
+                    .await
+                    .map_err(etcd_err)?
+                    .succeeded(),
+            };
+            if written {
+                return Ok(());
+            }
+        }
     }
 
     /// Value and mod revision of one key.
@@ -426,7 +474,7 @@ impl Store for EtcdStore {
         let rev_key = self.key("rev");
         let mut ops = vec![
             TxnOp::put(rev_key.as_str(), rev.to_string(), None),
-            TxnOp::put(self.rev_key(rev), json(&revision), None),
+            TxnOp::put(self.rev_key(rev), self.json(&revision), None),
         ];
         // Keep the newest `history` revisions: delete [revs/0, revs/<rev-history+1>).
         let keep_from = (rev + 1).saturating_sub(self.limits.history.max(1) as u64);
@@ -468,7 +516,7 @@ impl Store for EtcdStore {
             let mut r: Revision = parse(&key, &v)?;
             r.converged = true;
             let same = Compare::mod_revision(key.as_str(), CompareOp::Equal, mod_rev);
-            let put = TxnOp::put(key.as_str(), json(&r), None);
+            let put = TxnOp::put(key.as_str(), self.json(&r), None);
             if self.fenced(epoch, vec![same], vec![put]).await? {
                 return Ok(());
             }
@@ -484,11 +532,7 @@ impl Store for EtcdStore {
     }
 
     async fn set_controls(&self, controls: &Controls) -> Result<(), StoreError> {
-        self.kv()
-            .put(self.key("controls"), json(controls), None)
-            .await
-            .map_err(etcd_err)?;
-        Ok(())
+        self.replace(&self.key("controls"), controls, None).await
     }
 
     async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
@@ -500,8 +544,9 @@ impl Store for EtcdStore {
             .await
             .map_err(etcd_err)?
             .id();
-        let epoch_key = self.key("epoch");
+        let (epoch_key, leader_key) = (self.key("epoch"), self.key("leader"));
         let epoch = loop {
+            let leader_same = self.readable::<LeaderRecord>(&leader_key).await?;
             let cur = self.get_number("epoch").await?;
             let next = cur + 1;
             let record = LeaderRecord {
@@ -512,12 +557,12 @@ impl Store for EtcdStore {
                 .kv()
                 .txn(
                     Txn::new()
-                        .when(vec![value_is(&epoch_key, cur)])
+                        .when(vec![value_is(&epoch_key, cur), leader_same])
                         .and_then(vec![
                             TxnOp::put(epoch_key.as_str(), next.to_string(), None),
                             TxnOp::put(
-                                self.key("leader"),
-                                json(&record),
+                                leader_key.as_str(),
+                                self.json(&record),
                                 Some(PutOptions::new().with_lease(lease)),
                             ),
                         ]),
@@ -566,8 +611,8 @@ impl Store for EtcdStore {
     }
 
     async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
-        let put = TxnOp::put(self.key(&format!("journal/{}", op.id)), json(op), None);
-        self.fenced(epoch, vec![], vec![put]).await.map(|_| ())
+        let key = self.key(&format!("journal/{}", op.id));
+        self.replace(&key, op, Some(epoch)).await
     }
 
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
@@ -580,8 +625,7 @@ impl Store for EtcdStore {
         epoch: Epoch,
         status: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let put = TxnOp::put(self.key("status"), json(status), None);
-        self.fenced(epoch, vec![], vec![put]).await.map(|_| ())
+        self.replace(&self.key("status"), status, Some(epoch)).await
     }
 
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
@@ -599,7 +643,7 @@ impl Store for EtcdStore {
             let next = seq + 1;
             let mut ops = vec![
                 TxnOp::put(seq_key.as_str(), next.to_string(), None),
-                TxnOp::put(self.event_key(next), json(event), None),
+                TxnOp::put(self.event_key(next), self.json(event), None),
             ];
             let keep_from = (next + 1).saturating_sub(self.limits.events.max(1) as u64);
             if keep_from > 1 {
@@ -625,5 +669,26 @@ impl Store for EtcdStore {
             .map(|(k, v)| parse(k, v))
             .collect::<Result<Vec<Event>, _>>()?;
         Ok(events_since(events.into_iter(), since_ms))
+    }
+
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
+        let key = self.key(&format!("controllers/{}", beat.holder));
+        self.replace(&key, beat, None).await
+    }
+
+    async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        self.get_prefix("controllers/")
+            .await?
+            .iter()
+            .map(|(k, v)| parse(k, v))
+            .collect()
+    }
+
+    fn write_format(&self) -> u32 {
+        self.format.get()
+    }
+
+    fn set_write_format(&self, format: u32) {
+        self.format.set(format);
     }
 }

@@ -7,11 +7,12 @@
 //! checks (revision CAS, epoch fence) and writes back, so check and write
 //! are atomic. The file is created with mode 0600.
 
+use crate::format::WriteFormat;
 use crate::model::{Limits, Section, State, unavailable};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -27,6 +28,7 @@ pub struct FileStore {
     db: Arc<Database>,
     path: PathBuf,
     limits: Limits,
+    format: Arc<WriteFormat>,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -79,6 +81,7 @@ impl FileStore {
             db: Arc::new(db),
             path,
             limits,
+            format: Arc::default(),
         })
     }
 
@@ -112,7 +115,7 @@ impl FileStore {
         sections: &'static [Section],
         f: impl FnOnce(&mut State) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.db.clone();
+        let (db, format) = (self.db.clone(), self.format.get());
         blocking(move || {
             let txn = db.begin_write().map_err(|e| unavailable("redb", e))?;
             let out = {
@@ -126,7 +129,7 @@ impl FileStore {
                 let out = f(&mut state)?;
                 for &s in sections {
                     table
-                        .insert(s.name(), state.encode(s).as_slice())
+                        .insert(s.name(), state.encode(s, format).as_slice())
                         .map_err(|e| unavailable("redb", e))?;
                 }
                 out
@@ -146,7 +149,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| unavailable("file store task", e))?
 }
 
-use Section::{Controls as SControls, Events, Journal, Meta, Revisions, Status};
+use Section::{Controllers, Controls as SControls, Events, Journal, Meta, Revisions, Status};
 
 #[async_trait]
 impl Store for FileStore {
@@ -246,5 +249,31 @@ impl Store for FileStore {
 
     async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
         Ok(self.read(&[Events]).await?.events_since(since_ms))
+    }
+
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
+        let beat = beat.clone();
+        self.write(&[Controllers], move |s| {
+            s.heartbeat(&beat);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        Ok(self
+            .read(&[Controllers])
+            .await?
+            .heartbeats
+            .into_values()
+            .collect())
+    }
+
+    fn write_format(&self) -> u32 {
+        self.format.get()
+    }
+
+    fn set_write_format(&self, format: u32) {
+        self.format.set(format);
     }
 }

@@ -19,6 +19,7 @@
 
 mod etcd;
 mod file;
+mod format;
 mod mem;
 mod model;
 mod swarm;
@@ -132,6 +133,17 @@ fn parse(url: &str) -> Result<Address, StoreError> {
 /// [`StoreError::BadAddress`] for anything else, naming the argument and
 /// the accepted forms; otherwise what the backend's constructor returns.
 pub async fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    let store = connect(url).await?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    // Writes the previous format (the safe one) until this succeeds; a bad
+    // heartbeat record is reported by whoever reads it next.
+    let _ = store.negotiate_format(now_ms).await;
+    Ok(store)
+}
+
+async fn connect(url: &str) -> Result<Box<dyn Store>, StoreError> {
     Ok(match parse(url)? {
         Address::File(path) => Box::new(FileStore::open(path)?),
         Address::Swarm(ep) => Box::new(SwarmStore::connect(ep.as_deref()).await?),

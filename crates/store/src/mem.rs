@@ -2,11 +2,12 @@
 //! `model`): for the simulator, controller tests and trying drover without
 //! any backend, as raft ships `MemStorage`. One process only.
 
+use crate::format::WriteFormat;
 use crate::model::{Limits, State};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
 use std::sync::Mutex;
 
 /// The in-memory store.
@@ -14,6 +15,8 @@ use std::sync::Mutex;
 pub struct MemStore {
     state: Mutex<State>,
     limits: Limits,
+    /// Kept for the contract only: nothing is encoded in memory.
+    format: WriteFormat,
 }
 
 impl MemStore {
@@ -22,6 +25,7 @@ impl MemStore {
         MemStore {
             state: Mutex::default(),
             limits,
+            format: WriteFormat::default(),
         }
     }
 
@@ -102,5 +106,20 @@ impl Store for MemStore {
     }
     async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
         self.with(|s| Ok(s.events_since(since_ms)))
+    }
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
+        self.with(|s| {
+            s.heartbeat(beat);
+            Ok(())
+        })
+    }
+    async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        self.with(|s| Ok(s.heartbeats.values().cloned().collect()))
+    }
+    fn write_format(&self) -> u32 {
+        self.format.get()
+    }
+    fn set_write_format(&self, format: u32) {
+        self.format.set(format);
     }
 }

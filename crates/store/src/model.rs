@@ -7,9 +7,12 @@
 //! atomic unit* (a redb write transaction; a versioned swarm update), so the
 //! checks made here and the write cannot be separated by another writer.
 
+use crate::format;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Provenance, Revision, StoreError};
+use drover_spi::{
+    Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Provenance, Revision, StoreError,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -40,17 +43,20 @@ pub(crate) enum Section {
     Journal,
     Status,
     Events,
+    /// Controller heartbeats (the format negotiation).
+    Controllers,
 }
 
 impl Section {
     #[cfg(test)]
-    pub(crate) const ALL: [Section; 6] = [
+    pub(crate) const ALL: [Section; 7] = [
         Section::Meta,
         Section::Revisions,
         Section::Controls,
         Section::Journal,
         Section::Status,
         Section::Events,
+        Section::Controllers,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -61,6 +67,7 @@ impl Section {
             Section::Journal => "journal",
             Section::Status => "status",
             Section::Events => "events",
+            Section::Controllers => "controllers",
         }
     }
 }
@@ -85,39 +92,47 @@ pub(crate) struct State {
     pub status: Option<serde_json::Value>,
     /// Oldest first.
     pub events: Vec<Event>,
-}
-
-fn corrupt(section: Section, e: serde_json::Error) -> StoreError {
-    StoreError::Corrupt(format!("section {}: {e}", section.name()))
+    /// By holder.
+    pub heartbeats: BTreeMap<String, Heartbeat>,
 }
 
 impl State {
-    /// Serialises one section (JSON).
-    pub(crate) fn encode(&self, section: Section) -> Vec<u8> {
-        let r = match section {
-            Section::Meta => serde_json::to_vec(&self.meta),
-            Section::Revisions => serde_json::to_vec(&self.revisions),
-            Section::Controls => serde_json::to_vec(&self.controls),
-            Section::Journal => serde_json::to_vec(&self.journal),
-            Section::Status => serde_json::to_vec(&self.status),
-            Section::Events => serde_json::to_vec(&self.events),
-        };
-        // These types serialise infallibly (string keys, no custom errors).
-        r.unwrap_or_default()
+    /// Serialises one section as a record of `format` (see [`format`]).
+    pub(crate) fn encode(&self, section: Section, fmt: u32) -> Vec<u8> {
+        match section {
+            Section::Meta => format::encode(&self.meta, fmt),
+            Section::Revisions => format::encode(&self.revisions, fmt),
+            Section::Controls => format::encode(&self.controls, fmt),
+            Section::Journal => format::encode(&self.journal, fmt),
+            Section::Status => format::encode(&self.status, fmt),
+            Section::Events => format::encode(&self.events, fmt),
+            Section::Controllers => format::encode(&self.heartbeats, fmt),
+        }
     }
 
-    /// Loads one section from its JSON.
+    /// Loads one section; a newer format or garbage is an error (and the
+    /// caller then writes nothing back).
     pub(crate) fn decode(&mut self, section: Section, bytes: &[u8]) -> Result<(), StoreError> {
-        let e = |e| corrupt(section, e);
+        let record = format!("store section {}", section.name());
+        let r = record.as_str();
         match section {
-            Section::Meta => self.meta = serde_json::from_slice(bytes).map_err(e)?,
-            Section::Revisions => self.revisions = serde_json::from_slice(bytes).map_err(e)?,
-            Section::Controls => self.controls = serde_json::from_slice(bytes).map_err(e)?,
-            Section::Journal => self.journal = serde_json::from_slice(bytes).map_err(e)?,
-            Section::Status => self.status = serde_json::from_slice(bytes).map_err(e)?,
-            Section::Events => self.events = serde_json::from_slice(bytes).map_err(e)?,
+            Section::Meta => self.meta = format::decode(r, bytes)?,
+            Section::Revisions => self.revisions = format::decode(r, bytes)?,
+            Section::Controls => self.controls = format::decode(r, bytes)?,
+            Section::Journal => self.journal = format::decode(r, bytes)?,
+            Section::Status => self.status = format::decode(r, bytes)?,
+            Section::Events => self.events = format::decode(r, bytes)?,
+            Section::Controllers => self.heartbeats = format::decode(r, bytes)?,
         }
         Ok(())
+    }
+
+    /// Records a heartbeat; beats far older than the TTL are dropped so the
+    /// section stays small (needs Controllers).
+    pub(crate) fn heartbeat(&mut self, beat: &Heartbeat) {
+        self.heartbeats.insert(beat.holder.clone(), beat.clone());
+        let horizon = beat.at_ms.saturating_sub(10 * HEARTBEAT_TTL_MS);
+        self.heartbeats.retain(|_, b| b.at_ms >= horizon);
     }
 
     /// Records the cluster id once.
@@ -288,10 +303,17 @@ mod tests {
         s.campaign("a");
         s.init_cluster("c").unwrap();
         s.status = Some(serde_json::json!({"x": [1, "two", null]}));
-        let mut t = State::default();
-        for sec in Section::ALL {
-            t.decode(sec, &s.encode(sec)).unwrap();
+        s.heartbeat(&Heartbeat {
+            holder: "a".into(),
+            format: 2,
+            at_ms: 5,
+        });
+        for fmt in drover_spi::OLDEST_FORMAT..=drover_spi::FORMAT {
+            let mut t = State::default();
+            for sec in Section::ALL {
+                t.decode(sec, &s.encode(sec, fmt)).unwrap();
+            }
+            assert_eq!(s, t);
         }
-        assert_eq!(s, t);
     }
 }

@@ -15,6 +15,7 @@
 //! store keeps the encoded labels under [`SwarmOptions::budget`] (256 KiB by
 //! default) and caps history and events (see [`SwarmOptions`]).
 
+use crate::format::WriteFormat;
 use crate::model::{Limits, Section, State, unavailable};
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -23,12 +24,13 @@ use bollard::models::SwarmSpec;
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Provenance, Revision, Store, StoreError};
+use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest label value the swarm accepted in one update, measured (bytes).
@@ -66,6 +68,7 @@ impl Default for SwarmOptions {
 pub struct SwarmStore {
     docker: Docker,
     opts: SwarmOptions,
+    format: Arc<WriteFormat>,
 }
 
 fn engine(e: bollard::errors::Error) -> StoreError {
@@ -109,7 +112,11 @@ impl SwarmStore {
                 endpoint.unwrap_or("(default)")
             ))
         })?;
-        Ok(SwarmStore { docker, opts })
+        Ok(SwarmStore {
+            docker,
+            opts,
+            format: Arc::default(),
+        })
     }
 
     /// The raw engine client (for tools and tests).
@@ -167,7 +174,10 @@ impl SwarmStore {
             let mut state = self.decode_labels(&labels, sections)?;
             let out = f(&mut state)?;
             for &s in sections {
-                labels.insert(self.label(s.name()), pack(&state.encode(s)));
+                labels.insert(
+                    self.label(s.name()),
+                    pack(&state.encode(s, self.format.get())),
+                );
             }
             let prefix = self.label("");
             let size: usize = labels
@@ -255,7 +265,7 @@ fn unpack(label: &str) -> Result<Vec<u8>, StoreError> {
     Ok(out)
 }
 
-use Section::{Controls as SControls, Events, Journal, Meta, Revisions, Status};
+use Section::{Controllers, Controls as SControls, Events, Journal, Meta, Revisions, Status};
 
 #[async_trait]
 impl Store for SwarmStore {
@@ -359,6 +369,31 @@ impl Store for SwarmStore {
 
     async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
         Ok(self.read(&[Events]).await?.events_since(since_ms))
+    }
+
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
+        self.write(&[Controllers], |s| {
+            s.heartbeat(beat);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        Ok(self
+            .read(&[Controllers])
+            .await?
+            .heartbeats
+            .into_values()
+            .collect())
+    }
+
+    fn write_format(&self) -> u32 {
+        self.format.get()
+    }
+
+    fn set_write_format(&self, format: u32) {
+        self.format.set(format);
     }
 }
 

@@ -57,6 +57,7 @@ fn op(id: &str) -> Operation {
         }),
         surge: true,
         done: Default::default(),
+        intent: None,
     }
 }
 

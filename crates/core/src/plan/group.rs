@@ -215,6 +215,7 @@ impl<'a> Planner<'a> {
             victim,
             target,
             done: Default::default(),
+            intent: None,
         }
     }
 
@@ -562,6 +563,7 @@ impl<'a> Planner<'a> {
                 target: None,
                 surge: false,
                 done: Default::default(),
+                intent: None,
             };
             let why = format!(
                 "remove dead node {} (Down for {}, no machine carries its link)",

@@ -189,6 +189,22 @@ impl Action {
         }
     }
 
+    /// The journal step a side effect performs.
+    pub fn step(&self) -> Option<Step> {
+        match self {
+            Action::Provision { .. } => Some(Step::Provision),
+            Action::Drain { .. } => Some(Step::Drain),
+            Action::Demote { .. } => Some(Step::Demote),
+            Action::DemoteSelfAndLeave { .. } => Some(Step::DemoteSelfAndLeave),
+            Action::Destroy { .. } => Some(Step::Destroy),
+            Action::RemoveNode { .. } => Some(Step::RemoveNode),
+            Action::Begin { .. }
+            | Action::MarkDone { .. }
+            | Action::Complete { .. }
+            | Action::Rollback { .. } => None,
+        }
+    }
+
     /// True for actions that touch machines or the swarm (not only the store).
     pub fn is_side_effect(&self) -> bool {
         !matches!(

@@ -1067,6 +1067,7 @@ fn an_unobservable_swarm_never_completes_a_demote_or_drain_step() {
         }),
         surge: false,
         done: Default::default(),
+        intent: None,
     });
     let n = c.node("w1");
     n.availability = Availability::Drain;

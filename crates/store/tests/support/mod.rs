@@ -2,7 +2,7 @@
 //! one single-node swarm `dockerd`, each in its own short tempdir, stopped
 //! by PID in `Drop`.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub use drover_store::testkit::Etcd;
 use drover_store::testkit::{log_file, stop};

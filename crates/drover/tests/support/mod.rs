@@ -1,0 +1,274 @@
+//! A lab for the end-to-end tests on real engines: etcd, a local-provider
+//! state dir and an address range; a 200 ms quorum watcher; the checks of
+//! a converged cluster. Everything started is stopped by PID (StateGuard,
+//! Etcd drop), also on failure.
+
+#![allow(dead_code)]
+
+use drover_core::model::{Node, NodeState, SwarmView};
+use drover_core::quorum::quorum;
+use drover_local::testkit::{StateGuard, short_tempdir};
+use drover_local::{InstanceRecord, LocalProvider};
+use drover_spi::Store;
+use drover_store::testkit::Etcd;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A test cluster: etcd, a local-provider state dir, an address range.
+pub struct Lab {
+    // Field order = drop order: engines (and their controllers) first.
+    _guard: StateGuard,
+    pub etcd: Etcd,
+    pub dir: PathBuf,
+    pub net: u8,
+}
+
+impl Lab {
+    pub async fn new(net: u8) -> Lab {
+        let etcd = Etcd::start().await;
+        let dir = short_tempdir("dx").expect("tempdir");
+        Lab {
+            _guard: StateGuard {
+                state_dir: dir.clone(),
+            },
+            etcd,
+            dir,
+            net,
+        }
+    }
+
+    pub fn spec(&self, label: &str) -> PathBuf {
+        self.spec_watching(label, "3s")
+    }
+
+    /// A spec whose managers are watched `watch` after joining (the window
+    /// in which the raft is whole again between two replacements).
+    pub fn spec_watching(&self, label: &str, watch: &str) -> PathBuf {
+        let n = self.net;
+        let text = format!(
+            "groups:
+- name: managers
+  role: manager
+  allocation:
+    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]
+  instance: {{provider: local}}
+  flavor: {{engine_labels: {{release: {label}}}}}
+  update: {{watch: {watch}}}
+  health: {{startup_timeout: 60s}}
+- name: workers
+  role: worker
+  allocation: {{size: 2}}
+  instance: {{provider: local}}
+  flavor: {{engine_labels: {{release: {label}}}}}
+  update: {{watch: 2s}}
+  health: {{startup_timeout: 60s}}
+"
+        );
+        let path = self.dir.join(format!("spec-{label}.yaml"));
+        std::fs::write(&path, text).expect("write spec");
+        path
+    }
+
+    pub fn drover(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args(args)
+            .env("DROVER_STORE", &self.etcd.url)
+            .env("DROVER_LOCAL_DIR", &self.dir)
+            .env(
+                "DROVER_LOCAL_POOL",
+                format!("127.0.{}.20-127.0.{}.60", self.net, self.net),
+            )
+            .env("DROVER_LOG", "warn")
+            .output()
+            .expect("run drover");
+        eprintln!(
+            "$ drover {}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    pub fn apply(&self, spec: &Path, wait: bool) {
+        let mut args = vec!["apply", "-f", spec.to_str().unwrap(), "--timeout", "8m"];
+        if wait {
+            args.push("--wait");
+        }
+        let out = self.drover(&args);
+        assert_eq!(out.status.code(), Some(0), "apply failed");
+    }
+
+    pub fn provider(&self) -> LocalProvider {
+        LocalProvider::new(&self.dir, Vec::new()).expect("provider")
+    }
+
+    pub fn records(&self) -> Vec<InstanceRecord> {
+        self.provider().records().expect("records")
+    }
+
+    pub async fn store(&self) -> Box<dyn Store> {
+        drover_store::open(&self.etcd.url).await.expect("store")
+    }
+
+    /// The node list from the first manager engine that answers with a leader.
+    pub async fn nodes(&self) -> Option<Vec<Node>> {
+        observe_any(&self.records()).await.ok()
+    }
+}
+
+/// Asks each machine's engine in turn; the first complete answer wins.
+pub async fn observe_any(records: &[InstanceRecord]) -> Result<Vec<Node>, String> {
+    let mut last = "no machine".to_string();
+    for r in records {
+        let Ok(Ok(engine)) = tokio::time::timeout(
+            Duration::from_secs(1),
+            drover_engine::Engine::connect(&r.endpoint()),
+        )
+        .await
+        else {
+            continue;
+        };
+        match tokio::time::timeout(Duration::from_secs(2), engine.observe()).await {
+            Ok(SwarmView::Ok(nodes)) => return Ok(nodes),
+            Ok(SwarmView::NoQuorum(e)) => last = format!("no leader: {e}"),
+            Ok(other) => last = format!("{other:?}"),
+            Err(_) => last = "timeout".into(),
+        }
+    }
+    Err(last)
+}
+
+/// Samples the swarm every 200 ms: fewer reachable managers than quorum,
+/// "no leader" answers and timeouts are all violations.
+#[derive(Default)]
+pub struct Watch {
+    pub samples: u64,
+    pub violations: Vec<String>,
+    pub largest_gap: Duration,
+    pub min_margin: Option<i64>,
+}
+
+pub fn watch(
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<Watch>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let provider = LocalProvider::new(&dir, Vec::new()).expect("provider");
+        let mut last_ok = Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            let records = provider.records().unwrap_or_default();
+            let result = observe_any(&records).await;
+            {
+                let mut w = out.lock().unwrap();
+                w.samples += 1;
+                match result {
+                    Ok(nodes) => {
+                        let members = nodes.iter().filter(|n| n.raft.is_some()).count();
+                        let reachable = nodes
+                            .iter()
+                            .filter(|n| n.raft.as_ref().is_some_and(|r| r.reachable))
+                            .count();
+                        let margin = reachable as i64 - quorum(members) as i64;
+                        w.min_margin = Some(w.min_margin.map_or(margin, |m| m.min(margin)));
+                        if margin < 0 {
+                            w.violations
+                                .push(format!("{reachable} of {members} managers reachable"));
+                        }
+                        w.largest_gap = w.largest_gap.max(last_ok.elapsed());
+                        last_ok = Instant::now();
+                    }
+                    Err(e) => w.violations.push(e),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+pub fn leader(nodes: &[Node]) -> &Node {
+    nodes
+        .iter()
+        .find(|n| n.raft.as_ref().is_some_and(|r| r.leader))
+        .expect("a leader")
+}
+
+/// The desired config hash per group, from the published status.
+pub fn desired_hashes(lab: &Lab) -> BTreeMap<String, String> {
+    let out = lab.drover(&["status", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
+    doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["name"].as_str().unwrap().to_string(),
+                g["desired_hash"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The declared shape holds: 3 reachable managers with one leader, 2 Ready
+/// workers, every node backed by a machine, every machine current.
+pub async fn assert_converged_shape(lab: &Lab) -> Vec<Node> {
+    let nodes = lab.nodes().await.expect("the swarm answers");
+    let managers: Vec<&Node> = nodes.iter().filter(|n| n.raft.is_some()).collect();
+    assert_eq!(managers.len(), 3, "{nodes:#?}");
+    assert!(
+        managers.iter().all(|n| n.raft.as_ref().unwrap().reachable),
+        "{nodes:#?}"
+    );
+    assert_eq!(
+        managers
+            .iter()
+            .filter(|n| n.raft.as_ref().unwrap().leader)
+            .count(),
+        1
+    );
+    let workers: Vec<&Node> = nodes.iter().filter(|n| n.raft.is_none()).collect();
+    assert_eq!(workers.len(), 2, "{nodes:#?}");
+    assert!(
+        nodes.iter().all(|n| n.state == NodeState::Ready),
+        "Down/Unknown nodes left: {nodes:#?}"
+    );
+    let records = lab.records();
+    for n in &nodes {
+        assert!(
+            records
+                .iter()
+                .any(|r| r.tags.get("drover.link") == n.link.as_ref()),
+            "node {} has no machine",
+            n.id
+        );
+    }
+    let hashes = desired_hashes(lab);
+    for r in &records {
+        let group = &r.tags["drover.group"];
+        assert_eq!(
+            r.tags.get("drover.config"),
+            hashes.get(group),
+            "{} not on the new config",
+            r.id
+        );
+    }
+    assert_eq!(records.len(), 5, "machines: {records:#?}");
+    nodes
+}
+
+/// A scenario may not hang CI: past `secs` it fails, and dropping its
+/// future drops the lab, which stops every process it started.
+pub async fn bounded(secs: u64, scenario: impl std::future::Future<Output = ()>) {
+    if tokio::time::timeout(Duration::from_secs(secs), scenario)
+        .await
+        .is_err()
+    {
+        panic!("scenario did not finish within {secs}s");
+    }
+}
