@@ -57,6 +57,8 @@ pub struct Controller {
     /// Set once a write was fenced: an off-cluster controller then stops for
     /// good (a manager's controller campaigns again only as swarm leader).
     fenced: bool,
+    /// Extra time every pass spends: see [`Controller::with_pass_delay`].
+    pass_delay: Duration,
 }
 
 impl Controller {
@@ -76,7 +78,17 @@ impl Controller {
             immediate: 0,
             triggers: None,
             fenced: false,
+            pass_delay: Duration::ZERO,
         }
+    }
+
+    /// Makes every pass `delay` slower, blocking like that much computation
+    /// would (a virtual clock never sees it, a real one does). A benchmark
+    /// knob only: drover-bench injects 50 ms to prove its clock charges the
+    /// controller's own time. Nothing in drover sets it.
+    pub fn with_pass_delay(mut self, delay: Duration) -> Self {
+        self.pass_delay = delay;
+        self
     }
 
     /// Also wakes on every message of `triggers` (e.g. the engine's node
@@ -212,6 +224,9 @@ impl Controller {
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
         self.passes += 1;
+        if !self.pass_delay.is_zero() {
+            std::thread::sleep(self.pass_delay);
+        }
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(PassReport {
                 acting: false,

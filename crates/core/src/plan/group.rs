@@ -18,6 +18,22 @@ pub(crate) struct View<'a> {
     /// Every described instance, owned or not (to refuse touching foreign ones).
     pub(crate) all: Vec<&'a Instance>,
     pub(crate) health: HashMap<&'a str, Health>,
+    /// Owned instances by link and by id: operations look their members up
+    /// here, so a pass stays linear in the group's size.
+    by_link: HashMap<&'a str, &'a Instance>,
+    by_id: HashMap<&'a str, &'a Instance>,
+}
+
+impl<'a> View<'a> {
+    /// The owned instance carrying `link` (the first described, as a scan would find).
+    pub(crate) fn with_link(&self, link: &str) -> Option<&'a Instance> {
+        self.by_link.get(link).copied()
+    }
+
+    /// The owned instance `id`.
+    pub(crate) fn owned(&self, id: &str) -> Option<&'a Instance> {
+        self.by_id.get(id).copied()
+    }
 }
 
 pub(crate) struct Planner<'a> {
@@ -63,6 +79,8 @@ impl<'a> Planner<'a> {
                     described,
                     all,
                     health: HashMap::new(),
+                    by_link: HashMap::new(),
+                    by_id: HashMap::new(),
                 }
             })
             .collect();
@@ -73,6 +91,10 @@ impl<'a> Planner<'a> {
                 for i in insts {
                     v.health
                         .insert(&i.id, health::judge(v.d.spec.role, i, &world));
+                    v.by_id.insert(&i.id, i);
+                    if let Some(l) = i.link() {
+                        v.by_link.entry(l).or_insert(i);
+                    }
                 }
             }
         }
@@ -245,9 +267,7 @@ impl<'a> Planner<'a> {
         let op_links: HashSet<String> = in_group.iter().map(|o| o.id.clone()).collect();
         let pending: Vec<Target> = in_group
             .iter()
-            .filter(|o| {
-                o.target.is_some() && !insts.iter().any(|i| i.link() == Some(o.id.as_str()))
-            })
+            .filter(|o| o.target.is_some() && v.with_link(&o.id).is_none())
             .filter_map(|o| o.target.clone())
             .collect();
         let live: Vec<&Instance> = insts
@@ -402,6 +422,7 @@ impl<'a> Planner<'a> {
                 i.id.clone(),
             )
         });
+        let settled = Settled::count(d, &free, &health);
         for inst in outdated {
             if is_manager && (self.is_leader(inst) || self.world.is_self(inst.link())) {
                 let others_current = free.iter().all(|i| {
@@ -417,7 +438,7 @@ impl<'a> Planner<'a> {
                     break;
                 }
             }
-            if !self.may_disrupt(d, inst, &health, Some(&free)) {
+            if !self.may_disrupt(d, inst, &health, Some(settled)) {
                 break;
             }
             let target = Target {
@@ -477,12 +498,11 @@ impl<'a> Planner<'a> {
                 // and a Ready node with the same link exists (a node that
                 // joins again always gets a new id).
                 let orphaned = !link.is_some_and(|l| links.contains(l));
-                let superseded = self.world.nodes().iter().any(|m| {
-                    m.id != n.id
-                        && m.link.is_some()
-                        && m.link.as_deref() == link
-                        && m.state == crate::model::NodeState::Ready
-                });
+                let superseded = self
+                    .world
+                    .with_link(link)
+                    .iter()
+                    .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready);
                 (orphaned || superseded) && !link.is_some_and(|l| claimed.contains(l))
             })
             .collect();
@@ -554,7 +574,7 @@ impl<'a> Planner<'a> {
         d: &DesiredGroup,
         inst: &Instance,
         health: &HashMap<&str, Health>,
-        settled: Option<&[&Instance]>,
+        settled: Option<Settled>,
     ) -> bool {
         let name = &d.spec.name;
         let zones = self.zones_in_flight();
@@ -600,20 +620,9 @@ impl<'a> Planner<'a> {
             .iter()
             .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::RemoveDead)
             .count();
-        let broken = settled.map_or(0, |l| {
-            l.iter()
-                .filter(|i| matches!(health.get(i.id.as_str()), Some(Health::Unhealthy(_))))
-                .count()
-        });
+        let broken = settled.map_or(0, |s| s.broken);
         let in_flight = being_replaced + broken;
-        let current_healthy = settled.map_or(usize::MAX, |l| {
-            l.iter()
-                .filter(|i| {
-                    i.config() == Some(d.hash.as_str())
-                        && health.get(i.id.as_str()) == Some(&Health::Healthy)
-                })
-                .count()
-        });
+        let current_healthy = settled.map_or(usize::MAX, |s| s.current_healthy);
         let canaries = d.spec.update.canaries as usize;
         let limit = if current_healthy < canaries {
             canaries
@@ -751,6 +760,32 @@ impl<'a> Planner<'a> {
             )
         };
         st
+    }
+}
+
+/// What a roll's budget needs from the members no operation works on,
+/// counted once per pass (not once per candidate).
+#[derive(Clone, Copy)]
+pub(crate) struct Settled {
+    /// Known broken: out of service already.
+    broken: usize,
+    /// Current and healthy: the canaries that passed.
+    current_healthy: usize,
+}
+
+impl Settled {
+    fn count(d: &DesiredGroup, settled: &[&Instance], health: &HashMap<&str, Health>) -> Self {
+        let h = |i: &Instance| health.get(i.id.as_str()).copied();
+        Settled {
+            broken: settled
+                .iter()
+                .filter(|i| matches!(h(i), Some(Health::Unhealthy(_))))
+                .count(),
+            current_healthy: settled
+                .iter()
+                .filter(|i| i.config() == Some(d.hash.as_str()) && h(i) == Some(Health::Healthy))
+                .count(),
+        }
     }
 }
 

@@ -127,10 +127,9 @@ impl Planner<'_> {
             return None;
         }
         let view = self.view(&op.group)?;
-        let owned = view.described.as_ref().ok()?;
-        let healthy = owned
-            .iter()
-            .find(|i| i.link() == Some(op.id.as_str()))
+        view.described.as_ref().ok()?;
+        let healthy = view
+            .with_link(&op.id)
             .is_some_and(|i| view.health.get(i.id.as_str()) == Some(&Health::Healthy));
         (!healthy).then(|| {
             format!(
@@ -152,10 +151,10 @@ impl Planner<'_> {
         });
         let victim_inst = victim
             .and_then(|v| v.instance.as_deref())
-            .and_then(|id| owned.iter().find(|i| i.id == id));
+            .and_then(|id| view.owned(id));
         match step {
             Step::Provision => {
-                if owned.iter().any(|i| i.link() == Some(op.id.as_str())) {
+                if view.with_link(&op.id).is_some() {
                     return StepState::Done;
                 }
                 if op.role != Role::Plain
@@ -188,7 +187,7 @@ impl Planner<'_> {
                 })
             }
             Step::AwaitHealthy => {
-                let Some(new) = owned.iter().find(|i| i.link() == Some(op.id.as_str())) else {
+                let Some(new) = view.with_link(&op.id) else {
                     // Provisioned, then lost: the slot is judged afresh next pass.
                     return StepState::Done;
                 };
