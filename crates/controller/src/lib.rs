@@ -25,6 +25,7 @@
 mod context;
 mod execute;
 pub(crate) mod observe;
+mod paced;
 mod run;
 mod status;
 

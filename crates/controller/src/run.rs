@@ -62,8 +62,10 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// A controller wired to `ctx`.
-    pub fn new(ctx: Context) -> Self {
+    /// A controller wired to `ctx`; its providers' calls are rate-limited
+    /// and retried (see `paced`).
+    pub fn new(mut ctx: Context) -> Self {
+        ctx.providers = crate::paced::wrap(ctx.providers);
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         Controller {
             ctx: Arc::new(ctx),
