@@ -2,6 +2,7 @@
 //! group by group (managers first), then summarise.
 
 use super::health::{self, Health};
+use super::in_flight::InFlight;
 use super::memory::Clock;
 use super::world::World;
 use super::{Action, DesiredGroup, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
@@ -15,8 +16,8 @@ pub(crate) struct View<'a> {
     pub(crate) d: &'a DesiredGroup,
     /// Owned instances (cluster id and group both match), or why not known.
     pub(crate) described: Result<Vec<&'a Instance>, &'a str>,
-    /// Every described instance, owned or not (to refuse touching foreign ones).
-    pub(crate) all: Vec<&'a Instance>,
+    /// Ids of every described instance, owned or not (to refuse touching foreign ones).
+    pub(crate) all: HashSet<&'a str>,
     pub(crate) health: HashMap<&'a str, Health>,
     /// Owned instances by link and by id: operations look their members up
     /// here, so a pass stays linear in the group's size.
@@ -43,6 +44,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) views: Vec<View<'a>>,
     /// Operations in flight, including those begun in this pass.
     pub(crate) ops: Vec<Operation>,
+    /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
+    in_flight: InFlight,
     pub(crate) actions: Vec<Action>,
     pub(crate) explanation: Vec<String>,
     pub(crate) blocked: BTreeMap<String, String>,
@@ -63,16 +66,15 @@ impl<'a> Planner<'a> {
             .map(|d| {
                 let (described, all) = match input.observed.instances.get(&d.spec.name) {
                     Some(Described::Ok(list)) => {
-                        let all: Vec<&Instance> = list.iter().collect();
-                        let owned = all
+                        let all = list.iter().map(|i| i.id.as_str()).collect();
+                        let owned = list
                             .iter()
-                            .copied()
                             .filter(|i| i.owned_by(&input.desired.cluster_id, &d.spec.name))
                             .collect();
                         (Ok(owned), all)
                     }
-                    Some(Described::Failed(e)) => (Err(e.as_str()), Vec::new()),
-                    None => (Err("not described"), Vec::new()),
+                    Some(Described::Failed(e)) => (Err(e.as_str()), HashSet::new()),
+                    None => (Err("not described"), HashSet::new()),
                 };
                 View {
                     d,
@@ -111,6 +113,7 @@ impl<'a> Planner<'a> {
             clock: Clock::new(input.memory, input.now),
             views,
             ops: input.journal.to_vec(),
+            in_flight: InFlight::new(input.journal),
             actions: Vec::new(),
             explanation: Vec::new(),
             blocked: BTreeMap::new(),
@@ -194,11 +197,16 @@ impl<'a> Planner<'a> {
 
     /// Zones of disruptive operations in flight, cluster-wide.
     fn zones_in_flight(&self) -> HashSet<Option<String>> {
-        self.ops
-            .iter()
-            .filter(|o| o.is_disruptive() && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead))
-            .map(|o| o.victim.as_ref().and_then(|v| v.zone.clone()))
-            .collect()
+        self.in_flight.zones().cloned().collect()
+    }
+
+    /// Drops a finished or abandoned operation from those in flight.
+    pub(crate) fn end_op(&mut self, op: &Operation) {
+        let before = self.ops.len();
+        self.ops.retain(|o| o.id != op.id);
+        if self.ops.len() < before {
+            self.in_flight.remove(op);
+        }
     }
 
     fn begin(&mut self, op: Operation, why: String) {
@@ -207,6 +215,7 @@ impl<'a> Planner<'a> {
             op: Box::new(op.clone()),
         });
         self.ops.push(op.clone());
+        self.in_flight.add(&op);
         self.advance(&op);
     }
 
@@ -412,7 +421,7 @@ impl<'a> Planner<'a> {
             self.wait(&name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
             return;
         }
-        outdated.sort_by_key(|i| {
+        outdated.sort_by_cached_key(|i| {
             let healthy = health.get(i.id.as_str()) == Some(&Health::Healthy);
             (
                 self.world.is_self(i.link()) || self.is_leader(i),
@@ -615,11 +624,7 @@ impl<'a> Planner<'a> {
         // Out of service: members being replaced (heals included: a new
         // config that keeps failing must not walk through the whole group)
         // and members known to be broken that no operation owns yet.
-        let being_replaced = self
-            .ops
-            .iter()
-            .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::RemoveDead)
-            .count();
+        let being_replaced = self.in_flight.replacing(name);
         let broken = settled.map_or(0, |s| s.broken);
         let in_flight = being_replaced + broken;
         let current_healthy = settled.map_or(usize::MAX, |s| s.current_healthy);

@@ -26,6 +26,7 @@
 mod gate;
 mod group;
 mod health;
+mod in_flight;
 mod memory;
 mod op;
 #[cfg(test)]

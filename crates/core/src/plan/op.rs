@@ -67,7 +67,7 @@ impl Planner<'_> {
                         op.group, op.id
                     ));
                     self.actions.push(Action::Complete { op: op.id.clone() });
-                    self.ops.retain(|o| o.id != op.id);
+                    self.end_op(op);
                 }
                 StepState::Act(action) => {
                     if self.clock.elapsed(key, spec.update.step_timeout) {
@@ -87,7 +87,7 @@ impl Planner<'_> {
         self.explanation
             .push(format!("{}: operation {} complete", op.group, op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
-        self.ops.retain(|o| o.id != op.id);
+        self.end_op(op);
     }
 
     fn step_failed(&mut self, op: &Operation, step: Step, why: String) {
@@ -409,7 +409,7 @@ impl Planner<'_> {
                         instance: id,
                     });
                 }
-                if view.all.iter().any(|i| i.id == id) {
+                if view.all.contains(id.as_str()) {
                     return StepState::Fail(format!(
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));
