@@ -1,26 +1,28 @@
 //! Provider API economy in steady state, and the controller's memory.
 
 use crate::simrun::{Bench, Calls, Images, spec};
+use drover_core::spec::ClusterSpec;
 use drover_sim::Timings;
 use std::time::Duration;
 
 const RESYNC: Duration = Duration::from_millis(250);
 const INTERVALS: u32 = 20;
 
+/// A controller over 3 managers and `workers` workers, converged.
+async fn converged(workers: usize) -> (ClusterSpec, Bench) {
+    let images = Images {
+        managers: "v1",
+        workers: "v1",
+    };
+    let s = spec(3, workers, 1, "1s", images);
+    let b = Bench::start(&s, Timings::default(), RESYNC, Duration::ZERO).await;
+    (s, b)
+}
+
 /// Describes per group per resync interval once converged (the target: 1),
 /// and any other call (the target: none).
 pub async fn steady_state(workers: usize) {
-    let s = spec(
-        3,
-        workers,
-        1,
-        "1s",
-        Images {
-            managers: "v1",
-            workers: "v1",
-        },
-    );
-    let b = Bench::start(&s, Timings::default(), RESYNC, Duration::ZERO).await;
+    let (s, b) = converged(workers).await;
     tokio::time::sleep(RESYNC).await;
     let before = Calls::get(&b.calls.describe);
     let others = || {
@@ -47,27 +49,12 @@ pub fn peak_rss_mb() -> Option<f64> {
 }
 
 /// Runs a controller over `workers` simulated workers in steady state for
-/// a few resyncs and a rolling update of 10% of them, then reports the
-/// process's peak RSS (the simulated cloud lives in the same process: the
-/// figure is an upper bound for the controller).
+/// a few resyncs, then reports the process's peak RSS (the simulated cloud
+/// lives in the same process: the figure is an upper bound for the
+/// controller).
 pub async fn memory(workers: usize) {
-    let m = (workers / 10).max(1);
-    let images = |w| Images {
-        managers: "v1",
-        workers: w,
-    };
-    let before = spec(3, workers, m, "0s", images("v1"));
-    let t = Timings {
-        provision: 0,
-        join: 0,
-        out_of_raft: 0,
-        tasks_per_worker: 0,
-        ..Timings::default()
-    };
-    let mut b = Bench::start(&before, t, RESYNC, Duration::ZERO).await;
-    tokio::time::sleep(RESYNC * 4).await;
-    let after = spec(3, workers, m, "0s", images("v2"));
-    b.roll(&after, Duration::from_secs(900)).await;
+    let (_, b) = converged(workers).await;
+    tokio::time::sleep(RESYNC * 8).await;
     b.stop().await;
     println!("{:.1}", peak_rss_mb().expect("VmHWM in /proc/self/status"));
 }

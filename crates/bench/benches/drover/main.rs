@@ -87,7 +87,7 @@ fn main() -> ExitCode {
                 rt.block_on(economy::steady_state(100));
                 rt.block_on(economy::steady_state(1000));
                 println!(
-                    "\n## Memory\n\nPeak RSS of a process running the controller over 3 managers + {MEMORY_AT} workers (steady state, then a rolling update; the simulated cloud shares the process): {} MB (target < 50 MB)",
+                    "\n## Memory\n\nPeak RSS of a process running the controller over 3 managers + {MEMORY_AT} workers (start-up and steady state; the simulated cloud shares the process): {} MB (target < 50 MB)",
                     memory_in_child(MEMORY_AT)
                 );
             }
