@@ -62,8 +62,11 @@ RUNS=${1:-3}
 command -v python3 >/dev/null || { echo "bench-real needs python3 for its report" >&2; exit 2; }
 
 scripts/setup.sh
-cargo build -q --release -p drover
-BIN=$PWD/target/release/drover
+# DROVER_BIN: a drover binary already built (skips the release build).
+if [ -z "${DROVER_BIN:-}" ]; then
+  cargo build -q --release -p drover
+fi
+BIN=${DROVER_BIN:-$PWD/target/release/drover}
 RESULTS=$(mktemp -d /tmp/drover-bench-real-results.XXXXXX)
 trap 'stop_poller; down' EXIT
 
