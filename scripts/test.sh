@@ -4,8 +4,9 @@
 #
 # The end-to-end suites (crates/drover/tests/e2e_*.rs) take minutes each, mostly
 # waiting on engines and timers, and each uses its own loopback range: they run
-# side by side, next to the rest of the suite, with their output kept in
-# target/test-logs/ and printed when one fails.
+# two at a time (DROVER_E2E_JOBS), next to the rest of the suite, with their
+# output kept in target/test-logs/ and printed when one fails. More at once
+# starves a 2-core machine and trips the tests' own timeouts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -24,23 +25,24 @@ for f in crates/drover/tests/*.rs; do
     *) others+=(--test "$t") ;;
   esac
 done
-declare -A pid
-for t in "${e2e[@]}"; do
-  cargo test -p drover --locked --test "$t" >"$logs/$t.log" 2>&1 &
-  pid[$t]=$!
-done
+
+# One e2e suite: its log, then an ok/FAILED line (the log in full on failure).
+run_e2e() {
+  local t=$1 log=target/test-logs/$1.log start=$SECONDS
+  if cargo test -p drover --locked --test "$t" >"$log" 2>&1; then
+    echo "e2e $t: ok in $((SECONDS - start))s ($(grep -h 'test result' "$log" | tail -1))"
+  else
+    echo "e2e $t: FAILED after $((SECONDS - start))s; its output:"
+    cat "$log"
+    return 1
+  fi
+}
+export -f run_e2e
+printf '%s\n' "${e2e[@]}" | xargs -P "${DROVER_E2E_JOBS:-2}" -I{} bash -c 'run_e2e {}' &
+e2e_pid=$!
 
 status=0
 cargo test --workspace --locked --exclude drover || status=1
 cargo test -p drover --locked --bins "${others[@]}" || status=1
-
-for t in "${e2e[@]}"; do
-  if wait "${pid[$t]}"; then
-    echo "e2e $t: ok ($(grep -h 'test result' "$logs/$t.log" | tail -1))"
-  else
-    echo "e2e $t: FAILED; its output:"
-    cat "$logs/$t.log"
-    status=1
-  fi
-done
+wait "$e2e_pid" || status=1
 exit "$status"

@@ -26,6 +26,7 @@ mod context;
 mod execute;
 mod metrics;
 pub(crate) mod observe;
+mod paced;
 mod run;
 mod status;
 

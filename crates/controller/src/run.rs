@@ -74,11 +74,15 @@ pub struct Controller {
     blocked: BTreeMap<String, String>,
     /// Where passes, steps and API calls are counted, when served.
     metrics: Option<Metrics>,
+    /// Extra time every pass spends: see [`Controller::with_pass_delay`].
+    pass_delay: Duration,
 }
 
 impl Controller {
-    /// A controller wired to `ctx`.
-    pub fn new(ctx: Context) -> Self {
+    /// A controller wired to `ctx`; its providers' calls are rate-limited
+    /// and retried (see `paced`).
+    pub fn new(mut ctx: Context) -> Self {
+        ctx.providers = crate::paced::wrap(ctx.providers);
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         Controller {
             ctx: Arc::new(ctx),
@@ -97,7 +101,17 @@ impl Controller {
             refused: None,
             blocked: BTreeMap::new(),
             metrics: None,
+            pass_delay: Duration::ZERO,
         }
+    }
+
+    /// Makes every pass `delay` slower, blocking like that much computation
+    /// would (a virtual clock never sees it, a real one does). A benchmark
+    /// knob only: drover-bench injects 50 ms to prove its clock charges the
+    /// controller's own time. Nothing in drover sets it.
+    pub fn with_pass_delay(mut self, delay: Duration) -> Self {
+        self.pass_delay = delay;
+        self
     }
 
     /// Records into `metrics`: every pass, step, and provider and engine call.
@@ -385,6 +399,9 @@ impl Controller {
     async fn guarded_pass(&mut self) -> Result<PassReport, StoreError> {
         self.passes += 1;
         self.beat().await?;
+        if !self.pass_delay.is_zero() {
+            std::thread::sleep(self.pass_delay);
+        }
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(PassReport {
                 acting: false,

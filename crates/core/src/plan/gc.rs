@@ -320,6 +320,6 @@ impl Planner<'_> {
         self.explanation
             .push(format!("{group}: orphan operation {} complete", op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
-        self.ops.retain(|o| o.id != op.id);
+        self.end_op(op);
     }
 }

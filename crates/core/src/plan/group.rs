@@ -2,6 +2,7 @@
 //! group by group (managers first), then summarise.
 
 use super::health::{self, Health};
+use super::in_flight::InFlight;
 use super::memory::Clock;
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
@@ -16,9 +17,25 @@ pub(crate) struct View<'a> {
     pub(crate) d: &'a DesiredGroup,
     /// Owned instances (cluster id and group both match), or why not known.
     pub(crate) described: Result<Vec<&'a Instance>, &'a str>,
-    /// Every described instance, owned or not (to refuse touching foreign ones).
-    pub(crate) all: Vec<&'a Instance>,
+    /// Ids of every described instance, owned or not (to refuse touching foreign ones).
+    pub(crate) all: HashSet<&'a str>,
     pub(crate) health: HashMap<&'a str, Health>,
+    /// Owned instances by link and by id: operations look their members up
+    /// here, so a pass stays linear in the group's size.
+    by_link: HashMap<&'a str, &'a Instance>,
+    by_id: HashMap<&'a str, &'a Instance>,
+}
+
+impl<'a> View<'a> {
+    /// The owned instance carrying `link` (the first described, as a scan would find).
+    pub(crate) fn with_link(&self, link: &str) -> Option<&'a Instance> {
+        self.by_link.get(link).copied()
+    }
+
+    /// The owned instance `id`.
+    pub(crate) fn owned(&self, id: &str) -> Option<&'a Instance> {
+        self.by_id.get(id).copied()
+    }
 }
 
 pub(crate) struct Planner<'a> {
@@ -28,6 +45,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) views: Vec<View<'a>>,
     /// Operations in flight, including those begun in this pass.
     pub(crate) ops: Vec<Operation>,
+    /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
+    in_flight: InFlight,
     pub(crate) actions: Vec<Action>,
     pub(crate) explanation: Vec<String>,
     pub(crate) blocked: BTreeMap<String, String>,
@@ -50,22 +69,23 @@ impl<'a> Planner<'a> {
             .map(|d| {
                 let (described, all) = match input.observed.instances.get(&d.spec.name) {
                     Some(Described::Ok(list)) => {
-                        let all: Vec<&Instance> = list.iter().collect();
-                        let owned = all
+                        let all = list.iter().map(|i| i.id.as_str()).collect();
+                        let owned = list
                             .iter()
-                            .copied()
                             .filter(|i| i.owned_by(&input.desired.cluster_id, &d.spec.name))
                             .collect();
                         (Ok(owned), all)
                     }
-                    Some(Described::Failed(e)) => (Err(e.as_str()), Vec::new()),
-                    None => (Err("not described"), Vec::new()),
+                    Some(Described::Failed(e)) => (Err(e.as_str()), HashSet::new()),
+                    None => (Err("not described"), HashSet::new()),
                 };
                 View {
                     d,
                     described,
                     all,
                     health: HashMap::new(),
+                    by_link: HashMap::new(),
+                    by_id: HashMap::new(),
                 }
             })
             .collect();
@@ -76,6 +96,10 @@ impl<'a> Planner<'a> {
                 for i in insts {
                     v.health
                         .insert(&i.id, health::judge(v.d.spec.role, i, &world));
+                    v.by_id.insert(&i.id, i);
+                    if let Some(l) = i.link() {
+                        v.by_link.entry(l).or_insert(i);
+                    }
                 }
             }
         }
@@ -92,6 +116,7 @@ impl<'a> Planner<'a> {
             clock: Clock::new(input.memory, input.now),
             views,
             ops: input.journal.to_vec(),
+            in_flight: InFlight::new(input.journal),
             actions: Vec::new(),
             explanation: Vec::new(),
             blocked: BTreeMap::new(),
@@ -177,14 +202,16 @@ impl<'a> Planner<'a> {
 
     /// Zones of disruptive operations in flight, cluster-wide.
     fn zones_in_flight(&self) -> HashSet<Option<String>> {
-        self.ops
-            .iter()
-            .filter(|o| {
-                o.is_disruptive()
-                    && !matches!(o.kind, OpKind::Heal | OpKind::RemoveDead | OpKind::Orphan)
-            })
-            .map(|o| o.victim.as_ref().and_then(|v| v.zone.clone()))
-            .collect()
+        self.in_flight.zones().cloned().collect()
+    }
+
+    /// Drops a finished or abandoned operation from those in flight.
+    pub(crate) fn end_op(&mut self, op: &Operation) {
+        let before = self.ops.len();
+        self.ops.retain(|o| o.id != op.id);
+        if self.ops.len() < before {
+            self.in_flight.remove(op);
+        }
     }
 
     fn begin(&mut self, op: Operation, why: String) {
@@ -193,6 +220,7 @@ impl<'a> Planner<'a> {
             op: Box::new(op.clone()),
         });
         self.ops.push(op.clone());
+        self.in_flight.add(&op);
         self.advance(&op);
     }
 
@@ -282,9 +310,7 @@ impl<'a> Planner<'a> {
         let op_links: HashSet<String> = in_group.iter().map(|o| o.id.clone()).collect();
         let pending: Vec<Target> = in_group
             .iter()
-            .filter(|o| {
-                o.target.is_some() && !insts.iter().any(|i| i.link() == Some(o.id.as_str()))
-            })
+            .filter(|o| o.target.is_some() && v.with_link(&o.id).is_none())
             .filter_map(|o| o.target.clone())
             .collect();
         let live: Vec<&Instance> = insts
@@ -506,7 +532,7 @@ impl<'a> Planner<'a> {
             );
             return;
         }
-        outdated.sort_by_key(|i| {
+        outdated.sort_by_cached_key(|i| {
             let healthy = health.get(i.id.as_str()) == Some(&Health::Healthy);
             (
                 self.world.is_self(i.link()) || self.is_leader(i),
@@ -516,6 +542,7 @@ impl<'a> Planner<'a> {
                 i.id.clone(),
             )
         });
+        let settled = Settled::count(d, &free, &health);
         for inst in outdated {
             if is_manager && (self.is_leader(inst) || self.world.is_self(inst.link())) {
                 let others_current = free.iter().all(|i| {
@@ -531,7 +558,7 @@ impl<'a> Planner<'a> {
                     break;
                 }
             }
-            if !self.may_disrupt(d, inst, &health, Some(&free)) {
+            if !self.may_disrupt(d, inst, &health, Some(settled)) {
                 break;
             }
             let target = Target {
@@ -592,12 +619,11 @@ impl<'a> Planner<'a> {
                 // and a Ready node with the same link exists (a node that
                 // joins again always gets a new id).
                 let orphaned = !link.is_some_and(|l| links.contains(l));
-                let superseded = nodes.iter().any(|m| {
-                    m.id != n.id
-                        && m.link.is_some()
-                        && m.link.as_deref() == link
-                        && m.state == NodeState::Ready
-                });
+                let superseded = self
+                    .world
+                    .with_link(link)
+                    .iter()
+                    .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready);
                 (orphaned || superseded) && !link.is_some_and(|l| claimed.contains(l))
             })
             .collect()
@@ -698,7 +724,7 @@ impl<'a> Planner<'a> {
         d: &DesiredGroup,
         inst: &Instance,
         health: &HashMap<&str, Health>,
-        settled: Option<&[&Instance]>,
+        settled: Option<Settled>,
     ) -> bool {
         let name = &d.spec.name;
         let zones = self.zones_in_flight();
@@ -739,25 +765,10 @@ impl<'a> Planner<'a> {
         // Out of service: members being replaced (heals included: a new
         // config that keeps failing must not walk through the whole group)
         // and members known to be broken that no operation owns yet.
-        let being_replaced = self
-            .ops
-            .iter()
-            .filter(|o| o.group == *name && o.is_disruptive() && o.kind != OpKind::RemoveDead)
-            .count();
-        let broken = settled.map_or(0, |l| {
-            l.iter()
-                .filter(|i| matches!(health.get(i.id.as_str()), Some(Health::Unhealthy(_))))
-                .count()
-        });
+        let being_replaced = self.in_flight.replacing(name);
+        let broken = settled.map_or(0, |s| s.broken);
         let in_flight = being_replaced + broken;
-        let current_healthy = settled.map_or(usize::MAX, |l| {
-            l.iter()
-                .filter(|i| {
-                    i.config() == Some(d.hash.as_str())
-                        && health.get(i.id.as_str()) == Some(&Health::Healthy)
-                })
-                .count()
-        });
+        let current_healthy = settled.map_or(usize::MAX, |s| s.current_healthy);
         let canaries = d.spec.update.canaries as usize;
         let limit = if current_healthy < canaries {
             canaries
@@ -908,6 +919,32 @@ impl<'a> Planner<'a> {
             )
         };
         st
+    }
+}
+
+/// What a roll's budget needs from the members no operation works on,
+/// counted once per pass (not once per candidate).
+#[derive(Clone, Copy)]
+pub(crate) struct Settled {
+    /// Known broken: out of service already.
+    broken: usize,
+    /// Current and healthy: the canaries that passed.
+    current_healthy: usize,
+}
+
+impl Settled {
+    fn count(d: &DesiredGroup, settled: &[&Instance], health: &HashMap<&str, Health>) -> Self {
+        let h = |i: &Instance| health.get(i.id.as_str()).copied();
+        Settled {
+            broken: settled
+                .iter()
+                .filter(|i| matches!(h(i), Some(Health::Unhealthy(_))))
+                .count(),
+            current_healthy: settled
+                .iter()
+                .filter(|i| i.config() == Some(d.hash.as_str()) && h(i) == Some(Health::Healthy))
+                .count(),
+        }
     }
 }
 

@@ -27,6 +27,7 @@ mod gate;
 mod gc;
 mod group;
 mod health;
+mod in_flight;
 mod members;
 mod memory;
 mod op;

@@ -70,7 +70,7 @@ impl Planner<'_> {
                         op.group, op.id
                     ));
                     self.actions.push(Action::Complete { op: op.id.clone() });
-                    self.ops.retain(|o| o.id != op.id);
+                    self.end_op(op);
                 }
                 StepState::Act(action) => {
                     if self.clock.elapsed(key, spec.update.step_timeout) {
@@ -90,7 +90,7 @@ impl Planner<'_> {
         self.explanation
             .push(format!("{}: operation {} complete", op.group, op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
-        self.ops.retain(|o| o.id != op.id);
+        self.end_op(op);
     }
 
     fn step_failed(&mut self, op: &Operation, step: Step, why: String) {
@@ -130,10 +130,9 @@ impl Planner<'_> {
             return None;
         }
         let view = self.view(&op.group)?;
-        let owned = view.described.as_ref().ok()?;
-        let healthy = owned
-            .iter()
-            .find(|i| i.link() == Some(op.id.as_str()))
+        view.described.as_ref().ok()?;
+        let healthy = view
+            .with_link(&op.id)
             .is_some_and(|i| view.health.get(i.id.as_str()) == Some(&Health::Healthy));
         (!healthy).then(|| {
             format!(
@@ -155,10 +154,10 @@ impl Planner<'_> {
         });
         let victim_inst = victim
             .and_then(|v| v.instance.as_deref())
-            .and_then(|id| owned.iter().find(|i| i.id == id));
+            .and_then(|id| view.owned(id));
         match step {
             Step::Provision => {
-                if owned.iter().any(|i| i.link() == Some(op.id.as_str())) {
+                if view.with_link(&op.id).is_some() {
                     return StepState::Done;
                 }
                 if op.role != Role::Plain
@@ -199,7 +198,7 @@ impl Planner<'_> {
                 })
             }
             Step::AwaitHealthy => {
-                let Some(new) = owned.iter().find(|i| i.link() == Some(op.id.as_str())) else {
+                let Some(new) = view.with_link(&op.id) else {
                     // Provisioned, then lost: the slot is judged afresh next pass.
                     return StepState::Done;
                 };
@@ -422,7 +421,7 @@ impl Planner<'_> {
                         instance: id,
                     });
                 }
-                if view.all.iter().any(|i| i.id == id) {
+                if view.all.contains(id.as_str()) {
                     return StepState::Fail(format!(
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));

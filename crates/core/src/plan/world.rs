@@ -60,6 +60,12 @@ impl<'a> World<'a> {
         })
     }
 
+    /// Every node carrying `link` (none for no link).
+    pub(crate) fn with_link(&self, link: Option<&str>) -> &[&'a Node] {
+        link.and_then(|l| self.by_link.get(l))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// All nodes (none unless the swarm answered).
     pub(crate) fn nodes(&self) -> &'a [Node] {
         match &self.observed.swarm {

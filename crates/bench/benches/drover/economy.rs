@@ -1,0 +1,60 @@
+//! Provider API economy in steady state, and the controller's memory.
+
+use crate::simrun::{Bench, Calls, Images, spec};
+use drover_core::spec::ClusterSpec;
+use drover_sim::Timings;
+use std::time::Duration;
+
+const RESYNC: Duration = Duration::from_millis(250);
+const INTERVALS: u32 = 20;
+
+/// A controller over 3 managers and `workers` workers, converged.
+async fn converged(workers: usize) -> (ClusterSpec, Bench) {
+    let images = Images {
+        managers: "v1",
+        workers: "v1",
+    };
+    let s = spec(3, workers, 1, "1s", images);
+    let b = Bench::start(&s, Timings::default(), RESYNC, Duration::ZERO).await;
+    (s, b)
+}
+
+/// Describes per group per resync interval once converged (the target: 1),
+/// and any other call (the target: none).
+pub async fn steady_state(workers: usize) {
+    let (s, b) = converged(workers).await;
+    tokio::time::sleep(RESYNC).await;
+    let before = Calls::get(&b.calls.describe);
+    let others = || {
+        Calls::get(&b.calls.provision) + Calls::get(&b.calls.destroy) + Calls::get(&b.calls.label)
+    };
+    let others_before = others();
+    tokio::time::sleep(RESYNC * INTERVALS).await;
+    let describes = Calls::get(&b.calls.describe) - before;
+    let per = describes as f64 / (s.groups.len() as f64 * f64::from(INTERVALS));
+    println!(
+        "| 3 managers + {workers} workers | {} ms | {INTERVALS} | {describes} | {per:.2} | {} |",
+        RESYNC.as_millis(),
+        others() - others_before
+    );
+    b.stop().await;
+}
+
+/// This process's peak resident set, in MB (Linux).
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Runs a controller over `workers` simulated workers in steady state for
+/// a few resyncs, then reports the process's peak RSS (the simulated cloud
+/// lives in the same process: the figure is an upper bound for the
+/// controller).
+pub async fn memory(workers: usize) {
+    let (_, b) = converged(workers).await;
+    tokio::time::sleep(RESYNC * 8).await;
+    b.stop().await;
+    println!("{:.1}", peak_rss_mb().expect("VmHWM in /proc/self/status"));
+}

@@ -1,0 +1,107 @@
+//! drover's benchmarks (issue 7), printed as Markdown tables.
+//!
+//! `scripts/bench.sh [SECTION...] [--runs K]`, i.e.
+//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K]`
+//! (all sections by default). Release mode; every figure is a median.
+//! Not run by `cargo test`: it takes minutes and measures, never asserts
+//! timings (it asserts only that each rollout really converged).
+
+mod economy;
+mod planner;
+mod rollout;
+mod simrun;
+mod stats;
+
+use std::process::{Command, ExitCode};
+
+const PLANNER_SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
+const MEMORY_AT: usize = 10_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Peak RSS of a fresh process running the controller at `n` workers.
+fn memory_in_child(n: usize) -> String {
+    let exe = std::env::current_exe().expect("own path");
+    let out = Command::new(exe)
+        .args(["memory-child", &n.to_string()])
+        .output()
+        .expect("run the memory child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "memory child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.trim().lines().last().unwrap_or_default().to_string()
+}
+
+fn main() -> ExitCode {
+    // `cargo bench` passes `--bench`; anything else unknown is refused.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args.first().map(String::as_str) == Some("memory-child") {
+        let n = args
+            .get(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(MEMORY_AT);
+        runtime().block_on(economy::memory(n));
+        return ExitCode::SUCCESS;
+    }
+    let mut runs = 3;
+    let mut sections = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--runs" => match it.next().and_then(|r| r.parse().ok()).filter(|r| *r > 0) {
+                Some(r) => runs = r,
+                None => return usage("--runs needs a positive count"),
+            },
+            "planner" | "rollout" | "economy" => sections.push(a.clone()),
+            other => return usage(&format!("unknown argument `{other}`")),
+        }
+    }
+    if sections.is_empty() {
+        sections = vec!["planner".into(), "economy".into(), "rollout".into()];
+    }
+    println!("# drover benchmarks");
+    for s in &sections {
+        match s.as_str() {
+            "planner" => {
+                planner::run(&PLANNER_SIZES);
+            }
+            "economy" => {
+                println!("\n## Provider API economy in steady state\n");
+                println!(
+                    "| cluster | resync | intervals | describes | per group per interval | other calls |"
+                );
+                println!("|---|---|---|---|---|---|");
+                let rt = runtime();
+                rt.block_on(economy::steady_state(100));
+                rt.block_on(economy::steady_state(1000));
+                println!(
+                    "\n## Memory\n\nPeak RSS of a process running the controller over 3 managers + {MEMORY_AT} workers (start-up and steady state; the simulated cloud shares the process): {} MB (target < 50 MB)",
+                    memory_in_child(MEMORY_AT)
+                );
+            }
+            _ => {
+                runtime().block_on(rollout::run(runs));
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn usage(why: &str) -> ExitCode {
+    eprintln!(
+        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [--runs K]"
+    );
+    ExitCode::from(2)
+}

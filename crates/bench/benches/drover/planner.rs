@@ -1,0 +1,242 @@
+//! Planner cost: one planning pass over a group of N workers (plus a
+//! 3-manager group) in the middle of a rolling update, with every member's
+//! node and a journal of operations in flight at different steps.
+//!
+//! Every iteration changes the input (the clock, the nonce, and one more
+//! member turns current), so no iteration can reuse another's work.
+
+use crate::stats::median_ms;
+use drover_core::journal::{OpKind, Operation, Target, Victim};
+use drover_core::model::{
+    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, tags,
+};
+use drover_core::plan::{Desired, Memory, PlanInput, plan};
+use drover_core::spec::{Role, parse_str};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+const CLUSTER: &str = "bench";
+
+/// A group of `n` workers mid-rollout: half still on the old config, 10% of
+/// the group (`max_in_flight`) in flight, spread over drain, destroy,
+/// provision and watch.
+pub struct Fixture {
+    pub desired: Desired,
+    pub observed: Observed,
+    pub journal: Vec<Operation>,
+    old: String,
+    new: String,
+    n: usize,
+}
+
+fn spec_text(n: usize, image: &str) -> String {
+    format!(
+        "groups:
+- name: managers
+  role: manager
+  allocation: {{size: 3}}
+  instance: {{provider: sim, properties: {{image: m}}}}
+- name: workers
+  role: worker
+  allocation: {{size: {n}}}
+  instance: {{provider: sim, properties: {{image: {image}}}}}
+  update: {{max_in_flight: {m}, canaries: 0, watch: 1s}}
+",
+        m = (n / 10).max(1)
+    )
+}
+
+fn instance(id: String, group: &str, link: String, config: &str) -> Instance {
+    let tags = BTreeMap::from([
+        (tags::CLUSTER.to_string(), CLUSTER.to_string()),
+        (tags::GROUP.to_string(), group.to_string()),
+        (tags::LINK.to_string(), link),
+        (tags::CONFIG.to_string(), config.to_string()),
+    ]);
+    Instance {
+        id,
+        tags,
+        running: true,
+        created_ms: 0,
+    }
+}
+
+fn node(id: String, group: &str, link: String, manager: Option<bool>) -> Node {
+    Node {
+        id: id.clone(),
+        link: Some(link),
+        cluster: Some(CLUSTER.into()),
+        group: Some(group.into()),
+        state: NodeState::Ready,
+        availability: Availability::Active,
+        manager_role: manager.is_some(),
+        raft: manager.map(|leader| RaftMember {
+            leader,
+            reachable: true,
+            addr: format!("{id}:2377"),
+        }),
+        running_tasks: if manager.is_some() { 0 } else { 2 },
+        locked: false,
+        left: false,
+    }
+}
+
+impl Fixture {
+    pub fn new(n: usize) -> Self {
+        let old_spec = parse_str(&spec_text(n, "v1")).spec.expect("bench spec");
+        let new_spec = parse_str(&spec_text(n, "v2")).spec.expect("bench spec");
+        let old = drover_core::hash::config_hash(&old_spec.groups[1]);
+        let desired = drover_sim::desired_from_spec(CLUSTER, &new_spec);
+        let new = desired.groups[1].hash.clone();
+        let manager_hash = desired.groups[0].hash.clone();
+        let mut managers = Vec::new();
+        let mut workers = Vec::new();
+        let mut nodes = Vec::new();
+        for k in 0..3 {
+            let link = format!("m-link-{k}");
+            managers.push(instance(
+                format!("m-{k}"),
+                "managers",
+                link.clone(),
+                &manager_hash,
+            ));
+            nodes.push(node(format!("mn-{k}"), "managers", link, Some(k == 0)));
+        }
+        for k in 0..n {
+            let link = format!("w-link-{k}");
+            let config = if k % 2 == 0 { &old } else { &new };
+            workers.push(instance(format!("w-{k}"), "workers", link.clone(), config));
+            nodes.push(node(format!("wn-{k}"), "workers", link, None));
+        }
+        // Operations in flight on the first 10% of the old members, at four
+        // different steps.
+        let in_flight = (n / 10).max(1);
+        let mut journal = Vec::new();
+        for j in 0..in_flight {
+            let k = 2 * j;
+            let id = format!("workers-op-{j}");
+            let victim = Victim {
+                instance: Some(format!("w-{k}")),
+                link: Some(format!("w-link-{k}")),
+                node: Some(format!("wn-{k}")),
+                logical_id: None,
+                zone: None,
+                is_self: false,
+            };
+            match j % 4 {
+                // Draining.
+                0 => nodes[3 + k].availability = Availability::Drain,
+                // Drained: destroy next.
+                1 => {
+                    nodes[3 + k].availability = Availability::Drain;
+                    nodes[3 + k].running_tasks = 0;
+                }
+                // Replacement provisioned, not joined yet.
+                2 => {
+                    workers[k] = instance(format!("w-new-{k}"), "workers", id.clone(), &new);
+                    nodes[3 + k].state = NodeState::Down;
+                }
+                // Replacement joined: watching it.
+                _ => {
+                    workers[k] = instance(format!("w-new-{k}"), "workers", id.clone(), &new);
+                    nodes[3 + k] = node(format!("wn-new-{k}"), "workers", id.clone(), None);
+                }
+            }
+            journal.push(Operation {
+                id,
+                group: "workers".into(),
+                kind: OpKind::Roll,
+                role: Role::Worker,
+                victim: Some(victim),
+                target: Some(Target {
+                    logical_id: None,
+                    zone: None,
+                    attempt: 1,
+                }),
+                surge: false,
+                done: Default::default(),
+                intent: None,
+                collection: None,
+                provision_failures: 0,
+            });
+        }
+        let observed = Observed {
+            instances: BTreeMap::from([
+                ("managers".to_string(), Described::Ok(managers)),
+                ("workers".to_string(), Described::Ok(workers)),
+            ]),
+            swarm: SwarmView::Ok(nodes),
+            self_link: None,
+        };
+        Fixture {
+            desired,
+            observed,
+            journal,
+            old,
+            new,
+            n,
+        }
+    }
+
+    /// The rollout moves on by one member: iteration `i` never sees the
+    /// same input as another.
+    fn step(&mut self, i: usize) {
+        let Some(Described::Ok(workers)) = self.observed.instances.get_mut("workers") else {
+            unreachable!("fixture has workers");
+        };
+        // Skip the members with operations (the first 20%).
+        let k = self.n / 5 + (2 * i) % (self.n - self.n / 5).max(1);
+        if let Some(w) = workers.get_mut(k) {
+            let now_current = w.config() == Some(self.old.as_str());
+            let config = if now_current { &self.new } else { &self.old };
+            w.tags.insert(tags::CONFIG.into(), config.clone());
+        }
+    }
+
+    /// Time one planning pass, `iterations` times; returns the samples and
+    /// the number of actions of the last plan (a sanity check that it works).
+    pub fn measure(&mut self, iterations: usize) -> (Vec<f64>, usize) {
+        let mut samples = Vec::with_capacity(iterations);
+        let mut memory = Memory::default();
+        let mut actions = 0;
+        for i in 0..iterations {
+            self.step(i);
+            let started = Instant::now();
+            let p = plan(PlanInput {
+                desired: &self.desired,
+                observed: &self.observed,
+                journal: &self.journal,
+                memory: &memory,
+                now: 1_000 * i as u64,
+                nonce: i as u64,
+            });
+            samples.push(started.elapsed().as_secs_f64() * 1e3);
+            actions = p.actions.len();
+            memory = p.memory;
+        }
+        (samples, actions)
+    }
+}
+
+/// The planner section: medians per N, growth per 10×, targets.
+pub fn run(sizes: &[usize]) {
+    println!("\n## Planner: one pass over N workers mid-rollout (journal = N/10 ops in flight)\n");
+    println!("| N | median ms | min ms | ×prev (10× N) | actions | target |");
+    println!("|---|---|---|---|---|---|");
+    let mut prev: Option<f64> = None;
+    for &n in sizes {
+        let mut f = Fixture::new(n);
+        let iterations = (2_000_000 / n).clamp(9, 201);
+        let (samples, actions) = f.measure(iterations);
+        let med = median_ms(&samples);
+        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+        let target = match n {
+            10_000 => "< 5 ms",
+            100_000 => "< 50 ms",
+            _ => "",
+        };
+        let growth = prev.map_or("".to_string(), |p| format!("{:.1}", med / p));
+        println!("| {n} | {med:.3} | {min:.3} | {growth} | {actions} | {target} |");
+        prev = Some(med);
+    }
+}

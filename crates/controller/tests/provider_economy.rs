@@ -1,0 +1,127 @@
+//! Provider API economy: in steady state the controller describes each
+//! group once per resync interval, never once per instance, and makes no
+//! other provider call.
+
+use async_trait::async_trait;
+use drover_controller::{Context, Controller};
+use drover_core::model::Instance;
+use drover_core::spec::parse_str;
+use drover_sim::{SimCloud, Timings, World};
+use drover_spi::{InstanceProvider, Provenance, ProviderError, ProvisionRequest, Store};
+use drover_store::MemStore;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+const SPEC: &str = "groups:
+- name: managers
+  role: manager
+  allocation: {size: 3}
+  instance: {provider: sim, properties: {image: v1}}
+- name: workers
+  role: worker
+  allocation: {size: 20}
+  instance: {provider: sim, properties: {image: v1}}
+";
+const RESYNC: Duration = Duration::from_secs(2);
+
+/// The simulated cloud, counting describes and every other call.
+struct Counted {
+    cloud: SimCloud,
+    describes: AtomicU64,
+    others: AtomicU64,
+}
+
+#[async_trait]
+impl InstanceProvider for Counted {
+    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+        self.others.fetch_add(1, Ordering::SeqCst);
+        self.cloud.provision(req).await
+    }
+    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+        self.others.fetch_add(1, Ordering::SeqCst);
+        self.cloud.destroy(instance).await
+    }
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        self.describes.fetch_add(1, Ordering::SeqCst);
+        self.cloud.describe(tags).await
+    }
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        self.others.fetch_add(1, Ordering::SeqCst);
+        self.cloud.label(instance, labels).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn steady_state_costs_one_describe_per_group_per_resync() {
+    let cloud = SimCloud::new(World::new(5, Timings::default()));
+    let provider = Arc::new(Counted {
+        cloud: cloud.clone(),
+        describes: AtomicU64::new(0),
+        others: AtomicU64::new(0),
+    });
+    let store = Arc::new(MemStore::default());
+    store.init_cluster("c1").await.unwrap();
+    let spec = parse_str(SPEC).spec.expect("valid spec");
+    let who = Provenance {
+        who: "test".into(),
+        at_ms: 0,
+        message: "test".into(),
+    };
+    let rev = store.commit(0, &spec, who, false).await.unwrap();
+    let ctx = Context {
+        providers: [(
+            "sim".to_string(),
+            provider.clone() as Arc<dyn InstanceProvider>,
+        )]
+        .into(),
+        cluster: Arc::new(cloud.clone()),
+        store: store.clone(),
+        self_link: None,
+        identity: "test-controller".into(),
+        store_url: None,
+        resync: RESYNC,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Controller::new(ctx).run(async {
+        let _ = stop_rx.await;
+    }));
+    for waited in 0.. {
+        let history = store.history().await.unwrap();
+        if history.iter().any(|r| r.rev == rev && r.converged) {
+            break;
+        }
+        assert!(waited < 3600, "bring-up did not converge");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Let the last timers of the bring-up run out, then count.
+    tokio::time::sleep(RESYNC * 3).await;
+    let (describes, others) = (
+        provider.describes.load(Ordering::SeqCst),
+        provider.others.load(Ordering::SeqCst),
+    );
+    let intervals = 30;
+    tokio::time::sleep(RESYNC * intervals).await;
+    let describes = provider.describes.load(Ordering::SeqCst) - describes;
+    let others = provider.others.load(Ordering::SeqCst) - others;
+    // Per resync: one describe per group, plus one by cluster id per
+    // provider that finds the machines of groups no longer declared (orphans).
+    let per_resync = spec.groups.len() as u64 + 1;
+    let intervals = u64::from(intervals);
+    assert!(
+        (per_resync * (intervals - 1)..=per_resync * (intervals + 1)).contains(&describes),
+        "{describes} describes over {intervals} resyncs: expected {per_resync} per resync \
+         (one per group, one orphan scan; 23 instances)"
+    );
+    assert_eq!(others, 0, "no provider call but describe in steady state");
+    let _ = stop_tx.send(());
+    task.await.unwrap();
+}

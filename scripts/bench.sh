@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# drover's simulated benchmarks (issue 7): planner cost, provider API economy
+# and memory, controller overhead in simulated rollouts, in release mode.
+# Results are Markdown tables on stdout (see BENCHMARKS.md).
+#
+#   scripts/bench.sh                    # every section, 3 runs of each rollout
+#   scripts/bench.sh planner            # one section: planner | economy | rollout
+#   scripts/bench.sh rollout --runs 5
+#
+# Real engines: scripts/bench-real.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo bench -q -p drover-bench --bench drover -- "$@"
