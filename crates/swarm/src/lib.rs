@@ -73,10 +73,12 @@ impl SwarmCluster {
             .filter(|n| n.raft.is_some() && n.group.is_some())
             .map(|n| n.group.clone())
             .collect();
+        // Its state is Ready, or Unknown: the new leader lists every node
+        // Unknown at first, and an ex-leader stays so until it turns Down.
         let demoted = |n: &Node| {
             n.raft.is_none()
                 && !n.manager_role
-                && n.state == NodeState::Ready
+                && matches!(n.state, NodeState::Ready | NodeState::Unknown)
                 && n.group.is_some()
                 && manager_groups.contains(&n.group)
         };
