@@ -41,6 +41,7 @@ fn desired(
         orphan_grace: spec.gc.orphan_grace,
         held: controls.held.clone(),
         replace: controls.replace.clone(),
+        skip_drain: controls.skip_drain.clone(),
     }
 }
 

@@ -199,10 +199,16 @@ pub enum Command {
     },
     /// Replace one instance (e.g. a machine that misbehaves), with the safety
     /// rules of a roll.
-    #[command(after_help = "Example:\n  drover replace i55fb83e9")]
+    #[command(
+        after_help = "Examples:\n  drover replace i55fb83e9\n  drover replace i55fb83e9 --skip-drain   # its node is stuck or its tasks are expendable"
+    )]
     Replace {
         /// The instance id (as `drover status` lists it).
         instance: String,
+        /// Destroy it without draining its node first (its tasks are
+        /// rescheduled only once the node is gone).
+        #[arg(long)]
+        skip_drain: bool,
         /// The store.
         #[command(flatten)]
         store: StoreArgs,

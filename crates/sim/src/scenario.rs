@@ -24,6 +24,7 @@ pub fn desired_from_spec(cluster_id: &str, spec: &ClusterSpec) -> Desired {
         orphan_grace: spec.gc.orphan_grace,
         held: Default::default(),
         replace: Default::default(),
+        skip_drain: Default::default(),
     }
 }
 

@@ -91,6 +91,11 @@ pub struct Controls {
     /// rolled like an outdated member; absent in older stores.
     #[serde(default)]
     pub replace: BTreeSet<String>,
+    /// Of those, the ones to replace without draining first
+    /// (`drover replace --skip-drain`: the node is stuck or its tasks are
+    /// expendable); absent in older stores.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub skip_drain: BTreeSet<String>,
 }
 
 /// One audit-log entry.

@@ -191,7 +191,8 @@ async fn controls((a, b): Pair) {
     let c = Controls {
         paused: ["web".to_string()].into(),
         held: ["i-1".to_string(), "i-2".to_string()].into(),
-        replace: ["i-3".to_string()].into(),
+        replace: ["i-3".to_string(), "i-4".to_string()].into(),
+        skip_drain: ["i-4".to_string()].into(),
     };
     a.set_controls(&c).await.unwrap();
     assert_eq!(b.controls().await.unwrap(), c);

@@ -73,6 +73,9 @@ pub struct Desired {
     /// Instance ids an operator asked to replace (`drover replace`): rolled
     /// like outdated members, with the same safety rules.
     pub replace: std::collections::BTreeSet<String>,
+    /// Instance ids whose removal skips the drain (`drover replace
+    /// --skip-drain`): the Drain step counts as done at once.
+    pub skip_drain: std::collections::BTreeSet<String>,
 }
 
 /// Everything the planner looks at.

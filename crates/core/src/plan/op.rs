@@ -256,6 +256,12 @@ impl Planner<'_> {
                 let Some(n) = node else {
                     return StepState::Done;
                 };
+                if victim
+                    .and_then(|v| v.instance.as_ref())
+                    .is_some_and(|id| self.input.desired.skip_drain.contains(id))
+                {
+                    return StepState::Done;
+                }
                 if n.state != NodeState::Ready {
                     return StepState::Done;
                 }

@@ -50,6 +50,7 @@ fn desired(yaml: &str) -> Desired {
         orphan_grace: spec.gc.orphan_grace,
         held: Default::default(),
         replace: Default::default(),
+        skip_drain: Default::default(),
     }
 }
 
@@ -1199,6 +1200,37 @@ fn a_replace_request_rolls_one_current_member_and_a_hold_wins_over_it() {
     let ops = begins(&p, WORKERS);
     assert_eq!(ops.len(), 1, "{}", describe(&p));
     assert_eq!(victim_link(ops[0]), "w2");
+}
+
+#[test]
+fn a_replace_with_skip_drain_destroys_without_draining() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+    c.node("w2").running_tasks = 3;
+    c.desired.replace.insert("i-w2".into());
+    let drains = |p: &Plan| has(p, |a| matches!(a, Action::Drain { .. }));
+    let destroys_w2 = |p: &Plan| {
+        has(
+            p,
+            |a| matches!(a, Action::Destroy { instance, .. } if instance == "i-w2"),
+        )
+    };
+    // Control: a plain replace drains first and destroys nothing yet.
+    let p = c.at(0);
+    assert!(drains(&p) && !destroys_w2(&p), "{}", describe(&p));
+    // With --skip-drain the node is left as it is and the machine destroyed.
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    c.add_worker("w2", &hash, None);
+    c.node("w2").running_tasks = 3;
+    c.desired.replace.insert("i-w2".into());
+    c.desired.skip_drain.insert("i-w2".into());
+    let p = c.at(0);
+    assert!(!drains(&p), "{}", describe(&p));
+    assert!(destroys_w2(&p), "{}", describe(&p));
 }
 
 #[test]

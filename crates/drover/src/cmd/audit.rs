@@ -82,13 +82,21 @@ pub async fn set_held(
 
 /// Asks the acting controller to replace an instance, with the safety rules
 /// of a roll (a manager waits for fault tolerance, the leader goes last).
-pub async fn request_replace(instance: &str, store: &StoreArgs) -> Result<ExitCode, MainError> {
+pub async fn request_replace(
+    instance: &str,
+    skip_drain: bool,
+    store: &StoreArgs,
+) -> Result<ExitCode, MainError> {
     let store = wiring::store(store).await?;
     let known = listed(store.as_ref(), instance).await?;
     let mut controls = store.controls().await.map_err(anyhow::Error::from)?;
     // Requests for instances that are gone were carried out: forget them.
     controls.replace.retain(|id| known.contains(id));
+    controls.skip_drain.retain(|id| known.contains(id));
     controls.replace.insert(instance.to_string());
+    if skip_drain {
+        controls.skip_drain.insert(instance.to_string());
+    }
     store
         .set_controls(&controls)
         .await

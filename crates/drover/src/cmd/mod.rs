@@ -70,9 +70,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             release,
             store,
         } => runtime()?.block_on(audit::set_held(&instance, !release, &store)),
-        Command::Replace { instance, store } => {
-            runtime()?.block_on(audit::request_replace(&instance, &store))
-        }
+        Command::Replace {
+            instance,
+            skip_drain,
+            store,
+        } => runtime()?.block_on(audit::request_replace(&instance, skip_drain, &store)),
         Command::Rollback { group, to, store } => {
             runtime()?.block_on(revisions::rollback(&group, to, &store))
         }
