@@ -229,3 +229,31 @@ pub async fn first_manager(p: &crate::LocalProvider, cluster: &str) -> String {
     .await
     .expect("first manager")
 }
+
+/// Provisions a member of `group` that joins the swarm `swarm` sees, with
+/// the default boot script for `role` and fresh join material.
+pub async fn joined_member(
+    p: &crate::LocalProvider,
+    swarm: &dyn drover_spi::Cluster,
+    cluster: &str,
+    group: &str,
+    role: drover_core::spec::Role,
+) -> String {
+    use drover_spi::InstanceProvider;
+    let jm = swarm
+        .join_material(role)
+        .await
+        .expect("join material")
+        .expect("a swarm exists");
+    p.provision(request(
+        cluster,
+        group,
+        role,
+        drover_core::template::default_boot_script(role),
+        &jm.addr,
+        false,
+        vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+    ))
+    .await
+    .expect("member joins")
+}

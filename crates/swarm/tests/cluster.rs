@@ -65,19 +65,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
         eprintln!("manager (start + join) {:?}", t0.elapsed());
         ids.push(id);
     }
-    let jm = c1.join_material(Role::Worker).await.unwrap().unwrap();
-    let w = p
-        .provision(testkit::request(
-            "c43",
-            "w",
-            Role::Worker,
-            default_boot_script(Role::Worker),
-            &jm.addr,
-            false,
-            vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
-        ))
-        .await
-        .expect("worker join");
+    let w = testkit::joined_member(&p, &c1, "c43", "w", Role::Worker).await;
 
     // Observe: 3 raft members, 1 leader, every node matched by link.
     let described = p

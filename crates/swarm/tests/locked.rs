@@ -6,7 +6,6 @@
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::model::{SwarmView, tags};
 use drover_core::spec::Role;
-use drover_core::template::default_boot_script;
 use drover_engine::{Engine, LOCKED_MESSAGE, PeerEndpoints};
 use drover_local::testkit::{self, StateGuard};
 use drover_local::{EngineProcess, procs};
@@ -33,20 +32,7 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
     let c1 = SwarmCluster::new(p.endpoint(&m1).unwrap(), Some(peers.clone()));
     let mut followers = Vec::new();
     for _ in 0..2 {
-        let jm = c1.join_material(Role::Manager).await.unwrap().unwrap();
-        let id = p
-            .provision(testkit::request(
-                "c100",
-                "m",
-                Role::Manager,
-                default_boot_script(Role::Manager),
-                &jm.addr,
-                false,
-                vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
-            ))
-            .await
-            .expect("manager join");
-        followers.push(id);
+        followers.push(testkit::joined_member(&p, &c1, "c100", "m", Role::Manager).await);
     }
 
     // Turn autolock on (the unlock key is never fetched: drover never needs it).
