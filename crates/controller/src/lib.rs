@@ -32,6 +32,6 @@ mod status;
 
 pub use context::{Context, Providers};
 pub use metrics::Metrics;
-pub use observe::preview;
+pub use observe::{preview, snapshot};
 pub use run::{Controller, PassReport};
 pub use status::{StatusDoc, wall_ms};

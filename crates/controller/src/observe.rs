@@ -148,12 +148,13 @@ async fn undeclared(
         .collect()
 }
 
-/// What the planner would do now if `spec` were committed: one observation,
-/// one planning pass, nothing written or acted on (`drover plan --store`).
-pub async fn preview(
+/// One observation against `spec`, as the planner would see it: the desired
+/// state (with the store's controls), the world, and the journal. Nothing is
+/// written (off-cluster checks: `drover plan --store`, `drover destroy`).
+pub async fn snapshot(
     ctx: &Context,
     spec: &ClusterSpec,
-) -> Result<drover_core::plan::Plan, StoreError> {
+) -> Result<(Desired, Observed, Vec<Operation>), StoreError> {
     let (id, controls, journal) = futures_util::try_join!(
         ctx.store.cluster_id(),
         ctx.store.controls(),
@@ -162,6 +163,16 @@ pub async fn preview(
     let cluster_id = id.unwrap_or_else(|| "(new cluster)".into());
     let desired = desired(cluster_id, spec, &controls, false);
     let observed = world(ctx, &desired, &journal).await;
+    Ok((desired, observed, journal))
+}
+
+/// What the planner would do now if `spec` were committed: one observation,
+/// one planning pass, nothing written or acted on (`drover plan --store`).
+pub async fn preview(
+    ctx: &Context,
+    spec: &ClusterSpec,
+) -> Result<drover_core::plan::Plan, StoreError> {
+    let (desired, observed, journal) = snapshot(ctx, spec).await?;
     let memory = drover_core::plan::Memory::default();
     Ok(drover_core::plan::plan(drover_core::plan::PlanInput {
         desired: &desired,

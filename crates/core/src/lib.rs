@@ -21,5 +21,6 @@ pub mod model;
 pub mod plan;
 pub mod quorum;
 pub mod spec;
+pub mod teardown;
 pub mod template;
 pub mod yaml;

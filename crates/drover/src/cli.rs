@@ -250,9 +250,9 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Retire every member of a worker or plain group (drained first).
+    /// Retire every member of a group; a manager group (last) ends the swarm.
     #[command(
-        after_help = "Examples:\n  drover destroy workers          # asks you to type the group name\n  drover destroy workers --yes\n\nManager groups are refused: they carry the swarm and the controllers."
+        after_help = "Examples:\n  drover destroy workers          # asks you to type the group name\n  drover destroy workers --yes\n  drover destroy managers --yes --local-dir /var/lib/drover-local\n\nA worker group is committed at size 0 and its members are retired (drained first).\nA manager group goes last: every other group must be destroyed first. The\ncontroller retires the managers one at a time, the leader last; this command\nfollows and removes that last machine itself, from outside the swarm (it needs\nthe provider: --local-dir). Run it again to resume after a timeout.\nExit codes: 0 done, 2 bad input, 3 blocked, 4 timed out."
     )]
     Destroy {
         /// The group.
@@ -260,9 +260,15 @@ pub enum Command {
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,
+        /// How long to follow a manager group's retirement before giving up (resumable).
+        #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
         /// The store.
         #[command(flatten)]
         store: StoreArgs,
+        /// The local provider (for a manager group's last machine).
+        #[command(flatten)]
+        local: LocalArgs,
     },
     /// Print the cluster id, every revision and the controls as JSON.
     #[command(after_help = "Example:\n  drover export > cluster-backup.json")]

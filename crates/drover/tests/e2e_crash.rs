@@ -9,7 +9,8 @@
 //!
 //! After the rollout, for all kill points at once: it completed; no orphan
 //! engine, no duplicate logical id, no stale Down node, no operation left in
-//! the journal; the 200 ms watcher never saw quorum lost.
+//! the journal; the 200 ms watcher never saw quorum lost; a raw dump of the
+//! swarm store (every label, decompressed) holds no swarm secret.
 //!
 //! The store is the swarm's own (the default on a swarm): `apply` creates
 //! the first manager, then commits into its raft; every controller uses the
@@ -304,6 +305,31 @@ async fn crash_matrix() {
         );
     }
     assert_eq!(engines.len(), records.len(), "engines {engines:?}");
+
+    // The swarm store dumped raw (every label it keeps, decompressed) after a
+    // rollout full of joins, campaigns and crashes: no swarm secret in it.
+    let url = lab.store_url();
+    let endpoint = url.strip_prefix("swarm:").expect("a swarm store url");
+    let raw = drover_store::SwarmStore::connect(Some(endpoint))
+        .await
+        .expect("swarm store")
+        .raw_dump()
+        .await
+        .expect("raw dump");
+    let labels: Vec<&str> = raw.iter().map(|(k, _)| k.as_str()).collect();
+    for section in ["revisions", "journal", "status", "events"] {
+        assert!(
+            labels.iter().any(|l| l.ends_with(section)),
+            "no {section} label in the dump: {labels:?}"
+        );
+    }
+    for (label, bytes) in &raw {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            !text.contains("SWMTKN-") && !text.contains("SWMKEY-"),
+            "a swarm secret in the store's {label}"
+        );
+    }
 
     let w = std::mem::take(&mut *seen.lock().unwrap());
     eprintln!(

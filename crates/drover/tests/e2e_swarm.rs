@@ -58,22 +58,7 @@ async fn leader_last_rollout() {
         after.iter().all(|n| n.id != old_leader),
         "the original leader's node is still listed"
     );
-    let now_ids: Vec<String> = lab.records().iter().map(|r| r.id.clone()).collect();
-    for r in old_records.iter().filter(|r| !now_ids.contains(&r.id)) {
-        let pid = r.pid.expect("recorded pid");
-        let alive = drover_local::procs::is_alive(pid)
-            && drover_local::procs::is_ours(pid, &r.socket.display().to_string());
-        assert!(
-            !alive,
-            "engine {pid} of destroyed instance {} still runs",
-            r.id
-        );
-        assert!(
-            !lab.dir.join("instances").join(&r.id).exists(),
-            "directory of destroyed {} left",
-            r.id
-        );
-    }
+    assert_destroyed_are_gone(&lab, &old_records);
     let w = std::mem::take(&mut *seen.lock().unwrap());
     eprintln!(
         "PHASES: bring-up {:.1}s, rollout {:.1}s; {}",
@@ -170,6 +155,16 @@ async fn leader_last_rollout() {
             .all(|r| r.tags.get("drover.config") == hashes_three.get(&r.tags["drover.group"]))
     );
 
+    // The manager group goes last: refused while workers are declared, nothing changed.
+    let out = lab.drover(&["destroy", "managers", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("destroy workers first"));
+    assert_eq!(
+        desired_hashes(&lab),
+        hashes_three,
+        "a refused destroy changed the spec"
+    );
+
     // A group missing from the file is kept; with --prune it is retired.
     let managers_only = lab.dir.join("managers-only.yaml");
     let three = std::fs::read_to_string(lab.spec("three")).unwrap();
@@ -197,6 +192,71 @@ async fn leader_last_rollout() {
     let records = lab.records();
     assert_eq!(records.len(), 3, "{records:#?}");
     assert!(records.iter().all(|r| r.tags["drover.group"] == "managers"));
+
+    // Ending the swarm: the controller retires two managers while a watcher
+    // checks the quorum; the last one (the leader) is removed from here.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new(Watch::default()));
+    let watcher = watch(lab.dir.clone(), stop.clone(), seen.clone());
+    let t2 = Instant::now();
+    let out = lab.drover(&["destroy", "managers", "--yes", "--timeout", "5m"]);
+    stop.store(true, Ordering::SeqCst);
+    watcher.await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("the swarm is gone"), "{text}");
+    assert!(lab.records().is_empty(), "{:#?}", lab.records());
+    assert_destroyed_are_gone(&lab, &records);
+    let w = std::mem::take(&mut *seen.lock().unwrap());
+    eprintln!(
+        "PHASES: teardown {:.1}s; {}",
+        t2.elapsed().as_secs_f64(),
+        w.summary()
+    );
+    w.assert_quorum_kept();
+    let out = lab.drover(&["events", "--output", "json"]);
+    let events: serde_json::Value = serde_json::from_slice(&out.stdout).expect("events json");
+    let last = events
+        .as_array()
+        .and_then(|e| e.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["controller"], "drover destroy", "{last}");
+    assert_eq!(last["outcome"], "ok", "{last}");
+    let out = lab.drover(&["status", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
+    let managers = doc["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["name"] == "managers")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(managers["members"], 0, "{doc}");
+    // Again: nothing left to do, said plainly.
+    let out = lab.drover(&["destroy", "managers", "--yes"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no machine left"));
+}
+
+/// Each of `records` no longer in the provider has no engine running and no directory left.
+fn assert_destroyed_are_gone(lab: &support::Lab, records: &[drover_local::InstanceRecord]) {
+    let now_ids: Vec<String> = lab.records().iter().map(|r| r.id.clone()).collect();
+    for r in records.iter().filter(|r| !now_ids.contains(&r.id)) {
+        let pid = r.pid.expect("recorded pid");
+        let alive = drover_local::procs::is_alive(pid)
+            && drover_local::procs::is_ours(pid, &r.socket.display().to_string());
+        assert!(
+            !alive,
+            "engine {pid} of destroyed instance {} still runs",
+            r.id
+        );
+        assert!(
+            !lab.dir.join("instances").join(&r.id).exists(),
+            "directory of destroyed {} left",
+            r.id
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

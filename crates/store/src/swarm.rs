@@ -129,6 +129,22 @@ impl SwarmStore {
         format!("drover.store.{}.{}", self.opts.namespace, section)
     }
 
+    /// Everything this store keeps, as it is kept: each of its labels, its
+    /// value decompressed (the bytes a secret scan must see; the compressed
+    /// label would hide them).
+    pub async fn raw_dump(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let (_, spec) = self.fetch().await?;
+        let prefix = self.label("");
+        let mut out = Vec::new();
+        for (k, v) in spec.labels.unwrap_or_default() {
+            if k.starts_with(&prefix) {
+                out.push((k, unpack(&v)?));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     fn decode_labels(
         &self,
         labels: &HashMap<String, String>,

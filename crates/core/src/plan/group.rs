@@ -498,6 +498,18 @@ impl<'a> Planner<'a> {
             self.world.observed.self_link.as_deref(),
         );
         for inst in excess {
+            if is_manager && self.world.members <= 1 && self.world.swarm_ok() {
+                // Only `drover destroy` commits a manager group below one
+                // member; the last one is removed from outside the swarm.
+                self.wait(
+                    &name,
+                    format!(
+                        "{} is the swarm's last manager: `drover destroy {name}` removes it from outside the swarm",
+                        inst.id
+                    ),
+                );
+                break;
+            }
             if !self.may_disrupt(d, inst, &health, None) {
                 break;
             }

@@ -1753,3 +1753,34 @@ fn the_meltdown_guard_stops_refilling_when_a_describe_suddenly_lists_no_machine(
     let p = c.at(SEC);
     assert_eq!(provisions(&p).len(), 3, "{}", describe(&p));
 }
+
+// ---------------------------------------------------------------- destroy
+
+#[test]
+fn a_manager_group_destroyed_retires_the_others_one_at_a_time_and_never_the_last() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    for g in [MANAGERS, WORKERS] {
+        c.group_mut(g).spec.allocation = crate::spec::Allocation::Size {
+            size: 0,
+            zones: Vec::new(),
+        };
+    }
+    for round in 0..2 {
+        let p = c.at(round * SEC);
+        let ops = begins(&p, MANAGERS);
+        assert_eq!(ops.len(), 1, "one manager at a time: {}", describe(&p));
+        assert_eq!(ops[0].kind, OpKind::Retire);
+        let link = victim_link(ops[0]).to_string();
+        assert_ne!(link, "m1", "the leader (self) went first: {}", describe(&p));
+        assert_eq!(ops[0].steps()[0], Step::Demote);
+        c.remove_member(MANAGERS, &link);
+    }
+    let p = c.at(5 * SEC);
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("drover destroy managers"),
+        "{}",
+        describe(&p)
+    );
+}

@@ -5,6 +5,7 @@ mod apply;
 mod audit;
 mod controller;
 pub mod demo;
+mod destroy;
 mod engine;
 mod gc;
 mod plan;
@@ -82,9 +83,13 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
         Command::Restart { group, store } => {
             runtime()?.block_on(revisions::restart(&group, &store))
         }
-        Command::Destroy { group, yes, store } => {
-            runtime()?.block_on(revisions::destroy(&group, yes, &store))
-        }
+        Command::Destroy {
+            group,
+            yes,
+            timeout,
+            store,
+            local,
+        } => runtime()?.block_on(destroy::run(&group, yes, timeout, &store, &local)),
         Command::Export { store } => runtime()?.block_on(revisions::export(&store)),
         Command::Import { file, store } => runtime()?.block_on(revisions::import(&file, &store)),
         Command::Demo(cmd) => runtime()?.block_on(demo::run(&cmd)),

@@ -1,5 +1,5 @@
 //! Commands that commit a new desired revision derived from the history:
-//! `rollback`, `restart`, `destroy`; reading it: `diff`, `export`; and
+//! `rollback`, `restart` (and `destroy`, in its own module); reading it: `diff`, `export`; and
 //! `import` into an empty store. Every change goes through the store's
 //! compare-and-swap commit, so the planner carries it out with the same
 //! safety rules as an `apply`.
@@ -8,10 +8,9 @@ use crate::cli::StoreArgs;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::wall_ms;
-use drover_core::spec::{Allocation, ClusterSpec, GroupSpec, Role};
+use drover_core::spec::{ClusterSpec, GroupSpec};
 use drover_spi::{Controls, Provenance, Revision, Store, StoreError};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -85,54 +84,6 @@ pub async fn restart(group: &str, store: &StoreArgs) -> Result<ExitCode, MainErr
         "committed revision {rev}: every member of {group} is rolled (follow with drover status)"
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Retires every member of a group (scaled to 0, one safe step at a time).
-pub async fn destroy(group: &str, yes: bool, store: &StoreArgs) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store).await?;
-    let history = history(store.as_ref()).await?;
-    let current = current(&history)?;
-    let g = declared(current, group)?;
-    if g.role == Role::Manager {
-        return Err(MainError::BadInput(format!(
-            "{group} is a manager group: retiring it would end the swarm and the controllers running on it; destroy the other groups first, then remove the machines through the provider (drover demo down for the demo)"
-        )));
-    }
-    if !yes && !confirmed(group, g.allocation.size())? {
-        println!("nothing changed");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut gone = g.clone();
-    gone.allocation = Allocation::Size {
-        size: 0,
-        zones: Vec::new(),
-    };
-    let spec = with_group(&current.spec, gone);
-    let rev = commit(
-        store.as_ref(),
-        current.rev,
-        &spec,
-        format!("destroy {group}"),
-        false,
-    )
-    .await?;
-    println!("committed revision {rev}: every member of {group} is retired (drained first)");
-    Ok(ExitCode::SUCCESS)
-}
-
-fn confirmed(group: &str, size: usize) -> Result<bool, MainError> {
-    if !std::io::stdin().is_terminal() {
-        return Err(MainError::BadInput(format!(
-            "destroy {group} needs confirmation and stdin is not a terminal: pass --yes"
-        )));
-    }
-    println!("This retires all {size} members of {group}. Type the group name to confirm:");
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(anyhow::Error::from)?;
-    Ok(line.trim() == group)
 }
 
 /// Shows what changed between two revisions (default: `from` → current),
@@ -312,17 +263,17 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
     Ok(ExitCode::SUCCESS)
 }
 
-async fn history(store: &dyn Store) -> Result<Vec<Revision>, MainError> {
+pub(crate) async fn history(store: &dyn Store) -> Result<Vec<Revision>, MainError> {
     Ok(store.history().await.map_err(anyhow::Error::from)?)
 }
 
-fn current(history: &[Revision]) -> Result<&Revision, MainError> {
+pub(crate) fn current(history: &[Revision]) -> Result<&Revision, MainError> {
     history.last().ok_or_else(|| {
         MainError::BadInput("the store holds no desired state yet: run drover apply first".into())
     })
 }
 
-fn declared<'a>(rev: &'a Revision, group: &str) -> Result<&'a GroupSpec, MainError> {
+pub(crate) fn declared<'a>(rev: &'a Revision, group: &str) -> Result<&'a GroupSpec, MainError> {
     rev.spec.group(group).ok_or_else(|| {
         let known: Vec<&str> = rev.spec.groups.iter().map(|g| g.name.as_str()).collect();
         MainError::BadInput(format!(
@@ -332,7 +283,7 @@ fn declared<'a>(rev: &'a Revision, group: &str) -> Result<&'a GroupSpec, MainErr
     })
 }
 
-fn with_group(spec: &ClusterSpec, group: GroupSpec) -> ClusterSpec {
+pub(crate) fn with_group(spec: &ClusterSpec, group: GroupSpec) -> ClusterSpec {
     let mut out = spec.clone();
     if let Some(g) = out.groups.iter_mut().find(|g| g.name == group.name) {
         *g = group;
@@ -340,7 +291,7 @@ fn with_group(spec: &ClusterSpec, group: GroupSpec) -> ClusterSpec {
     out
 }
 
-async fn commit(
+pub(crate) async fn commit(
     store: &dyn Store,
     expected: u64,
     spec: &ClusterSpec,

@@ -194,24 +194,31 @@ pub async fn observe_any(records: &[InstanceRecord]) -> Result<Vec<Node>, String
 }
 
 /// Samples the swarm every 200 ms: fewer reachable managers than quorum,
-/// "no leader" answers and timeouts are all violations.
+/// "no leader" answers and timeouts are all violations, except once the
+/// swarm was last seen with a single manager (a teardown's final step:
+/// there is no quorum left to keep, only that machine to remove).
 #[derive(Default)]
 pub struct Watch {
     pub samples: u64,
     pub violations: Vec<String>,
     pub largest_gap: Duration,
     pub min_margin: Option<i64>,
+    /// Raft members in the last answer.
+    pub last_members: Option<usize>,
+    /// Failed samples after the last manager was left alone.
+    pub ended: u64,
 }
 
 impl Watch {
     /// One line for the test log.
     pub fn summary(&self) -> String {
         format!(
-            "watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}",
+            "watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}, after the last manager {}",
             self.samples,
             self.largest_gap.as_secs_f64(),
             self.min_margin,
-            self.violations
+            self.violations,
+            self.ended
         )
     }
 
@@ -255,8 +262,10 @@ pub fn watch(
                                 .push(format!("{reachable} of {members} managers reachable"));
                         }
                         w.largest_gap = w.largest_gap.max(last_ok.elapsed());
+                        w.last_members = Some(members);
                         last_ok = Instant::now();
                     }
+                    Err(_) if w.last_members == Some(1) => w.ended += 1,
                     Err(e) => w.violations.push(e),
                 }
             }

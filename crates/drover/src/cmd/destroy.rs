@@ -1,0 +1,245 @@
+//! `drover destroy GROUP`: retire every member of a group.
+//!
+//! A worker group is committed at size 0 and the leader's controller
+//! retires its members (drained first) with the usual budgets. A manager
+//! group ends the swarm, so it goes last: every other group must already be
+//! committed at size 0. Its members are retired by the controller one at a
+//! time through the manager gate, the leader (the machine the acting
+//! controller runs on) last; that last machine cannot remove itself, so this
+//! command follows until it is the only thing left in the cluster
+//! ([`drover_core::teardown`] decides) and then destroys it through the
+//! provider from outside the swarm, as `bootstrap` created the first one.
+//! Running it again resumes where it stopped.
+
+use crate::cli::{LocalArgs, StoreArgs};
+use crate::cmd::revisions::{commit, current, declared, history, with_group};
+use crate::error::MainError;
+use crate::wiring;
+use drover_controller::{Context, StatusDoc, snapshot, wall_ms};
+use drover_core::plan::{Memory, PlanInput, member_status, plan};
+use drover_core::spec::{Allocation, ClusterSpec, GroupSpec, Role};
+use drover_core::teardown::{LastManager, last_manager};
+use drover_spi::{Epoch, Event};
+use std::io::{BufRead, IsTerminal};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How often the follower looks again.
+const POLL: Duration = Duration::from_secs(2);
+
+/// Who the final step's events and status name.
+const IDENTITY: &str = "drover destroy";
+
+pub async fn run(
+    group: &str,
+    yes: bool,
+    timeout: Duration,
+    store_args: &StoreArgs,
+    local: &LocalArgs,
+) -> Result<ExitCode, MainError> {
+    let store = wiring::store(store_args).await?;
+    let history = history(store.as_ref()).await?;
+    let current = current(&history)?;
+    let g = declared(current, group)?;
+    if g.role == Role::Manager {
+        let others: Vec<&str> = current
+            .spec
+            .groups
+            .iter()
+            .filter(|o| o.name != group && o.allocation.size() > 0)
+            .map(|o| o.name.as_str())
+            .collect();
+        if !others.is_empty() {
+            return Err(MainError::BadInput(format!(
+                "{group} is a manager group and goes last (it carries the swarm and the controllers): destroy {} first (drover destroy NAME), then {group}",
+                others.join(", ")
+            )));
+        }
+    }
+    let retired = g.allocation.size() == 0;
+    if !retired && !yes && !confirmed(g)? {
+        println!("nothing changed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (rev, spec) = if retired {
+        (current.rev, current.spec.clone())
+    } else {
+        let mut gone = g.clone();
+        gone.allocation = Allocation::Size {
+            size: 0,
+            zones: Vec::new(),
+        };
+        let spec = with_group(&current.spec, gone);
+        let rev = commit(
+            store.as_ref(),
+            current.rev,
+            &spec,
+            format!("destroy {group}"),
+            false,
+        )
+        .await?;
+        (rev, spec)
+    };
+    if g.role != Role::Manager {
+        println!("committed revision {rev}: every member of {group} is retired (drained first)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "revision {rev}: the controller retires the managers of {group} one at a time, the leader last; the last one is removed from here"
+    );
+    let ctx = wiring::observer(store_args, local, IDENTITY).await?;
+    if !ctx.providers.contains_key(&g.instance.provider) {
+        return Err(MainError::BadInput(format!(
+            "--local-dir (or DROVER_LOCAL_DIR): the last manager of {group} is removed from here through provider {}, which is not configured; pass it and run drover destroy {group} again",
+            g.instance.provider
+        )));
+    }
+    finish(&ctx, &spec, g, rev, timeout).await
+}
+
+/// Follows the retirement until only the last manager is left, then removes it.
+async fn finish(
+    ctx: &Context,
+    spec: &ClusterSpec,
+    g: &GroupSpec,
+    rev: u64,
+    timeout: Duration,
+) -> Result<ExitCode, MainError> {
+    let start = Instant::now();
+    let mut said = String::new();
+    let last = loop {
+        let (desired, observed, journal) = snapshot(ctx, spec).await.map_err(failed)?;
+        match last_manager(&desired, &observed, &journal, &g.name) {
+            LastManager::Gone => {
+                println!("{} has no machine left: the swarm is gone", g.name);
+                return Ok(ExitCode::SUCCESS);
+            }
+            LastManager::Ready(inst) => break inst.clone(),
+            LastManager::Wait(why) => {
+                if why != said {
+                    println!("[{:>4.0}s] waiting: {why}", start.elapsed().as_secs_f64());
+                    said = why;
+                }
+            }
+        }
+        if let Some(why) = blocked(ctx, &g.name).await {
+            eprintln!("group {} is blocked: {why}", g.name);
+            return Ok(ExitCode::from(3));
+        }
+        if start.elapsed() >= timeout {
+            eprintln!(
+                "timed out after {}: {said}; run drover destroy {} again to go on",
+                humantime::format_duration(timeout),
+                g.name
+            );
+            return Ok(ExitCode::from(4));
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    // Taking the store's epoch stops the last controller from writing while
+    // its machine goes (it may win it back; it has nothing left to do).
+    let epoch = ctx.store.campaign(IDENTITY).await.map_err(failed)?;
+    note(ctx, epoch, g, &last.id, "started").await;
+    let provider = &ctx.providers[&g.instance.provider];
+    provider.destroy(&last.id).await.map_err(|e| {
+        MainError::Failed(anyhow::anyhow!(
+            "could not destroy {}, the last manager: {e}; run drover destroy {} again",
+            last.id,
+            g.name
+        ))
+    })?;
+    note(ctx, epoch, g, &last.id, "ok").await;
+    settle(ctx, spec, rev, epoch).await;
+    println!(
+        "destroyed {}, the last manager of {}, after {:.0}s: the swarm is gone",
+        last.id,
+        g.name,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The reason the acting controller published for the group being blocked.
+async fn blocked(ctx: &Context, group: &str) -> Option<String> {
+    let doc = ctx.store.status().await.ok()??;
+    let g = doc["groups"]
+        .as_array()?
+        .iter()
+        .find(|g| g["name"] == group)?;
+    (g["phase"] == "blocked").then(|| g["reason"].as_str().unwrap_or("").to_string())
+}
+
+/// Records the final step in the audit log. A store kept in the swarm
+/// itself is gone with its last manager: nothing can be written then.
+async fn note(ctx: &Context, epoch: Epoch, g: &GroupSpec, instance: &str, outcome: &str) {
+    let event = Event {
+        at_ms: wall_ms(),
+        controller: IDENTITY.into(),
+        group: Some(g.name.clone()),
+        op: None,
+        action: "destroy instance".into(),
+        target: Some(instance.into()),
+        outcome: outcome.into(),
+        reason: "the swarm's last manager, removed from outside the swarm".into(),
+    };
+    if let Err(e) = ctx.store.append_event(epoch, &event).await {
+        tracing::info!(error = %e, "the final destroy is not in the event log");
+    }
+}
+
+/// Marks the revision converged and publishes a status showing the empty
+/// cluster, so `drover status` and `drover history` tell the truth after.
+async fn settle(ctx: &Context, spec: &ClusterSpec, rev: u64, epoch: Epoch) {
+    let Ok((desired, observed, journal)) = snapshot(ctx, spec).await else {
+        return;
+    };
+    let plan = plan(PlanInput {
+        desired: &desired,
+        observed: &observed,
+        journal: &journal,
+        memory: &Memory::default(),
+        now: 0,
+        nonce: 0,
+    });
+    let members = member_status(&desired, &observed);
+    let doc = StatusDoc::new(IDENTITY, epoch, rev, &plan, &members, journal.len());
+    let written = async {
+        ctx.store.mark_converged(epoch, rev).await?;
+        let doc = serde_json::to_value(&doc).unwrap_or_default();
+        ctx.store.publish_status(epoch, &doc).await
+    };
+    if let Err(e) = written.await {
+        tracing::info!(error = %e, "no final status written (the store may have gone with the swarm)");
+    }
+}
+
+fn confirmed(g: &GroupSpec) -> Result<bool, MainError> {
+    let group = &g.name;
+    if !std::io::stdin().is_terminal() {
+        return Err(MainError::BadInput(format!(
+            "destroy {group} needs confirmation and stdin is not a terminal: pass --yes"
+        )));
+    }
+    if g.role == Role::Manager {
+        println!(
+            "This ends the swarm: all {} managers of {group} are retired, the leader last.",
+            g.allocation.size()
+        );
+    } else {
+        println!(
+            "This retires all {} members of {group}.",
+            g.allocation.size()
+        );
+    }
+    println!("Type the group name to confirm:");
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(anyhow::Error::from)?;
+    Ok(line.trim() == group)
+}
+
+fn failed(e: drover_spi::StoreError) -> MainError {
+    MainError::Failed(e.into())
+}
