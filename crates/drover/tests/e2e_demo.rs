@@ -3,7 +3,8 @@
 //!
 //! - `drover demo up` builds a real swarm (3 managers + 2 workers, each a
 //!   dockerd on 127.0.85.x, etcd as the store); a second `demo up` is a no-op;
-//! - `drover apply --wait` rolls a change; `status --output json` is parsed
+//! - `drover apply --wait`, run on a pseudo-terminal, rolls a change with live
+//!   progress bars redrawn in place; `status --output json` is parsed
 //!   and checked; `events --output json` holds the rollout's steps in order
 //!   (every step after its operation began, drains before destroys, the
 //!   leader's self-demotion begun last among the managers);
@@ -85,6 +86,41 @@ impl Demo {
         );
         self.printed.lock().unwrap().push_str(&text);
         out
+    }
+
+    /// Runs drover on a pseudo-terminal (util-linux `script`), as an operator
+    /// at a terminal would: its exit code and everything it wrote there.
+    fn drover_on_tty(&self, args: &[&str]) -> (Option<i32>, String) {
+        let line: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_drover"))
+            .chain(args.iter().copied())
+            .map(|a| format!("'{a}'"))
+            .collect();
+        let out = Command::new("script")
+            .args(["-qefc", &line.join(" "), "/dev/null"])
+            .env("DROVER_STORE", self.store())
+            .env("DROVER_LOCAL_DIR", self.dir.join("machines"))
+            .env("DROVER_LOCAL_POOL", format!("{NET}.20-{NET}.40"))
+            .env("DROVER_LOG", TRACE)
+            .env("TERM", "xterm-256color")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run drover under script (util-linux)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let shown: String = text
+            .lines()
+            .filter(|l| !l.contains("TRACE") && !l.contains("DEBUG"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        eprintln!(
+            "$ drover {} (on a terminal) -> {:?}\n{shown}",
+            args.join(" "),
+            out.status.code()
+        );
+        self.printed
+            .lock()
+            .unwrap()
+            .push_str(&format!("$ drover {}\n{text}", args.join(" ")));
+        (out.status.code(), text)
     }
 
     fn up(&self) -> Output {
@@ -319,7 +355,8 @@ async fn scenario(demo: &Demo) {
     let since = drover_controller::wall_ms();
     let v2 = demo.dir.join("cluster-v2.yaml");
     let t1 = Instant::now();
-    let out = demo.drover(&[
+    // On a terminal, as an operator runs it: live bars, redrawn in place.
+    let (code, shown) = demo.drover_on_tty(&[
         "apply",
         "-f",
         v2.to_str().unwrap(),
@@ -327,9 +364,18 @@ async fn scenario(demo: &Demo) {
         "--timeout",
         "6m",
     ]);
-    assert_eq!(out.status.code(), Some(0), "apply --wait failed");
+    assert_eq!(code, Some(0), "apply --wait failed");
     let rolled = t1.elapsed();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("converged on revision 2"));
+    assert!(shown.contains("converged on revision 2"));
+    assert!(
+        shown.contains("[====================] 3/3 converged")
+            && shown.contains("[====================] 2/2 converged"),
+        "no finished progress bar per group on the terminal"
+    );
+    assert!(
+        shown.contains("\x1b[1A") || shown.contains("\x1b[2K"),
+        "the bars were not redrawn in place"
+    );
 
     // Status, as JSON: both groups converged on revision 2, every instance
     // current and healthy, one leader, observed recently by a controller.
