@@ -148,6 +148,7 @@ impl Controller {
     /// planner's next timer, or the resync tick.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let mut commits = watch_store(self.ctx.clone());
         loop {
             if self.fenced && self.ctx.self_link.is_none() {
                 tracing::info!("another controller took over; this one stops");
@@ -186,6 +187,7 @@ impl Controller {
                 _ = &mut shutdown => return,
                 Some(done) = self.done_rx.recv() => self.finished(done).await,
                 Some(()) = nudge => {}
+                Some(()) = commits.recv() => {}
                 _ = tokio::time::sleep(sleep) => {}
             }
             // Drain whatever else finished meanwhile before planning again.
@@ -713,10 +715,13 @@ impl Controller {
                 .mark_converged(epoch, stored.revision.rev)
                 .await?;
         }
+        // Converging is news too: followers (`apply --wait`) show this
+        // document as the final state.
         let due = self
             .last_publish
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(2))
-            || !plan.actions.is_empty();
+            || !plan.actions.is_empty()
+            || (converged && !stored.revision.converged);
         if due {
             let doc = StatusDoc::new(
                 &self.ctx.identity,
@@ -743,4 +748,25 @@ fn step_kind(action: &Action) -> String {
         .ok()
         .and_then(|v| v["action"].as_str().map(str::to_string))
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// Forwards the store's change notifications (a commit, new controls) for
+/// as long as the controller runs; a broken watch is retried at the resync
+/// interval, which also covers a change made while it was re-armed.
+fn watch_store(ctx: Arc<Context>) -> mpsc::UnboundedReceiver<()> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            match ctx.store.changed().await {
+                Ok(()) => {
+                    let _ = tx.send(());
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "store watch broke; re-armed after the resync interval");
+                    tokio::time::sleep(ctx.resync).await;
+                }
+            }
+        }
+    });
+    rx
 }

@@ -1,5 +1,6 @@
 //! The real controller loop against the simulated cloud and swarm, with
-//! tokio's clock paused: bring-up from nothing, then a rolling update.
+//! tokio's clock paused: bring-up from nothing, then a rolling update; a
+//! commit wakes the controller without waiting for its resync.
 
 use drover_controller::{Context, Controller};
 use drover_core::hash::config_hash;
@@ -44,14 +45,9 @@ async fn converged(store: &MemStore, rev: u64) -> bool {
         .any(|r| r.rev == rev && r.converged)
 }
 
-#[tokio::test(start_paused = true)]
-async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let cloud = SimCloud::new(World::new(3, Timings::default()));
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
-    let rev1 = store.commit(0, &spec(SPEC), who(), false).await.unwrap();
-    let ctx = Context {
+/// The controller's context over `cloud` and `store`.
+fn context(cloud: &SimCloud, store: Arc<MemStore>, resync: Duration) -> Context {
+    Context {
         providers: [(
             "sim".to_string(),
             Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
@@ -62,8 +58,18 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
         self_link: None,
         identity: "test-controller".into(),
         store_url: None,
-        resync: Duration::from_secs(2),
-    };
+        resync,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let store = Arc::new(MemStore::default());
+    store.init_cluster("c1").await.unwrap();
+    let rev1 = store.commit(0, &spec(SPEC), who(), false).await.unwrap();
+    let ctx = context(&cloud, store.clone(), Duration::from_secs(2));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(Controller::new(ctx).run(async {
         let _ = stop_rx.await;
@@ -139,4 +145,41 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
             .values()
             .all(|i| i.inst.tag(tags::CLUSTER) == Some("c1"))
     );
+}
+
+/// With a resync of 10 minutes, a converged controller sleeps; a commit must
+/// wake it at once (the store's change watch), not at the next resync.
+#[tokio::test(start_paused = true)]
+async fn a_commit_wakes_a_sleeping_controller_before_its_resync() {
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let store = Arc::new(MemStore::default());
+    store.init_cluster("c1").await.unwrap();
+    let rev1 = store.commit(0, &spec(SPEC), who(), false).await.unwrap();
+    let ctx = context(&cloud, store.clone(), Duration::from_secs(600));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Controller::new(ctx).run(async {
+        let _ = stop_rx.await;
+    }));
+    let mut waited = 0;
+    while !converged(&store, rev1).await {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        waited += 1;
+        assert!(waited < 36_000, "bring-up did not converge");
+    }
+    // Let it settle into its long sleep.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let v2 = spec(&SPEC.replace("image: v1", "image: v2"));
+    let rev2 = store.commit(rev1, &v2, who(), false).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = store.status().await.unwrap().unwrap_or_default();
+    assert_eq!(
+        status["revision"], rev2,
+        "the controller did not plan the new revision within 1 s of (virtual) time"
+    );
+    assert!(
+        !store.journal().await.unwrap().is_empty(),
+        "nothing was begun for the new revision"
+    );
+    let _ = stop_tx.send(());
+    task.await.unwrap();
 }

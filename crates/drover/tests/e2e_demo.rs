@@ -367,10 +367,15 @@ async fn scenario(demo: &Demo) {
     assert_eq!(code, Some(0), "apply --wait failed");
     let rolled = t1.elapsed();
     assert!(shown.contains("converged on revision 2"));
+    // The last frame drawn before the final line shows both groups done.
+    let end = shown.find("converged on revision 2").unwrap();
+    let last_frame = &shown[shown[..end]
+        .rfind("managers     [")
+        .expect("a managers bar")..end];
     assert!(
-        shown.contains("[====================] 3/3 converged")
-            && shown.contains("[====================] 2/2 converged"),
-        "no finished progress bar per group on the terminal"
+        last_frame.contains("[====================] 3/3 converged")
+            && last_frame.contains("[====================] 2/2 converged"),
+        "the final frame is not both groups converged: {last_frame:?}"
     );
     assert!(
         shown.contains("\x1b[1A") || shown.contains("\x1b[2K"),

@@ -220,6 +220,15 @@ pub trait Store: Send + Sync {
     /// Marks revision `rev` converged (fenced).
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError>;
 
+    /// Resolves when what a controller acts on may have changed: a revision
+    /// committed or the operator's controls (pause, hold, replace) written,
+    /// so a controller reacts to `drover apply` at once rather than at its
+    /// next resync. A backend that cannot watch never resolves (the resync
+    /// finds the change); an error means the watch broke.
+    async fn changed(&self) -> Result<(), StoreError> {
+        std::future::pending().await
+    }
+
     /// Operator controls.
     async fn controls(&self) -> Result<Controls, StoreError>;
     /// Replaces operator controls.

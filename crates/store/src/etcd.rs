@@ -523,6 +523,31 @@ impl Store for EtcdStore {
         }
     }
 
+    async fn changed(&self) -> Result<(), StoreError> {
+        // One watch per key the controllers act on (not the whole prefix:
+        // status and heartbeats change every pass).
+        let mut client = self.client.clone();
+        let mut revs = client
+            .watch(self.key("rev"), None)
+            .await
+            .map_err(etcd_err)?;
+        let mut controls = client
+            .watch(self.key("controls"), None)
+            .await
+            .map_err(etcd_err)?;
+        loop {
+            let message = tokio::select! {
+                m = revs.message() => m,
+                m = controls.message() => m,
+            };
+            match message.map_err(etcd_err)? {
+                Some(r) if !r.events().is_empty() => return Ok(()),
+                // The watch's own "created" notice, or progress: keep waiting.
+                Some(_) => {}
+                None => return Err(unavailable("etcd", "the watch stream ended")),
+            }
+        }
+    }
     async fn controls(&self) -> Result<Controls, StoreError> {
         let key = self.key("controls");
         match self.get(&key).await? {

@@ -17,6 +17,8 @@ pub struct MemStore {
     limits: Limits,
     /// Kept for the contract only: nothing is encoded in memory.
     format: WriteFormat,
+    /// Wakes [`Store::changed`] waiters on a commit or new controls.
+    changes: tokio::sync::Notify,
 }
 
 impl MemStore {
@@ -26,6 +28,7 @@ impl MemStore {
             state: Mutex::default(),
             limits,
             format: WriteFormat::default(),
+            changes: tokio::sync::Notify::new(),
         }
     }
 
@@ -62,7 +65,13 @@ impl Store for MemStore {
         provenance: Provenance,
         is_rollback: bool,
     ) -> Result<u64, StoreError> {
-        self.with(|s| s.commit(expected, spec, provenance, is_rollback, self.limits))
+        let rev = self.with(|s| s.commit(expected, spec, provenance, is_rollback, self.limits))?;
+        self.changes.notify_waiters();
+        Ok(rev)
+    }
+    async fn changed(&self) -> Result<(), StoreError> {
+        self.changes.notified().await;
+        Ok(())
     }
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
         self.with(|s| s.mark_converged(epoch, rev))
@@ -74,7 +83,9 @@ impl Store for MemStore {
         self.with(|s| {
             s.controls = controls.clone();
             Ok(())
-        })
+        })?;
+        self.changes.notify_waiters();
+        Ok(())
     }
     async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
         self.with(|s| Ok(s.campaign(holder)))

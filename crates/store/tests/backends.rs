@@ -1,14 +1,17 @@
-//! What only one backend can show: file mode and lock, etcd's txn guard and
-//! lease, the swarm's versioned update and size limit.
+//! What only one backend can show: file mode and lock, etcd's txn guard,
+//! lease and change watch (and the memory store's), the swarm's versioned
+//! update and size limit.
 
 mod support;
 
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::spec::ClusterSpec;
+use drover_spi::Controls;
 use drover_spi::{Provenance, Store, StoreError};
-use drover_store::{EtcdOptions, EtcdStore, FileStore, SwarmOptions, SwarmStore};
+use drover_store::{EtcdOptions, EtcdStore, FileStore, MemStore, SwarmOptions, SwarmStore};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn prov() -> Provenance {
@@ -218,4 +221,53 @@ async fn swarm_versioned_update_fences_and_size_is_bounded() {
         other => panic!("raft accepted > 1.5 MiB: {other:?}"),
     }
     assert_eq!(b.desired().await.unwrap().unwrap().rev, 1);
+}
+
+/// `changed` stays pending while nothing happens, and resolves on a commit
+/// and on new controls. The watch is armed in a task before the write; a
+/// write that raced ahead of it is retried (bounded), never counted.
+async fn changed_fires_on_commits_and_controls(store: Arc<dyn Store>) {
+    store.init_cluster("c1").await.unwrap();
+    let mut rev = 0;
+    for what in ["commit", "controls"] {
+        let mut fired = false;
+        for _ in 0..5 {
+            let s = store.clone();
+            let waiter = tokio::spawn(async move { s.changed().await });
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert!(!waiter.is_finished(), "{what}: fired with no change");
+            if what == "commit" {
+                rev = store
+                    .commit(rev, &spec_with(&format!("r{rev}")), prov(), false)
+                    .await
+                    .unwrap();
+            } else {
+                let controls = Controls {
+                    paused: [format!("g{rev}")].into(),
+                    ..Controls::default()
+                };
+                store.set_controls(&controls).await.unwrap();
+            }
+            if let Ok(done) = tokio::time::timeout(Duration::from_secs(5), waiter).await {
+                done.unwrap().expect("the watch broke");
+                fired = true;
+                break;
+            }
+        }
+        assert!(fired, "{what}: changed() never resolved");
+    }
+}
+
+#[tokio::test]
+async fn etcd_changed_fires_on_commits_and_controls() {
+    let etcd = support::Etcd::start().await;
+    let store = EtcdStore::connect(&etcd.url, EtcdOptions::default())
+        .await
+        .unwrap();
+    changed_fires_on_commits_and_controls(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn mem_changed_fires_on_commits_and_controls() {
+    changed_fires_on_commits_and_controls(Arc::new(MemStore::default())).await;
 }

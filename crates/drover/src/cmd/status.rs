@@ -168,6 +168,16 @@ pub async fn follow(
     loop {
         let history = store.history().await.map_err(anyhow::Error::from)?;
         if history.iter().any(|r| r.rev == rev && r.converged) {
+            // The controller publishes the converged status right after
+            // marking the revision: show it as the final frame.
+            for _ in 0..8 {
+                let doc = latest(store).await?;
+                if let Some(doc) = doc.filter(|d| d.revision == rev && all_converged(d)) {
+                    progress.update(&doc);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
             progress.finish();
             println!(
                 "converged on revision {rev} after {:.1}s",
@@ -175,12 +185,7 @@ pub async fn follow(
             );
             return Ok(FollowEnd::Converged);
         }
-        if let Some(doc) = store
-            .status()
-            .await
-            .map_err(anyhow::Error::from)?
-            .and_then(|v| serde_json::from_value::<StatusDoc>(v).ok())
-        {
+        if let Some(doc) = latest(store).await? {
             progress.update(&doc);
             let blocked = doc
                 .groups
@@ -201,4 +206,19 @@ pub async fn follow(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The last published status document, if any (and readable).
+async fn latest(store: &dyn Store) -> Result<Option<StatusDoc>, MainError> {
+    Ok(store
+        .status()
+        .await
+        .map_err(anyhow::Error::from)?
+        .and_then(|v| serde_json::from_value::<StatusDoc>(v).ok()))
+}
+
+fn all_converged(doc: &StatusDoc) -> bool {
+    doc.groups
+        .as_array()
+        .is_some_and(|gs| gs.iter().all(|g| g["phase"] == "converged"))
 }
