@@ -45,59 +45,76 @@ async fn converged(store: &MemStore, rev: u64) -> bool {
         .any(|r| r.rev == rev && r.converged)
 }
 
-/// The controller's context over `cloud` and `store`.
-fn context(cloud: &SimCloud, store: Arc<MemStore>, resync: Duration) -> Context {
-    Context {
-        providers: [(
-            "sim".to_string(),
-            Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
-        )]
-        .into(),
-        cluster: Arc::new(cloud.clone()),
-        store: store.clone(),
-        self_link: None,
-        identity: "test-controller".into(),
-        store_url: None,
-        resync,
+/// A controller (resync `resync`) running over a fresh simulated cloud and
+/// memory store, with `SPEC` committed as revision 1.
+struct Running {
+    cloud: SimCloud,
+    store: Arc<MemStore>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn start(resync: Duration) -> Running {
+        let cloud = SimCloud::new(World::new(3, Timings::default()));
+        let store = Arc::new(MemStore::default());
+        store.init_cluster("c1").await.unwrap();
+        store.commit(0, &spec(SPEC), who(), false).await.unwrap();
+        let ctx = Context {
+            providers: [(
+                "sim".to_string(),
+                Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
+            )]
+            .into(),
+            cluster: Arc::new(cloud.clone()),
+            store: store.clone(),
+            self_link: None,
+            identity: "test-controller".into(),
+            store_url: None,
+            resync,
+        };
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(Controller::new(ctx).run(async {
+            let _ = stop_rx.await;
+        }));
+        Running {
+            cloud,
+            store,
+            stop,
+            task,
+        }
+    }
+
+    /// Waits (virtual time) until `rev` converged, at most `limit` seconds.
+    async fn converge(&self, rev: u64, limit: u64) {
+        let mut waited = 0;
+        while !converged(&self.store, rev).await {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            waited += 1;
+            assert!(
+                waited < limit,
+                "revision {rev} did not converge: {:?}",
+                self.store.status().await.unwrap()
+            );
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let cloud = SimCloud::new(World::new(3, Timings::default()));
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
-    let rev1 = store.commit(0, &spec(SPEC), who(), false).await.unwrap();
-    let ctx = context(&cloud, store.clone(), Duration::from_secs(2));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
-
-    let mut waited = 0;
-    while !converged(&store, rev1).await {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        waited += 1;
-        assert!(
-            waited < 3600,
-            "bring-up did not converge: {:?}",
-            store.status().await.unwrap()
-        );
-    }
+    let run = Running::start(Duration::from_secs(2)).await;
+    run.converge(1, 3600).await;
     let v2 = spec(&SPEC.replace("image: v1", "image: v2"));
-    let rev2 = store.commit(rev1, &v2, who(), false).await.unwrap();
-    while !converged(&store, rev2).await {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        waited += 1;
-        assert!(
-            waited < 7200,
-            "rollout did not converge: {:?}",
-            store.status().await.unwrap()
-        );
-    }
-    let _ = stop_tx.send(());
-    task.await.unwrap();
+    let rev2 = run.store.commit(1, &v2, who(), false).await.unwrap();
+    run.converge(rev2, 7200).await;
+    let (store, cloud) = (run.store.clone(), run.cloud.clone());
+    run.stop().await;
 
     let events = store.events(0).await.unwrap();
     let status = serde_json::to_string(&store.status().await.unwrap()).unwrap();
@@ -151,35 +168,21 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
 /// wake it at once (the store's change watch), not at the next resync.
 #[tokio::test(start_paused = true)]
 async fn a_commit_wakes_a_sleeping_controller_before_its_resync() {
-    let cloud = SimCloud::new(World::new(3, Timings::default()));
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
-    let rev1 = store.commit(0, &spec(SPEC), who(), false).await.unwrap();
-    let ctx = context(&cloud, store.clone(), Duration::from_secs(600));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
-    let mut waited = 0;
-    while !converged(&store, rev1).await {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        waited += 1;
-        assert!(waited < 36_000, "bring-up did not converge");
-    }
+    let run = Running::start(Duration::from_secs(600)).await;
+    run.converge(1, 36_000).await;
     // Let it settle into its long sleep.
     tokio::time::sleep(Duration::from_secs(30)).await;
     let v2 = spec(&SPEC.replace("image: v1", "image: v2"));
-    let rev2 = store.commit(rev1, &v2, who(), false).await.unwrap();
+    let rev2 = run.store.commit(1, &v2, who(), false).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let status = store.status().await.unwrap().unwrap_or_default();
+    let status = run.store.status().await.unwrap().unwrap_or_default();
     assert_eq!(
         status["revision"], rev2,
         "the controller did not plan the new revision within 1 s of (virtual) time"
     );
     assert!(
-        !store.journal().await.unwrap().is_empty(),
+        !run.store.journal().await.unwrap().is_empty(),
         "nothing was begun for the new revision"
     );
-    let _ = stop_tx.send(());
-    task.await.unwrap();
+    run.stop().await;
 }

@@ -23,7 +23,7 @@ use drover_local::{InstanceRecord, LocalProvider};
 use drover_spi::InstanceProvider;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{Lab, bounded};
+use support::{Lab, bounded, group_of};
 
 const NET: u8 = 80;
 
@@ -97,16 +97,6 @@ groups:
             .await;
         group_of(&doc, group)
     }
-}
-
-fn group_of(doc: &serde_json::Value, group: &str) -> serde_json::Value {
-    doc["groups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|g| g["name"] == group)
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn kill9(r: &InstanceRecord) {

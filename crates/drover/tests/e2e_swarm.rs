@@ -13,7 +13,9 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Lab, Watch, assert_converged_shape, bounded, desired_hashes, leader, watch};
+use support::{
+    Lab, Watch, assert_converged_shape, bounded, desired_hashes, group_of, leader, watch,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolls_a_new_config_through_managers_leader_last_without_losing_quorum() {
@@ -112,26 +114,10 @@ async fn leader_last_rollout() {
     loop {
         // Managers roll first; once they are done, the paused workers must still wait.
         let doc = store.status().await.unwrap().unwrap_or_default();
-        let group = |name: &str| {
-            doc["groups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|g| g["name"] == name)
-                .cloned()
-                .unwrap_or_default()
-        };
-        if doc["revision"] == 3 && group("managers")["phase"] == "converged" {
+        if doc["revision"] == 3 && group_of(&doc, "managers")["phase"] == "converged" {
             tokio::time::sleep(Duration::from_secs(5)).await;
             let doc = store.status().await.unwrap().unwrap_or_default();
-            let workers = doc["groups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|g| g["name"] == "workers")
-                .cloned()
-                .unwrap_or_default();
-            assert_eq!(workers["phase"], "paused", "{doc}");
+            assert_eq!(group_of(&doc, "workers")["phase"], "paused", "{doc}");
             break;
         }
         assert!(
@@ -225,14 +211,7 @@ async fn leader_last_rollout() {
     assert_eq!(last["outcome"], "ok", "{last}");
     let out = lab.drover(&["status", "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
-    let managers = doc["groups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|g| g["name"] == "managers")
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(managers["members"], 0, "{doc}");
+    assert_eq!(group_of(&doc, "managers")["members"], 0, "{doc}");
     // Again: nothing left to do, said plainly.
     let out = lab.drover(&["destroy", "managers", "--yes"]);
     assert_eq!(out.status.code(), Some(0));
@@ -280,13 +259,7 @@ async fn leader_crash_mid_rollout() {
     let t1 = Instant::now();
     loop {
         let doc = store.status().await.unwrap().unwrap_or_default();
-        let managers = doc["groups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|g| g["name"] == "managers")
-            .cloned()
-            .unwrap_or_default();
+        let managers = group_of(&doc, "managers");
         let whole = doc["swarm"]["members"] == 3 && doc["swarm"]["reachable"] == 3;
         if doc["revision"] == rev && managers["current"].as_u64().unwrap_or(0) >= 1 && whole {
             break;

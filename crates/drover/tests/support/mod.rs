@@ -281,6 +281,17 @@ pub fn leader(nodes: &[Node]) -> &Node {
         .expect("a leader")
 }
 
+/// One group's entry in a status document (`null` when absent).
+pub fn group_of(doc: &serde_json::Value, group: &str) -> serde_json::Value {
+    doc["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["name"] == group)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The desired config hash per group, from the published status.
 pub fn desired_hashes(lab: &Lab) -> BTreeMap<String, String> {
     let out = lab.drover(&["status", "--output", "json"]);
