@@ -751,13 +751,18 @@ fn step_kind(action: &Action) -> String {
 }
 
 /// Forwards the store's change notifications (a commit, new controls) for
-/// as long as the controller runs; a broken watch is retried at the resync
-/// interval, which also covers a change made while it was re-armed.
+/// as long as the controller runs (its receiver lives); a broken watch is
+/// retried at the resync interval, which also finds a change made meanwhile.
 fn watch_store(ctx: Arc<Context>) -> mpsc::UnboundedReceiver<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        while !tx.is_closed() {
-            match ctx.store.changed().await {
+        loop {
+            let changed = tokio::select! {
+                // The controller stopped: so does its watch.
+                _ = tx.closed() => return,
+                r = ctx.store.changed() => r,
+            };
+            match changed {
                 Ok(()) => {
                     let _ = tx.send(());
                 }

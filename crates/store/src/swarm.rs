@@ -80,6 +80,9 @@ fn out_of_sequence(e: &bollard::errors::Error) -> bool {
         if message.contains("update out of sequence"))
 }
 
+/// How often [`Store::changed`] looks at the swarm's labels.
+const CHANGE_POLL: Duration = Duration::from_millis(500);
+
 impl SwarmStore {
     /// Connects to a manager's engine: `None` uses `DOCKER_HOST` or the
     /// default socket; `Some("unix:///path/docker.sock")` a given socket.
@@ -320,6 +323,25 @@ impl Store for SwarmStore {
             .await
     }
 
+    async fn changed(&self) -> Result<(), StoreError> {
+        // The engine emits no event for a swarm update: compare the two
+        // labels a controller acts on, read from its own engine, twice a
+        // second (status and heartbeats, written every pass, are not looked at).
+        let acted_on = || async {
+            let (_, spec) = self.fetch().await?;
+            let labels = spec.labels.unwrap_or_default();
+            Ok::<_, StoreError>(
+                [Revisions, SControls].map(|s| labels.get(&self.label(s.name())).cloned()),
+            )
+        };
+        let before = acted_on().await?;
+        loop {
+            tokio::time::sleep(CHANGE_POLL).await;
+            if acted_on().await? != before {
+                return Ok(());
+            }
+        }
+    }
     async fn controls(&self) -> Result<Controls, StoreError> {
         Ok(self.read(&[SControls]).await?.controls)
     }

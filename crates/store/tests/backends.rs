@@ -271,3 +271,12 @@ async fn etcd_changed_fires_on_commits_and_controls() {
 async fn mem_changed_fires_on_commits_and_controls() {
     changed_fires_on_commits_and_controls(Arc::new(MemStore::default())).await;
 }
+
+#[tokio::test]
+async fn swarm_changed_fires_on_commits_and_controls() {
+    let d = support::Dockerd::start_swarm("127.0.9.3").await;
+    let store = SwarmStore::connect(Some(d.endpoint.as_str()))
+        .await
+        .unwrap();
+    changed_fires_on_commits_and_controls(Arc::new(store)).await;
+}
