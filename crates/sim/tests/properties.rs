@@ -210,3 +210,37 @@ proptest! {
         }
     }
 }
+
+/// Schedules the property once found failing, replayed on every run.
+#[test]
+fn schedules_found_failing_before_stay_fixed() {
+    // A surge-rolled single manager whose old machine's engine crashed: the
+    // old machine is surplus but not the swarm's last manager; a too-broad
+    // "never retire the last manager" wait once kept it forever.
+    let surplus_after_surge = Schedule {
+        seed: 8708614275278888478,
+        managers: 1,
+        manager_pets: false,
+        manager_surge: false,
+        workers: 0,
+        max_in_flight: 1,
+        canaries: 0,
+        zones: 0,
+        worker_surge: false,
+        faults: FaultMix {
+            provision_failure: 0.0,
+            never_join: 0.15,
+            crashes_per_min: 1.0,
+            leader_changes_per_min: 0.0,
+            controller_crash: 0.0,
+            describe_failure: 0.0,
+            vanish_share: 0.0,
+            minutes: 1,
+        },
+    };
+    for s in [surplus_after_surge] {
+        if let Err(e) = run(&s) {
+            panic!("schedule {s:?} failed again: {e}");
+        }
+    }
+}

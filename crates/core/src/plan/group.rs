@@ -498,9 +498,10 @@ impl<'a> Planner<'a> {
             self.world.observed.self_link.as_deref(),
         );
         for inst in excess {
-            if is_manager && self.world.members <= 1 && self.world.swarm_ok() {
+            let last = is_manager && self.world.members <= 1 && self.world.swarm_ok();
+            if last && d.spec.allocation.size() == 0 && self.is_leader(inst) {
                 // Only `drover destroy` commits a manager group below one
-                // member; the last one is removed from outside the swarm.
+                // member; the swarm's last one is removed from outside it.
                 self.wait(
                     &name,
                     format!(
