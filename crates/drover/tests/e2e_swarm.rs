@@ -3,7 +3,8 @@
 //! `dockerd` processes on loopback is brought up, then a new configuration
 //! is rolled through it — followers first, then the leader the acting
 //! controller runs on — while a watcher checks the quorum every 200 ms.
-//! A second scenario kills -9 the leader's engine mid-rollout.
+//! A second scenario kills -9 the leader's engine mid-rollout; a third tears
+//! down a swarm-store cluster while reading the store through a follower.
 //!
 //! Everything started is stopped by PID (StateGuard, Etcd drop), also on
 //! failure. Wall times are printed, never asserted.
@@ -216,6 +217,44 @@ async fn leader_last_rollout() {
     let out = lab.drover(&["destroy", "managers", "--yes"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no machine left"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tears_down_a_swarm_store_cluster_read_through_a_manager_it_retires() {
+    bounded(600, teardown_through_a_follower()).await;
+}
+
+/// The swarm store lives in the raft: `destroy` reads it through a follower's
+/// engine, which the teardown retires first, and must find it again on a
+/// manager that is left.
+async fn teardown_through_a_follower() {
+    let lab = Lab::with_swarm_store(73).await;
+    let one = std::fs::read_to_string(lab.spec("one")).unwrap();
+    let managers_only = lab.dir.join("managers-only.yaml");
+    std::fs::write(&managers_only, &one[..one.find("- name: workers").unwrap()]).unwrap();
+    lab.apply(&managers_only, true);
+    let nodes = lab.nodes().await.expect("the swarm answers");
+    let leader_link = leader(&nodes).link.clone();
+    let records = lab.records();
+    let follower = records
+        .iter()
+        .find(|r| r.tags.get("drover.link") != leader_link.as_ref())
+        .expect("a follower");
+    let store = format!("swarm:{}", follower.endpoint());
+    let out = lab.drover(&[
+        "destroy",
+        "managers",
+        "--yes",
+        "--timeout",
+        "5m",
+        "--store",
+        &store,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("the swarm is gone"), "{text}");
+    assert!(lab.records().is_empty(), "{:#?}", lab.records());
+    assert_destroyed_are_gone(&lab, &records);
 }
 
 /// Each of `records` no longer in the provider has no engine running and no directory left.

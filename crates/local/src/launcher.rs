@@ -58,8 +58,10 @@ impl EnginePaths {
         self.pid.display().to_string()
     }
 
-    /// What identifies every process of this engine (dockerd, containerd
-    /// and shims all carry a path under `D`).
+    /// What identifies every process of this machine: dockerd, containerd
+    /// and shims carry a path under `D` in their command line, and every
+    /// process started for the machine (those, the boot script and what it
+    /// starts) carries it in [`procs::MACHINE_ENV`].
     pub fn dir_needle(&self) -> String {
         format!("{}/", self.dir.display())
     }
@@ -113,7 +115,8 @@ impl EngineProcess {
         for (k, v) in labels {
             cmd.arg("--label").arg(format!("{k}={v}"));
         }
-        cmd.stdin(Stdio::null())
+        cmd.env(procs::MACHINE_ENV, paths.dir_needle())
+            .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0);

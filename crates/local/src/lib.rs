@@ -313,6 +313,7 @@ impl LocalProvider {
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg(&file)
             .current_dir(&paths.dir)
+            .env(procs::MACHINE_ENV, paths.dir_needle())
             .env("DOCKER_HOST", paths.endpoint())
             .env("PATH", path)
             // The machine's "instance metadata": where this cloud keeps its

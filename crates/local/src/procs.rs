@@ -28,6 +28,29 @@ pub fn is_ours(pid: i32, needle: &str) -> bool {
     pid > 1 && cmdline(pid).is_some_and(|c| c.contains(needle))
 }
 
+/// Set (to the machine's directory) in the environment of everything the
+/// provider starts for a machine, and so inherited by all it starts in
+/// turn: what tells the machine's processes from a bystander whose command
+/// line merely names the machine (an operator's `drover --store
+/// swarm:unix:///…/sock` must survive that machine's destruction).
+pub const MACHINE_ENV: &str = "DROVER_LOCAL_MACHINE";
+
+/// True when `pid`'s environment has `MACHINE_ENV=value`.
+fn started_for(pid: i32, value: &str) -> bool {
+    let wanted = format!("{MACHINE_ENV}={value}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
+}
+
+/// The live processes started for the machine whose directory is `needle`:
+/// named in their command line and marked in their environment.
+fn machine_pids(needle: &str) -> Vec<i32> {
+    pids_matching(needle)
+        .into_iter()
+        .filter(|p| started_for(*p, needle))
+        .collect()
+}
+
 /// Every live process whose command line contains `needle`.
 pub fn pids_matching(needle: &str) -> Vec<i32> {
     let Ok(rd) = std::fs::read_dir("/proc") else {
@@ -59,8 +82,9 @@ pub fn pgid_of(pid: i32) -> Option<i32> {
 
 /// Stops an engine: SIGTERM its process group (only when the group leader
 /// `pid` is verified by `needle` in its command line) and every process
-/// whose command line contains `needle` (containerd, shims, the boot
-/// script); waits up to `grace`, then SIGKILLs what is left. Returns the
+/// started for the machine (command line naming `needle`, environment
+/// marked with it: containerd, shims, the boot script, the controller and
+/// its restart loop); waits up to `grace`, then SIGKILLs what is left. Returns the
 /// number of processes still alive afterwards (0 on success).
 pub fn stop_tree(pid: Option<i32>, pgid: Option<i32>, needle: &str, grace: Duration) -> usize {
     let mut verified_group = None;
@@ -74,12 +98,12 @@ pub fn stop_tree(pid: Option<i32>, pgid: Option<i32>, needle: &str, grace: Durat
         if let Some(g) = verified_group {
             let _ = killpg(Pid::from_raw(g), sig);
         }
-        for p in pids_matching(needle) {
+        for p in machine_pids(needle) {
             let _ = kill(Pid::from_raw(p), sig);
         }
     };
     let alive = || {
-        let mut n = pids_matching(needle).len();
+        let mut n = machine_pids(needle).len();
         if let Some(g) = verified_group {
             n += group_members(g)
                 .into_iter()

@@ -87,40 +87,74 @@ pub async fn run(
     println!(
         "revision {rev}: the controller retires the managers of {group} one at a time, the leader last; the last one is removed from here"
     );
-    let ctx = wiring::observer(store_args, local, IDENTITY).await?;
+    let mut ctx = wiring::observer(store_args, local, IDENTITY).await?;
+    let machines = wiring::local(local)?;
     if !ctx.providers.contains_key(&g.instance.provider) {
         return Err(MainError::BadInput(format!(
             "--local-dir (or DROVER_LOCAL_DIR): the last manager of {group} is removed from here through provider {}, which is not configured; pass it and run drover destroy {group} again",
             g.instance.provider
         )));
     }
-    finish(&ctx, &spec, g, rev, timeout).await
+    // Only the swarm store can vanish with a retired manager.
+    let machines = machines.filter(|_| store_args.url.starts_with("swarm"));
+    finish(&mut ctx, &spec, g, rev, timeout, machines.as_deref()).await
 }
 
-/// Follows the retirement until only the last manager is left, then removes it.
+/// The swarm store lives in the raft, read through one manager's engine,
+/// and this command retires managers: when the one it reads through goes,
+/// open the store again on a machine whose engine still answers as a manager.
+async fn reopen_on_a_manager(
+    ctx: &mut Context,
+    machines: Option<&drover_local::LocalProvider>,
+) -> bool {
+    let Some(machines) = machines else {
+        return false;
+    };
+    let records = machines.records().unwrap_or_default();
+    for r in records.iter().filter(|r| machines.is_running(r)) {
+        if let Ok(store) = drover_store::open(&format!("swarm:{}", r.endpoint())).await {
+            tracing::info!(machine = %r.id, "the store's engine was retired: reading the swarm store through another manager");
+            ctx.store = store.into();
+            return true;
+        }
+    }
+    false
+}
+
+/// Follows the retirement until only the last manager is left, then removes
+/// it. With `machines` (a swarm store), an unreachable store is looked for
+/// again on the machines still running.
 async fn finish(
-    ctx: &Context,
+    ctx: &mut Context,
     spec: &ClusterSpec,
     g: &GroupSpec,
     rev: u64,
     timeout: Duration,
+    machines: Option<&drover_local::LocalProvider>,
 ) -> Result<ExitCode, MainError> {
     let start = Instant::now();
     let mut said = String::new();
     let last = loop {
-        let (desired, observed, journal) = snapshot(ctx, spec).await.map_err(failed)?;
-        match last_manager(&desired, &observed, &journal, &g.name) {
-            LastManager::Gone => {
-                println!("{} has no machine left: the swarm is gone", g.name);
-                return Ok(ExitCode::SUCCESS);
-            }
-            LastManager::Ready(inst) => break inst.clone(),
-            LastManager::Wait(why) => {
-                if why != said {
-                    println!("[{:>4.0}s] waiting: {why}", start.elapsed().as_secs_f64());
-                    said = why;
+        let why = match snapshot(ctx, spec).await {
+            Ok((desired, observed, journal)) => {
+                match last_manager(&desired, &observed, &journal, &g.name) {
+                    LastManager::Gone => {
+                        println!("{} has no machine left: the swarm is gone", g.name);
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                    LastManager::Ready(inst) => break inst.clone(),
+                    LastManager::Wait(why) => why,
                 }
             }
+            Err(e) if e.is_transient() && reopen_on_a_manager(ctx, machines).await => {
+                "the engine the store was read through is gone: reading it through another manager"
+                    .into()
+            }
+            Err(e) => return Err(failed(e)),
+        };
+        if why != said {
+            println!("[{:>4.0}s] waiting: {why}", start.elapsed().as_secs_f64());
+            said = why;
         }
         if let Some(why) = blocked(ctx, &g.name).await {
             eprintln!("group {} is blocked: {why}", g.name);
