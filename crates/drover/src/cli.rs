@@ -352,8 +352,9 @@ pub struct SimRollout {
 /// Where the store is.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// Store address: `file:///path/state.db`, `etcd://host:port`, or `swarm`
-    /// (the swarm's own raft, through DOCKER_HOST).
+    /// Store address: `file:///path/state.db`, `etcd://host:port`, `swarm`
+    /// (the swarm's own raft, through the engine the docker CLI would use:
+    /// DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) or `swarm:ENDPOINT`.
     #[arg(long = "store", env = "DROVER_STORE", default_value = "swarm")]
     pub url: String,
 }

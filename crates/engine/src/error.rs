@@ -25,6 +25,10 @@ pub enum EngineError {
     /// The engine is not part of a swarm, or not a manager, for a call that needs it.
     #[error("not a swarm manager: {0}")]
     NotManager(String),
+    /// The endpoint, its TLS setting or its certificate directory cannot
+    /// work (not retryable: the message says what to fix).
+    #[error("{0}")]
+    BadAddress(String),
     /// Anything else.
     #[error("engine error: {0}")]
     Other(String),
@@ -117,7 +121,7 @@ impl From<EngineError> for ClusterError {
             EngineError::Unavailable(m) => ClusterError::Unavailable(m),
             EngineError::NotFound(m) => ClusterError::NotFound(m),
             EngineError::NotManager(m) => ClusterError::Unavailable(m),
-            EngineError::Other(m) => ClusterError::Other(m),
+            EngineError::BadAddress(m) | EngineError::Other(m) => ClusterError::Other(m),
         }
     }
 }

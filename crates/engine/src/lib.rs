@@ -5,12 +5,17 @@
 //! node lists converted to drover's observation types
 //! ([`drover_core::model::Node`], [`SwarmView`]).
 //!
+//! Engines are reached as the docker CLI reaches them ([`docker_client`],
+//! [`DockerEnv`]: `DOCKER_HOST`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`).
+//!
 //! Node updates always re-read the node right before the update and send
 //! its full spec (labels, role, availability) with the current version,
 //! retrying a bounded number of times on "update out of sequence".
 
+mod endpoint;
 mod error;
 
+pub use endpoint::{DEFAULT_HOST, DockerEnv, docker_client};
 pub use error::EngineError;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -189,8 +194,9 @@ pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -
 }
 
 impl Engine {
-    /// Connects to `endpoint` (a socket path, `unix:///path`, or
-    /// `tcp://host:port`/`http://…`) and negotiates the API version.
+    /// Connects to `endpoint` (a socket path, `unix:///path`, `tcp://host:port`
+    /// — TLS when `DOCKER_TLS_VERIFY` is set, as for the docker CLI —,
+    /// `http://…` or `https://…`) and negotiates the API version.
     pub async fn connect(endpoint: &str) -> Result<Engine, EngineError> {
         Self::connect_with_timeout(endpoint, CALL_TIMEOUT).await
     }
@@ -202,22 +208,13 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         // The client-side timeout is a backstop; every call is bounded
         // explicitly (leave needs longer than an ordinary call).
-        let client_timeout = 120;
-        let docker = if endpoint.starts_with("unix://") || endpoint.starts_with('/') {
-            Docker::connect_with_unix(endpoint, client_timeout, bollard::API_DEFAULT_VERSION)?
-        } else {
-            let url = endpoint.replacen("tcp://", "http://", 1);
-            Docker::connect_with_http(&url, client_timeout, bollard::API_DEFAULT_VERSION)?
-        };
-        let docker = match tokio::time::timeout(timeout, docker.negotiate_version()).await {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(EngineError::Unavailable(format!(
-                    "{endpoint}: no answer within {} s",
-                    timeout.as_secs()
-                )));
-            }
-        };
+        let docker = docker_client(
+            Some(endpoint),
+            &DockerEnv::from_process(),
+            Duration::from_secs(120),
+            timeout,
+        )
+        .await?;
         Ok(Engine {
             docker,
             endpoint: endpoint.to_string(),

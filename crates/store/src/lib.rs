@@ -5,9 +5,9 @@
 //!   (the file lock is the leadership);
 //! - [`EtcdStore`] (`etcd://host:port[,host:port]`, `etcds://` for TLS):
 //!   keys under a prefix, txn compares, a leased leader record;
-//! - [`SwarmStore`] (`swarm`, `swarm:unix:///path/docker.sock`): the swarm's
-//!   own raft, as compressed labels of the swarm spec, written with the
-//!   swarm object's version.
+//! - [`SwarmStore`] (`swarm`, `swarm:ENDPOINT`): the swarm's own raft, as
+//!   compressed labels of the swarm spec, written with the swarm object's
+//!   version, reached like the docker CLI reaches an engine.
 //!
 //! Start with [`open`]. Every backend keeps the same contract (see
 //! `README.md` and the contract tests in `tests/contract.rs`): spec commits
@@ -36,8 +36,8 @@ use std::path::PathBuf;
 
 /// What [`open`] accepts, for error messages.
 const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
-                     etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm or \
-                     swarm:unix:///path/docker.sock";
+                     etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm (DOCKER_HOST) or \
+                     swarm:ENDPOINT (unix:///path/docker.sock, tcp://host:port, https://host:port)";
 
 /// A parsed store address.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,10 +72,12 @@ fn parse(url: &str) -> Result<Address, StoreError> {
         return Ok(Address::Swarm(None));
     }
     if let Some(ep) = url.strip_prefix("swarm:") {
-        if !ep.starts_with("unix:///") {
+        // The engine client checks the endpoint itself when connecting.
+        if ep.is_empty() {
             return Err(bad(
                 url,
-                "a swarm store endpoint must be a unix socket (swarm:unix:///var/run/docker.sock)",
+                "name the engine after swarm: (swarm:unix:///var/run/docker.sock), \
+                 or write swarm alone for DOCKER_HOST",
             ));
         }
         return Ok(Address::Swarm(Some(ep.to_string())));
@@ -126,8 +128,10 @@ fn parse(url: &str) -> Result<Address, StoreError> {
 /// - `etcd://host:port[,host:port][?prefix=/drover/NAME]`, or `etcds://` with
 ///   `ca=`, `cert=`, `key=` (PEM paths) and `user=`; the password comes only
 ///   from the `DROVER_ETCD_PASSWORD` environment variable;
-/// - `swarm` (the local engine: `DOCKER_HOST` or the default socket) or
-///   `swarm:unix:///path/docker.sock`.
+/// - `swarm` (the engine the docker CLI would use: `DOCKER_HOST` or the
+///   default socket, TLS per `DOCKER_TLS_VERIFY` / `DOCKER_CERT_PATH`) or
+///   `swarm:ENDPOINT` (`unix:///path/docker.sock`, `tcp://host:port`,
+///   `https://host:port`).
 ///
 /// # Errors
 /// [`StoreError::BadAddress`] for anything else, naming the argument and
@@ -193,6 +197,10 @@ mod tests {
             parse("swarm:unix:///run/d.sock").unwrap(),
             Address::Swarm(Some("unix:///run/d.sock".into()))
         );
+        assert_eq!(
+            parse("swarm:tcp://10.0.0.5:2376").unwrap(),
+            Address::Swarm(Some("tcp://10.0.0.5:2376".into()))
+        );
         match parse("etcds://a:2379,b:2379?prefix=/drover/x&ca=/ca.pem&user=u").unwrap() {
             Address::Etcd {
                 endpoints,
@@ -225,7 +233,7 @@ mod tests {
         assert!(err("/var/lib/state.db").contains("--store"));
         assert!(err("/var/lib/state.db").contains("file:///"));
         assert!(err("file://state.db").contains("absolute path"));
-        assert!(err("swarm:tcp://h:2375").contains("unix socket"));
+        assert!(err("swarm:").contains("DOCKER_HOST"));
         assert!(err("etcd://").contains("no etcd endpoint"));
         assert!(err("etcd://h:1?bogus=1").contains("unknown etcd option"));
         let e = err("etcd://h:1?user=u&password=hunter2");

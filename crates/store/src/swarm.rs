@@ -24,6 +24,7 @@ use bollard::models::SwarmSpec;
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
+use drover_engine::{DockerEnv, EngineError, docker_client};
 use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
 use flate2::Compression;
 use flate2::read::GzDecoder;
@@ -47,6 +48,9 @@ pub struct SwarmOptions {
     pub budget: usize,
     /// Retries of a write that lost a version race (default 50).
     pub retries: u32,
+    /// How to reach the engine, as the docker CLI would (default: this
+    /// process's `DOCKER_HOST`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`).
+    pub docker_env: Option<DockerEnv>,
 }
 
 impl Default for SwarmOptions {
@@ -59,6 +63,7 @@ impl Default for SwarmOptions {
             },
             budget: 256 * 1024,
             retries: 50,
+            docker_env: None,
         }
     }
 }
@@ -84,8 +89,11 @@ fn out_of_sequence(e: &bollard::errors::Error) -> bool {
 const CHANGE_POLL: Duration = Duration::from_millis(500);
 
 impl SwarmStore {
-    /// Connects to a manager's engine: `None` uses `DOCKER_HOST` or the
-    /// default socket; `Some("unix:///path/docker.sock")` a given socket.
+    /// Connects to a manager's engine like the docker CLI: `None` uses
+    /// `DOCKER_HOST` or the default socket; `Some` an endpoint
+    /// (`unix:///path/docker.sock`, `tcp://host:port`, `https://host:port`).
+    /// `tcp://` speaks TLS when `DOCKER_TLS_VERIFY` is set, with the client
+    /// certificates in `DOCKER_CERT_PATH`.
     pub async fn connect(endpoint: Option<&str>) -> Result<SwarmStore, StoreError> {
         SwarmStore::connect_with(endpoint, SwarmOptions::default()).await
     }
@@ -95,24 +103,22 @@ impl SwarmStore {
         endpoint: Option<&str>,
         opts: SwarmOptions,
     ) -> Result<SwarmStore, StoreError> {
-        let docker = match endpoint {
-            None => Docker::connect_with_local_defaults(),
-            Some(ep) => Docker::connect_with_unix(ep, 60, bollard::API_DEFAULT_VERSION),
-        }
-        .map_err(|e| {
-            StoreError::BadAddress(format!(
-                "cannot use docker endpoint {}: {e}",
-                endpoint.unwrap_or("(default)")
-            ))
-        })?
-        .negotiate_version()
-        .await
-        .map_err(engine)?;
+        let env = opts
+            .docker_env
+            .clone()
+            .unwrap_or_else(DockerEnv::from_process);
+        let host = env.host(endpoint);
+        let timeout = Duration::from_secs(60);
+        let docker = docker_client(endpoint, &env, timeout, timeout)
+            .await
+            .map_err(|e| match e {
+                EngineError::BadAddress(m) => StoreError::BadAddress(m),
+                other => unavailable(&format!("docker engine {host}"), other),
+            })?;
         // Only a manager can read or write the swarm object.
         docker.inspect_swarm().await.map_err(|e| {
             StoreError::Unavailable(format!(
-                "the engine at {} is not a reachable swarm manager: {e}",
-                endpoint.unwrap_or("(default)")
+                "the engine at {host} is not a reachable swarm manager: {e}"
             ))
         })?;
         Ok(SwarmStore {

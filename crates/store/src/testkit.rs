@@ -1,5 +1,12 @@
-//! A throwaway `etcd` for tests (this crate's and the end-to-end ones):
-//! its own short tempdir, free loopback ports, stopped by PID in `Drop`.
+//! Throwaway servers for tests (this crate's and the end-to-end ones): an
+//! `etcd` and a single-node swarm `dockerd` (optionally with TLS), each in
+//! its own short tempdir on loopback, stopped by PID in `Drop`.
+
+mod certs;
+mod dockerd;
+
+pub use certs::TestCerts;
+pub use dockerd::Dockerd;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;

@@ -25,7 +25,12 @@ pub async fn join(
     }
     let engine = drover_engine::Engine::connect(engine)
         .await
-        .map_err(|e| MainError::Failed(anyhow::anyhow!("{e}")))?;
+        .map_err(|e| match e {
+            drover_engine::EngineError::BadAddress(m) => {
+                MainError::BadInput(format!("--engine: {m}"))
+            }
+            other => MainError::Failed(anyhow::anyhow!("{other}")),
+        })?;
     engine
         .join(&token, &[remote.to_string()], &format!("{address}:2377"))
         .await
