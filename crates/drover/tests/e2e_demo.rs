@@ -165,7 +165,13 @@ impl Drop for Demo {
         // Whatever `demo down` could not do (it failed, or the marker was never written).
         drover_local::teardown(&self.dir.join("machines"));
         let needle = format!("{}/", self.dir.display());
-        drover_local::procs::stop_tree(None, None, &needle, Duration::from_secs(10));
+        drover_local::procs::stop_tree(
+            None,
+            None,
+            &needle,
+            drover_local::procs::Owned::Named,
+            Duration::from_secs(10),
+        );
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

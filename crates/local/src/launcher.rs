@@ -162,21 +162,37 @@ impl EngineProcess {
     /// Stops the engine now (SIGTERM the group, SIGKILL after the grace).
     pub fn stop(mut self) {
         self.armed = false;
-        stop_engine(&self.paths, Some(self.pid), Some(self.pid));
+        stop_engine(
+            &self.paths,
+            Some(self.pid),
+            Some(self.pid),
+            procs::Owned::Marked,
+        );
     }
 }
 
 impl Drop for EngineProcess {
     fn drop(&mut self) {
         if self.armed {
-            stop_engine(&self.paths, Some(self.pid), Some(self.pid));
+            stop_engine(
+                &self.paths,
+                Some(self.pid),
+                Some(self.pid),
+                procs::Owned::Marked,
+            );
         }
     }
 }
 
-/// Stops an engine's processes (verified by command line) and unmounts
-/// what it left under its directory. Does not remove the directory.
-pub fn stop_engine(paths: &EnginePaths, pid: Option<i32>, pgid: Option<i32>) -> usize {
+/// Stops an engine's processes (verified by command line; `owned` says
+/// whether they must also carry the machine's mark) and unmounts what it
+/// left under its directory. Does not remove the directory.
+pub fn stop_engine(
+    paths: &EnginePaths,
+    pid: Option<i32>,
+    pgid: Option<i32>,
+    owned: procs::Owned,
+) -> usize {
     // Group kill only when the leader is verified by its pidfile path;
     // everything else only when its command line names the directory.
     let verified = pid.filter(|p| procs::is_ours(*p, &paths.needle()));
@@ -184,6 +200,7 @@ pub fn stop_engine(paths: &EnginePaths, pid: Option<i32>, pgid: Option<i32>) -> 
         verified,
         verified.and(pgid),
         &paths.dir_needle(),
+        owned,
         STOP_GRACE,
     );
     let _ = procs::unmount_under(&paths.dir);

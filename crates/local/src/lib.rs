@@ -384,7 +384,7 @@ pub fn teardown(state_dir: &Path) {
                 let engine_dir = rec.as_ref().and_then(|r| r.engine_dir.clone());
                 let paths = EnginePaths::new(engine_dir.as_deref().unwrap_or(&dir));
                 let (pid, pgid) = rec.map(|r| (r.pid, r.pgid)).unwrap_or((None, None));
-                launcher::stop_engine(&paths, pid, pgid);
+                launcher::stop_engine(&paths, pid, pgid, procs::Owned::Named);
                 let _ = procs::remove_instance_dir(&paths.dir);
                 let _ = procs::remove_instance_dir(&dir);
             })
@@ -475,7 +475,7 @@ impl InstanceProvider for LocalProvider {
                     // still stop anything naming the directory.
                     let paths = EnginePaths::new(&dir);
                     tokio::task::spawn_blocking(move || {
-                        launcher::stop_engine(&paths, None, None);
+                        launcher::stop_engine(&paths, None, None, procs::Owned::Named);
                         procs::remove_instance_dir(&paths.dir)
                     })
                     .await
@@ -488,7 +488,13 @@ impl InstanceProvider for LocalProvider {
         let paths = self.engine_paths(&rec);
         let own_dir = self.dir_of(&rec.id);
         tokio::task::spawn_blocking(move || {
-            let left = launcher::stop_engine(&paths, rec.pid, rec.pgid);
+            // An adopted engine was started by someone else, unmarked.
+            let owned = if rec.engine_dir.is_some() {
+                procs::Owned::Named
+            } else {
+                procs::Owned::Marked
+            };
+            let left = launcher::stop_engine(&paths, rec.pid, rec.pgid, owned);
             if left > 0 {
                 return Err(std::io::Error::other(format!(
                     "{left} processes of {} survived SIGKILL",

@@ -42,12 +42,22 @@ fn started_for(pid: i32, value: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
 }
 
-/// The live processes started for the machine whose directory is `needle`:
-/// named in their command line and marked in their environment.
-fn machine_pids(needle: &str) -> Vec<i32> {
+/// Which processes naming `needle` in their command line [`stop_tree`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owned {
+    /// Only those also marked with it in [`MACHINE_ENV`]: everything the
+    /// provider started for one of its machines (and what that started).
+    Marked,
+    /// All of them: a directory whose every process is ours although we
+    /// did not start it marked (an adopted engine, the demo's directory).
+    Named,
+}
+
+/// The live processes naming `needle` that `owned` selects.
+fn owned_pids(needle: &str, owned: Owned) -> Vec<i32> {
     pids_matching(needle)
         .into_iter()
-        .filter(|p| started_for(*p, needle))
+        .filter(|p| owned == Owned::Named || started_for(*p, needle))
         .collect()
 }
 
@@ -82,11 +92,17 @@ pub fn pgid_of(pid: i32) -> Option<i32> {
 
 /// Stops an engine: SIGTERM its process group (only when the group leader
 /// `pid` is verified by `needle` in its command line) and every process
-/// started for the machine (command line naming `needle`, environment
-/// marked with it: containerd, shims, the boot script, the controller and
-/// its restart loop); waits up to `grace`, then SIGKILLs what is left. Returns the
+/// whose command line names `needle` and that `owned` selects (containerd,
+/// shims, the boot script, the controller and its restart loop); waits up
+/// to `grace`, then SIGKILLs what is left. Returns the
 /// number of processes still alive afterwards (0 on success).
-pub fn stop_tree(pid: Option<i32>, pgid: Option<i32>, needle: &str, grace: Duration) -> usize {
+pub fn stop_tree(
+    pid: Option<i32>,
+    pgid: Option<i32>,
+    needle: &str,
+    owned: Owned,
+    grace: Duration,
+) -> usize {
     let mut verified_group = None;
     if let (Some(pid), Some(pgid)) = (pid, pgid)
         && is_ours(pid, needle)
@@ -98,12 +114,12 @@ pub fn stop_tree(pid: Option<i32>, pgid: Option<i32>, needle: &str, grace: Durat
         if let Some(g) = verified_group {
             let _ = killpg(Pid::from_raw(g), sig);
         }
-        for p in machine_pids(needle) {
+        for p in owned_pids(needle, owned) {
             let _ = kill(Pid::from_raw(p), sig);
         }
     };
     let alive = || {
-        let mut n = machine_pids(needle).len();
+        let mut n = owned_pids(needle, owned).len();
         if let Some(g) = verified_group {
             n += group_members(g)
                 .into_iter()

@@ -383,7 +383,13 @@ fn down(dir: &Path) -> Result<ExitCode, MainError> {
     drover_local::teardown(&dir.join("machines"));
     if let Some(pid) = marker.etcd_pid {
         let needle = dir.join("etcd").display().to_string();
-        drover_local::procs::stop_tree(Some(pid), Some(pid), &needle, Duration::from_secs(10));
+        drover_local::procs::stop_tree(
+            Some(pid),
+            Some(pid),
+            &needle,
+            drover_local::procs::Owned::Named,
+            Duration::from_secs(10),
+        );
     }
     let needle = format!("{}/", dir.display());
     let left = drover_local::procs::pids_matching(&needle);
