@@ -66,11 +66,20 @@ pub async fn observer(
     local: &LocalArgs,
     identity: &str,
 ) -> Result<drover_controller::Context, MainError> {
+    observer_on(self::store(store).await?, local, identity)
+}
+
+/// [`observer`] over a store already open (a file store opens once per process).
+pub fn observer_on(
+    store: Arc<dyn Store>,
+    local: &LocalArgs,
+    identity: &str,
+) -> Result<drover_controller::Context, MainError> {
     let local = self::local(local)?;
     Ok(drover_controller::Context {
         providers: providers(&local),
         cluster: off_cluster_swarm(&local),
-        store: self::store(store).await?,
+        store,
         self_link: None,
         identity: identity.into(),
         store_url: None,

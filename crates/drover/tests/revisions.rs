@@ -49,6 +49,7 @@ fn drover(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_drover"))
         .args(args)
         .env("DROVER_STORE", url)
+        .env_remove("DROVER_LOCAL_DIR")
         .stdin(Stdio::null())
         .output()
         .expect("run drover")
@@ -113,6 +114,17 @@ async fn rollback_restart_and_destroy_commit_revisions_through_the_store() {
         Some(0)
     );
     assert_eq!(workers(&history(&url)[5]).allocation.size(), 0);
+    // Workers gone, the manager group may go, but its last machine is removed
+    // from here: without the provider, exit 2 and nothing committed.
+    let out = drover(&url, &["destroy", "managers", "--yes"]);
+    assert_eq!(
+        code(&out),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--local-dir"));
+    assert_eq!(history(&url).len(), 6, "a refused destroy committed");
 
     // Bad input: exit 2, nothing committed.
     for args in [

@@ -41,6 +41,9 @@ pub async fn run(
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let g = declared(current, group)?;
+    // A manager group's last machine is removed from here: everything that
+    // needs is checked before anything is committed.
+    let mut managers = None;
     if g.role == Role::Manager {
         let others: Vec<&str> = current
             .spec
@@ -55,6 +58,14 @@ pub async fn run(
                 others.join(", ")
             )));
         }
+        let ctx = wiring::observer_on(store.clone(), local, IDENTITY)?;
+        if !ctx.providers.contains_key(&g.instance.provider) {
+            return Err(MainError::BadInput(format!(
+                "--local-dir (or DROVER_LOCAL_DIR): the last manager of {group} is removed from here through provider {}, which is not configured here",
+                g.instance.provider
+            )));
+        }
+        managers = Some(ctx);
     }
     let retired = g.allocation.size() == 0;
     if !retired && !yes && !confirmed(g)? {
@@ -80,23 +91,15 @@ pub async fn run(
         .await?;
         (rev, spec)
     };
-    if g.role != Role::Manager {
+    let Some(mut ctx) = managers else {
         println!("committed revision {rev}: every member of {group} is retired (drained first)");
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     println!(
         "revision {rev}: the controller retires the managers of {group} one at a time, the leader last; the last one is removed from here"
     );
-    let mut ctx = wiring::observer(store_args, local, IDENTITY).await?;
-    let machines = wiring::local(local)?;
-    if !ctx.providers.contains_key(&g.instance.provider) {
-        return Err(MainError::BadInput(format!(
-            "--local-dir (or DROVER_LOCAL_DIR): the last manager of {group} is removed from here through provider {}, which is not configured; pass it and run drover destroy {group} again",
-            g.instance.provider
-        )));
-    }
     // Only the swarm store can vanish with a retired manager.
-    let machines = machines.filter(|_| store_args.url.starts_with("swarm"));
+    let machines = wiring::local(local)?.filter(|_| store_args.url.starts_with("swarm"));
     finish(&mut ctx, &spec, g, rev, timeout, machines.as_deref()).await
 }
 
