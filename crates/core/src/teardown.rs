@@ -60,22 +60,13 @@ pub fn last_manager<'a>(
             ids.join(", ")
         ));
     }
-    let mut own: &[Instance] = &[];
-    for (name, described) in &observed.instances {
-        match described {
-            Described::Failed(why) => {
-                return LastManager::Wait(format!("cannot describe group {name}: {why}"));
-            }
-            Described::Ok(list) if name == group => own = list,
-            Described::Ok(list) if !list.is_empty() => {
-                return LastManager::Wait(format!(
-                    "group {name} still has {} machine(s)",
-                    list.len()
-                ));
-            }
-            Described::Ok(_) => {}
-        }
+    if let Some(why) = others_remaining(observed, group) {
+        return LastManager::Wait(why);
     }
+    let own = match observed.instances.get(group) {
+        Some(Described::Ok(list)) => list.as_slice(),
+        _ => &[],
+    };
     let last = match own {
         [] => return LastManager::Gone,
         [one] => one,
@@ -109,6 +100,23 @@ pub fn last_manager<'a>(
             LastManager::Wait(format!("the swarm cannot be asked: {why}"))
         }
     }
+}
+
+/// Why the cluster still holds something besides `group` (a machine of
+/// another group, declared or not), or cannot be known to hold nothing
+/// (a failed describe); `None` when only `group` is left. The manager
+/// group goes last: its retirement starts only once this is `None`.
+pub fn others_remaining(observed: &Observed, group: &str) -> Option<String> {
+    observed
+        .instances
+        .iter()
+        .find_map(|(name, described)| match described {
+            Described::Failed(why) => Some(format!("cannot describe group {name}: {why}")),
+            Described::Ok(list) if name != group && !list.is_empty() => {
+                Some(format!("group {name} still has {} machine(s)", list.len()))
+            }
+            Described::Ok(_) => None,
+        })
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! A worker group is committed at size 0 and the leader's controller
 //! retires its members (drained first) with the usual budgets. A manager
 //! group ends the swarm, so it goes last: every other group must already be
-//! committed at size 0. Its members are retired by the controller one at a
+//! committed at size 0, and its retirement is committed only once their
+//! machines are gone. Its members are retired by the controller one at a
 //! time through the manager gate, the leader (the machine the acting
 //! controller runs on) last; that last machine cannot remove itself, so this
 //! command follows until it is the only thing left in the cluster
@@ -16,9 +17,12 @@ use crate::cmd::revisions::{commit, current, declared, history, with_group};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{Context, StatusDoc, snapshot, wall_ms};
+use drover_core::journal::Operation;
+use drover_core::model::{Instance, Observed};
+use drover_core::plan::Desired;
 use drover_core::plan::{Memory, PlanInput, member_status, plan};
 use drover_core::spec::{Allocation, ClusterSpec, GroupSpec, Role};
-use drover_core::teardown::{LastManager, last_manager};
+use drover_core::teardown::{LastManager, last_manager, others_remaining};
 use drover_spi::{Epoch, Event};
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
@@ -72,6 +76,23 @@ pub async fn run(
         println!("nothing changed");
         return Ok(ExitCode::SUCCESS);
     }
+    let start = Instant::now();
+    if let (Some(ctx), false) = (managers.as_mut(), retired) {
+        // Manager groups last: their retirement begins once the other
+        // groups' machines are gone, not while they still drain.
+        let mut follow = Follow::new(ctx, None, group, timeout, start);
+        let others = follow
+            .until(&current.spec, |_, observed, _| {
+                match others_remaining(observed, group) {
+                    None => Seen::Done(()),
+                    Some(why) => Seen::Wait(why),
+                }
+            })
+            .await?;
+        if let Err(code) = others {
+            return Ok(code);
+        }
+    }
     let (rev, spec) = if retired {
         (current.rev, current.spec.clone())
     } else {
@@ -100,7 +121,104 @@ pub async fn run(
     );
     // Only the swarm store can vanish with a retired manager.
     let machines = wiring::local(local)?.filter(|_| store_args.url.starts_with("swarm"));
-    finish(&mut ctx, &spec, g, rev, timeout, machines.as_deref()).await
+    let mut follow = Follow::new(&mut ctx, machines.as_deref(), group, timeout, start);
+    let last = follow
+        .until(&spec, |desired, observed, journal| {
+            match last_manager(desired, observed, journal, group) {
+                LastManager::Gone => Seen::Done(None),
+                LastManager::Ready(inst) => Seen::Done(Some(inst.clone())),
+                LastManager::Wait(why) => Seen::Wait(why),
+            }
+        })
+        .await?;
+    match last {
+        Err(code) => Ok(code),
+        Ok(None) => {
+            println!("{group} has no machine left: the swarm is gone");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Some(last)) => remove_last(&ctx, &spec, g, rev, &last, start).await,
+    }
+}
+
+/// What one look at the cluster found.
+enum Seen<T> {
+    /// Done waiting, with this.
+    Done(T),
+    /// Not yet, and why.
+    Wait(String),
+}
+
+/// Follows the cluster (a line each time the reason to wait changes) until
+/// a check is done, a group blocks (exit 3) or the timeout passes (exit 4).
+struct Follow<'a> {
+    ctx: &'a mut Context,
+    /// With a swarm store: the machines to find the store on again.
+    machines: Option<&'a drover_local::LocalProvider>,
+    group: &'a str,
+    timeout: Duration,
+    start: Instant,
+    said: String,
+}
+
+impl<'a> Follow<'a> {
+    fn new(
+        ctx: &'a mut Context,
+        machines: Option<&'a drover_local::LocalProvider>,
+        group: &'a str,
+        timeout: Duration,
+        start: Instant,
+    ) -> Self {
+        Follow {
+            ctx,
+            machines,
+            group,
+            timeout,
+            start,
+            said: String::new(),
+        }
+    }
+
+    async fn until<T>(
+        &mut self,
+        spec: &ClusterSpec,
+        check: impl Fn(&Desired, &Observed, &[Operation]) -> Seen<T>,
+    ) -> Result<Result<T, ExitCode>, MainError> {
+        loop {
+            let why = match snapshot(self.ctx, spec).await {
+                Ok((desired, observed, journal)) => match check(&desired, &observed, &journal) {
+                    Seen::Done(t) => return Ok(Ok(t)),
+                    Seen::Wait(why) => why,
+                },
+                Err(e) if e.is_transient() && reopen_on_a_manager(self.ctx, self.machines).await => {
+                    "the engine the store was read through is gone: reading it through another manager"
+                        .into()
+                }
+                Err(e) => return Err(failed(e)),
+            };
+            if why != self.said {
+                println!(
+                    "[{:>4.0}s] waiting: {why}",
+                    self.start.elapsed().as_secs_f64()
+                );
+                self.said = why;
+            }
+            if let Some(why) = blocked(self.ctx, self.group).await {
+                eprintln!("group {} is blocked: {why}", self.group);
+                return Ok(Err(ExitCode::from(3)));
+            }
+            if self.start.elapsed() >= self.timeout {
+                eprintln!(
+                    "timed out after {}: {}; run drover destroy {} again to go on",
+                    humantime::format_duration(self.timeout),
+                    self.said,
+                    self.group
+                );
+                return Ok(Err(ExitCode::from(4)));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
 }
 
 /// The swarm store lives in the raft, read through one manager's engine,
@@ -124,55 +242,15 @@ async fn reopen_on_a_manager(
     false
 }
 
-/// Follows the retirement until only the last manager is left, then removes
-/// it. With `machines` (a swarm store), an unreachable store is looked for
-/// again on the machines still running.
-async fn finish(
-    ctx: &mut Context,
+/// Removes the swarm's last manager from here, recording it.
+async fn remove_last(
+    ctx: &Context,
     spec: &ClusterSpec,
     g: &GroupSpec,
     rev: u64,
-    timeout: Duration,
-    machines: Option<&drover_local::LocalProvider>,
+    last: &Instance,
+    start: Instant,
 ) -> Result<ExitCode, MainError> {
-    let start = Instant::now();
-    let mut said = String::new();
-    let last = loop {
-        let why = match snapshot(ctx, spec).await {
-            Ok((desired, observed, journal)) => {
-                match last_manager(&desired, &observed, &journal, &g.name) {
-                    LastManager::Gone => {
-                        println!("{} has no machine left: the swarm is gone", g.name);
-                        return Ok(ExitCode::SUCCESS);
-                    }
-                    LastManager::Ready(inst) => break inst.clone(),
-                    LastManager::Wait(why) => why,
-                }
-            }
-            Err(e) if e.is_transient() && reopen_on_a_manager(ctx, machines).await => {
-                "the engine the store was read through is gone: reading it through another manager"
-                    .into()
-            }
-            Err(e) => return Err(failed(e)),
-        };
-        if why != said {
-            println!("[{:>4.0}s] waiting: {why}", start.elapsed().as_secs_f64());
-            said = why;
-        }
-        if let Some(why) = blocked(ctx, &g.name).await {
-            eprintln!("group {} is blocked: {why}", g.name);
-            return Ok(ExitCode::from(3));
-        }
-        if start.elapsed() >= timeout {
-            eprintln!(
-                "timed out after {}: {said}; run drover destroy {} again to go on",
-                humantime::format_duration(timeout),
-                g.name
-            );
-            return Ok(ExitCode::from(4));
-        }
-        tokio::time::sleep(POLL).await;
-    };
     // Taking the store's epoch stops the last controller from writing while
     // its machine goes (it may win it back; it has nothing left to do).
     let epoch = ctx.store.campaign(IDENTITY).await.map_err(failed)?;
