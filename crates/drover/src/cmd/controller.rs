@@ -29,7 +29,7 @@ pub async fn run(
         .map(|l| l as Arc<dyn drover_engine::PeerEndpoints>);
     let ctx = Context {
         providers: wiring::providers(&local),
-        cluster: Arc::new(SwarmCluster::new(engine, peers)),
+        cluster: Arc::new(SwarmCluster::new(engine, peers).acting_only_as_leader()),
         store: wiring::store(store_args).await?,
         identity: self_link
             .clone()
