@@ -29,6 +29,7 @@ pub(crate) mod observe;
 mod paced;
 mod run;
 mod status;
+mod takeover;
 
 pub use context::{Context, Providers};
 pub use metrics::Metrics;

@@ -5,6 +5,7 @@ use crate::execute;
 use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{StatusDoc, wall_ms};
+use crate::takeover;
 use drover_core::journal::Intent;
 use drover_core::model::SwarmView;
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
@@ -451,6 +452,8 @@ impl Controller {
                 tracing::info!(epoch = e, "acting as the leader's controller");
                 self.memory = Memory::default();
                 self.epoch = Some(e);
+                let took_over = takeover::event(&self.ctx.identity, e, &observed.swarm);
+                self.append(e, &took_over).await;
                 e
             }
         };

@@ -18,6 +18,7 @@
 pub mod hash;
 pub mod journal;
 pub mod model;
+pub mod own_engine;
 pub mod plan;
 pub mod quorum;
 pub mod spec;

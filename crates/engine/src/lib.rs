@@ -316,10 +316,21 @@ impl Engine {
     /// leader (from `Swarm.Error` / a missing manager count or the API's
     /// answer — not from `ControlAvailable`, which stays true then).
     pub async fn observe(&self) -> SwarmView {
+        self.observe_as().await.0
+    }
+
+    /// [`Engine::observe`], with this engine's own node id (empty when it
+    /// is in no swarm or could not be asked): which node of the list is its own.
+    pub async fn observe_as(&self) -> (SwarmView, String) {
         let info = match self.info().await {
             Ok(i) => i,
-            Err(e) => return SwarmView::Unavailable(e.to_string()),
+            Err(e) => return (SwarmView::Unavailable(e.to_string()), String::new()),
         };
+        let own = info.node_id.clone();
+        (self.view_from(info).await, own)
+    }
+
+    async fn view_from(&self, info: EngineInfo) -> SwarmView {
         match info.state {
             LocalState::Inactive => return SwarmView::Absent,
             LocalState::Locked => return SwarmView::Unavailable(LOCKED_MESSAGE.into()),

@@ -7,17 +7,26 @@
 //! manager's engine when a [`PeerEndpoints`] source is given.
 
 use async_trait::async_trait;
-use drover_core::model::{Node, NodeState, SwarmView};
+use drover_core::model::{Node, SwarmView};
+use drover_core::own_engine;
 use drover_core::spec::Role;
-use drover_engine::{Engine, EngineError, LOCKED_MESSAGE, LocalState, PeerEndpoints};
+use drover_engine::{Engine, EngineError, EngineInfo, LOCKED_MESSAGE, LocalState, PeerEndpoints};
 use drover_spi::{Cluster, ClusterError, JoinMaterial};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The swarm as this controller's engine sees it.
 #[derive(Clone)]
 pub struct SwarmCluster {
     endpoint: String,
     peers: Option<Arc<dyn PeerEndpoints>>,
+    asked: Arc<Mutex<Asked>>,
+    /// Set while this engine demotes itself and leaves: it is not asked
+    /// anything else meanwhile (see [`Cluster::observe`] below).
+    leaving: Arc<AtomicBool>,
+    /// See [`SwarmCluster::acting_only_as_leader`].
+    only_as_leader: bool,
 }
 
 impl std::fmt::Debug for SwarmCluster {
@@ -25,6 +34,7 @@ impl std::fmt::Debug for SwarmCluster {
         f.debug_struct("SwarmCluster")
             .field("endpoint", &self.endpoint)
             .field("peers", &self.peers.is_some())
+            .field("only_as_leader", &self.only_as_leader)
             .finish()
     }
 }
@@ -37,7 +47,23 @@ impl SwarmCluster {
         SwarmCluster {
             endpoint: endpoint.into(),
             peers,
+            asked: Arc::new(Mutex::new(Asked {
+                origin: std::time::Instant::now(),
+                pacing: own_engine::Pacing::default(),
+                answers: HashMap::new(),
+            })),
+            leaving: Arc::new(AtomicBool::new(false)),
+            only_as_leader: false,
         }
+    }
+
+    /// For a manager's own controller, which acts only while its engine's
+    /// node is the leader: other machines' engines are asked (autolocked?
+    /// left?) only then. Off-cluster observers ask whichever manager they
+    /// reach through.
+    pub fn acting_only_as_leader(mut self) -> Self {
+        self.only_as_leader = true;
+        self
     }
 
     /// The controller's engine endpoint.
@@ -55,55 +81,66 @@ impl SwarmCluster {
 
 impl SwarmCluster {
     /// What only a machine's own engine knows, asked of the engines the
-    /// peer source names (each with a short timeout), and only when a node
-    /// needs it:
+    /// peer source names (all at once, each bounded by `ASK_TIMEOUT`), only when a node
+    /// needs it, and of each engine at most once per
+    /// [`own_engine::ASK_EVERY`] (the last answer is reused in between):
     /// - an autolocked manager: the leader shows it Down/Unreachable, like a
     ///   dead one; its engine says `locked`;
     /// - a demoted manager that ran `swarm leave`: the leader lists it Ready
     ///   for another 27-34 s; its engine says it is in no swarm (`left`).
-    async fn consult_own_engines(&self, nodes: &mut [Node]) {
-        let unwell = |n: &Node| {
-            n.manager_role
-                && (n.state != NodeState::Ready || n.raft.as_ref().is_some_and(|r| !r.reachable))
-        };
-        // Groups with raft members are manager groups; a member of one that
-        // is out of the raft and no longer a manager is a demoted manager.
-        let manager_groups: Vec<Option<String>> = nodes
-            .iter()
-            .filter(|n| n.raft.is_some() && n.group.is_some())
-            .map(|n| n.group.clone())
-            .collect();
-        // Its state is Ready, or Unknown: the new leader lists every node
-        // Unknown at first, and an ex-leader stays so until it turns Down.
-        let demoted = |n: &Node| {
-            n.raft.is_none()
-                && !n.manager_role
-                && matches!(n.state, NodeState::Ready | NodeState::Unknown)
-                && n.group.is_some()
-                && manager_groups.contains(&n.group)
-        };
-        let Some(peers) = self
-            .peers
-            .as_ref()
-            .filter(|_| nodes.iter().any(|n| unwell(n) || demoted(n)))
-        else {
+    ///
+    /// The rules are `drover_core::own_engine`'s; a manager's controller
+    /// (see [`SwarmCluster::acting_only_as_leader`]) asks only while `own`,
+    /// its engine's node, is the leader.
+    async fn consult_own_engines(&self, nodes: &mut [Node], own: &str) {
+        let own = self.only_as_leader.then_some(own);
+        let needed = own_engine::worth_asking(nodes, own);
+        let Some(peers) = self.peers.as_ref().filter(|_| needed) else {
             return;
         };
-        for endpoint in peers.peer_endpoints() {
-            let Ok(engine) =
-                Engine::connect_with_timeout(&endpoint, std::time::Duration::from_secs(2)).await
-            else {
-                continue;
+        let endpoints = peers.peer_endpoints();
+        let due: Vec<String> = {
+            let mut asked = self.asked();
+            let now = asked.origin.elapsed().as_millis() as u64;
+            asked.pacing.retain(&endpoints);
+            asked.answers.retain(|e, _| endpoints.contains(e));
+            endpoints
+                .iter()
+                .filter(|e| asked.pacing.due(e, now))
+                .cloned()
+                .collect()
+        };
+        // All at once, each bounded: one slow engine must not hold the pass.
+        let mut questions = tokio::task::JoinSet::new();
+        for endpoint in due {
+            questions.spawn(async move {
+                let ask = async {
+                    let engine = Engine::connect_with_timeout(&endpoint, ASK_TIMEOUT).await?;
+                    engine.info().await
+                };
+                let answer = tokio::time::timeout(ASK_TIMEOUT, ask).await;
+                (endpoint, answer.ok().and_then(Result::ok))
+            });
+        }
+        while let Some(Ok((endpoint, answer))) = questions.join_next().await {
+            let mut asked = self.asked();
+            match answer {
+                Some(info) => asked.answers.insert(endpoint, info),
+                None => asked.answers.remove(&endpoint),
             };
-            let Ok(info) = engine.info().await else {
-                continue;
-            };
+        }
+        let answers: Vec<EngineInfo> = self.asked().answers.values().cloned().collect();
+        let left: Vec<bool> = nodes
+            .iter()
+            .map(|n| own_engine::may_have_left(n, nodes))
+            .collect();
+        for info in answers {
             let link = info.labels.get(drover_core::model::tags::LINK);
             let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;
             match info.state {
                 LocalState::Locked => {
                     let host = info.node_addr.as_str();
-                    for n in nodes.iter_mut().filter(|n| unwell(n)) {
+                    for n in nodes.iter_mut().filter(|n| own_engine::may_be_locked(n)) {
                         let same_addr = !host.is_empty()
                             && n.raft.as_ref().is_some_and(|r| {
                                 r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host)
@@ -117,7 +154,11 @@ impl SwarmCluster {
                     }
                 }
                 LocalState::Inactive => {
-                    for n in nodes.iter_mut().filter(|n| demoted(n) && same_link(n)) {
+                    for (n, _) in nodes
+                        .iter_mut()
+                        .zip(&left)
+                        .filter(|(n, may)| **may && same_link(n))
+                    {
                         n.left = true;
                     }
                 }
@@ -125,6 +166,41 @@ impl SwarmCluster {
             }
         }
     }
+
+    fn asked(&self) -> std::sync::MutexGuard<'_, Asked> {
+        self.asked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Marks the engine as leaving for as long as it lives (also when the
+/// protocol's future is dropped half-way).
+struct Leaving<'a>(&'a AtomicBool);
+
+impl<'a> Leaving<'a> {
+    fn start(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::SeqCst);
+        Leaving(flag)
+    }
+}
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Bound for asking another machine's engine (connect and `info`): a
+/// healthy engine answers in milliseconds; one shutting its manager down
+/// can take seconds, and then nothing is concluded from it.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The questions put to machines' own engines: when each was asked, and
+/// its last answer.
+#[derive(Debug)]
+struct Asked {
+    origin: std::time::Instant,
+    pacing: own_engine::Pacing,
+    answers: HashMap<String, EngineInfo>,
 }
 
 fn locked_or<T>(info: &drover_engine::EngineInfo, ok: T) -> Result<T, ClusterError> {
@@ -137,14 +213,24 @@ fn locked_or<T>(info: &drover_engine::EngineInfo, ok: T) -> Result<T, ClusterErr
 
 #[async_trait]
 impl Cluster for SwarmCluster {
+    /// While this engine demotes itself and leaves, the view is
+    /// `Unavailable` without asking it: polling an engine that shuts its
+    /// manager down stretches its leave from 0.1-0.6 s to 5-8 s
+    /// (swarm-facts), and its controller cannot lead then anyway.
     async fn observe(&self) -> SwarmView {
-        let view = match Engine::connect(&self.endpoint).await {
-            Ok(e) => e.observe().await,
-            Err(e) => SwarmView::Unavailable(e.to_string()),
+        if self.leaving.load(Ordering::SeqCst) {
+            return SwarmView::Unavailable(
+                "this engine is leaving the swarm (it demoted itself); not asked until it is done"
+                    .into(),
+            );
+        }
+        let (view, own) = match Engine::connect(&self.endpoint).await {
+            Ok(e) => e.observe_as().await,
+            Err(e) => (SwarmView::Unavailable(e.to_string()), String::new()),
         };
         match view {
             SwarmView::Ok(mut nodes) => {
-                self.consult_own_engines(&mut nodes).await;
+                self.consult_own_engines(&mut nodes, &own).await;
                 SwarmView::Ok(nodes)
             }
             other => other,
@@ -166,6 +252,7 @@ impl Cluster for SwarmCluster {
             .as_ref()
             .map(|p| p.peer_endpoints())
             .unwrap_or_default();
+        let _leaving = Leaving::start(&self.leaving);
         Ok(engine.demote_self_and_leave(node, &peers).await?)
     }
 

@@ -1,6 +1,7 @@
 //! `SwarmCluster` over real engines from the local provider (127.0.43.x).
 //! 3 managers + 1 worker; demote/destroy/remove a follower; the leader's
-//! demote → leave protocol.
+//! demote → leave protocol, and the new leader hearing from the old one's
+//! engine that it left.
 
 use drover_core::model::{Node, SwarmView, tags};
 use drover_core::spec::Role;
@@ -151,7 +152,10 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     assert_eq!(c1.observe().await, SwarmView::Absent);
     assert!(c1.join_material(Role::Worker).await.unwrap().is_none());
 
-    let c3 = SwarmCluster::new(p.endpoint(&ids[2]).unwrap(), Some(peers.clone()));
+    // As the remaining manager's own controller sees it (it asks other
+    // engines only while its node leads).
+    let c3 = SwarmCluster::new(p.endpoint(&ids[2]).unwrap(), Some(peers.clone()))
+        .acting_only_as_leader();
     let ns = testkit::wait_for(Duration::from_secs(20), || async {
         let ns = nodes(c3.observe().await)?;
         let l = ns
@@ -166,6 +170,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
         .find(|n| n.id == old_leader)
         .expect("old node still listed");
     assert!(gone.raft.is_none() && !gone.manager_role);
+    assert!(gone.left, "its own engine says it left: {gone:?}");
     // The new leader can hand out join material.
     let jm = c3.join_material(Role::Manager).await.unwrap().unwrap();
     assert_eq!(jm.addr, "127.0.43.12:2377");

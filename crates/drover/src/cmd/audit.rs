@@ -147,7 +147,7 @@ pub async fn events(
     }
     if output == Output::Table {
         println!(
-            "{:<9} {:<10} {:<28} {:<7} {:<40} OUTCOME",
+            "{:<9} {:<10} {:<28} {:<9} {:<40} OUTCOME",
             "AGO", "GROUP", "OPERATION", "ACTION", "WHAT"
         );
     }
@@ -180,7 +180,7 @@ fn print_event(e: &drover_spi::Event, output: Output) -> Result<(), MainError> {
     ))
     .to_string();
     println!(
-        "{:<9} {:<10} {:<28} {:<7} {:<40} {}",
+        "{:<9} {:<10} {:<28} {:<9} {:<40} {}",
         ago,
         e.group.as_deref().unwrap_or("-"),
         e.op.as_deref().unwrap_or("-"),

@@ -29,7 +29,7 @@ pub async fn run(
         .map(|l| l as Arc<dyn drover_engine::PeerEndpoints>);
     let ctx = Context {
         providers: wiring::providers(&local),
-        cluster: Arc::new(SwarmCluster::new(engine, peers)),
+        cluster: Arc::new(SwarmCluster::new(engine, peers).acting_only_as_leader()),
         store: wiring::store(store_args).await?,
         identity: self_link
             .clone()
@@ -93,10 +93,15 @@ async fn shutdown() {
 
 /// Turns the engine's node events into nudges, reconnecting after errors
 /// (the stream stalls during elections; the controller's resync covers that).
+/// Every reconnection is a nudge too: what changed while the stream was down
+/// (a new leader, during an election) sent no event this controller saw.
 async fn forward_node_events(engine: String, tx: tokio::sync::mpsc::UnboundedSender<()>) {
     use futures_util::StreamExt;
     loop {
         if let Ok(e) = drover_engine::Engine::connect(&engine).await {
+            if tx.send(()).is_err() {
+                return;
+            }
             let mut events = std::pin::pin!(e.node_events());
             while let Some(Ok(())) = events.next().await {
                 if tx.send(()).is_err() {

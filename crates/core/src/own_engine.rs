@@ -1,0 +1,162 @@
+//! When a machine's own engine is worth asking, beyond the leader's node
+//! list, and how often: what only it knows — that it is autolocked (the
+//! leader lists it Down, like a dead one), or that it ran `swarm leave` (the
+//! leader lists it for another 27-34 s). The swarm adapter does the asking;
+//! these are its rules, with the time passed in.
+
+use crate::model::{Node, NodeState, Time};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The least time between two questions to one engine. Asking a demoted
+/// manager's engine while it shuts its manager down stretches its `swarm
+/// leave` from 0.1-0.6 s to 5-8 s (swarm-facts), and the controller passes
+/// many times a second while node events arrive; once a second still sees
+/// a leave within about a second of it.
+pub const ASK_EVERY: Duration = Duration::from_secs(1);
+
+/// A manager the leader lists not Ready, or unreachable: its engine may say
+/// it is autolocked.
+pub fn may_be_locked(n: &Node) -> bool {
+    n.manager_role && (n.state != NodeState::Ready || n.raft.as_ref().is_some_and(|r| !r.reachable))
+}
+
+/// A demoted manager that may have left: no manager role and already out
+/// of the raft as the leader sees it (asked earlier, it is still shutting
+/// its manager down, and the question slows that), listed Ready or Unknown
+/// (the new leader lists every node Unknown at first, and an ex-leader
+/// stays so until it turns Down), in a group that has raft members.
+pub fn may_have_left(n: &Node, nodes: &[Node]) -> bool {
+    n.raft.is_none()
+        && !n.manager_role
+        && matches!(n.state, NodeState::Ready | NodeState::Unknown)
+        && n.group.is_some()
+        && nodes.iter().any(|m| m.raft.is_some() && m.group == n.group)
+}
+
+/// Whether to ask other machines' engines now: some node may be locked or
+/// may have left, and the asker will act on the answer. A manager's
+/// controller (`own`: its engine's node id) acts only while its node is the
+/// leader: a follower's would only slow its own passes (an engine that is
+/// shutting its manager down can take seconds to answer) and load the
+/// engines, among them the demoted one that is leaving. An off-cluster
+/// observer (`own`: `None`) always asks.
+pub fn worth_asking(nodes: &[Node], own: Option<&str>) -> bool {
+    let leads = |own: &str| {
+        nodes
+            .iter()
+            .any(|n| n.id == own && n.raft.as_ref().is_some_and(|r| r.leader))
+    };
+    own.is_none_or(leads)
+        && nodes
+            .iter()
+            .any(|n| may_be_locked(n) || may_have_left(n, nodes))
+}
+
+/// When each engine was last asked, so none is asked more often than
+/// [`ASK_EVERY`]; between questions the adapter reuses the last answer.
+#[derive(Debug, Clone, Default)]
+pub struct Pacing {
+    asked: BTreeMap<String, Time>,
+}
+
+impl Pacing {
+    /// True when `engine` may be asked at `now` (then counted as asked).
+    pub fn due(&mut self, engine: &str, now: Time) -> bool {
+        let every = ASK_EVERY.as_millis() as Time;
+        match self.asked.get(engine) {
+            Some(&at) if now < at.saturating_add(every) => false,
+            _ => {
+                self.asked.insert(engine.to_string(), now);
+                true
+            }
+        }
+    }
+
+    /// Forgets engines no longer listed (machines destroyed).
+    pub fn retain(&mut self, engines: &[String]) {
+        self.asked.retain(|e, _| engines.contains(e));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Availability, RaftMember};
+
+    fn node(id: &str, manager: bool, raft: bool, state: NodeState) -> Node {
+        Node {
+            id: id.into(),
+            link: Some(format!("l-{id}")),
+            cluster: Some("c".into()),
+            group: Some("managers".into()),
+            state,
+            availability: Availability::Active,
+            manager_role: manager,
+            raft: raft.then(|| RaftMember {
+                leader: false,
+                reachable: true,
+                addr: format!("{id}:2377"),
+            }),
+            running_tasks: 0,
+            locked: false,
+            left: false,
+        }
+    }
+
+    #[test]
+    fn a_demoted_manager_is_asked_about_leaving_only_once_out_of_the_raft() {
+        let peer = node("a", true, true, NodeState::Ready);
+        let leaving = node("b", false, true, NodeState::Ready);
+        let out = node("c", false, false, NodeState::Unknown);
+        let down = node("d", false, false, NodeState::Down);
+        let nodes = vec![peer.clone(), leaving.clone(), out.clone(), down.clone()];
+        assert!(!may_have_left(&leaving, &nodes), "still in the raft");
+        assert!(may_have_left(&out, &nodes));
+        assert!(!may_have_left(&down, &nodes), "Down says it already");
+        assert!(!may_have_left(&peer, &nodes));
+        let mut worker = out.clone();
+        worker.group = Some("workers".into());
+        assert!(!may_have_left(&worker, &nodes), "not a manager group");
+    }
+
+    #[test]
+    fn only_the_leader_or_an_off_cluster_observer_asks() {
+        let mut leader = node("a", true, true, NodeState::Ready);
+        leader.raft.as_mut().unwrap().leader = true;
+        let follower = node("b", true, true, NodeState::Ready);
+        let out = node("c", false, false, NodeState::Ready);
+        let nodes = vec![leader, follower, out];
+        assert!(worth_asking(&nodes, Some("a")));
+        assert!(!worth_asking(&nodes, Some("b")), "a follower never acts");
+        assert!(!worth_asking(&nodes, Some("")), "own node unknown");
+        assert!(worth_asking(&nodes, None));
+        assert!(
+            !worth_asking(&nodes[..2], Some("a")),
+            "nothing to ask about"
+        );
+    }
+
+    #[test]
+    fn an_unwell_manager_may_be_locked() {
+        assert!(may_be_locked(&node("a", true, true, NodeState::Down)));
+        assert!(!may_be_locked(&node("a", true, true, NodeState::Ready)));
+        let mut unreachable = node("a", true, true, NodeState::Ready);
+        unreachable.raft.as_mut().unwrap().reachable = false;
+        assert!(may_be_locked(&unreachable));
+        assert!(!may_be_locked(&node("w", false, false, NodeState::Down)));
+    }
+
+    #[test]
+    fn an_engine_is_asked_at_most_once_per_interval() {
+        let every = ASK_EVERY.as_millis() as Time;
+        let mut p = Pacing::default();
+        assert!(p.due("e1", 100));
+        assert!(!p.due("e1", 100 + every - 1));
+        assert!(p.due("e2", 101), "each engine on its own");
+        assert!(p.due("e1", 100 + every));
+        p.retain(&["e2".to_string()]);
+        assert!(p.due("e1", 100 + every + 1), "forgotten once unlisted");
+        assert!(!p.due("e2", 102));
+    }
+}
