@@ -263,6 +263,9 @@ async fn remove_last(
             g.name
         ))
     })?;
+    // Its controller went with it, but may have taken the epoch back just
+    // before: take it again to record the outcome.
+    let epoch = ctx.store.campaign(IDENTITY).await.unwrap_or(epoch);
     note(ctx, epoch, g, &last.id, "ok").await;
     settle(ctx, spec, rev, epoch).await;
     println!(
