@@ -161,7 +161,11 @@ pub async fn docker_client(
             version,
         ),
     }
-    .map_err(|e| bad(format!("cannot use docker endpoint {name}: {e}")))?;
+    .map_err(|e| match e {
+        // A machine whose engine is not up (yet, or any more): try later.
+        bollard::errors::Error::SocketNotFoundError(_) => EngineError::from(e),
+        e => bad(format!("cannot use docker endpoint {name}: {e}")),
+    })?;
     match tokio::time::timeout(negotiate, docker.negotiate_version()).await {
         Ok(Ok(docker)) => Ok(docker),
         Ok(Err(e)) if e.to_string().contains("HTTP request to an HTTPS server") => {
