@@ -4,27 +4,18 @@
 //! the journal and block the group once `health.max_attempts` are used.
 
 use async_trait::async_trait;
-use drover_controller::{Context, Controller};
+mod support;
+
+use drover_controller::Controller;
 use drover_core::model::{Instance, tags};
-use drover_core::spec::{ClusterSpec, Role, parse_str};
+use drover_core::spec::Role;
 use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{Event, InstanceProvider, Provenance, ProviderError, ProvisionRequest, Store};
+use drover_spi::{Event, InstanceProvider, ProviderError, ProvisionRequest, Store};
 use drover_store::MemStore;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn spec(text: &str) -> ClusterSpec {
-    parse_str(text).spec.expect("valid spec")
-}
-
-fn who() -> Provenance {
-    Provenance {
-        who: "test".into(),
-        at_ms: 0,
-        message: "test".into(),
-    }
-}
+use support::{Running, seeded_store, sim_context};
 
 /// A provider whose every provision call fails (quota exhausted).
 struct NoQuota;
@@ -58,32 +49,13 @@ async fn run_until(
     text: &str,
     done: impl Fn(&[Event]) -> bool,
 ) -> (Arc<MemStore>, Vec<Event>) {
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
-    store.commit(0, &spec(text), who(), false).await.unwrap();
-    let ctx = Context {
-        providers: [
-            (
-                "sim".to_string(),
-                Arc::new(cloud.clone()) as Arc<dyn InstanceProvider>,
-            ),
-            (
-                "quota".to_string(),
-                Arc::new(NoQuota) as Arc<dyn InstanceProvider>,
-            ),
-        ]
-        .into(),
-        cluster: Arc::new(cloud.clone()),
-        store: store.clone(),
-        self_link: None,
-        identity: "test-controller".into(),
-        store_url: None,
-        resync: Duration::from_secs(2),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
+    let store = seeded_store(text).await;
+    let mut ctx = sim_context(cloud, store.clone());
+    ctx.providers.insert(
+        "quota".to_string(),
+        Arc::new(NoQuota) as Arc<dyn InstanceProvider>,
+    );
+    let controller = Running::start(Controller::new(ctx));
     let mut events = Vec::new();
     for _ in 0..3600 {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -92,8 +64,7 @@ async fn run_until(
             break;
         }
     }
-    let _ = stop_tx.send(());
-    task.await.unwrap();
+    controller.stop().await;
     (store, events)
 }
 
@@ -220,23 +191,10 @@ async fn without_quorum_the_last_leaders_controller_reports_blocked_and_destroys
             .collect();
         (link, followers)
     };
-    let ctx = Context {
-        providers: [(
-            "sim".to_string(),
-            Arc::new(cloud.clone()) as Arc<dyn InstanceProvider>,
-        )]
-        .into(),
-        cluster: Arc::new(cloud.clone()),
-        store: store.clone(),
-        self_link: Some(leader_link),
-        identity: "leader-controller".into(),
-        store_url: None,
-        resync: Duration::from_secs(2),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
+    let mut ctx = sim_context(&cloud, store.clone());
+    ctx.self_link = Some(leader_link);
+    ctx.identity = "leader-controller".into();
+    let controller = Running::start(Controller::new(ctx));
     tokio::time::sleep(Duration::from_secs(10)).await;
     let before: Vec<String> = cloud.world().instances.keys().cloned().collect();
     for id in &followers {
@@ -253,8 +211,7 @@ async fn without_quorum_the_last_leaders_controller_reports_blocked_and_destroys
             break;
         }
     }
-    let _ = stop_tx.send(());
-    task.await.unwrap();
+    controller.stop().await;
     assert!(
         doc["swarm"]["problem"]
             .as_str()

@@ -2,17 +2,19 @@
 //! group once per resync interval, never once per instance, and makes no
 //! other provider call.
 
+mod support;
+
 use async_trait::async_trait;
-use drover_controller::{Context, Controller};
+use drover_controller::Controller;
 use drover_core::model::Instance;
 use drover_core::spec::parse_str;
 use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{InstanceProvider, Provenance, ProviderError, ProvisionRequest, Store};
-use drover_store::MemStore;
+use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Store};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use support::{Running, seeded_store, sim_context};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -68,32 +70,16 @@ async fn steady_state_costs_one_describe_per_group_per_resync() {
         describes: AtomicU64::new(0),
         others: AtomicU64::new(0),
     });
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
+    let store = seeded_store(SPEC).await;
     let spec = parse_str(SPEC).spec.expect("valid spec");
-    let who = Provenance {
-        who: "test".into(),
-        at_ms: 0,
-        message: "test".into(),
-    };
-    let rev = store.commit(0, &spec, who, false).await.unwrap();
-    let ctx = Context {
-        providers: [(
-            "sim".to_string(),
-            provider.clone() as Arc<dyn InstanceProvider>,
-        )]
-        .into(),
-        cluster: Arc::new(cloud.clone()),
-        store: store.clone(),
-        self_link: None,
-        identity: "test-controller".into(),
-        store_url: None,
-        resync: RESYNC,
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
+    let rev = 1;
+    let mut ctx = sim_context(&cloud, store.clone());
+    ctx.providers.insert(
+        "sim".to_string(),
+        provider.clone() as Arc<dyn InstanceProvider>,
+    );
+    ctx.resync = RESYNC;
+    let controller = Running::start(Controller::new(ctx));
     for waited in 0.. {
         let history = store.history().await.unwrap();
         if history.iter().any(|r| r.rev == rev && r.converged) {
@@ -122,6 +108,5 @@ async fn steady_state_costs_one_describe_per_group_per_resync() {
          (one per group, one orphan scan; 23 instances)"
     );
     assert_eq!(others, 0, "no provider call but describe in steady state");
-    let _ = stop_tx.send(());
-    task.await.unwrap();
+    controller.stop().await;
 }

@@ -2,15 +2,18 @@
 //! tokio's clock paused: bring-up from nothing, then a rolling update; a
 //! commit wakes the controller without waiting for its resync.
 
-use drover_controller::{Context, Controller};
+mod support;
+
+use drover_controller::Controller;
 use drover_core::hash::config_hash;
 use drover_core::model::tags;
 use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{Provenance, Store};
+use drover_spi::Store;
 use drover_store::MemStore;
 use std::sync::Arc;
 use std::time::Duration;
+use support::{Running, seeded_store, sim_context, who};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -28,14 +31,6 @@ fn spec(text: &str) -> ClusterSpec {
     parse_str(text).spec.expect("valid spec")
 }
 
-fn who() -> Provenance {
-    Provenance {
-        who: "test".into(),
-        at_ms: 0,
-        message: "test".into(),
-    }
-}
-
 async fn converged(store: &MemStore, rev: u64) -> bool {
     store
         .history()
@@ -47,41 +42,22 @@ async fn converged(store: &MemStore, rev: u64) -> bool {
 
 /// A controller (resync `resync`) running over a fresh simulated cloud and
 /// memory store, with `SPEC` committed as revision 1.
-struct Running {
+struct Cluster {
     cloud: SimCloud,
     store: Arc<MemStore>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    controller: Running,
 }
 
-impl Running {
-    async fn start(resync: Duration) -> Running {
+impl Cluster {
+    async fn start(resync: Duration) -> Cluster {
         let cloud = SimCloud::new(World::new(3, Timings::default()));
-        let store = Arc::new(MemStore::default());
-        store.init_cluster("c1").await.unwrap();
-        store.commit(0, &spec(SPEC), who(), false).await.unwrap();
-        let ctx = Context {
-            providers: [(
-                "sim".to_string(),
-                Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
-            )]
-            .into(),
-            cluster: Arc::new(cloud.clone()),
-            store: store.clone(),
-            self_link: None,
-            identity: "test-controller".into(),
-            store_url: None,
-            resync,
-        };
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(Controller::new(ctx).run(async {
-            let _ = stop_rx.await;
-        }));
-        Running {
+        let store = seeded_store(SPEC).await;
+        let mut ctx = sim_context(&cloud, store.clone());
+        ctx.resync = resync;
+        Cluster {
             cloud,
             store,
-            stop,
-            task,
+            controller: Running::start(Controller::new(ctx)),
         }
     }
 
@@ -98,23 +74,18 @@ impl Running {
             );
         }
     }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
-    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
-    let run = Running::start(Duration::from_secs(2)).await;
+    let run = Cluster::start(Duration::from_secs(2)).await;
     run.converge(1, 3600).await;
     let v2 = spec(&SPEC.replace("image: v1", "image: v2"));
     let rev2 = run.store.commit(1, &v2, who(), false).await.unwrap();
     run.converge(rev2, 7200).await;
     let (store, cloud) = (run.store.clone(), run.cloud.clone());
-    run.stop().await;
+    run.controller.stop().await;
 
     let events = store.events(0).await.unwrap();
     let status = serde_json::to_string(&store.status().await.unwrap()).unwrap();
@@ -168,7 +139,7 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
 /// wake it at once (the store's change watch), not at the next resync.
 #[tokio::test(start_paused = true)]
 async fn a_commit_wakes_a_sleeping_controller_before_its_resync() {
-    let run = Running::start(Duration::from_secs(600)).await;
+    let run = Cluster::start(Duration::from_secs(600)).await;
     run.converge(1, 36_000).await;
     // Let it settle into its long sleep.
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -184,5 +155,5 @@ async fn a_commit_wakes_a_sleeping_controller_before_its_resync() {
         !run.store.journal().await.unwrap().is_empty(),
         "nothing was begun for the new revision"
     );
-    run.stop().await;
+    run.controller.stop().await;
 }

@@ -6,6 +6,8 @@
 //!   writes, fenced, just before the side effect is refused and it starts
 //!   nothing.
 
+mod support;
+
 use async_trait::async_trait;
 use drover_controller::{Context, Controller};
 use drover_core::journal::Operation;
@@ -21,6 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+use support::{Running, sim_context, who};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -148,30 +151,11 @@ async fn controller_refuses_a_newer_format_record_and_says_so() {
     let cloud = SimCloud::new(World::new(3, Timings::default()));
     let store = Arc::new(Faulty::default());
     store.init_cluster("c1").await.unwrap();
-    let who = Provenance {
-        who: "t".into(),
-        at_ms: 0,
-        message: "t".into(),
-    };
     let spec = parse_str(SPEC).spec.unwrap();
-    let rev = store.commit(0, &spec, who, false).await.unwrap();
-    let ctx = Context {
-        providers: [(
-            "sim".to_string(),
-            Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
-        )]
-        .into(),
-        cluster: Arc::new(cloud.clone()),
-        store: store.clone(),
-        self_link: None,
-        identity: "ctl".into(),
-        store_url: None,
-        resync: Duration::from_secs(2),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
+    let rev = store.commit(0, &spec, who(), false).await.unwrap();
+    let mut ctx = sim_context(&cloud, store.clone());
+    ctx.identity = "ctl".into();
+    let controller = Running::start(Controller::new(ctx));
     // Bring-up under way: operations in the journal.
     while store.inner.journal().await.unwrap().is_empty() {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -217,8 +201,7 @@ async fn controller_refuses_a_newer_format_record_and_says_so() {
         waited += 1;
         assert!(waited < 3600, "did not resume");
     }
-    let _ = stop_tx.send(());
-    task.await.unwrap();
+    controller.stop().await;
 }
 
 /// A provider whose machines never finish booting (`provision` hangs), and
@@ -252,12 +235,7 @@ async fn a_deposed_controller_starts_no_side_effect() {
     store.init_cluster("c1").await.unwrap();
     let one = SPEC.replace("size: 3", "size: 1");
     let spec = parse_str(&one).spec.unwrap();
-    let who = Provenance {
-        who: "t".into(),
-        at_ms: 0,
-        message: "t".into(),
-    };
-    store.commit(0, &spec, who, false).await.unwrap();
+    store.commit(0, &spec, who(), false).await.unwrap();
     let ctx = |provider: Arc<Hanging>, identity: &str| Context {
         providers: [("sim".to_string(), provider as Arc<dyn InstanceProvider>)].into(),
         cluster: Arc::new(cloud.clone()),

@@ -2,13 +2,15 @@
 //! epoch writes `took-over` (its epoch, the leader it saw) before anything
 //! else, once per term — so the failover gap can be read from `drover events`.
 
+mod support;
+
 use drover_controller::{Context, Controller};
-use drover_core::spec::parse_str;
 use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{Event, Provenance, Store};
+use drover_spi::{Event, Store};
 use drover_store::MemStore;
 use std::sync::Arc;
 use std::time::Duration;
+use support::{seeded_store, sim_context};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -18,19 +20,10 @@ const SPEC: &str = "groups:
 ";
 
 fn context(cloud: &SimCloud, store: &Arc<MemStore>, self_link: Option<String>) -> Context {
-    Context {
-        providers: [(
-            "sim".to_string(),
-            Arc::new(cloud.clone()) as Arc<dyn drover_spi::InstanceProvider>,
-        )]
-        .into(),
-        cluster: Arc::new(cloud.clone()),
-        store: store.clone(),
-        identity: self_link.clone().unwrap_or_else(|| "bootstrap".into()),
-        self_link,
-        store_url: None,
-        resync: Duration::from_secs(2),
-    }
+    let mut ctx = sim_context(cloud, store.clone());
+    ctx.identity = self_link.clone().unwrap_or_else(|| "bootstrap".into());
+    ctx.self_link = self_link;
+    ctx
 }
 
 fn took_over(events: &[Event]) -> Vec<&Event> {
@@ -40,15 +33,8 @@ fn took_over(events: &[Event]) -> Vec<&Event> {
 #[tokio::test(start_paused = true)]
 async fn the_controller_that_takes_over_records_it_first_under_its_new_epoch() {
     let cloud = SimCloud::new(World::new(7, Timings::default()));
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
-    let spec = parse_str(SPEC).spec.expect("valid spec");
-    let who = Provenance {
-        who: "test".into(),
-        at_ms: 0,
-        message: "test".into(),
-    };
-    let rev = store.commit(0, &spec, who, false).await.unwrap();
+    let store = seeded_store(SPEC).await;
+    let rev = 1;
 
     // Bring-up by an off-cluster controller (no swarm yet).
     let mut bootstrap = Controller::new(context(&cloud, &store, None));
