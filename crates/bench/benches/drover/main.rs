@@ -1,8 +1,9 @@
 //! drover's benchmarks (issue 7), printed as Markdown tables.
 //!
-//! `scripts/bench.sh [SECTION...] [--runs K]`, i.e.
-//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K]`
-//! (all sections by default). Release mode; every figure is a median.
+//! `scripts/bench.sh [SECTION...] [--runs K] [--only TEXT]`, i.e.
+//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K] [--only TEXT]`
+//! (all sections by default; `--only` keeps the rollout scenarios whose
+//! name contains TEXT). Release mode; every figure is a median.
 //! Not run by `cargo test`: it takes minutes and measures, never asserts
 //! timings (it asserts only that each rollout really converged).
 
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let mut runs = 3;
+    let mut only = String::new();
     let mut sections = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -63,6 +65,10 @@ fn main() -> ExitCode {
             "--runs" => match it.next().and_then(|r| r.parse().ok()).filter(|r| *r > 0) {
                 Some(r) => runs = r,
                 None => return usage("--runs needs a positive count"),
+            },
+            "--only" => match it.next() {
+                Some(text) => only.clone_from(text),
+                None => return usage("--only needs a text"),
             },
             "planner" | "rollout" | "economy" => sections.push(a.clone()),
             other => return usage(&format!("unknown argument `{other}`")),
@@ -92,7 +98,7 @@ fn main() -> ExitCode {
                 );
             }
             _ => {
-                runtime().block_on(rollout::run(runs));
+                runtime().block_on(rollout::run(runs, &only));
             }
         }
     }
@@ -101,7 +107,7 @@ fn main() -> ExitCode {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [--runs K]"
+        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [--runs K] [--only TEXT]"
     );
     ExitCode::from(2)
 }
