@@ -149,6 +149,13 @@ fn seed(world: &mut World, spec: &ClusterSpec) {
     world.timings = timings;
 }
 
+/// The simulated cloud holding `spec`'s members, joined and current.
+pub fn seeded_cloud(spec: &ClusterSpec, timings: Timings) -> SimCloud {
+    let mut world = World::new(7, timings);
+    seed(&mut world, spec);
+    SimCloud::new(world)
+}
+
 impl Bench {
     /// Starts a controller (resync `resync`, `delay` added to every pass)
     /// over a converged cluster at `spec`; returns once it saw it converged.
@@ -158,9 +165,7 @@ impl Bench {
         resync: Duration,
         delay: Duration,
     ) -> Bench {
-        let mut world = World::new(7, timings);
-        seed(&mut world, spec);
-        let cloud = SimCloud::new(world);
+        let cloud = seeded_cloud(spec, timings);
         let calls = Arc::new(Calls::default());
         let store = Arc::new(MemStore::default());
         store.init_cluster(CLUSTER).await.expect("init");
