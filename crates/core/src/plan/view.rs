@@ -190,3 +190,51 @@ fn shared_link(other: &Instance, i: &Instance, link: &str) -> String {
         other.id, i.id
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Member;
+    use crate::model::{Instance, tags};
+    use std::collections::BTreeMap;
+
+    fn instance(pairs: &[(&str, &str)]) -> Instance {
+        Instance {
+            id: "i-1".into(),
+            tags: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            running: true,
+            created_ms: 0,
+        }
+    }
+
+    /// The one-walk reading agrees with the instance's own accessors.
+    #[test]
+    fn a_member_reads_what_the_accessors_read() {
+        let owned = [
+            (tags::CLUSTER, "c1"),
+            (tags::GROUP, "workers"),
+            (tags::LINK, "l-1"),
+            (tags::ZONE, "a"),
+            (tags::LOGICAL_ID, "w1"),
+            ("Name", "provider's own tag"),
+        ];
+        let built = instance(&[&owned[..], &[(tags::CONFIG, "h1")]].concat());
+        let adopted = instance(&[&owned[..], &[(tags::ADOPTED, "h0")]].concat());
+        for i in [&built, &adopted] {
+            let m = Member::owned(i, "c1", "workers").expect("owned");
+            assert_eq!(
+                (m.link(), m.config(), m.zone(), m.logical_id()),
+                (i.link(), i.config(), i.zone(), i.logical_id())
+            );
+        }
+        assert_eq!(
+            Member::owned(&adopted, "c1", "workers").and_then(|m| m.config()),
+            Some("h0")
+        );
+        assert!(Member::owned(&built, "c2", "workers").is_none());
+        assert!(Member::owned(&built, "c1", "managers").is_none());
+        assert!(Member::owned(&instance(&[(tags::GROUP, "workers")]), "c1", "workers").is_none());
+    }
+}
