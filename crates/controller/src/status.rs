@@ -51,9 +51,57 @@ impl StatusDoc {
     }
 }
 
+impl StatusDoc {
+    /// The document as the store takes it: what `serde_json::to_value`
+    /// gives, without copying the member list (the largest part of a large
+    /// cluster's document) a second time.
+    pub fn into_value(self) -> serde_json::Value {
+        use serde_json::Value;
+        let fields = [
+            ("observed_at_ms", Value::from(self.observed_at_ms)),
+            ("controller", Value::from(self.controller)),
+            ("epoch", Value::from(self.epoch)),
+            ("revision", Value::from(self.revision)),
+            ("groups", self.groups),
+            ("swarm", self.swarm),
+            ("instances", self.instances),
+            ("operations", Value::from(self.operations)),
+            ("explanation", Value::from(self.explanation)),
+        ];
+        Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
+    }
+}
+
 /// Wall-clock ms since the Unix epoch (for records read by humans and other hosts).
 pub fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StatusDoc;
+
+    #[test]
+    fn into_value_is_the_serialised_document() {
+        let doc = StatusDoc {
+            observed_at_ms: 7,
+            controller: "c".into(),
+            epoch: 3,
+            revision: 9,
+            groups: serde_json::json!([{"name": "workers", "phase": "rolling"}]),
+            swarm: serde_json::json!({"members": 3}),
+            instances: serde_json::json!([{"id": "i-1", "healthy": true}]),
+            operations: 2,
+            explanation: vec!["workers: roll".into()],
+        };
+        let expected = serde_json::to_value(&doc).unwrap();
+        assert_eq!(doc.into_value(), expected);
+    }
 }

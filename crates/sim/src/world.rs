@@ -392,17 +392,22 @@ impl World {
             };
             instances.insert(g, described);
         }
-        let swarm = if !self.swarm_exists {
+        Observed {
+            instances,
+            swarm: self.swarm(),
+            self_link,
+        }
+    }
+
+    /// The swarm as `docker node ls` through a manager shows it (without
+    /// describing the machines, which the swarm does not see).
+    pub fn swarm(&self) -> SwarmView {
+        if !self.swarm_exists {
             SwarmView::Absent
         } else if self.leader.is_none() {
             SwarmView::NoQuorum("The swarm does not have a leader".into())
         } else {
             SwarmView::Ok(self.nodes.values().map(|n| n.node.clone()).collect())
-        };
-        Observed {
-            instances,
-            swarm,
-            self_link,
         }
     }
 

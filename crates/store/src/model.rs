@@ -14,7 +14,7 @@ use drover_spi::{
     Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Provenance, Revision, StoreError,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// How much history a backend keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +90,9 @@ pub(crate) struct State {
     pub controls: Controls,
     pub journal: BTreeMap<String, Operation>,
     pub status: Option<serde_json::Value>,
-    /// Oldest first.
-    pub events: Vec<Event>,
+    /// Oldest first. A ring: once `Limits::events` are kept, every append
+    /// drops the oldest, which a `Vec` did by moving all the others.
+    pub events: VecDeque<Event>,
     /// By holder.
     pub heartbeats: BTreeMap<String, Heartbeat>,
 }
@@ -247,6 +248,9 @@ impl State {
         status: &serde_json::Value,
     ) -> Result<(), StoreError> {
         self.fence(epoch)?;
+        // The old document goes first: a large cluster's two would
+        // otherwise be held at once.
+        self.status = None;
         self.status = Some(status.clone());
         Ok(())
     }
@@ -259,7 +263,7 @@ impl State {
         limits: Limits,
     ) -> Result<(), StoreError> {
         self.fence(epoch)?;
-        self.events.push(event.clone());
+        self.events.push_back(event.clone());
         let excess = self.events.len().saturating_sub(limits.events.max(1));
         self.events.drain(..excess);
         Ok(())

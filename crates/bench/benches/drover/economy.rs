@@ -1,6 +1,6 @@
 //! Provider API economy in steady state, and the controller's memory.
 
-use crate::simrun::{Bench, Calls, Images, spec};
+use crate::simrun::{Bench, Calls, Images, seeded_cloud, spec};
 use drover_core::spec::ClusterSpec;
 use drover_sim::Timings;
 use std::time::Duration;
@@ -8,13 +8,17 @@ use std::time::Duration;
 const RESYNC: Duration = Duration::from_millis(250);
 const INTERVALS: u32 = 20;
 
-/// A controller over 3 managers and `workers` workers, converged.
-async fn converged(workers: usize) -> (ClusterSpec, Bench) {
+fn cluster(workers: usize) -> ClusterSpec {
     let images = Images {
         managers: "v1",
         workers: "v1",
     };
-    let s = spec(3, workers, 1, "1s", images);
+    spec(3, workers, 1, "1s", images)
+}
+
+/// A controller over 3 managers and `workers` workers, converged.
+async fn converged(workers: usize) -> (ClusterSpec, Bench) {
+    let s = cluster(workers);
     let b = Bench::start(&s, Timings::default(), RESYNC, Duration::ZERO).await;
     (s, b)
 }
@@ -49,12 +53,19 @@ pub fn peak_rss_mb() -> Option<f64> {
 }
 
 /// Runs a controller over `workers` simulated workers in steady state for
-/// a few resyncs, then reports the process's peak RSS (the simulated cloud
-/// lives in the same process: the figure is an upper bound for the
-/// controller).
-pub async fn memory(workers: usize) {
-    let (_, b) = converged(workers).await;
-    tokio::time::sleep(RESYNC * 8).await;
-    b.stop().await;
+/// a few resyncs, then reports the process's peak RSS. The simulated cloud
+/// lives in the same process: with `cloud_only`, the same cloud is held as
+/// long without any controller, so the difference is the controller's own
+/// share (what it observes, plans, journals and publishes included).
+pub async fn memory(workers: usize, cloud_only: bool) {
+    if cloud_only {
+        let cloud = seeded_cloud(&cluster(workers), Timings::default());
+        tokio::time::sleep(RESYNC * 8).await;
+        assert!(cloud.world().instances.len() > workers);
+    } else {
+        let (_, b) = converged(workers).await;
+        tokio::time::sleep(RESYNC * 8).await;
+        b.stop().await;
+    }
     println!("{:.1}", peak_rss_mb().expect("VmHWM in /proc/self/status"));
 }

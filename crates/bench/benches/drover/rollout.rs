@@ -161,8 +161,9 @@ fn diff(now: &Calls, before: &Calls) -> Calls {
     out
 }
 
-/// Runs every scenario `runs` times and prints medians and ratios.
-pub async fn run(runs: usize) {
+/// Runs every scenario whose name contains `only` `runs` times and prints
+/// medians and ratios.
+pub async fn run(runs: usize, only: &str) {
     println!(
         "\n## Controller overhead: simulated rollouts on the real clock (provision {PROVISION} ms, join {JOIN} ms, out of raft {OUT_OF_RAFT} ms, watch {WATCH} ms; median of {runs})\n"
     );
@@ -189,7 +190,7 @@ pub async fn run(runs: usize) {
     create.minimum = INFRAKIT_CREATE_1000_S;
     scenarios.push(roll);
     scenarios.push(create);
-    for s in &scenarios {
+    for s in scenarios.iter().filter(|s| s.name.contains(only)) {
         let mut times = Vec::new();
         let mut calls = Calls::default();
         for _ in 0..runs {

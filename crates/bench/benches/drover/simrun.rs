@@ -113,8 +113,6 @@ pub struct Bench {
     pub store: Arc<MemStore>,
     pub calls: Arc<Calls>,
     rev: u64,
-    /// Wakes the controller at once, as a store watch would.
-    nudge: tokio::sync::mpsc::UnboundedSender<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -149,6 +147,13 @@ fn seed(world: &mut World, spec: &ClusterSpec) {
     world.timings = timings;
 }
 
+/// The simulated cloud holding `spec`'s members, joined and current.
+pub fn seeded_cloud(spec: &ClusterSpec, timings: Timings) -> SimCloud {
+    let mut world = World::new(7, timings);
+    seed(&mut world, spec);
+    SimCloud::new(world)
+}
+
 impl Bench {
     /// Starts a controller (resync `resync`, `delay` added to every pass)
     /// over a converged cluster at `spec`; returns once it saw it converged.
@@ -158,9 +163,7 @@ impl Bench {
         resync: Duration,
         delay: Duration,
     ) -> Bench {
-        let mut world = World::new(7, timings);
-        seed(&mut world, spec);
-        let cloud = SimCloud::new(world);
+        let cloud = seeded_cloud(spec, timings);
         let calls = Arc::new(Calls::default());
         let store = Arc::new(MemStore::default());
         store.init_cluster(CLUSTER).await.expect("init");
@@ -183,7 +186,7 @@ impl Bench {
             resync,
         };
         let (nudge_tx, nudge_rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(node_events(cloud.clone(), nudge_tx.clone()));
+        tokio::spawn(node_events(cloud.clone(), nudge_tx));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let controller = Controller::new(ctx)
             .with_triggers(nudge_rx)
@@ -196,7 +199,6 @@ impl Bench {
             store,
             calls,
             rev,
-            nudge: nudge_tx,
             stop: Some(stop),
             task: Some(task),
         };
@@ -204,12 +206,9 @@ impl Bench {
         b
     }
 
-    /// Commits `spec` and returns the wall time until it converged.
-    ///
-    /// The controller is nudged right after the commit: the minimum counts
-    /// the machines' work, not how soon a commit is noticed (drover's
-    /// controllers notice one at their next resync, at most 2 s later:
-    /// the store is not watched yet).
+    /// Commits `spec` and returns the wall time until it converged. The
+    /// controller notices the commit through the store's change watch
+    /// (`Store::changed`), as it does in production: nothing nudges it.
     pub async fn roll(&mut self, spec: &ClusterSpec, limit: Duration) -> Duration {
         let started = Instant::now();
         self.rev = self
@@ -217,7 +216,6 @@ impl Bench {
             .commit(self.rev, spec, who(), false)
             .await
             .expect("commit");
-        let _ = self.nudge.send(());
         self.wait_converged(limit).await;
         started.elapsed()
     }

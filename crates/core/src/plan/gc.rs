@@ -4,12 +4,13 @@
 //! reaped in `group.rs` (`reap_dead_nodes`); every collection carries its
 //! rule and evidence ([`Collection`]) into the journal and the events.
 
+use super::fast::Set;
 use super::group::Planner;
 use super::health::Health;
+use super::view::Member;
 use super::{Action, DesiredGroup, Garbage};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Step, Victim};
 use crate::model::{Described, Instance, Node, NodeState, tags};
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// The wait before the second machine for a slot; doubled for each further one.
@@ -33,20 +34,21 @@ impl Planner<'_> {
     /// declared slots without a machine while a node of the group has no
     /// machine either (a slot already refilled leaves mere debris, and a
     /// slot never filled is growth, not loss). An outage of the control
-    /// plane or the provider is not a reason to destroy the fleet.
+    /// plane or the provider is not a reason to destroy the fleet. `stale`
+    /// counts the group's stale nodes (`stale_nodes`).
     pub(crate) fn meltdown(
         &self,
         d: &DesiredGroup,
-        insts: &[&Instance],
-        health: &HashMap<&str, Health>,
+        insts: &[Member<'_>],
+        stale: usize,
     ) -> Option<String> {
         let unhealthy = insts
             .iter()
-            .filter(|i| matches!(health.get(i.id.as_str()), Some(Health::Unhealthy(_))))
+            .filter(|i| matches!(i.health, Health::Unhealthy(_)))
             .count();
         let size = d.spec.allocation.size();
         let missing = size.saturating_sub(insts.len());
-        let lost = self.stale_nodes(d, insts).len().min(missing);
+        let lost = stale.min(missing);
         let down = unhealthy + lost;
         let policy = d.spec.health.max_unhealthy;
         // A share is of the machines there are (a surge roll has one more).
@@ -132,12 +134,15 @@ impl Planner<'_> {
     /// node might be a manager, which is never collected this way.
     pub(crate) fn collect_orphans(&mut self) {
         let desired = self.input.desired;
-        let declared: HashSet<&str> = desired
+        let declared: Set<&str> = desired
             .groups
             .iter()
             .map(|g| g.spec.name.as_str())
             .collect();
-        let claimed: HashSet<String> = self
+        if (self.input.observed.instances.keys()).all(|g| declared.contains(g.as_str())) {
+            return;
+        }
+        let claimed: Set<String> = self
             .ops
             .iter()
             .filter_map(|o| o.victim.as_ref()?.instance.clone())
@@ -246,7 +251,7 @@ impl Planner<'_> {
 
     /// An orphan operation: destroy the machine, then remove its node (a
     /// worker's; forced when still Ready, since its machine is gone).
-    pub(crate) fn advance_orphan(&mut self, op: &Operation) {
+    pub(crate) fn advance_orphan(&mut self, op: &Operation, slot: usize) {
         let group = op.group.as_str();
         let victim = op.victim.clone().unwrap_or(Victim {
             instance: None,
@@ -320,6 +325,6 @@ impl Planner<'_> {
         self.explanation
             .push(format!("{group}: orphan operation {} complete", op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
-        self.end_op(op);
+        self.end_op(op, slot);
     }
 }

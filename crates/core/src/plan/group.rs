@@ -1,50 +1,29 @@
 //! One planning pass: evaluate operations in flight, then start new ones
 //! group by group (managers first), then summarise.
 
-use super::health::{self, Health};
-use super::in_flight::InFlight;
+use super::fast::Set;
+use super::health::Health;
+use super::in_flight::{InFlight, Ops};
 use super::memory::Clock;
+use super::view::{Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
-use crate::model::{Described, Instance, Node, NodeState};
+use crate::model::{Instance, Node, NodeState};
 use crate::spec::{Allocation, Role, Strategy};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::rc::Rc;
 use std::time::Duration;
-
-/// One group's observation, indexed.
-pub(crate) struct View<'a> {
-    pub(crate) d: &'a DesiredGroup,
-    /// Owned instances (cluster id and group both match), or why not known.
-    pub(crate) described: Result<Vec<&'a Instance>, &'a str>,
-    /// Ids of every described instance, owned or not (to refuse touching foreign ones).
-    pub(crate) all: HashSet<&'a str>,
-    pub(crate) health: HashMap<&'a str, Health>,
-    /// Owned instances by link and by id: operations look their members up
-    /// here, so a pass stays linear in the group's size.
-    by_link: HashMap<&'a str, &'a Instance>,
-    by_id: HashMap<&'a str, &'a Instance>,
-}
-
-impl<'a> View<'a> {
-    /// The owned instance carrying `link` (the first described, as a scan would find).
-    pub(crate) fn with_link(&self, link: &str) -> Option<&'a Instance> {
-        self.by_link.get(link).copied()
-    }
-
-    /// The owned instance `id`.
-    pub(crate) fn owned(&self, id: &str) -> Option<&'a Instance> {
-        self.by_id.get(id).copied()
-    }
-}
 
 pub(crate) struct Planner<'a> {
     pub(crate) input: PlanInput<'a>,
     pub(crate) world: World<'a>,
     pub(crate) clock: Clock<'a>,
-    pub(crate) views: Vec<View<'a>>,
+    /// Shared, so a group's view can be read while the planner acts.
+    pub(crate) views: Vec<Rc<View<'a>>>,
     /// Operations in flight, including those begun in this pass.
-    pub(crate) ops: Vec<Operation>,
+    pub(crate) ops: Ops<'a>,
     /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
     in_flight: InFlight,
     pub(crate) actions: Vec<Action>,
@@ -66,43 +45,10 @@ impl<'a> Planner<'a> {
             .desired
             .groups
             .iter()
-            .map(|d| {
-                let (described, all) = match input.observed.instances.get(&d.spec.name) {
-                    Some(Described::Ok(list)) => {
-                        let all = list.iter().map(|i| i.id.as_str()).collect();
-                        let owned = list
-                            .iter()
-                            .filter(|i| i.owned_by(&input.desired.cluster_id, &d.spec.name))
-                            .collect();
-                        (Ok(owned), all)
-                    }
-                    Some(Described::Failed(e)) => (Err(e.as_str()), HashSet::new()),
-                    None => (Err("not described"), HashSet::new()),
-                };
-                View {
-                    d,
-                    described,
-                    all,
-                    health: HashMap::new(),
-                    by_link: HashMap::new(),
-                    by_id: HashMap::new(),
-                }
-            })
+            .map(|d| View::new(d, &input.desired.cluster_id, input.observed, &world))
             .collect();
         // Managers first: they roll first and their state gates everything.
         views.sort_by_key(|v| v.d.spec.role != Role::Manager);
-        for v in &mut views {
-            if let Ok(insts) = &v.described {
-                for i in insts {
-                    v.health
-                        .insert(&i.id, health::judge(v.d.spec.role, i, &world));
-                    v.by_id.insert(&i.id, i);
-                    if let Some(l) = i.link() {
-                        v.by_link.entry(l).or_insert(i);
-                    }
-                }
-            }
-        }
         let desired_managers = input
             .desired
             .groups
@@ -114,8 +60,8 @@ impl<'a> Planner<'a> {
             input,
             world,
             clock: Clock::new(input.memory, input.now),
-            views,
-            ops: input.journal.to_vec(),
+            views: views.into_iter().map(Rc::new).collect(),
+            ops: Ops::new(input.journal),
             in_flight: InFlight::new(input.journal),
             actions: Vec::new(),
             explanation: Vec::new(),
@@ -131,9 +77,8 @@ impl<'a> Planner<'a> {
 
     pub(crate) fn run(&mut self) {
         self.manager_trouble = self.first_unhealthy_manager_outside_ops();
-        let journal: Vec<Operation> = self.input.journal.to_vec();
-        for op in &journal {
-            self.advance(op);
+        for (slot, op) in self.input.journal.iter().enumerate() {
+            self.advance(op, slot);
         }
         let rolling = self.rolling_group();
         for gi in 0..self.views.len() {
@@ -146,7 +91,7 @@ impl<'a> Planner<'a> {
     }
 
     fn first_unhealthy_manager_outside_ops(&self) -> Option<String> {
-        let busy: HashSet<&str> = self
+        let busy: Set<&str> = self
             .ops
             .iter()
             .flat_map(|o| {
@@ -168,15 +113,16 @@ impl<'a> Planner<'a> {
                 Ok(insts) => insts
                     .iter()
                     .filter(|i| !i.link().is_some_and(|l| busy.contains(l)))
-                    .find_map(|i| match v.health.get(i.id.as_str()) {
-                        Some(Health::Healthy) => None,
-                        _ => Some(format!("manager instance {} is not healthy", i.id)),
-                    }),
+                    .find(|i| !i.healthy())
+                    .map(|i| format!("manager instance {} is not healthy", i.id)),
             })
     }
 
     pub(crate) fn view(&self, group: &str) -> Option<&View<'a>> {
-        self.views.iter().find(|v| v.d.spec.name == group)
+        self.views
+            .iter()
+            .find(|v| v.d.spec.name == group)
+            .map(|v| &**v)
     }
 
     /// The one group allowed to start roll operations: the first (managers
@@ -190,7 +136,7 @@ impl<'a> Planner<'a> {
             let outdated = v
                 .described
                 .as_ref()
-                .is_ok_and(|insts| insts.iter().any(|i| i.config() != Some(v.d.hash.as_str())));
+                .is_ok_and(|insts| insts.iter().any(|i| !i.current()));
             rolling_op || outdated
         })
     }
@@ -200,16 +146,9 @@ impl<'a> Planner<'a> {
         format!("{group}-{:x}-{}", self.input.nonce, self.counter)
     }
 
-    /// Zones of disruptive operations in flight, cluster-wide.
-    fn zones_in_flight(&self) -> HashSet<Option<String>> {
-        self.in_flight.zones().cloned().collect()
-    }
-
-    /// Drops a finished or abandoned operation from those in flight.
-    pub(crate) fn end_op(&mut self, op: &Operation) {
-        let before = self.ops.len();
-        self.ops.retain(|o| o.id != op.id);
-        if self.ops.len() < before {
+    /// Drops a finished or abandoned operation (in `slot`) from those in flight.
+    pub(crate) fn end_op(&mut self, op: &Operation, slot: usize) {
+        if self.ops.end(slot) {
             self.in_flight.remove(op);
         }
     }
@@ -219,9 +158,9 @@ impl<'a> Planner<'a> {
         self.actions.push(Action::Begin {
             op: Box::new(op.clone()),
         });
-        self.ops.push(op.clone());
         self.in_flight.add(&op);
-        self.advance(&op);
+        let slot = self.ops.push(op.clone());
+        self.advance(&op, slot);
     }
 
     /// Begins an operation that collects garbage, explained by its rule and evidence.
@@ -236,7 +175,7 @@ impl<'a> Planner<'a> {
         &mut self,
         d: &DesiredGroup,
         kind: OpKind,
-        victim: Option<&Instance>,
+        victim: Option<&Member<'_>>,
         target: Option<Target>,
     ) -> Operation {
         let victim = victim.map(|i| Victim {
@@ -268,13 +207,13 @@ impl<'a> Planner<'a> {
     /// Starts new operations in group `gi`. `ahead` names the group that
     /// rolls now when it is another one (groups roll one after another).
     fn start_ops(&mut self, gi: usize, ahead: Option<String>) {
-        let v = &self.views[gi];
+        let v = Rc::clone(&self.views[gi]);
         let d = v.d;
         let name = d.spec.name.clone();
-        let Ok(insts) = v.described.clone() else {
+        let Ok(insts) = &v.described else {
             return;
         };
-        if let Some(why) = shared_link(&insts) {
+        if let Some(why) = v.shared_link.clone() {
             // The link is how members are matched to nodes: with two machines
             // on one link, any node step could hit the wrong machine's node.
             self.block(&name, why);
@@ -297,43 +236,42 @@ impl<'a> Planner<'a> {
         if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
             return;
         }
-        let health = v.health.clone();
-        if let Some(why) = self.meltdown(d, &insts, &health) {
+        let stale = self.stale_nodes(&v);
+        if let Some(why) = self.meltdown(d, insts, stale.len()) {
             self.block(&name, why);
             return;
         }
-        let in_group: Vec<&Operation> = self.ops.iter().filter(|o| o.group == name).collect();
-        let victims: HashSet<String> = in_group
-            .iter()
-            .filter_map(|o| o.victim.as_ref()?.instance.clone())
-            .collect();
-        let op_links: HashSet<String> = in_group.iter().map(|o| o.id.clone()).collect();
-        let pending: Vec<Target> = in_group
-            .iter()
-            .filter(|o| o.target.is_some() && v.with_link(&o.id).is_none())
-            .filter_map(|o| o.target.clone())
-            .collect();
-        let live: Vec<&Instance> = insts
-            .iter()
-            .copied()
-            .filter(|i| !victims.contains(&i.id))
-            .collect();
-        // Members not owned by an operation in flight: candidates for new ones.
-        let free: Vec<&Instance> = live
-            .iter()
-            .copied()
-            .filter(|i| !i.link().is_some_and(|l| op_links.contains(l)))
-            .collect();
+        let (pending, live, free) = {
+            let in_group: Vec<&Operation> = self.ops.iter().filter(|o| o.group == name).collect();
+            let victims: Set<&str> = in_group
+                .iter()
+                .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
+                .collect();
+            let op_links: Set<&str> = in_group.iter().map(|o| o.id.as_str()).collect();
+            let pending: Vec<Target> = in_group
+                .iter()
+                .filter(|o| o.target.is_some() && v.with_link(&o.id).is_none())
+                .filter_map(|o| o.target.clone())
+                .collect();
+            let live: Vec<&Member> = insts
+                .iter()
+                .filter(|i| !victims.contains(i.id.as_str()))
+                .collect();
+            // Members not owned by an operation in flight: candidates for new ones.
+            let free: Vec<&Member> = live
+                .iter()
+                .copied()
+                .filter(|i| !i.link().is_some_and(|l| op_links.contains(l)))
+                .collect();
+            (pending, live, free)
+        };
         // Held members still fill their slots, but nothing new touches them.
-        let (held, free): (Vec<&Instance>, Vec<&Instance>) = free
+        let (held, free): (Vec<&Member>, Vec<&Member>) = free
             .into_iter()
             .partition(|i| self.input.desired.held.contains(&i.id));
         let stuck: Vec<&str> = held
             .iter()
-            .filter(|i| {
-                i.config() != Some(d.hash.as_str())
-                    || health.get(i.id.as_str()) != Some(&Health::Healthy)
-            })
+            .filter(|i| !i.current() || !i.healthy())
             .map(|i| i.id.as_str())
             .collect();
         if !stuck.is_empty() {
@@ -347,7 +285,6 @@ impl<'a> Planner<'a> {
             d,
             &free,
             live.len() + pending.len(),
-            &health,
             self.world.observed.self_link.as_deref(),
         )
         .iter()
@@ -355,6 +292,7 @@ impl<'a> Planner<'a> {
         .collect();
 
         // 1. Heal: lost, unhealthy past unhealthy_after, never joined past startup_timeout.
+        let counter_before_heal = self.counter;
         for inst in &free {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
                 break;
@@ -362,10 +300,7 @@ impl<'a> Planner<'a> {
             if self.world.is_self(inst.link()) {
                 continue;
             }
-            let judged = health
-                .get(inst.id.as_str())
-                .copied()
-                .unwrap_or(Health::Unknown);
+            let judged = inst.health;
             let why = match judged {
                 Health::Unhealthy("machine not running") => Some("machine not running".to_string()),
                 Health::Unhealthy(what) => self
@@ -450,7 +385,14 @@ impl<'a> Planner<'a> {
         // period as seen by this controller, carrying this cluster's and
         // group's labels, and whose link no machine of a successful
         // describe carries. A manager is demoted first, one at a time.
-        self.reap_dead_nodes(d, &insts);
+        // The stale nodes the meltdown guard counted, unless a heal just
+        // claimed one of them.
+        let stale = if self.counter == counter_before_heal {
+            stale
+        } else {
+            self.stale_nodes(&v)
+        };
+        self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
         let missing = missing_slots(d, &live, &pending);
@@ -494,7 +436,6 @@ impl<'a> Planner<'a> {
             d,
             &free,
             live.len() + pending.len(),
-            &health,
             self.world.observed.self_link.as_deref(),
         );
         for inst in excess {
@@ -511,7 +452,7 @@ impl<'a> Planner<'a> {
                 );
                 break;
             }
-            if !self.may_disrupt(d, inst, &health, None) {
+            if !self.may_disrupt(d, inst, None) {
                 break;
             }
             let op = self.make_op(d, OpKind::Retire, Some(inst), None);
@@ -520,10 +461,10 @@ impl<'a> Planner<'a> {
 
         // 4. Roll outdated members (only in the one rolling group).
         let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
-        let mut outdated: Vec<&Instance> = free
+        let outdated: Vec<&Member> = free
             .iter()
             .copied()
-            .filter(|i| i.config() != Some(d.hash.as_str()) || requested(i))
+            .filter(|i| !i.current() || requested(i))
             .collect();
         if outdated.is_empty() || (is_manager && manager_busy) {
             return;
@@ -545,24 +486,32 @@ impl<'a> Planner<'a> {
             );
             return;
         }
-        outdated.sort_by_cached_key(|i| {
-            let healthy = health.get(i.id.as_str()) == Some(&Health::Healthy);
-            (
-                self.world.is_self(i.link()) || self.is_leader(i),
-                healthy,
-                i.zone().map(str::to_string),
-                i.logical_id().map(str::to_string),
-                i.id.clone(),
-            )
-        });
-        let settled = Settled::count(d, &free, &health);
-        for inst in outdated {
+        // The rollout order. The loop stops at the first member it may not
+        // disrupt (after about max_in_flight of them), so the order is
+        // produced lazily: a heap is built in O(n), where sorting every
+        // outdated member cost O(n log n). Ties keep the described order.
+        let mut order: BinaryHeap<Reverse<RollKey<'_>>> = outdated
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(k, i)| {
+                Reverse((
+                    self.world.is_self(i.link()) || self.is_leader(i),
+                    i.healthy(),
+                    i.zone(),
+                    i.logical_id(),
+                    i.id.as_str(),
+                    k,
+                ))
+            })
+            .collect();
+        let settled = Settled::count(&free);
+        while let Some(Reverse((.., k))) = order.pop() {
+            let inst = outdated[k];
             if is_manager && (self.is_leader(inst) || self.world.is_self(inst.link())) {
-                let others_current = free.iter().all(|i| {
-                    i.id == inst.id
-                        || (i.config() == Some(d.hash.as_str())
-                            && health.get(i.id.as_str()) == Some(&Health::Healthy))
-                });
+                let others_current = free
+                    .iter()
+                    .all(|i| i.id == inst.id || (i.current() && i.healthy()));
                 if !others_current {
                     self.wait(
                         &name,
@@ -571,7 +520,7 @@ impl<'a> Planner<'a> {
                     break;
                 }
             }
-            if !self.may_disrupt(d, inst, &health, Some(settled)) {
+            if !self.may_disrupt(d, inst, Some(settled)) {
                 break;
             }
             let target = Target {
@@ -605,13 +554,13 @@ impl<'a> Planner<'a> {
     /// Nodes carrying this cluster's and group's labels that no machine of
     /// a successful describe carries (or that a rejoined Ready node with the
     /// same link superseded), and that no operation is working on.
-    pub(crate) fn stale_nodes(&self, d: &DesiredGroup, insts: &[&Instance]) -> Vec<&'a Node> {
-        if d.spec.role == Role::Plain {
+    pub(crate) fn stale_nodes(&self, v: &View<'_>) -> Vec<&'a Node> {
+        let d = v.d;
+        if d.spec.role == Role::Plain || v.described.is_err() {
             return Vec::new();
         }
         let cluster = self.input.desired.cluster_id.as_str();
-        let links: HashSet<&str> = insts.iter().filter_map(|i| i.link()).collect();
-        let claimed: HashSet<&str> = self
+        let claimed: Set<&str> = self
             .ops
             .iter()
             .filter_map(|o| o.victim.as_ref())
@@ -619,33 +568,37 @@ impl<'a> Planner<'a> {
             .flatten()
             .collect();
         let nodes = self.world.nodes();
+        // Cheapest test first: almost every node is its member's.
         nodes
             .iter()
-            .filter(|n| {
-                n.cluster.as_deref() == Some(cluster)
-                    && n.group.as_deref() == Some(d.spec.name.as_str())
-            })
-            .filter(|n| !claimed.contains(n.id.as_str()) && !n.locked)
             .filter(|n| {
                 let link = n.link.as_deref();
                 // Stale: no machine carries its link, or the machine rejoined
                 // and a Ready node with the same link exists (a node that
                 // joins again always gets a new id).
-                let orphaned = !link.is_some_and(|l| links.contains(l));
-                let superseded = self
-                    .world
-                    .with_link(link)
-                    .iter()
-                    .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready);
-                (orphaned || superseded) && !link.is_some_and(|l| claimed.contains(l))
+                let orphaned = !link.is_some_and(|l| v.by_link.contains_key(l));
+                let superseded = || {
+                    self.world.links_shared()
+                        && self
+                            .world
+                            .with_link(link)
+                            .iter()
+                            .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready)
+                };
+                (orphaned || superseded())
+                    && n.cluster.as_deref() == Some(cluster)
+                    && n.group.as_deref() == Some(d.spec.name.as_str())
+                    && !n.locked
+                    && !claimed.contains(n.id.as_str())
+                    && !link.is_some_and(|l| claimed.contains(l))
             })
             .collect()
     }
 
-    fn reap_dead_nodes(&mut self, d: &DesiredGroup, insts: &[&Instance]) {
+    fn reap_dead_nodes(&mut self, d: &DesiredGroup, stale: Vec<&'a Node>) {
         let name = d.spec.name.as_str();
         let grace = d.spec.health.unhealthy_after;
-        for n in self.stale_nodes(d, insts) {
+        for n in stale {
             let c = Collection {
                 rule: GcRule::DeadNode,
                 item: n.id.clone(),
@@ -723,7 +676,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn is_leader(&self, inst: &Instance) -> bool {
+    fn is_leader(&self, inst: &Member<'_>) -> bool {
         self.world
             .leader
             .is_some_and(|l| l.link.as_deref() == inst.link() && inst.link().is_some())
@@ -735,29 +688,19 @@ impl<'a> Planner<'a> {
     fn may_disrupt(
         &mut self,
         d: &DesiredGroup,
-        inst: &Instance,
-        health: &HashMap<&str, Health>,
+        inst: &Member<'_>,
         settled: Option<Settled>,
     ) -> bool {
         let name = &d.spec.name;
-        let zones = self.zones_in_flight();
-        let zone = inst.zone().map(str::to_string);
-        if !zones.is_empty() && !zones.contains(&zone) {
+        if let Some(busy) = self.in_flight.other_zone(inst.zone()) {
             self.wait(
                 name,
-                format!(
-                    "zone {} is being disrupted: one zone at a time",
-                    zones
-                        .iter()
-                        .flatten()
-                        .next()
-                        .map_or("(none)", String::as_str)
-                ),
+                format!("zone {busy} is being disrupted: one zone at a time"),
             );
             return false;
         }
         if d.spec.role == Role::Manager {
-            let healthy = health.get(inst.id.as_str()) == Some(&Health::Healthy);
+            let healthy = inst.healthy();
             // A surge roll adds first; its demotion is gated when it comes.
             let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
             let gate = if surge {
@@ -800,12 +743,18 @@ impl<'a> Planner<'a> {
         true
     }
 
+    /// Records why `group` waits, unless a reason is recorded already.
     pub(crate) fn wait(&mut self, group: &str, why: String) {
-        self.waiting.entry(group.to_string()).or_insert(why);
+        if !self.waiting.contains_key(group) {
+            self.waiting.insert(group.to_string(), why);
+        }
     }
 
+    /// Records why `group` is blocked, unless a reason is recorded already.
     pub(crate) fn block(&mut self, group: &str, why: String) {
-        self.blocked.entry(group.to_string()).or_insert(why);
+        if !self.blocked.contains_key(group) {
+            self.blocked.insert(group.to_string(), why);
+        }
     }
 
     pub(crate) fn finish(mut self) -> Plan {
@@ -841,9 +790,14 @@ impl<'a> Planner<'a> {
         };
         let (memory, wake_at) = self.clock.finish();
         // Collections in flight that this pass did not list itself.
-        for op in &self.ops {
+        let mut listed: Set<String> = self
+            .garbage
+            .iter()
+            .map(|g| g.collection.item.clone())
+            .collect();
+        for op in self.ops.iter() {
             if let Some(c) = &op.collection
-                && !self.garbage.iter().any(|g| g.collection.item == c.item)
+                && listed.insert(c.item.clone())
             {
                 self.garbage.push(Garbage {
                     group: op.group.clone(),
@@ -886,25 +840,19 @@ impl<'a> Planner<'a> {
             }
             Ok(i) => i,
         };
-        let victims: HashSet<&str> = self
+        let victims: Set<&str> = self
             .ops
             .iter()
             .filter(|o| o.group == *name)
             .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
             .collect();
-        let live: Vec<&&Instance> = insts
+        let live: Vec<&Member> = insts
             .iter()
             .filter(|i| !victims.contains(i.id.as_str()))
             .collect();
         st.members = live.len();
-        st.current = live
-            .iter()
-            .filter(|i| i.config() == Some(v.d.hash.as_str()))
-            .count();
-        st.healthy = live
-            .iter()
-            .filter(|i| v.health.get(i.id.as_str()) == Some(&Health::Healthy))
-            .count();
+        st.current = live.iter().filter(|i| i.current()).count();
+        st.healthy = live.iter().filter(|i| i.healthy()).count();
         let rolling = self
             .ops
             .iter()
@@ -935,6 +883,11 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// A roll candidate's place in the rollout order: the leader (or this
+/// controller's own machine) last, unhealthy members first, then by zone,
+/// logical id and id; last its position among the outdated members.
+type RollKey<'i> = (bool, bool, Option<&'i str>, Option<&'i str>, &'i str, usize);
+
 /// What a roll's budget needs from the members no operation works on,
 /// counted once per pass (not once per candidate).
 #[derive(Clone, Copy)]
@@ -946,23 +899,22 @@ pub(crate) struct Settled {
 }
 
 impl Settled {
-    fn count(d: &DesiredGroup, settled: &[&Instance], health: &HashMap<&str, Health>) -> Self {
-        let h = |i: &Instance| health.get(i.id.as_str()).copied();
+    fn count(settled: &[&Member<'_>]) -> Self {
         Settled {
             broken: settled
                 .iter()
-                .filter(|i| matches!(h(i), Some(Health::Unhealthy(_))))
+                .filter(|i| matches!(i.health, Health::Unhealthy(_)))
                 .count(),
             current_healthy: settled
                 .iter()
-                .filter(|i| i.config() == Some(d.hash.as_str()) && h(i) == Some(Health::Healthy))
+                .filter(|i| i.current() && i.healthy())
                 .count(),
         }
     }
 }
 
 /// Slots declared but neither filled nor being filled.
-fn missing_slots(d: &DesiredGroup, live: &[&Instance], pending: &[Target]) -> Vec<Target> {
+fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> Vec<Target> {
     match &d.spec.allocation {
         Allocation::LogicalIds(slots) => {
             let covered: HashSet<&str> = live
@@ -1016,16 +968,15 @@ fn missing_slots(d: &DesiredGroup, live: &[&Instance], pending: &[Target]) -> Ve
 /// zone; never the controller's own machine unless it is the last choice.
 fn excess_members<'i>(
     d: &DesiredGroup,
-    free: &[&'i Instance],
+    free: &[&'i Member<'i>],
     count: usize,
-    health: &HashMap<&str, Health>,
     self_link: Option<&str>,
-) -> Vec<&'i Instance> {
-    let rank = |i: &Instance| {
+) -> Vec<&'i Member<'i>> {
+    let rank = |i: &Member| {
         (
             i.link().is_some() && i.link() == self_link,
             i.config() == Some(d.hash.as_str()),
-            health.get(i.id.as_str()) == Some(&Health::Healthy),
+            i.healthy(),
             std::cmp::Reverse(i.created_ms),
             i.id.clone(),
         )
@@ -1036,12 +987,12 @@ fn excess_members<'i>(
                 .iter()
                 .filter_map(|s| s.logical_id.as_deref())
                 .collect();
-            let mut out: Vec<&Instance> = free
+            let mut out: Vec<&Member> = free
                 .iter()
                 .copied()
                 .filter(|i| !i.logical_id().is_some_and(|l| declared.contains(l)))
                 .collect();
-            let mut by_id: BTreeMap<&str, Vec<&Instance>> = BTreeMap::new();
+            let mut by_id: BTreeMap<&str, Vec<&Member>> = BTreeMap::new();
             for i in free
                 .iter()
                 .copied()
@@ -1061,7 +1012,7 @@ fn excess_members<'i>(
         }
         Allocation::Size { size, .. } => {
             let mut n = count.saturating_sub(*size as usize);
-            let mut pool: Vec<&Instance> = free.to_vec();
+            let mut pool: Vec<&Member> = free.to_vec();
             let mut out = Vec::new();
             while n > 0 && !pool.is_empty() {
                 let mut per_zone: HashMap<Option<&str>, usize> = HashMap::new();
@@ -1082,15 +1033,4 @@ fn excess_members<'i>(
             out
         }
     }
-}
-
-/// Two machines carrying the same link, if any (an operator must resolve it).
-fn shared_link(insts: &[&Instance]) -> Option<String> {
-    let mut seen: HashMap<&str, &str> = HashMap::new();
-    insts.iter().find_map(|i| {
-        let link = i.link()?;
-        seen.insert(link, &i.id).map(|other| {
-            format!("instances {other} and {} carry the same link {link}: destroy the one that should not exist; drover will not guess", i.id)
-        })
-    })
 }

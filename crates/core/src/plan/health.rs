@@ -1,7 +1,7 @@
 //! Member health, judged from the swarm's node list through the link label.
 
 use super::world::World;
-use crate::model::{Instance, NodeState};
+use crate::model::NodeState;
 use crate::spec::Role;
 
 /// A member's health as one observation shows it.
@@ -17,8 +17,10 @@ pub enum Health {
     Unknown,
 }
 
-pub(crate) fn judge(role: Role, inst: &Instance, world: &World<'_>) -> Health {
-    if !inst.running {
+/// The health of a member of a `role` group whose machine is `running`
+/// and carries `link`.
+pub(crate) fn judge(role: Role, running: bool, link: Option<&str>, world: &World<'_>) -> Health {
+    if !running {
         return Health::Unhealthy("machine not running");
     }
     if role == Role::Plain {
@@ -27,7 +29,7 @@ pub(crate) fn judge(role: Role, inst: &Instance, world: &World<'_>) -> Health {
     if !world.swarm_ok() {
         return Health::Unknown;
     }
-    let Some(node) = world.node_for(inst.link()) else {
+    let Some(node) = world.node_for(link) else {
         return Health::Pending;
     };
     if node.locked {

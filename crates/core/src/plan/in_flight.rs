@@ -1,18 +1,52 @@
-//! The counts over operations in flight that every budget check needs,
-//! kept current as operations begin and end: starting k operations in one
-//! pass then costs O(k), not O(k × operations in flight).
+//! Operations in flight during a pass, and the counts over them that every
+//! budget check needs, kept current as operations begin and end: starting k
+//! operations in one pass then costs O(k), not O(k × operations in flight).
 
+use super::fast::Map;
 use crate::journal::{OpKind, Operation};
-use std::collections::HashMap;
+use std::borrow::Cow;
+
+/// The journal's operations (borrowed, never copied) followed by those
+/// begun in this pass, in that order. An operation that ends leaves a hole:
+/// ending k of them costs O(k), not O(k × operations) as removing from a
+/// `Vec` would.
+pub(crate) struct Ops<'a> {
+    slots: Vec<Option<Cow<'a, Operation>>>,
+}
+
+impl<'a> Ops<'a> {
+    /// The journal's operations: slot `j` is `journal[j]`.
+    pub(crate) fn new(journal: &'a [Operation]) -> Self {
+        Ops {
+            slots: journal.iter().map(|o| Some(Cow::Borrowed(o))).collect(),
+        }
+    }
+
+    /// Operations still in flight, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Operation> + '_ {
+        self.slots.iter().flatten().map(|o| &**o)
+    }
+
+    /// Adds an operation begun in this pass; returns its slot.
+    pub(crate) fn push(&mut self, op: Operation) -> usize {
+        self.slots.push(Some(Cow::Owned(op)));
+        self.slots.len() - 1
+    }
+
+    /// Ends the operation in `slot`; false if it had ended already.
+    pub(crate) fn end(&mut self, slot: usize) -> bool {
+        self.slots.get_mut(slot).and_then(Option::take).is_some()
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct InFlight {
     /// Disruptive operations by victim zone (heals, dead-node removals and
     /// orphan collections excepted: they repair or clean up, so they never
     /// hold a zone).
-    zones: HashMap<Option<String>, usize>,
+    zones: Map<Option<String>, usize>,
     /// Members being replaced, by group (dead-node removals excepted).
-    replacing: HashMap<String, usize>,
+    replacing: Map<String, usize>,
 }
 
 impl InFlight {
@@ -40,21 +74,38 @@ impl InFlight {
             *n = if add { *n + 1 } else { n.saturating_sub(1) };
         };
         if !matches!(op.kind, OpKind::Heal | OpKind::RemoveDead | OpKind::Orphan) {
-            let zone = op.victim.as_ref().and_then(|v| v.zone.clone());
-            let n = self.zones.entry(zone.clone()).or_default();
+            const NO_ZONE: &Option<String> = &None;
+            let zone = op.victim.as_ref().map_or(NO_ZONE, |v| &v.zone);
+            // Keys are copied only when new: a pass counts every operation.
+            let n = match self.zones.get_mut(zone) {
+                Some(n) => n,
+                None => self.zones.entry(zone.clone()).or_default(),
+            };
             bump(n);
             if *n == 0 {
-                self.zones.remove(&zone);
+                self.zones.remove(zone);
             }
         }
         if op.kind != OpKind::RemoveDead {
-            bump(self.replacing.entry(op.group.clone()).or_default());
+            match self.replacing.get_mut(op.group.as_str()) {
+                Some(n) => bump(n),
+                None => bump(self.replacing.entry(op.group.clone()).or_default()),
+            }
         }
     }
 
-    /// Zones being disrupted, cluster-wide.
-    pub(crate) fn zones(&self) -> impl Iterator<Item = &Option<String>> {
-        self.zones.keys()
+    /// When zones other than `zone` are being disrupted (cluster-wide),
+    /// one of them to name (`(none)` for members without a zone).
+    pub(crate) fn other_zone(&self, zone: Option<&str>) -> Option<String> {
+        let busy = !self.zones.is_empty() && !self.zones.keys().any(|z| z.as_deref() == zone);
+        busy.then(|| {
+            self.zones
+                .keys()
+                .flatten()
+                .next()
+                .map_or("(none)", String::as_str)
+                .to_string()
+        })
     }
 
     /// Members of `group` being replaced.

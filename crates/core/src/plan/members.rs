@@ -54,7 +54,7 @@ pub fn member_status(desired: &Desired, observed: &Observed) -> Vec<MemberStatus
         for inst in owned {
             let node = world.node_for(inst.link());
             let raft = node.and_then(|n| n.raft.as_ref());
-            let (health, reason) = match judge(g.spec.role, inst, &world) {
+            let (health, reason) = match judge(g.spec.role, inst.running, inst.link(), &world) {
                 Health::Healthy => ("healthy", None),
                 Health::Unhealthy(why) => ("unhealthy", Some(why.to_string())),
                 Health::Pending => ("pending", None),

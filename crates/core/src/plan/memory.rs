@@ -5,15 +5,18 @@
 //! stopped holding resets its timer, and a new leader (empty memory) starts
 //! every timer afresh from its own observation.
 
+use super::fast::Map;
 use crate::model::Time;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Timer first-sightings, keyed by condition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Memory {
-    seen: BTreeMap<String, Time>,
+    /// Hashed, not ordered: a pass looks up and re-inserts every timer it
+    /// touches (one per operation step, watch and grace), and the keys share
+    /// long prefixes (`step:workers-…`), slow to compare in a tree.
+    seen: Map<String, Time>,
 }
 
 impl Memory {
@@ -42,7 +45,9 @@ impl<'a> Clock<'a> {
     pub(crate) fn new(old: &'a Memory, now: Time) -> Self {
         Clock {
             old,
-            new: RefCell::new(Memory::default()),
+            new: RefCell::new(Memory {
+                seen: Map::with_capacity_and_hasher(old.len(), Default::default()),
+            }),
             now,
             wake_at: Cell::new(None),
         }

@@ -23,6 +23,7 @@
 //! deliberately not persisted: a new leader starts every timer from its own
 //! first sighting, never from another host's clock.
 
+mod fast;
 mod gate;
 mod gc;
 mod group;
@@ -33,6 +34,7 @@ mod memory;
 mod op;
 #[cfg(test)]
 mod tests;
+mod view;
 mod world;
 
 pub use health::Health;

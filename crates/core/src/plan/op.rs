@@ -25,10 +25,11 @@ enum StepState {
 }
 
 impl Planner<'_> {
-    /// Emits the next action of `op` (or waits, blocks, completes it).
-    pub(crate) fn advance(&mut self, op: &Operation) {
+    /// Emits the next action of `op`, in `slot` of the operations in
+    /// flight (or waits, blocks, completes it).
+    pub(crate) fn advance(&mut self, op: &Operation, slot: usize) {
         if op.kind == OpKind::Orphan {
-            return self.advance_orphan(op);
+            return self.advance_orphan(op, slot);
         }
         let Some(view) = self.view(&op.group) else {
             self.wait(
@@ -49,10 +50,10 @@ impl Planner<'_> {
             self.wait(&op.group, why);
             return;
         }
-        let spec = view.d.spec.clone();
+        let step_timeout = view.d.spec.update.step_timeout;
         for step in op.steps() {
             let state = self.step_state(op, step);
-            let key = format!("step:{}:{}", op.id, step.as_str());
+            let key = || format!("step:{}:{}", op.id, step.as_str());
             match state {
                 StepState::Done => {
                     if !op.done.contains(&step) {
@@ -70,19 +71,21 @@ impl Planner<'_> {
                         op.group, op.id
                     ));
                     self.actions.push(Action::Complete { op: op.id.clone() });
-                    self.end_op(op);
+                    self.end_op(op, slot);
                 }
                 StepState::Act(action) => {
-                    if self.clock.elapsed(key, spec.update.step_timeout) {
+                    if self.clock.elapsed(key(), step_timeout) {
                         self.step_failed(op, step, "its action kept failing".into());
                     }
                     self.actions.push(action);
                 }
                 StepState::Wait(why) => {
-                    if self.clock.elapsed(key, spec.update.step_timeout) {
+                    if self.clock.elapsed(key(), step_timeout) {
                         self.step_failed(op, step, why.clone());
                     }
-                    self.wait(&op.group, format!("{}: {}", op.id, why));
+                    if !self.waiting.contains_key(op.group.as_str()) {
+                        self.wait(&op.group, format!("{}: {}", op.id, why));
+                    }
                 }
             }
             return;
@@ -90,7 +93,7 @@ impl Planner<'_> {
         self.explanation
             .push(format!("{}: operation {} complete", op.group, op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
-        self.end_op(op);
+        self.end_op(op, slot);
     }
 
     fn step_failed(&mut self, op: &Operation, step: Step, why: String) {
@@ -131,9 +134,7 @@ impl Planner<'_> {
         }
         let view = self.view(&op.group)?;
         view.described.as_ref().ok()?;
-        let healthy = view
-            .with_link(&op.id)
-            .is_some_and(|i| view.health.get(i.id.as_str()) == Some(&Health::Healthy));
+        let healthy = view.with_link(&op.id).is_some_and(|i| i.healthy());
         (!healthy).then(|| {
             format!(
                 "the surge member of {} is not a healthy manager: the old one stays",
@@ -206,12 +207,7 @@ impl Planner<'_> {
                     // Superseded by a newer spec: the roll will replace it.
                     return StepState::Done;
                 }
-                match view
-                    .health
-                    .get(new.id.as_str())
-                    .copied()
-                    .unwrap_or(Health::Unknown)
-                {
+                match new.health {
                     Health::Healthy => {
                         let watch = d.spec.update.watch;
                         if self.clock.elapsed(format!("healthy:{}", new.id), watch) {
@@ -427,7 +423,7 @@ impl Planner<'_> {
                         instance: id,
                     });
                 }
-                if view.all.contains(id.as_str()) {
+                if view.foreign.contains(id.as_str()) {
                     return StepState::Fail(format!(
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));

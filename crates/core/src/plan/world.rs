@@ -1,14 +1,40 @@
 //! An indexed view of one observation, built once per pass.
 
+use super::fast::Map;
 use crate::model::{Node, Observed, SwarmView};
 use crate::quorum;
-use std::collections::HashMap;
+
+/// The nodes carrying one link: almost always one, so no `Vec` is allocated
+/// for it (a pass indexes every node).
+enum Linked<'a> {
+    One([&'a Node; 1]),
+    /// A member rejoined: its stale entries share the label.
+    Many(Vec<&'a Node>),
+}
+
+impl<'a> Linked<'a> {
+    fn as_slice(&self) -> &[&'a Node] {
+        match self {
+            Linked::One(n) => n,
+            Linked::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, n: &'a Node) {
+        match self {
+            Linked::One([first]) => *self = Linked::Many(vec![first, n]),
+            Linked::Many(v) => v.push(n),
+        }
+    }
+}
 
 pub(crate) struct World<'a> {
     pub(crate) observed: &'a Observed,
     /// Nodes by link label; several when a member rejoined (stale entries).
-    by_link: HashMap<&'a str, Vec<&'a Node>>,
-    by_id: HashMap<&'a str, &'a Node>,
+    by_link: Map<&'a str, Linked<'a>>,
+    by_id: Map<&'a str, &'a Node>,
+    /// Some link is carried by more than one node.
+    links_shared: bool,
     pub(crate) members: usize,
     pub(crate) reachable: usize,
     pub(crate) leader: Option<&'a Node>,
@@ -18,17 +44,26 @@ impl<'a> World<'a> {
     pub(crate) fn new(observed: &'a Observed) -> Self {
         let mut w = World {
             observed,
-            by_link: HashMap::new(),
-            by_id: HashMap::new(),
+            by_link: Map::default(),
+            by_id: Map::default(),
+            links_shared: false,
             members: 0,
             reachable: 0,
             leader: None,
         };
         if let SwarmView::Ok(nodes) = &observed.swarm {
+            w.by_id.reserve(nodes.len());
+            w.by_link.reserve(nodes.len());
             for n in nodes {
                 w.by_id.insert(&n.id, n);
                 if let Some(l) = &n.link {
-                    w.by_link.entry(l).or_default().push(n);
+                    w.by_link
+                        .entry(l)
+                        .and_modify(|e| {
+                            e.push(n);
+                            w.links_shared = true;
+                        })
+                        .or_insert(Linked::One([n]));
                 }
                 if let Some(r) = &n.raft {
                     w.members += 1;
@@ -50,7 +85,10 @@ impl<'a> World<'a> {
     /// The node for a link: the raft member or Ready one first, since a
     /// rejoined member leaves a stale Down entry with the same label.
     pub(crate) fn node_for(&self, link: Option<&str>) -> Option<&'a Node> {
-        let nodes = self.by_link.get(link?)?;
+        let nodes = self.by_link.get(link?)?.as_slice();
+        if let [only] = nodes {
+            return Some(only);
+        }
         nodes.iter().copied().max_by_key(|n| {
             (
                 n.raft.is_some(),
@@ -63,7 +101,12 @@ impl<'a> World<'a> {
     /// Every node carrying `link` (none for no link).
     pub(crate) fn with_link(&self, link: Option<&str>) -> &[&'a Node] {
         link.and_then(|l| self.by_link.get(l))
-            .map_or(&[], Vec::as_slice)
+            .map_or(&[], Linked::as_slice)
+    }
+
+    /// True when some link is carried by more than one node (a rejoin).
+    pub(crate) fn links_shared(&self) -> bool {
+        self.links_shared
     }
 
     /// All nodes (none unless the swarm answered).

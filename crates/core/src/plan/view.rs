@@ -1,0 +1,240 @@
+//! One group's observation, indexed once per pass: its owned members with
+//! the tags and health a pass reads, by link and by id.
+
+use super::DesiredGroup;
+use super::fast::{Map, Set};
+use super::health::{self, Health};
+use super::world::World;
+use crate::model::{Described, Instance, Observed, tags};
+use std::collections::hash_map::Entry;
+use std::ops::Deref;
+
+/// An owned instance with the tags a pass reads, looked up once. A pass
+/// reads them for every member several times, and each lookup in the
+/// instance's tag map compares strings on memory that is cold in large
+/// groups: that, not the logic, made a pass over 100 000 members slow.
+/// Everything else is the instance's (through `Deref`).
+#[derive(Clone, Copy)]
+pub(crate) struct Member<'a> {
+    inst: &'a Instance,
+    link: Option<&'a str>,
+    config: Option<&'a str>,
+    zone: Option<&'a str>,
+    logical_id: Option<&'a str>,
+    /// Built from the group's desired config.
+    current: bool,
+    /// Judged once per pass.
+    pub(crate) health: Health,
+}
+
+impl<'a> Member<'a> {
+    /// `inst` as a member of `group` of cluster `cluster_id`, or `None` if
+    /// it is not owned ([`Instance::owned_by`]). One walk over its tags
+    /// reads everything, with the accessors' meaning (`config` falls back
+    /// to the adopted tag).
+    fn owned(inst: &'a Instance, cluster_id: &str, group: &str) -> Option<Self> {
+        let (mut cluster, mut in_group, mut adopted) = (None, None, None);
+        let mut m = Member {
+            inst,
+            link: None,
+            config: None,
+            zone: None,
+            logical_id: None,
+            current: false,
+            health: Health::Unknown,
+        };
+        for (k, v) in &inst.tags {
+            let v = Some(v.as_str());
+            match k.as_str() {
+                tags::CLUSTER => cluster = v,
+                tags::GROUP => in_group = v,
+                tags::LINK => m.link = v,
+                tags::CONFIG => m.config = v,
+                tags::ADOPTED => adopted = v,
+                tags::ZONE => m.zone = v,
+                tags::LOGICAL_ID => m.logical_id = v,
+                _ => {}
+            }
+        }
+        if cluster != Some(cluster_id) || in_group != Some(group) {
+            return None;
+        }
+        m.config = m.config.or(adopted);
+        Some(m)
+    }
+
+    /// [`Instance::link`].
+    pub(crate) fn link(&self) -> Option<&'a str> {
+        self.link
+    }
+    /// [`Instance::config`].
+    pub(crate) fn config(&self) -> Option<&'a str> {
+        self.config
+    }
+    /// [`Instance::zone`].
+    pub(crate) fn zone(&self) -> Option<&'a str> {
+        self.zone
+    }
+    /// [`Instance::logical_id`].
+    pub(crate) fn logical_id(&self) -> Option<&'a str> {
+        self.logical_id
+    }
+    /// Built from the group's desired config (`config() == Some(hash)`).
+    pub(crate) fn current(&self) -> bool {
+        self.current
+    }
+    /// Judged healthy in this pass.
+    pub(crate) fn healthy(&self) -> bool {
+        self.health == Health::Healthy
+    }
+}
+
+impl Deref for Member<'_> {
+    type Target = Instance;
+    fn deref(&self) -> &Instance {
+        self.inst
+    }
+}
+
+/// One group's observation, indexed.
+pub(crate) struct View<'a> {
+    pub(crate) d: &'a DesiredGroup,
+    /// Owned members (cluster id and group both match), in described
+    /// order, or why they are not known.
+    pub(crate) described: Result<Vec<Member<'a>>, &'a str>,
+    /// Ids of described instances that are not owned (to refuse touching
+    /// foreign ones): with the owned ones, every described id.
+    pub(crate) foreign: Set<&'a str>,
+    /// Owned members by link and by id (positions in `described`):
+    /// operations look their members up here, so a pass stays linear in
+    /// the group's size.
+    pub(crate) by_link: Map<&'a str, usize>,
+    by_id: Map<&'a str, usize>,
+    /// Why the group blocks when two owned machines carry one link.
+    pub(crate) shared_link: Option<String>,
+}
+
+impl<'a> View<'a> {
+    /// Indexes group `d` of `observed`.
+    pub(crate) fn new(
+        d: &'a DesiredGroup,
+        cluster_id: &str,
+        observed: &'a Observed,
+        world: &World<'a>,
+    ) -> Self {
+        let mut v = View {
+            d,
+            described: Err("not described"),
+            foreign: Set::default(),
+            by_link: Map::default(),
+            by_id: Map::default(),
+            shared_link: None,
+        };
+        let list = match observed.instances.get(&d.spec.name) {
+            Some(Described::Ok(list)) => list,
+            Some(Described::Failed(e)) => {
+                v.described = Err(e.as_str());
+                return v;
+            }
+            None => return v,
+        };
+        let mut owned: Vec<Member<'a>> = Vec::with_capacity(list.len());
+        v.by_id.reserve(list.len());
+        v.by_link.reserve(list.len());
+        for i in list {
+            let Some(mut m) = Member::owned(i, cluster_id, &d.spec.name) else {
+                v.foreign.insert(&i.id);
+                continue;
+            };
+            m.health = health::judge(d.spec.role, i.running, m.link, world);
+            m.current = m.config == Some(d.hash.as_str());
+            v.by_id.insert(&i.id, owned.len());
+            if let Some(l) = m.link {
+                match v.by_link.entry(l) {
+                    Entry::Vacant(e) => {
+                        e.insert(owned.len());
+                    }
+                    Entry::Occupied(e) => {
+                        let other = owned[*e.get()].inst;
+                        v.shared_link
+                            .get_or_insert_with(|| shared_link(other, i, l));
+                    }
+                }
+            }
+            owned.push(m);
+        }
+        v.described = Ok(owned);
+        v
+    }
+
+    fn at(&self, k: Option<&usize>) -> Option<&Member<'a>> {
+        self.described.as_ref().ok()?.get(*k?)
+    }
+
+    /// The owned member carrying `link` (the first described, as a scan would find).
+    pub(crate) fn with_link(&self, link: &str) -> Option<&Member<'a>> {
+        self.at(self.by_link.get(link))
+    }
+
+    /// The owned member `id`.
+    pub(crate) fn owned(&self, id: &str) -> Option<&Member<'a>> {
+        self.at(self.by_id.get(id))
+    }
+}
+
+/// Why two machines carrying the same link block the group (an operator
+/// must resolve it).
+fn shared_link(other: &Instance, i: &Instance, link: &str) -> String {
+    format!(
+        "instances {} and {} carry the same link {link}: destroy the one that should not exist; drover will not guess",
+        other.id, i.id
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Member;
+    use crate::model::{Instance, tags};
+    use std::collections::BTreeMap;
+
+    fn instance(pairs: &[(&str, &str)]) -> Instance {
+        Instance {
+            id: "i-1".into(),
+            tags: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            running: true,
+            created_ms: 0,
+        }
+    }
+
+    /// The one-walk reading agrees with the instance's own accessors.
+    #[test]
+    fn a_member_reads_what_the_accessors_read() {
+        let owned = [
+            (tags::CLUSTER, "c1"),
+            (tags::GROUP, "workers"),
+            (tags::LINK, "l-1"),
+            (tags::ZONE, "a"),
+            (tags::LOGICAL_ID, "w1"),
+            ("Name", "provider's own tag"),
+        ];
+        let built = instance(&[&owned[..], &[(tags::CONFIG, "h1")]].concat());
+        let adopted = instance(&[&owned[..], &[(tags::ADOPTED, "h0")]].concat());
+        for i in [&built, &adopted] {
+            let m = Member::owned(i, "c1", "workers").expect("owned");
+            assert_eq!(
+                (m.link(), m.config(), m.zone(), m.logical_id()),
+                (i.link(), i.config(), i.zone(), i.logical_id())
+            );
+        }
+        assert_eq!(
+            Member::owned(&adopted, "c1", "workers").and_then(|m| m.config()),
+            Some("h0")
+        );
+        assert!(Member::owned(&built, "c2", "workers").is_none());
+        assert!(Member::owned(&built, "c1", "managers").is_none());
+        assert!(Member::owned(&instance(&[(tags::GROUP, "workers")]), "c1", "workers").is_none());
+    }
+}
