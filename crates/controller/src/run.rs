@@ -85,6 +85,11 @@ pub struct Controller {
     metrics: Option<Metrics>,
     /// Extra time every pass spends: see [`Controller::with_pass_delay`].
     pass_delay: Duration,
+    /// Whether the store's change watch should look: only while this
+    /// controller acts and is not handing its engine's leadership over (a
+    /// swarm store is read through that very engine, which must not be
+    /// asked while it leaves: swarm-facts).
+    watching: tokio::sync::watch::Sender<bool>,
 }
 
 impl Controller {
@@ -112,6 +117,7 @@ impl Controller {
             blocked: BTreeMap::new(),
             metrics: None,
             pass_delay: Duration::ZERO,
+            watching: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -158,7 +164,7 @@ impl Controller {
     /// planner's next timer, or the resync tick.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut commits = watch_store(self.ctx.clone());
+        let mut commits = watch_store(self.ctx.clone(), self.watching.subscribe());
         loop {
             if self.fenced && self.ctx.self_link.is_none() {
                 tracing::info!("another controller took over; this one stops");
@@ -334,6 +340,7 @@ impl Controller {
         }
         self.epoch = None;
         self.memory = Memory::default();
+        self.watching.send_replace(false);
     }
 
     /// Should this controller act on what it sees? On a manager: only while
@@ -461,6 +468,7 @@ impl Controller {
                 tracing::info!(epoch = e, "acting as the leader's controller");
                 self.memory = Memory::default();
                 self.epoch = Some(e);
+                self.watching.send_replace(true);
                 let took_over = takeover::event(&self.ctx.identity, e, &observed.swarm);
                 self.append(e, &took_over).await;
                 e
@@ -643,6 +651,9 @@ impl Controller {
             self.done_tx.clone(),
             action.clone(),
         );
+        if matches!(action, Action::DemoteSelfAndLeave { .. }) {
+            self.watching.send_replace(false);
+        }
         tracing::info!(op = %op, step = %action.describe(), "starting");
         let kind = step_kind(&action);
         if let Some(m) = &self.metrics {
@@ -770,13 +781,22 @@ fn step_kind(action: &Action) -> String {
 /// Forwards the store's change notifications (a commit, new controls) for
 /// as long as the controller runs (its receiver lives); a broken watch is
 /// retried at the resync interval, which also finds a change made meanwhile.
-fn watch_store(ctx: Arc<Context>) -> mpsc::UnboundedReceiver<()> {
+fn watch_store(
+    ctx: Arc<Context>,
+    mut watching: tokio::sync::watch::Receiver<bool>,
+) -> mpsc::UnboundedReceiver<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
+            // Only while acting: a change would wake nothing useful otherwise.
+            tokio::select! {
+                _ = tx.closed() => return,
+                r = watching.wait_for(|w| *w) => if r.is_err() { return },
+            }
             let changed = tokio::select! {
                 // The controller stopped: so does its watch.
                 _ = tx.closed() => return,
+                _ = watching.wait_for(|w| !*w) => continue,
                 r = ctx.store.changed() => r,
             };
             match changed {
@@ -785,7 +805,10 @@ fn watch_store(ctx: Arc<Context>) -> mpsc::UnboundedReceiver<()> {
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "store watch broke; re-armed after the resync interval");
-                    tokio::time::sleep(ctx.resync).await;
+                    tokio::select! {
+                        _ = tx.closed() => return,
+                        _ = tokio::time::sleep(ctx.resync) => {}
+                    }
                 }
             }
         }

@@ -110,6 +110,7 @@ impl LocalProvider {
             pgid: (procs::pgid_of(pid) == Some(pid)).then_some(pid),
             created_ms: now_ms(),
             engine_dir: Some(dir),
+            marked: false,
         };
         self.write_record(&rec)
             .map_err(|e| io_err("writing instance record", e))?;

@@ -94,6 +94,11 @@ pub struct InstanceRecord {
     /// directory: an adopted engine's directory (see `adopt.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_dir: Option<PathBuf>,
+    /// Everything started for it carries [`procs::MACHINE_ENV`]: false for
+    /// adopted engines and for machines made by builds before the mark, whose
+    /// processes are then recognised by command line alone.
+    #[serde(default)]
+    pub marked: bool,
 }
 
 impl InstanceRecord {
@@ -438,6 +443,7 @@ impl InstanceProvider for LocalProvider {
                 pgid: None,
                 created_ms: now_ms(),
                 engine_dir: None,
+                marked: true,
             };
             self.write_record(&rec)
                 .map_err(|e| io_err("writing instance record", e))?;
@@ -488,11 +494,11 @@ impl InstanceProvider for LocalProvider {
         let paths = self.engine_paths(&rec);
         let own_dir = self.dir_of(&rec.id);
         tokio::task::spawn_blocking(move || {
-            // An adopted engine was started by someone else, unmarked.
-            let owned = if rec.engine_dir.is_some() {
-                procs::Owned::Named
-            } else {
+            // An adopted engine, or one made before the mark: unmarked.
+            let owned = if rec.marked {
                 procs::Owned::Marked
+            } else {
+                procs::Owned::Named
             };
             let left = launcher::stop_engine(&paths, rec.pid, rec.pgid, owned);
             if left > 0 {

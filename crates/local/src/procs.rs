@@ -110,6 +110,22 @@ pub fn stop_tree(
     {
         verified_group = Some(pgid);
     }
+    if owned == Owned::Marked {
+        let unmarked: Vec<i32> = pids_matching(needle)
+            .into_iter()
+            .filter(|p| !started_for(*p, needle))
+            .collect();
+        if !unmarked.is_empty() {
+            // Not started for the machine (an operator's command naming it,
+            // or something started with a cleared environment): left alone,
+            // but said, so a leak is never silent.
+            tracing::warn!(
+                ?unmarked,
+                dir = needle,
+                "processes naming a destroyed machine's directory without its mark are left running"
+            );
+        }
+    }
     let send = |sig: Signal| {
         if let Some(g) = verified_group {
             let _ = killpg(Pid::from_raw(g), sig);

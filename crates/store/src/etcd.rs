@@ -542,6 +542,9 @@ impl Store for EtcdStore {
             };
             match message.map_err(etcd_err)? {
                 Some(r) if !r.events().is_empty() => return Ok(()),
+                Some(r) if r.canceled() => {
+                    return Err(unavailable("etcd", "the watch was cancelled"));
+                }
                 // The watch's own "created" notice, or progress: keep waiting.
                 Some(_) => {}
                 None => return Err(unavailable("etcd", "the watch stream ended")),

@@ -18,7 +18,7 @@ use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{Context, StatusDoc, snapshot, wall_ms};
 use drover_core::journal::Operation;
-use drover_core::model::{Instance, Observed};
+use drover_core::model::{Instance, Observed, tags};
 use drover_core::plan::Desired;
 use drover_core::plan::{Memory, PlanInput, member_status, plan};
 use drover_core::spec::{Allocation, ClusterSpec, GroupSpec, Role};
@@ -48,6 +48,11 @@ pub async fn run(
     // A manager group's last machine is removed from here: everything that
     // needs is checked before anything is committed.
     let mut managers = None;
+    let cluster = store
+        .cluster_id()
+        .await
+        .map_err(failed)?
+        .unwrap_or_default();
     if g.role == Role::Manager {
         let others: Vec<&str> = current
             .spec
@@ -80,14 +85,16 @@ pub async fn run(
     if let (Some(ctx), false) = (managers.as_mut(), retired) {
         // Manager groups last: their retirement begins once the other
         // groups' machines are gone, not while they still drain.
-        let mut follow = Follow::new(ctx, None, group, timeout, start);
+        let mut follow = Follow::new(ctx, None, &cluster, group, timeout, start);
         let others = follow
-            .until(&current.spec, |_, observed, _| {
-                match others_remaining(observed, group) {
+            .until(
+                &current.spec,
+                current.rev,
+                |_, observed, _| match others_remaining(observed, group) {
                     None => Seen::Done(()),
                     Some(why) => Seen::Wait(why),
-                }
-            })
+                },
+            )
             .await?;
         if let Err(code) = others {
             return Ok(code);
@@ -121,14 +128,21 @@ pub async fn run(
     );
     // Only the swarm store can vanish with a retired manager.
     let machines = wiring::local(local)?.filter(|_| store_args.url.starts_with("swarm"));
-    let mut follow = Follow::new(&mut ctx, machines.as_deref(), group, timeout, start);
+    let mut follow = Follow::new(
+        &mut ctx,
+        machines.as_deref(),
+        &cluster,
+        group,
+        timeout,
+        start,
+    );
     let last = follow
-        .until(&spec, |desired, observed, journal| {
-            match last_manager(desired, observed, journal, group) {
-                LastManager::Gone => Seen::Done(None),
-                LastManager::Ready(inst) => Seen::Done(Some(inst.clone())),
-                LastManager::Wait(why) => Seen::Wait(why),
-            }
+        .until(&spec, rev, |desired, observed, journal| match last_manager(
+            desired, observed, journal, group,
+        ) {
+            LastManager::Gone => Seen::Done(None),
+            LastManager::Ready(inst) => Seen::Done(Some(inst.clone())),
+            LastManager::Wait(why) => Seen::Wait(why),
         })
         .await?;
     match last {
@@ -155,6 +169,8 @@ struct Follow<'a> {
     ctx: &'a mut Context,
     /// With a swarm store: the machines to find the store on again.
     machines: Option<&'a drover_local::LocalProvider>,
+    /// The cluster id: a store found again must be this cluster's.
+    cluster: String,
     group: &'a str,
     timeout: Duration,
     start: Instant,
@@ -165,6 +181,7 @@ impl<'a> Follow<'a> {
     fn new(
         ctx: &'a mut Context,
         machines: Option<&'a drover_local::LocalProvider>,
+        cluster: &str,
         group: &'a str,
         timeout: Duration,
         start: Instant,
@@ -172,6 +189,7 @@ impl<'a> Follow<'a> {
         Follow {
             ctx,
             machines,
+            cluster: cluster.to_string(),
             group,
             timeout,
             start,
@@ -179,22 +197,35 @@ impl<'a> Follow<'a> {
         }
     }
 
+    /// Looks until `check` is done against revision `rev` of `spec`; fails
+    /// if someone commits another revision meanwhile (what was checked
+    /// would no longer be what the controller carries out).
     async fn until<T>(
         &mut self,
         spec: &ClusterSpec,
+        rev: u64,
         check: impl Fn(&Desired, &Observed, &[Operation]) -> Seen<T>,
     ) -> Result<Result<T, ExitCode>, MainError> {
         loop {
-            let why = match snapshot(self.ctx, spec).await {
+            let looked = async {
+                still_at(self.ctx, rev).await?;
+                snapshot(self.ctx, spec).await.map_err(failed)
+            };
+            let why = match looked.await {
                 Ok((desired, observed, journal)) => match check(&desired, &observed, &journal) {
                     Seen::Done(t) => return Ok(Ok(t)),
                     Seen::Wait(why) => why,
                 },
-                Err(e) if e.is_transient() && reopen_on_a_manager(self.ctx, self.machines).await => {
+                Err(MainError::Failed(e))
+                    if e.downcast_ref::<drover_spi::StoreError>()
+                        .is_some_and(drover_spi::StoreError::is_transient)
+                        && reopen_on_a_manager(self.ctx, self.machines, &self.cluster, self.group)
+                            .await =>
+                {
                     "the engine the store was read through is gone: reading it through another manager"
                         .into()
                 }
-                Err(e) => return Err(failed(e)),
+                Err(e) => return Err(e),
             };
             if why != self.said {
                 println!(
@@ -203,8 +234,8 @@ impl<'a> Follow<'a> {
                 );
                 self.said = why;
             }
-            if let Some(why) = blocked(self.ctx, self.group).await {
-                eprintln!("group {} is blocked: {why}", self.group);
+            if let Some((group, why)) = blocked(self.ctx).await {
+                eprintln!("group {group} is blocked: {why}");
                 return Ok(Err(ExitCode::from(3)));
             }
             if self.start.elapsed() >= self.timeout {
@@ -223,23 +254,46 @@ impl<'a> Follow<'a> {
 
 /// The swarm store lives in the raft, read through one manager's engine,
 /// and this command retires managers: when the one it reads through goes,
-/// open the store again on a machine whose engine still answers as a manager.
+/// open the store again on another running manager of this cluster's
+/// `group` — and only if that store is this cluster's.
 async fn reopen_on_a_manager(
     ctx: &mut Context,
     machines: Option<&drover_local::LocalProvider>,
+    cluster: &str,
+    group: &str,
 ) -> bool {
     let Some(machines) = machines else {
         return false;
     };
     let records = machines.records().unwrap_or_default();
-    for r in records.iter().filter(|r| machines.is_running(r)) {
-        if let Ok(store) = drover_store::open(&format!("swarm:{}", r.endpoint())).await {
+    let ours = |r: &&drover_local::InstanceRecord| {
+        r.tags.get(tags::CLUSTER).map(String::as_str) == Some(cluster)
+            && r.tags.get(tags::GROUP).map(String::as_str) == Some(group)
+            && machines.is_running(r)
+    };
+    for r in records.iter().filter(ours) {
+        let Ok(store) = drover_store::open(&format!("swarm:{}", r.endpoint())).await else {
+            continue;
+        };
+        if store.cluster_id().await.ok().flatten().as_deref() == Some(cluster) {
             tracing::info!(machine = %r.id, "the store's engine was retired: reading the swarm store through another manager");
             ctx.store = store.into();
             return true;
         }
     }
     false
+}
+
+/// Fails when the store's current revision is no longer `rev`.
+async fn still_at(ctx: &Context, rev: u64) -> Result<(), MainError> {
+    let current = ctx.store.desired().await.map_err(failed)?.map(|r| r.rev);
+    if current != Some(rev) {
+        return Err(MainError::Failed(anyhow::anyhow!(
+            "the desired state changed meanwhile (revision {} now, {rev} expected): nothing more is done here; see drover history, then run drover destroy again if you still mean it",
+            current.unwrap_or(0)
+        )));
+    }
+    Ok(())
 }
 
 /// Removes the swarm's last manager from here, recording it.
@@ -254,6 +308,17 @@ async fn remove_last(
     // Taking the store's epoch stops the last controller from writing while
     // its machine goes (it may win it back; it has nothing left to do).
     let epoch = ctx.store.campaign(IDENTITY).await.map_err(failed)?;
+    // Look once more, under that epoch: same revision, same last machine.
+    still_at(ctx, rev).await?;
+    let (desired, observed, journal) = snapshot(ctx, spec).await.map_err(failed)?;
+    if !matches!(last_manager(&desired, &observed, &journal, &g.name),
+        LastManager::Ready(i) if i.id == last.id)
+    {
+        return Err(MainError::Failed(anyhow::anyhow!(
+            "the cluster changed just before the last step: nothing was destroyed; run drover destroy {} again",
+            g.name
+        )));
+    }
     note(ctx, epoch, g, &last.id, "started").await;
     let provider = &ctx.providers[&g.instance.provider];
     provider.destroy(&last.id).await.map_err(|e| {
@@ -277,14 +342,17 @@ async fn remove_last(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The reason the acting controller published for the group being blocked.
-async fn blocked(ctx: &Context, group: &str) -> Option<String> {
+/// A group the acting controller published as blocked, with its reason.
+async fn blocked(ctx: &Context) -> Option<(String, String)> {
     let doc = ctx.store.status().await.ok()??;
     let g = doc["groups"]
         .as_array()?
         .iter()
-        .find(|g| g["name"] == group)?;
-    (g["phase"] == "blocked").then(|| g["reason"].as_str().unwrap_or("").to_string())
+        .find(|g| g["phase"] == "blocked")?;
+    Some((
+        g["name"].as_str().unwrap_or("").to_string(),
+        g["reason"].as_str().unwrap_or("").to_string(),
+    ))
 }
 
 /// Records the final step in the audit log. A store kept in the swarm
