@@ -123,7 +123,7 @@ pub fn others_remaining(observed: &Observed, group: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::hash::config_hash;
-    use crate::model::{Availability, Node, NodeState, RaftMember, tags};
+    use crate::model::{Availability, Node, NodeState, RaftMember, Tags, tags};
     use crate::plan::DesiredGroup;
     use crate::spec::{Allocation, parse_str};
     use std::collections::BTreeMap;
@@ -171,10 +171,10 @@ mod tests {
     fn machine(id: &str, group: &str) -> Instance {
         Instance {
             id: id.into(),
-            tags: BTreeMap::from([
-                (tags::CLUSTER.into(), "c1".into()),
-                (tags::GROUP.into(), group.into()),
-                (tags::LINK.into(), format!("link-{id}")),
+            tags: Tags::from([
+                (tags::CLUSTER, "c1".to_string()),
+                (tags::GROUP, group.to_string()),
+                (tags::LINK, format!("link-{id}")),
             ]),
             running: true,
             created_ms: 0,

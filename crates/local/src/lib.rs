@@ -533,7 +533,7 @@ impl InstanceProvider for LocalProvider {
                 // never comes up, it never joins and startup_timeout applies.
                 running: r.pid.is_none() || self.is_running(&r),
                 id: r.id,
-                tags: r.tags,
+                tags: r.tags.into(),
                 created_ms: r.created_ms,
             })
             .collect())

@@ -424,7 +424,7 @@ impl World {
         let join_at = (!never_join).then_some(self.now + self.timings.join);
         let inst = Instance {
             id: id.clone(),
-            tags,
+            tags: tags.into(),
             running: true,
             created_ms: self.now,
         };

@@ -3,7 +3,7 @@
 //! `scripts/bench.sh [SECTION...] [--runs K] [--only TEXT]`, i.e.
 //! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K] [--only TEXT]`
 //! (all sections by default; `--only` keeps the rollout scenarios whose
-//! name contains TEXT). Release mode; every figure is a median.
+//! name contains TEXT, and the planner size equal to it, e.g. `10000`). Release mode; every figure is a median.
 //! Not run by `cargo test`: it takes minutes and measures, never asserts
 //! timings (it asserts only that each rollout really converged).
 
@@ -87,7 +87,11 @@ fn main() -> ExitCode {
     for s in &sections {
         match s.as_str() {
             "planner" => {
-                planner::run(&PLANNER_SIZES);
+                let sizes: Vec<usize> = PLANNER_SIZES
+                    .into_iter()
+                    .filter(|n| only.is_empty() || n.to_string() == only)
+                    .collect();
+                planner::run(&sizes);
             }
             "economy" => {
                 println!("\n## Provider API economy in steady state\n");

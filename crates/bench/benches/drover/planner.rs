@@ -8,7 +8,7 @@
 use crate::stats::median_ms;
 use drover_core::journal::{OpKind, Operation, Target, Victim};
 use drover_core::model::{
-    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, tags,
+    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, Tags, tags,
 };
 use drover_core::plan::{Desired, Memory, PlanInput, plan};
 use drover_core::spec::{Role, parse_str};
@@ -47,11 +47,11 @@ fn spec_text(n: usize, image: &str) -> String {
 }
 
 fn instance(id: String, group: &str, link: String, config: &str) -> Instance {
-    let tags = BTreeMap::from([
-        (tags::CLUSTER.to_string(), CLUSTER.to_string()),
-        (tags::GROUP.to_string(), group.to_string()),
-        (tags::LINK.to_string(), link),
-        (tags::CONFIG.to_string(), config.to_string()),
+    let tags = Tags::from([
+        (tags::CLUSTER, CLUSTER.to_string()),
+        (tags::GROUP, group.to_string()),
+        (tags::LINK, link),
+        (tags::CONFIG, config.to_string()),
     ]);
     Instance {
         id,

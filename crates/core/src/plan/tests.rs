@@ -9,7 +9,8 @@ use super::{Action, Desired, DesiredGroup, GroupStatus, Memory, Phase, Plan, Pla
 use crate::hash::config_hash;
 use crate::journal::{OpKind, Operation, Step};
 use crate::model::{
-    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, Time, tags,
+    Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, Tags,
+    Time, tags,
 };
 use crate::spec::parse_str;
 use std::collections::BTreeMap;
@@ -56,7 +57,7 @@ fn desired(yaml: &str) -> Desired {
 
 /// An instance owned by this cluster's `group`, linked by `link`.
 fn instance(group: &str, link: &str, config: &str, zone: Option<&str>) -> Instance {
-    let mut t = BTreeMap::new();
+    let mut t = Tags::new();
     t.insert(tags::CLUSTER.to_string(), CLUSTER.to_string());
     t.insert(tags::GROUP.to_string(), group.to_string());
     t.insert(tags::LINK.to_string(), link.to_string());

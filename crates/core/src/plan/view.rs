@@ -5,15 +5,13 @@ use super::DesiredGroup;
 use super::fast::{Map, Set};
 use super::health::{self, Health};
 use super::world::World;
-use crate::model::{Described, Instance, Observed, tags};
+use crate::model::{Described, Instance, Observed};
 use std::collections::hash_map::Entry;
 use std::ops::Deref;
 
-/// An owned instance with the tags a pass reads, looked up once. A pass
-/// reads them for every member several times, and each lookup in the
-/// instance's tag map compares strings on memory that is cold in large
-/// groups: that, not the logic, made a pass over 100 000 members slow.
-/// Everything else is the instance's (through `Deref`).
+/// An owned instance with the tags a pass reads, read once: a pass reads
+/// them for every member several times. Everything else is the instance's
+/// (through `Deref`).
 #[derive(Clone, Copy)]
 pub(crate) struct Member<'a> {
     inst: &'a Instance,
@@ -29,38 +27,20 @@ pub(crate) struct Member<'a> {
 
 impl<'a> Member<'a> {
     /// `inst` as a member of `group` of cluster `cluster_id`, or `None` if
-    /// it is not owned ([`Instance::owned_by`]). One walk over its tags
-    /// reads everything, with the accessors' meaning (`config` falls back
-    /// to the adopted tag).
+    /// it is not owned ([`Instance::owned_by`]).
     fn owned(inst: &'a Instance, cluster_id: &str, group: &str) -> Option<Self> {
-        let (mut cluster, mut in_group, mut adopted) = (None, None, None);
-        let mut m = Member {
-            inst,
-            link: None,
-            config: None,
-            zone: None,
-            logical_id: None,
-            current: false,
-            health: Health::Unknown,
-        };
-        for (k, v) in &inst.tags {
-            let v = Some(v.as_str());
-            match k.as_str() {
-                tags::CLUSTER => cluster = v,
-                tags::GROUP => in_group = v,
-                tags::LINK => m.link = v,
-                tags::CONFIG => m.config = v,
-                tags::ADOPTED => adopted = v,
-                tags::ZONE => m.zone = v,
-                tags::LOGICAL_ID => m.logical_id = v,
-                _ => {}
-            }
-        }
-        if cluster != Some(cluster_id) || in_group != Some(group) {
+        if !inst.owned_by(cluster_id, group) {
             return None;
         }
-        m.config = m.config.or(adopted);
-        Some(m)
+        Some(Member {
+            inst,
+            link: inst.link(),
+            config: inst.config(),
+            zone: inst.zone(),
+            logical_id: inst.logical_id(),
+            current: false,
+            health: Health::Unknown,
+        })
     }
 
     /// [`Instance::link`].
@@ -195,21 +175,17 @@ fn shared_link(other: &Instance, i: &Instance, link: &str) -> String {
 mod tests {
     use super::Member;
     use crate::model::{Instance, tags};
-    use std::collections::BTreeMap;
 
     fn instance(pairs: &[(&str, &str)]) -> Instance {
         Instance {
             id: "i-1".into(),
-            tags: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
+            tags: pairs.iter().copied().collect(),
             running: true,
             created_ms: 0,
         }
     }
 
-    /// The one-walk reading agrees with the instance's own accessors.
+    /// A member reads what the instance's own accessors read.
     #[test]
     fn a_member_reads_what_the_accessors_read() {
         let owned = [

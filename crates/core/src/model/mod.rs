@@ -10,28 +10,8 @@ use std::collections::BTreeMap;
 /// Milliseconds on the observing controller's own monotonic clock.
 pub type Time = u64;
 
-/// Tag and engine-label names drover puts on everything it makes.
-pub mod tags {
-    /// The cluster id made at bootstrap; every ownership decision checks it.
-    pub const CLUSTER: &str = "drover.cluster";
-    /// The group name.
-    pub const GROUP: &str = "drover.group";
-    /// The link token joining instance and node (also an engine label).
-    pub const LINK: &str = "drover.link";
-    /// The config hash the instance was built from.
-    pub const CONFIG: &str = "drover.config";
-    /// The slot's logical id (pets).
-    pub const LOGICAL_ID: &str = "drover.logical-id";
-    /// The slot's zone.
-    pub const ZONE: &str = "drover.zone";
-    /// Which machine for its slot this is, when not the first (see
-    /// `journal::Target::attempt`).
-    pub const ATTEMPT: &str = "drover.attempt";
-    /// Set on instances that were adopted rather than created: the config
-    /// hash of the spec they were adopted under (they carry no
-    /// [`CONFIG`] tag: drover did not build them).
-    pub const ADOPTED: &str = "drover.adopted";
-}
+pub mod tags;
+pub use tags::{Key, Tags};
 
 /// One machine as the provider describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -39,7 +19,7 @@ pub struct Instance {
     /// Provider's id.
     pub id: String,
     /// Tags (drover's and the provider's).
-    pub tags: BTreeMap<String, String>,
+    pub tags: Tags,
     /// False when the provider knows the machine stopped or its engine died.
     pub running: bool,
     /// Creation time, ms since the Unix epoch (provider-reported).
@@ -49,39 +29,42 @@ pub struct Instance {
 impl Instance {
     /// A tag's value.
     pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags.get(key).map(String::as_str)
+        self.tags.get(key)
     }
     /// The link token, if tagged.
     pub fn link(&self) -> Option<&str> {
-        self.tag(tags::LINK)
+        self.tags.own(Key::Link)
     }
     /// The config hash it was built from. An adopted machine was not built
     /// by drover: it counts as built from the config it was adopted under
     /// (its `drover.adopted` tag), so it is rolled only once that changes.
     pub fn config(&self) -> Option<&str> {
-        self.tag(tags::CONFIG).or_else(|| self.tag(tags::ADOPTED))
+        self.tags
+            .own(Key::Config)
+            .or_else(|| self.tags.own(Key::Adopted))
     }
     /// True when drover adopted this machine rather than created it.
     pub fn adopted(&self) -> bool {
-        self.tag(tags::CONFIG).is_none() && self.tag(tags::ADOPTED).is_some()
+        self.tags.own(Key::Config).is_none() && self.tags.own(Key::Adopted).is_some()
     }
     /// The slot's logical id.
     pub fn logical_id(&self) -> Option<&str> {
-        self.tag(tags::LOGICAL_ID)
+        self.tags.own(Key::LogicalId)
     }
     /// The slot's zone.
     pub fn zone(&self) -> Option<&str> {
-        self.tag(tags::ZONE)
+        self.tags.own(Key::Zone)
     }
     /// Which machine for its slot this is (1 when untagged).
     pub fn attempt(&self) -> u32 {
-        self.tag(tags::ATTEMPT)
+        self.tags
+            .own(Key::Attempt)
             .and_then(|a| a.parse().ok())
             .unwrap_or(1)
     }
     /// True only when it carries both this cluster's id and this group's name.
     pub fn owned_by(&self, cluster_id: &str, group: &str) -> bool {
-        self.tag(tags::CLUSTER) == Some(cluster_id) && self.tag(tags::GROUP) == Some(group)
+        self.tags.own(Key::Cluster) == Some(cluster_id) && self.tags.own(Key::Group) == Some(group)
     }
 }
 
