@@ -5,7 +5,7 @@ use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
 use super::memory::Clock;
-use super::view::{Member, View};
+use super::view::{Busy, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
@@ -181,7 +181,7 @@ impl<'a> Planner<'a> {
         let victim = victim.map(|i| Victim {
             instance: Some(i.id.clone()),
             link: i.link().map(str::to_string),
-            node: self.world.node_for(i.link()).map(|n| n.id.clone()),
+            node: i.node.map(|n| n.id.clone()),
             logical_id: i.logical_id().map(str::to_string),
             zone: i.zone().map(str::to_string),
             is_self: self.world.is_self(i.link()),
@@ -242,27 +242,21 @@ impl<'a> Planner<'a> {
             return;
         }
         let (pending, live, free) = {
-            let in_group: Vec<&Operation> = self.ops.iter().filter(|o| o.group == name).collect();
-            let victims: Set<&str> = in_group
-                .iter()
-                .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
-                .collect();
-            let op_links: Set<&str> = in_group.iter().map(|o| o.id.as_str()).collect();
-            let pending: Vec<Target> = in_group
-                .iter()
+            let in_group = || self.ops.iter().filter(|o| o.group == name);
+            let pending: Vec<Target> = in_group()
                 .filter(|o| o.target.is_some() && v.with_link(&o.id).is_none())
                 .filter_map(|o| o.target.clone())
                 .collect();
-            let live: Vec<&Member> = insts
-                .iter()
-                .filter(|i| !victims.contains(i.id.as_str()))
-                .collect();
+            let busy = v.busy(in_group());
+            let live: Vec<(&Member, Busy)> =
+                insts.iter().zip(busy).filter(|(_, b)| !b.victim).collect();
             // Members not owned by an operation in flight: candidates for new ones.
             let free: Vec<&Member> = live
                 .iter()
-                .copied()
-                .filter(|i| !i.link().is_some_and(|l| op_links.contains(l)))
+                .filter(|(_, b)| !b.replacement)
+                .map(|(i, _)| *i)
                 .collect();
+            let live: Vec<&Member> = live.into_iter().map(|(i, _)| i).collect();
             (pending, live, free)
         };
         // Held members still fill their slots, but nothing new touches them.
@@ -348,7 +342,7 @@ impl<'a> Planner<'a> {
                 Health::Unhealthy("machine not running")
                     if d.spec.role != Role::Plain
                         && self.world.swarm_ok()
-                        && self.world.node_for(inst.link()).is_none() =>
+                        && inst.node.is_none() =>
                 {
                     Some("its machine stopped before a swarm node carried its link".into())
                 }
@@ -560,7 +554,7 @@ impl<'a> Planner<'a> {
             return Vec::new();
         }
         let cluster = self.input.desired.cluster_id.as_str();
-        let claimed: Set<&str> = self
+        let claimed_by_ops: Set<&str> = self
             .ops
             .iter()
             .filter_map(|o| o.victim.as_ref())
@@ -568,30 +562,31 @@ impl<'a> Planner<'a> {
             .flatten()
             .collect();
         let nodes = self.world.nodes();
-        // Cheapest test first: almost every node is its member's.
+        // Cheapest test first: almost every node is its member's, or
+        // another group's (its group label is then seldom as long).
         nodes
             .iter()
-            .filter(|n| {
+            .zip(&v.claimed)
+            .filter(|(n, claimed)| {
                 let link = n.link.as_deref();
                 // Stale: no machine carries its link, or the machine rejoined
                 // and a Ready node with the same link exists (a node that
                 // joins again always gets a new id).
-                let orphaned = !link.is_some_and(|l| v.by_link.contains_key(l));
                 let superseded = || {
                     self.world.links_shared()
                         && self
                             .world
                             .with_link(link)
-                            .iter()
                             .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready)
                 };
-                (orphaned || superseded())
-                    && n.cluster.as_deref() == Some(cluster)
+                (!**claimed || superseded())
                     && n.group.as_deref() == Some(d.spec.name.as_str())
+                    && n.cluster.as_deref() == Some(cluster)
                     && !n.locked
-                    && !claimed.contains(n.id.as_str())
-                    && !link.is_some_and(|l| claimed.contains(l))
+                    && !claimed_by_ops.contains(n.id.as_str())
+                    && !link.is_some_and(|l| claimed_by_ops.contains(l))
             })
+            .map(|(n, _)| n)
             .collect()
     }
 
@@ -840,15 +835,12 @@ impl<'a> Planner<'a> {
             }
             Ok(i) => i,
         };
-        let victims: Set<&str> = self
-            .ops
-            .iter()
-            .filter(|o| o.group == *name)
-            .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
-            .collect();
+        let busy = v.busy(self.ops.iter().filter(|o| o.group == *name));
         let live: Vec<&Member> = insts
             .iter()
-            .filter(|i| !victims.contains(i.id.as_str()))
+            .zip(busy)
+            .filter(|(_, b)| !b.victim)
+            .map(|(i, _)| i)
             .collect();
         st.members = live.len();
         st.current = live.iter().filter(|i| i.current()).count();

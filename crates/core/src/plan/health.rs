@@ -1,7 +1,7 @@
 //! Member health, judged from the swarm's node list through the link label.
 
 use super::world::World;
-use crate::model::NodeState;
+use crate::model::{Node, NodeState};
 use crate::spec::Role;
 
 /// A member's health as one observation shows it.
@@ -20,16 +20,22 @@ pub enum Health {
 /// The health of a member of a `role` group whose machine is `running`
 /// and carries `link`.
 pub(crate) fn judge(role: Role, running: bool, link: Option<&str>, world: &World<'_>) -> Health {
+    judge_node(role, running, world.swarm_ok(), world.node_for(link))
+}
+
+/// [`judge`] with the member's `node` (as [`World::node_for`] finds it)
+/// looked up already; `swarm_ok` as [`World::swarm_ok`].
+pub(crate) fn judge_node(role: Role, running: bool, swarm_ok: bool, node: Option<&Node>) -> Health {
     if !running {
         return Health::Unhealthy("machine not running");
     }
     if role == Role::Plain {
         return Health::Healthy;
     }
-    if !world.swarm_ok() {
+    if !swarm_ok {
         return Health::Unknown;
     }
-    let Some(node) = world.node_for(link) else {
+    let Some(node) = node else {
         return Health::Pending;
     };
     if node.locked {

@@ -4,8 +4,9 @@
 use super::Action;
 use super::group::Planner;
 use super::health::Health;
+use super::view::Member;
 use crate::journal::{OpKind, Operation, Step};
-use crate::model::{Availability, NodeState};
+use crate::model::{Availability, Node, NodeState};
 use crate::spec::{OnDrainTimeout, OnFailure, Role};
 use std::time::Duration;
 
@@ -51,8 +52,21 @@ impl Planner<'_> {
             return;
         }
         let step_timeout = view.d.spec.update.step_timeout;
+        // What the op works on, looked up once for all its steps.
+        let victim = op.victim.as_ref();
+        let node = self
+            .world
+            .node_for(victim.and_then(|v| v.link.as_deref()))
+            .or_else(|| {
+                self.world
+                    .node_by_id(victim.and_then(|v| v.node.as_deref()))
+            });
+        let victim_inst = victim
+            .and_then(|v| v.instance.as_deref())
+            .and_then(|id| view.owned(id))
+            .copied();
         for step in op.steps() {
-            let state = self.step_state(op, step);
+            let state = self.step_state(op, step, node, victim_inst.as_ref());
             let key = || format!("step:{}:{}", op.id, step.as_str());
             match state {
                 StepState::Done => {
@@ -143,19 +157,20 @@ impl Planner<'_> {
         })
     }
 
-    fn step_state(&mut self, op: &Operation, step: Step) -> StepState {
+    /// Where `step` of `op` stands; `node` and `victim_inst` are the op's
+    /// victim's node and instance, as [`Self::advance`] found them.
+    fn step_state(
+        &mut self,
+        op: &Operation,
+        step: Step,
+        node: Option<&Node>,
+        victim_inst: Option<&Member<'_>>,
+    ) -> StepState {
         let view = self.view(&op.group).expect("checked by advance");
         let d = view.d;
         let owned = view.described.as_ref().expect("checked by advance");
         let victim = op.victim.as_ref();
         let vlink = victim.and_then(|v| v.link.as_deref());
-        let node = self.world.node_for(vlink).or_else(|| {
-            self.world
-                .node_by_id(victim.and_then(|v| v.node.as_deref()))
-        });
-        let victim_inst = victim
-            .and_then(|v| v.instance.as_deref())
-            .and_then(|id| view.owned(id));
         match step {
             Step::Provision => {
                 if view.with_link(&op.id).is_some() {

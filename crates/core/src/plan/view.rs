@@ -5,7 +5,9 @@ use super::DesiredGroup;
 use super::fast::{Map, Set};
 use super::health::{self, Health};
 use super::world::World;
-use crate::model::{Described, Instance, Observed};
+use crate::journal::Operation;
+use crate::model::{Described, Instance, Node, Observed};
+use crate::spec::Role;
 use std::collections::hash_map::Entry;
 use std::ops::Deref;
 
@@ -21,6 +23,8 @@ pub(crate) struct Member<'a> {
     logical_id: Option<&'a str>,
     /// Built from the group's desired config.
     current: bool,
+    /// Its swarm node ([`World::node_for`] its link), found once per pass.
+    pub(crate) node: Option<&'a Node>,
     /// Judged once per pass.
     pub(crate) health: Health,
 }
@@ -39,6 +43,7 @@ impl<'a> Member<'a> {
             zone: inst.zone(),
             logical_id: inst.logical_id(),
             current: false,
+            node: None,
             health: Health::Unknown,
         })
     }
@@ -92,6 +97,9 @@ pub(crate) struct View<'a> {
     by_id: Map<&'a str, usize>,
     /// Why the group blocks when two owned machines carry one link.
     pub(crate) shared_link: Option<String>,
+    /// By position in [`World::nodes`]: some owned member carries the
+    /// node's link (so the node is not stale). Empty for plain groups.
+    pub(crate) claimed: Vec<bool>,
 }
 
 impl<'a> View<'a> {
@@ -109,6 +117,7 @@ impl<'a> View<'a> {
             by_link: Map::default(),
             by_id: Map::default(),
             shared_link: None,
+            claimed: Vec::new(),
         };
         let list = match observed.instances.get(&d.spec.name) {
             Some(Described::Ok(list)) => list,
@@ -121,12 +130,23 @@ impl<'a> View<'a> {
         let mut owned: Vec<Member<'a>> = Vec::with_capacity(list.len());
         v.by_id.reserve(list.len());
         v.by_link.reserve(list.len());
+        let swarm_node = d.spec.role != Role::Plain;
+        if swarm_node {
+            v.claimed = vec![false; world.nodes().len()];
+        }
         for i in list {
             let Some(mut m) = Member::owned(i, cluster_id, &d.spec.name) else {
                 v.foreign.insert(&i.id);
                 continue;
             };
-            m.health = health::judge(d.spec.role, i.running, m.link, world);
+            let positions = world.positions_with_link(m.link);
+            if swarm_node {
+                for &k in positions {
+                    v.claimed[k as usize] = true;
+                }
+            }
+            m.node = world.node_among(positions);
+            m.health = health::judge_node(d.spec.role, i.running, world.swarm_ok(), m.node);
             m.current = m.config == Some(d.hash.as_str());
             v.by_id.insert(&i.id, owned.len());
             if let Some(l) = m.link {
@@ -160,6 +180,32 @@ impl<'a> View<'a> {
     pub(crate) fn owned(&self, id: &str) -> Option<&Member<'a>> {
         self.at(self.by_id.get(id))
     }
+
+    /// By position among the owned members: which are the victim of one of
+    /// `ops`, and which carry one of their ids as link (their replacement).
+    /// One lookup per operation, rather than one per member.
+    pub(crate) fn busy<'o>(&self, ops: impl Iterator<Item = &'o Operation>) -> Vec<Busy> {
+        let mut busy = vec![Busy::default(); self.described.as_ref().map_or(0, Vec::len)];
+        for o in ops {
+            let victim = o.victim.as_ref().and_then(|v| v.instance.as_deref());
+            if let Some(&k) = victim.and_then(|id| self.by_id.get(id)) {
+                busy[k].victim = true;
+            }
+            if let Some(&k) = self.by_link.get(o.id.as_str()) {
+                busy[k].replacement = true;
+            }
+        }
+        busy
+    }
+}
+
+/// What operations in flight do with one member.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Busy {
+    /// It is an operation's victim (being replaced or retired).
+    pub(crate) victim: bool,
+    /// It carries an operation's id as link: that operation made it.
+    pub(crate) replacement: bool,
 }
 
 /// Why two machines carrying the same link block the group (an operator

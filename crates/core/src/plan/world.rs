@@ -1,40 +1,24 @@
 //! An indexed view of one observation, built once per pass.
 
 use super::fast::Map;
-use crate::model::{Node, Observed, SwarmView};
+use crate::model::{Node, NodeState, Observed, SwarmView};
 use crate::quorum;
-
-/// The nodes carrying one link: almost always one, so no `Vec` is allocated
-/// for it (a pass indexes every node).
-enum Linked<'a> {
-    One([&'a Node; 1]),
-    /// A member rejoined: its stale entries share the label.
-    Many(Vec<&'a Node>),
-}
-
-impl<'a> Linked<'a> {
-    fn as_slice(&self) -> &[&'a Node] {
-        match self {
-            Linked::One(n) => n,
-            Linked::Many(v) => v,
-        }
-    }
-
-    fn push(&mut self, n: &'a Node) {
-        match self {
-            Linked::One([first]) => *self = Linked::Many(vec![first, n]),
-            Linked::Many(v) => v.push(n),
-        }
-    }
-}
+use std::cell::OnceCell;
 
 pub(crate) struct World<'a> {
     pub(crate) observed: &'a Observed,
-    /// Nodes by link label; several when a member rejoined (stale entries).
-    by_link: Map<&'a str, Linked<'a>>,
-    by_id: Map<&'a str, &'a Node>,
-    /// Some link is carried by more than one node.
-    links_shared: bool,
+    /// The node list (empty unless the swarm answered).
+    nodes: &'a [Node],
+    /// Each link's first node (its position in `nodes`). A pass looks up
+    /// every member's node here, so this is the one table every node goes
+    /// into: small entries, no allocation per node.
+    by_link: Map<&'a str, u32>,
+    /// The links carried by more than one node (a member rejoined: its
+    /// stale entries share the label), with all their nodes. Rare.
+    shared: Map<&'a str, Vec<u32>>,
+    /// Nodes by id, built on the first lookup: only operations whose
+    /// victim's node cannot be found by its link look a node up by id.
+    by_id: OnceCell<Map<&'a str, u32>>,
     pub(crate) members: usize,
     pub(crate) reachable: usize,
     pub(crate) leader: Option<&'a Node>,
@@ -42,35 +26,35 @@ pub(crate) struct World<'a> {
 
 impl<'a> World<'a> {
     pub(crate) fn new(observed: &'a Observed) -> Self {
+        let nodes: &[Node] = match &observed.swarm {
+            SwarmView::Ok(nodes) => nodes,
+            _ => &[],
+        };
         let mut w = World {
             observed,
+            nodes,
             by_link: Map::default(),
-            by_id: Map::default(),
-            links_shared: false,
+            shared: Map::default(),
+            by_id: OnceCell::new(),
             members: 0,
             reachable: 0,
             leader: None,
         };
-        if let SwarmView::Ok(nodes) = &observed.swarm {
-            w.by_id.reserve(nodes.len());
-            w.by_link.reserve(nodes.len());
-            for n in nodes {
-                w.by_id.insert(&n.id, n);
-                if let Some(l) = &n.link {
-                    w.by_link
-                        .entry(l)
-                        .and_modify(|e| {
-                            e.push(n);
-                            w.links_shared = true;
-                        })
-                        .or_insert(Linked::One([n]));
-                }
-                if let Some(r) = &n.raft {
-                    w.members += 1;
-                    w.reachable += usize::from(r.reachable);
-                    if r.leader {
-                        w.leader = Some(n);
-                    }
+        w.by_link.reserve(nodes.len());
+        for (k, n) in nodes.iter().enumerate() {
+            let k = k as u32;
+            if let Some(l) = &n.link
+                && let Some(first) = w.by_link.insert(l, k)
+            {
+                // Keep the first in `by_link`, all of them in `shared`.
+                w.by_link.insert(l, first);
+                w.shared.entry(l).or_insert_with(|| vec![first]).push(k);
+            }
+            if let Some(r) = &n.raft {
+                w.members += 1;
+                w.reachable += usize::from(r.reachable);
+                if r.leader {
+                    w.leader = Some(n);
                 }
             }
         }
@@ -82,43 +66,66 @@ impl<'a> World<'a> {
         matches!(self.observed.swarm, SwarmView::Ok(_))
     }
 
+    /// The positions in [`Self::nodes`] of every node carrying `link`.
+    pub(crate) fn positions_with_link(&self, link: Option<&str>) -> &[u32] {
+        let Some(l) = link else { return &[] };
+        match self.shared.get(l) {
+            Some(all) => all,
+            None => self.by_link.get(l).map_or(&[], std::slice::from_ref),
+        }
+    }
+
     /// The node for a link: the raft member or Ready one first, since a
     /// rejoined member leaves a stale Down entry with the same label.
     pub(crate) fn node_for(&self, link: Option<&str>) -> Option<&'a Node> {
-        let nodes = self.by_link.get(link?)?.as_slice();
-        if let [only] = nodes {
-            return Some(only);
+        self.node_among(self.positions_with_link(link))
+    }
+
+    /// [`Self::node_for`] a link whose nodes' positions were looked up.
+    pub(crate) fn node_among(&self, positions: &[u32]) -> Option<&'a Node> {
+        if let [only] = positions {
+            return Some(&self.nodes[*only as usize]);
         }
-        nodes.iter().copied().max_by_key(|n| {
-            (
-                n.raft.is_some(),
-                n.state == crate::model::NodeState::Ready,
-                std::cmp::Reverse(n.id.as_str()),
-            )
-        })
+        positions
+            .iter()
+            .map(|&k| &self.nodes[k as usize])
+            .max_by_key(|n| {
+                (
+                    n.raft.is_some(),
+                    n.state == NodeState::Ready,
+                    std::cmp::Reverse(n.id.as_str()),
+                )
+            })
     }
 
     /// Every node carrying `link` (none for no link).
-    pub(crate) fn with_link(&self, link: Option<&str>) -> &[&'a Node] {
-        link.and_then(|l| self.by_link.get(l))
-            .map_or(&[], Linked::as_slice)
+    pub(crate) fn with_link(&self, link: Option<&str>) -> impl Iterator<Item = &'a Node> {
+        let nodes = self.nodes;
+        self.positions_with_link(link)
+            .iter()
+            .map(move |&k| &nodes[k as usize])
     }
 
     /// True when some link is carried by more than one node (a rejoin).
     pub(crate) fn links_shared(&self) -> bool {
-        self.links_shared
+        !self.shared.is_empty()
     }
 
     /// All nodes (none unless the swarm answered).
     pub(crate) fn nodes(&self) -> &'a [Node] {
-        match &self.observed.swarm {
-            SwarmView::Ok(nodes) => nodes,
-            _ => &[],
-        }
+        self.nodes
     }
 
     pub(crate) fn node_by_id(&self, id: Option<&str>) -> Option<&'a Node> {
-        self.by_id.get(id?).copied()
+        let by_id = self.by_id.get_or_init(|| {
+            let mut m = Map::default();
+            m.reserve(self.nodes.len());
+            for (k, n) in self.nodes.iter().enumerate() {
+                m.insert(n.id.as_str(), k as u32);
+            }
+            m
+        });
+        by_id.get(id?).map(|&k| &self.nodes[k as usize])
     }
 
     pub(crate) fn fault_tolerance(&self) -> Option<i64> {
