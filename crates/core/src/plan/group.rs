@@ -41,11 +41,24 @@ pub(crate) struct Planner<'a> {
 impl<'a> Planner<'a> {
     pub(crate) fn new(input: PlanInput<'a>) -> Self {
         let world = World::new(input.observed);
+        let victims: Set<&str> = input
+            .journal
+            .iter()
+            .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
+            .collect();
         let mut views: Vec<View<'a>> = input
             .desired
             .groups
             .iter()
-            .map(|d| View::new(d, &input.desired.cluster_id, input.observed, &world))
+            .map(|d| {
+                View::new(
+                    d,
+                    &input.desired.cluster_id,
+                    input.observed,
+                    &world,
+                    &victims,
+                )
+            })
             .collect();
         // Managers first: they roll first and their state gates everything.
         views.sort_by_key(|v| v.d.spec.role != Role::Manager);

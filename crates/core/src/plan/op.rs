@@ -61,10 +61,7 @@ impl Planner<'_> {
                 self.world
                     .node_by_id(victim.and_then(|v| v.node.as_deref()))
             });
-        let victim_inst = victim
-            .and_then(|v| v.instance.as_deref())
-            .and_then(|id| view.owned(id))
-            .copied();
+        let victim_inst = victim.and_then(|v| view.victim(v)).copied();
         for step in op.steps() {
             let state = self.step_state(op, step, node, victim_inst.as_ref());
             let key = || format!("step:{}:{}", op.id, step.as_str());

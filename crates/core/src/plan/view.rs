@@ -5,7 +5,7 @@ use super::DesiredGroup;
 use super::fast::{Map, Set};
 use super::health::{self, Health};
 use super::world::World;
-use crate::journal::Operation;
+use crate::journal::{Operation, Victim};
 use crate::model::{Described, Instance, Node, Observed};
 use crate::spec::Role;
 use std::collections::hash_map::Entry;
@@ -90,10 +90,13 @@ pub(crate) struct View<'a> {
     /// Ids of described instances that are not owned (to refuse touching
     /// foreign ones): with the owned ones, every described id.
     pub(crate) foreign: Set<&'a str>,
-    /// Owned members by link and by id (positions in `described`):
-    /// operations look their members up here, so a pass stays linear in
-    /// the group's size.
+    /// Owned members by link (positions in `described`): operations look
+    /// their members up here, so a pass stays linear in the group's size.
     pub(crate) by_link: Map<&'a str, usize>,
+    /// Owned members by id, only those an operation may look up by id:
+    /// the victims of the journal's operations, and members without a
+    /// link (an operation begun in this pass finds its victim by link).
+    /// Hashing every member's id was a large part of a pass over 100 000.
     by_id: Map<&'a str, usize>,
     /// Why the group blocks when two owned machines carry one link.
     pub(crate) shared_link: Option<String>,
@@ -103,12 +106,14 @@ pub(crate) struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    /// Indexes group `d` of `observed`.
+    /// Indexes group `d` of `observed`; `victims` are the instance ids of
+    /// the victims of the journal's operations.
     pub(crate) fn new(
         d: &'a DesiredGroup,
         cluster_id: &str,
         observed: &'a Observed,
         world: &World<'a>,
+        victims: &Set<&str>,
     ) -> Self {
         let mut v = View {
             d,
@@ -128,7 +133,6 @@ impl<'a> View<'a> {
             None => return v,
         };
         let mut owned: Vec<Member<'a>> = Vec::with_capacity(list.len());
-        v.by_id.reserve(list.len());
         v.by_link.reserve(list.len());
         let swarm_node = d.spec.role != Role::Plain;
         if swarm_node {
@@ -148,7 +152,9 @@ impl<'a> View<'a> {
             m.node = world.node_among(positions);
             m.health = health::judge_node(d.spec.role, i.running, world.swarm_ok(), m.node);
             m.current = m.config == Some(d.hash.as_str());
-            v.by_id.insert(&i.id, owned.len());
+            if m.link.is_none() || victims.contains(i.id.as_str()) {
+                v.by_id.insert(&i.id, owned.len());
+            }
             if let Some(l) = m.link {
                 match v.by_link.entry(l) {
                     Entry::Vacant(e) => {
@@ -176,9 +182,22 @@ impl<'a> View<'a> {
         self.at(self.by_link.get(link))
     }
 
-    /// The owned member `id`.
-    pub(crate) fn owned(&self, id: &str) -> Option<&Member<'a>> {
-        self.at(self.by_id.get(id))
+    /// The owned member that is `victim`'s instance, if it still exists.
+    pub(crate) fn victim(&self, victim: &Victim) -> Option<&Member<'a>> {
+        self.at(self.victim_position(victim).as_ref())
+    }
+
+    /// Where `victim`'s instance is among the owned members: by id when
+    /// indexed, else by its link (an op begun in this pass, whose victim
+    /// was a member with a link), checking the id.
+    fn victim_position(&self, victim: &Victim) -> Option<usize> {
+        let id = victim.instance.as_deref()?;
+        if let Some(&k) = self.by_id.get(id) {
+            return Some(k);
+        }
+        let k = *self.by_link.get(victim.link.as_deref()?)?;
+        let members = self.described.as_ref().ok()?;
+        (members[k].id == id).then_some(k)
     }
 
     /// By position among the owned members: which are the victim of one of
@@ -187,8 +206,7 @@ impl<'a> View<'a> {
     pub(crate) fn busy<'o>(&self, ops: impl Iterator<Item = &'o Operation>) -> Vec<Busy> {
         let mut busy = vec![Busy::default(); self.described.as_ref().map_or(0, Vec::len)];
         for o in ops {
-            let victim = o.victim.as_ref().and_then(|v| v.instance.as_deref());
-            if let Some(&k) = victim.and_then(|id| self.by_id.get(id)) {
+            if let Some(k) = o.victim.as_ref().and_then(|v| self.victim_position(v)) {
                 busy[k].victim = true;
             }
             if let Some(&k) = self.by_link.get(o.id.as_str()) {
@@ -219,8 +237,12 @@ fn shared_link(other: &Instance, i: &Instance, link: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::Member;
-    use crate::model::{Instance, tags};
+    use super::{Member, View};
+    use crate::hash::config_hash;
+    use crate::journal::Victim;
+    use crate::model::{Described, Instance, Observed, SwarmView, tags};
+    use crate::plan::{DesiredGroup, fast::Set, world::World};
+    use crate::spec::parse_str;
 
     fn instance(pairs: &[(&str, &str)]) -> Instance {
         Instance {
@@ -258,5 +280,77 @@ mod tests {
         assert!(Member::owned(&built, "c2", "workers").is_none());
         assert!(Member::owned(&built, "c1", "managers").is_none());
         assert!(Member::owned(&instance(&[(tags::GROUP, "workers")]), "c1", "workers").is_none());
+    }
+
+    fn victim(id: &str, link: Option<&str>) -> Victim {
+        Victim {
+            instance: Some(id.into()),
+            link: link.map(str::to_string),
+            node: None,
+            logical_id: None,
+            zone: None,
+            is_self: false,
+        }
+    }
+
+    /// Only the journal's victims and members without a link are indexed
+    /// by id; every other victim (an operation begun in this pass) is
+    /// found by its link, and only if the member there has its id.
+    #[test]
+    fn finds_an_operations_victim_by_id_or_by_link() {
+        let spec = parse_str(
+            "groups:\n- name: workers\n  role: worker\n  allocation: {size: 3}\n  instance: {provider: sim}\n",
+        )
+        .spec
+        .expect("spec");
+        let g = spec.groups[0].clone();
+        let d = DesiredGroup {
+            hash: config_hash(&g),
+            spec: g,
+            paused: false,
+            is_rollback: false,
+        };
+        let member = |id: &str, link: Option<&str>| {
+            let mut tags = vec![(tags::CLUSTER, "c1"), (tags::GROUP, "workers")];
+            tags.extend(link.map(|l| (tags::LINK, l)));
+            Instance {
+                id: id.into(),
+                ..instance(&tags)
+            }
+        };
+        let observed = Observed {
+            instances: [(
+                "workers".to_string(),
+                Described::Ok(vec![
+                    member("i-journal", Some("l-1")),
+                    member("i-new", Some("l-2")),
+                    member("i-unlinked", None),
+                ]),
+            )]
+            .into(),
+            swarm: SwarmView::Ok(Vec::new()),
+            self_link: None,
+        };
+        let world = World::new(&observed);
+        let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();
+        let v = View::new(&d, "c1", &observed, &world, &journal_victims);
+        let found = |vi: Victim| v.victim(&vi).map(|m| m.id.clone());
+        assert_eq!(
+            found(victim("i-journal", None)).as_deref(),
+            Some("i-journal")
+        );
+        assert_eq!(
+            found(victim("i-new", Some("l-2"))).as_deref(),
+            Some("i-new")
+        );
+        assert_eq!(
+            found(victim("i-unlinked", None)).as_deref(),
+            Some("i-unlinked")
+        );
+        // Gone, or another machine on its link: not found.
+        assert_eq!(found(victim("i-gone", Some("l-9"))), None);
+        assert_eq!(found(victim("i-other", Some("l-2"))), None);
+        let busy = v.busy(std::iter::empty());
+        assert!(busy.iter().all(|b| !b.victim && !b.replacement));
     }
 }
