@@ -40,12 +40,12 @@ pub(crate) struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     pub(crate) fn new(input: PlanInput<'a>) -> Self {
-        let world = World::new(input.observed);
-        let victims: Set<&str> = input
-            .journal
-            .iter()
-            .filter_map(|o| o.victim.as_ref()?.instance.as_deref())
-            .collect();
+        let victims = || input.journal.iter().filter_map(|o| o.victim.as_ref());
+        let world = World::new(
+            input.observed,
+            victims().filter_map(|v| v.node.as_deref()).collect(),
+        );
+        let victims: Set<&str> = victims().filter_map(|v| v.instance.as_deref()).collect();
         let mut views: Vec<View<'a>> = input
             .desired
             .groups

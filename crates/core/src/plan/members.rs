@@ -40,7 +40,7 @@ pub struct MemberStatus {
 /// Every owned instance of every declared group whose describe succeeded,
 /// in declared group order, then by id.
 pub fn member_status(desired: &Desired, observed: &Observed) -> Vec<MemberStatus> {
-    let world = World::new(observed);
+    let world = World::new(observed, Default::default());
     let mut out = Vec::new();
     for g in &desired.groups {
         let Some(Described::Ok(list)) = observed.instances.get(&g.spec.name) else {

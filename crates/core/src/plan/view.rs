@@ -331,7 +331,7 @@ mod tests {
             swarm: SwarmView::Ok(Vec::new()),
             self_link: None,
         };
-        let world = World::new(&observed);
+        let world = World::new(&observed, Set::default());
         let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();
         let v = View::new(&d, "c1", &observed, &world, &journal_victims);
         let found = |vi: Victim| v.victim(&vi).map(|m| m.id.clone());

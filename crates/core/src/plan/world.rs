@@ -1,6 +1,6 @@
 //! An indexed view of one observation, built once per pass.
 
-use super::fast::Map;
+use super::fast::{Map, Set};
 use crate::model::{Node, NodeState, Observed, SwarmView};
 use crate::quorum;
 use std::cell::OnceCell;
@@ -16,16 +16,23 @@ pub(crate) struct World<'a> {
     /// The links carried by more than one node (a member rejoined: its
     /// stale entries share the label), with all their nodes. Rare.
     shared: Map<&'a str, Vec<u32>>,
-    /// Nodes by id, built on the first lookup: only operations whose
-    /// victim's node cannot be found by its link look a node up by id.
-    by_id: OnceCell<Map<&'a str, u32>>,
+    /// The nodes named by the journal's victims, by id: operations whose
+    /// victim's node cannot be found by its link look it up here.
+    by_id: Map<&'a str, u32>,
+    /// The ids in `by_id` were looked for.
+    wanted: Set<&'a str>,
+    /// Every node by id, built on the first lookup of an id not wanted
+    /// (an operation begun in this pass: a dead node's removal).
+    all_by_id: OnceCell<Map<&'a str, u32>>,
     pub(crate) members: usize,
     pub(crate) reachable: usize,
     pub(crate) leader: Option<&'a Node>,
 }
 
 impl<'a> World<'a> {
-    pub(crate) fn new(observed: &'a Observed) -> Self {
+    /// Indexes `observed`; `wanted` are the node ids the journal's victims
+    /// name.
+    pub(crate) fn new(observed: &'a Observed, wanted: Set<&'a str>) -> Self {
         let nodes: &[Node] = match &observed.swarm {
             SwarmView::Ok(nodes) => nodes,
             _ => &[],
@@ -35,7 +42,9 @@ impl<'a> World<'a> {
             nodes,
             by_link: Map::default(),
             shared: Map::default(),
-            by_id: OnceCell::new(),
+            by_id: Map::default(),
+            wanted,
+            all_by_id: OnceCell::new(),
             members: 0,
             reachable: 0,
             leader: None,
@@ -49,6 +58,9 @@ impl<'a> World<'a> {
                 // Keep the first in `by_link`, all of them in `shared`.
                 w.by_link.insert(l, first);
                 w.shared.entry(l).or_insert_with(|| vec![first]).push(k);
+            }
+            if w.wanted.contains(n.id.as_str()) {
+                w.by_id.insert(&n.id, k);
             }
             if let Some(r) = &n.raft {
                 w.members += 1;
@@ -117,15 +129,20 @@ impl<'a> World<'a> {
     }
 
     pub(crate) fn node_by_id(&self, id: Option<&str>) -> Option<&'a Node> {
-        let by_id = self.by_id.get_or_init(|| {
-            let mut m = Map::default();
-            m.reserve(self.nodes.len());
-            for (k, n) in self.nodes.iter().enumerate() {
-                m.insert(n.id.as_str(), k as u32);
-            }
-            m
-        });
-        by_id.get(id?).map(|&k| &self.nodes[k as usize])
+        let id = id?;
+        let by_id = if self.wanted.contains(id) {
+            &self.by_id
+        } else {
+            self.all_by_id.get_or_init(|| {
+                let mut m = Map::default();
+                m.reserve(self.nodes.len());
+                for (k, n) in self.nodes.iter().enumerate() {
+                    m.insert(n.id.as_str(), k as u32);
+                }
+                m
+            })
+        };
+        by_id.get(id).map(|&k| &self.nodes[k as usize])
     }
 
     pub(crate) fn fault_tolerance(&self) -> Option<i64> {
@@ -135,5 +152,49 @@ impl<'a> World<'a> {
 
     pub(crate) fn is_self(&self, link: Option<&str>) -> bool {
         link.is_some() && link == self.observed.self_link.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::World;
+    use crate::model::{Availability, Node, NodeState, Observed, SwarmView};
+
+    fn node(id: &str, link: Option<&str>) -> Node {
+        Node {
+            id: id.into(),
+            link: link.map(str::to_string),
+            cluster: None,
+            group: None,
+            state: NodeState::Ready,
+            availability: Availability::Active,
+            manager_role: false,
+            raft: None,
+            running_tasks: 0,
+            locked: false,
+            left: false,
+        }
+    }
+
+    /// Nodes are found by id whether or not the journal named them (the
+    /// others through the index built on first need), and by link, a
+    /// rejoined member's Ready node first.
+    #[test]
+    fn finds_nodes_by_id_and_by_link() {
+        let mut stale = node("n-0", Some("l-1"));
+        stale.state = NodeState::Down;
+        let observed = Observed {
+            instances: Default::default(),
+            swarm: SwarmView::Ok(vec![stale, node("n-1", Some("l-1")), node("n-2", None)]),
+            self_link: None,
+        };
+        let world = World::new(&observed, ["n-2", "n-9"].into_iter().collect());
+        let id = |n: Option<&Node>| n.map(|n| n.id.clone());
+        assert_eq!(id(world.node_by_id(Some("n-2"))).as_deref(), Some("n-2"));
+        assert_eq!(id(world.node_by_id(Some("n-9"))), None);
+        assert_eq!(id(world.node_by_id(Some("n-0"))).as_deref(), Some("n-0"));
+        assert_eq!(id(world.node_for(Some("l-1"))).as_deref(), Some("n-1"));
+        assert_eq!(world.with_link(Some("l-1")).count(), 2);
+        assert!(world.links_shared());
     }
 }
