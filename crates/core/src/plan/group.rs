@@ -257,10 +257,10 @@ impl<'a> Planner<'a> {
         let (pending, live, free) = {
             let in_group = || self.ops.iter().filter(|o| o.group == name);
             let pending: Vec<Target> = in_group()
-                .filter(|o| o.target.is_some() && v.with_link(&o.id).is_none())
+                .filter(|o| o.target.is_some() && v.with_link(&self.world, &o.id).is_none())
                 .filter_map(|o| o.target.clone())
                 .collect();
-            let busy = v.busy(in_group());
+            let busy = v.busy(&self.world, in_group());
             let live: Vec<(&Member, Busy)> =
                 insts.iter().zip(busy).filter(|(_, b)| !b.victim).collect();
             // Members not owned by an operation in flight: candidates for new ones.
@@ -579,8 +579,8 @@ impl<'a> Planner<'a> {
         // another group's (its group label is then seldom as long).
         nodes
             .iter()
-            .zip(&v.claimed)
-            .filter(|(n, claimed)| {
+            .enumerate()
+            .filter(|(k, n)| {
                 let link = n.link.as_deref();
                 // Stale: no machine carries its link, or the machine rejoined
                 // and a Ready node with the same link exists (a node that
@@ -592,14 +592,14 @@ impl<'a> Planner<'a> {
                             .with_link(link)
                             .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready)
                 };
-                (!**claimed || superseded())
+                (v.unclaimed(*k) || superseded())
                     && n.group.as_deref() == Some(d.spec.name.as_str())
                     && n.cluster.as_deref() == Some(cluster)
                     && !n.locked
                     && !claimed_by_ops.contains(n.id.as_str())
                     && !link.is_some_and(|l| claimed_by_ops.contains(l))
             })
-            .map(|(n, _)| n)
+            .map(|(_, n)| n)
             .collect()
     }
 
@@ -848,7 +848,7 @@ impl<'a> Planner<'a> {
             }
             Ok(i) => i,
         };
-        let busy = v.busy(self.ops.iter().filter(|o| o.group == *name));
+        let busy = v.busy(&self.world, self.ops.iter().filter(|o| o.group == *name));
         let live: Vec<&Member> = insts
             .iter()
             .zip(busy)

@@ -61,7 +61,7 @@ impl Planner<'_> {
                 self.world
                     .node_by_id(victim.and_then(|v| v.node.as_deref()))
             });
-        let victim_inst = victim.and_then(|v| view.victim(v)).copied();
+        let victim_inst = victim.and_then(|v| view.victim(&self.world, v)).copied();
         for step in op.steps() {
             let state = self.step_state(op, step, node, victim_inst.as_ref());
             let key = || format!("step:{}:{}", op.id, step.as_str());
@@ -145,7 +145,9 @@ impl Planner<'_> {
         }
         let view = self.view(&op.group)?;
         view.described.as_ref().ok()?;
-        let healthy = view.with_link(&op.id).is_some_and(|i| i.healthy());
+        let healthy = view
+            .with_link(&self.world, &op.id)
+            .is_some_and(|i| i.healthy());
         (!healthy).then(|| {
             format!(
                 "the surge member of {} is not a healthy manager: the old one stays",
@@ -170,7 +172,7 @@ impl Planner<'_> {
         let vlink = victim.and_then(|v| v.link.as_deref());
         match step {
             Step::Provision => {
-                if view.with_link(&op.id).is_some() {
+                if view.with_link(&self.world, &op.id).is_some() {
                     return StepState::Done;
                 }
                 if op.role != Role::Plain
@@ -211,7 +213,7 @@ impl Planner<'_> {
                 })
             }
             Step::AwaitHealthy => {
-                let Some(new) = view.with_link(&op.id) else {
+                let Some(new) = view.with_link(&self.world, &op.id) else {
                     // Provisioned, then lost: the slot is judged afresh next pass.
                     return StepState::Done;
                 };

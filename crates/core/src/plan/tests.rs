@@ -1117,6 +1117,22 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
             .is_some_and(|r| r.contains("same link w1")),
         "{st:?}"
     );
+    // The same before either joined: no node carries the link yet.
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    for id in ["i-w2", "i-w2-twin"] {
+        let mut i = instance(WORKERS, "w2", OLD, None);
+        i.id = id.into();
+        c.instances(WORKERS).push(i);
+    }
+    let p = c.at(0);
+    let st = status(&p, WORKERS);
+    assert_eq!(st.phase, Phase::Blocked);
+    assert!(
+        st.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("same link w2")),
+        "{st:?}"
+    );
 }
 
 #[test]

@@ -90,9 +90,15 @@ pub(crate) struct View<'a> {
     /// Ids of described instances that are not owned (to refuse touching
     /// foreign ones): with the owned ones, every described id.
     pub(crate) foreign: Set<&'a str>,
-    /// Owned members by link (positions in `described`): operations look
-    /// their members up here, so a pass stays linear in the group's size.
-    pub(crate) by_link: Map<&'a str, usize>,
+    /// By position in [`World::nodes`]: the first owned member (its
+    /// position in `described`) carrying the node's link, or [`NONE`]; so
+    /// a node no member claims is stale. Members are found by link through
+    /// this and the world's one node table: a pass does not build a second
+    /// table of every member's link. Empty for plain groups.
+    claimant: Vec<u32>,
+    /// Owned members carrying a link no node carries (all of a plain
+    /// group's), by link.
+    unjoined: Map<&'a str, usize>,
     /// Owned members by id, only those an operation may look up by id:
     /// the victims of the journal's operations, and members without a
     /// link (an operation begun in this pass finds its victim by link).
@@ -100,10 +106,10 @@ pub(crate) struct View<'a> {
     by_id: Map<&'a str, usize>,
     /// Why the group blocks when two owned machines carry one link.
     pub(crate) shared_link: Option<String>,
-    /// By position in [`World::nodes`]: some owned member carries the
-    /// node's link (so the node is not stale). Empty for plain groups.
-    pub(crate) claimed: Vec<bool>,
 }
+
+/// No member: in [`View::claimant`].
+const NONE: u32 = u32::MAX;
 
 impl<'a> View<'a> {
     /// Indexes group `d` of `observed`; `victims` are the instance ids of
@@ -119,10 +125,10 @@ impl<'a> View<'a> {
             d,
             described: Err("not described"),
             foreign: Set::default(),
-            by_link: Map::default(),
+            claimant: Vec::new(),
+            unjoined: Map::default(),
             by_id: Map::default(),
             shared_link: None,
-            claimed: Vec::new(),
         };
         let list = match observed.instances.get(&d.spec.name) {
             Some(Described::Ok(list)) => list,
@@ -133,10 +139,8 @@ impl<'a> View<'a> {
             None => return v,
         };
         let mut owned: Vec<Member<'a>> = Vec::with_capacity(list.len());
-        v.by_link.reserve(list.len());
-        let swarm_node = d.spec.role != Role::Plain;
-        if swarm_node {
-            v.claimed = vec![false; world.nodes().len()];
+        if d.spec.role != Role::Plain {
+            v.claimant = vec![NONE; world.nodes().len()];
         }
         for i in list {
             let Some(mut m) = Member::owned(i, cluster_id, &d.spec.name) else {
@@ -144,28 +148,18 @@ impl<'a> View<'a> {
                 continue;
             };
             let positions = world.positions_with_link(m.link);
-            if swarm_node {
-                for &k in positions {
-                    v.claimed[k as usize] = true;
-                }
-            }
             m.node = world.node_among(positions);
             m.health = health::judge_node(d.spec.role, i.running, world.swarm_ok(), m.node);
             m.current = m.config == Some(d.hash.as_str());
             if m.link.is_none() || victims.contains(i.id.as_str()) {
                 v.by_id.insert(&i.id, owned.len());
             }
-            if let Some(l) = m.link {
-                match v.by_link.entry(l) {
-                    Entry::Vacant(e) => {
-                        e.insert(owned.len());
-                    }
-                    Entry::Occupied(e) => {
-                        let other = owned[*e.get()].inst;
-                        v.shared_link
-                            .get_or_insert_with(|| shared_link(other, i, l));
-                    }
-                }
+            if let Some(l) = m.link
+                && let Some(other) = v.claim(l, positions, owned.len())
+            {
+                let other = owned[other].inst;
+                v.shared_link
+                    .get_or_insert_with(|| shared_link(other, i, l));
             }
             owned.push(m);
         }
@@ -177,25 +171,67 @@ impl<'a> View<'a> {
         self.described.as_ref().ok()?.get(*k?)
     }
 
-    /// The owned member carrying `link` (the first described, as a scan would find).
-    pub(crate) fn with_link(&self, link: &str) -> Option<&Member<'a>> {
-        self.at(self.by_link.get(link))
+    /// Records that the member at `k` carries `link`, which the nodes at
+    /// `positions` carry; returns the member that carries it already.
+    fn claim(&mut self, link: &'a str, positions: &[u32], k: usize) -> Option<usize> {
+        match positions.first() {
+            Some(&first) if !self.claimant.is_empty() => {
+                let other = self.claimant[first as usize];
+                if other != NONE {
+                    return Some(other as usize);
+                }
+                for &p in positions {
+                    self.claimant[p as usize] = k as u32;
+                }
+                None
+            }
+            _ => match self.unjoined.entry(link) {
+                Entry::Vacant(e) => {
+                    e.insert(k);
+                    None
+                }
+                Entry::Occupied(e) => Some(*e.get()),
+            },
+        }
+    }
+
+    /// Where the owned member carrying `link` is (the first described).
+    fn link_position(&self, world: &World<'_>, link: &str) -> Option<usize> {
+        match world.positions_with_link(Some(link)).first() {
+            Some(&first) if !self.claimant.is_empty() => {
+                let k = self.claimant[first as usize];
+                (k != NONE).then_some(k as usize)
+            }
+            _ => self.unjoined.get(link).copied(),
+        }
+    }
+
+    /// The owned member carrying `link` (the first described, as a scan
+    /// would find); `world` is the one this view was built with.
+    pub(crate) fn with_link(&self, world: &World<'_>, link: &str) -> Option<&Member<'a>> {
+        self.at(self.link_position(world, link).as_ref())
+    }
+
+    /// True when no owned member carries the link of the node at
+    /// `position` in [`World::nodes`] (of a swarm group).
+    pub(crate) fn unclaimed(&self, position: usize) -> bool {
+        self.claimant.get(position).is_none_or(|&k| k == NONE)
     }
 
     /// The owned member that is `victim`'s instance, if it still exists.
-    pub(crate) fn victim(&self, victim: &Victim) -> Option<&Member<'a>> {
-        self.at(self.victim_position(victim).as_ref())
+    pub(crate) fn victim(&self, world: &World<'_>, victim: &Victim) -> Option<&Member<'a>> {
+        self.at(self.victim_position(world, victim).as_ref())
     }
 
     /// Where `victim`'s instance is among the owned members: by id when
     /// indexed, else by its link (an op begun in this pass, whose victim
     /// was a member with a link), checking the id.
-    fn victim_position(&self, victim: &Victim) -> Option<usize> {
+    fn victim_position(&self, world: &World<'_>, victim: &Victim) -> Option<usize> {
         let id = victim.instance.as_deref()?;
         if let Some(&k) = self.by_id.get(id) {
             return Some(k);
         }
-        let k = *self.by_link.get(victim.link.as_deref()?)?;
+        let k = self.link_position(world, victim.link.as_deref()?)?;
         let members = self.described.as_ref().ok()?;
         (members[k].id == id).then_some(k)
     }
@@ -203,13 +239,21 @@ impl<'a> View<'a> {
     /// By position among the owned members: which are the victim of one of
     /// `ops`, and which carry one of their ids as link (their replacement).
     /// One lookup per operation, rather than one per member.
-    pub(crate) fn busy<'o>(&self, ops: impl Iterator<Item = &'o Operation>) -> Vec<Busy> {
+    pub(crate) fn busy<'o>(
+        &self,
+        world: &World<'_>,
+        ops: impl Iterator<Item = &'o Operation>,
+    ) -> Vec<Busy> {
         let mut busy = vec![Busy::default(); self.described.as_ref().map_or(0, Vec::len)];
         for o in ops {
-            if let Some(k) = o.victim.as_ref().and_then(|v| self.victim_position(v)) {
+            if let Some(k) = o
+                .victim
+                .as_ref()
+                .and_then(|v| self.victim_position(world, v))
+            {
                 busy[k].victim = true;
             }
-            if let Some(&k) = self.by_link.get(o.id.as_str()) {
+            if let Some(k) = self.link_position(world, &o.id) {
                 busy[k].replacement = true;
             }
         }
@@ -334,7 +378,7 @@ mod tests {
         let world = World::new(&observed, Set::default());
         let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();
         let v = View::new(&d, "c1", &observed, &world, &journal_victims);
-        let found = |vi: Victim| v.victim(&vi).map(|m| m.id.clone());
+        let found = |vi: Victim| v.victim(&world, &vi).map(|m| m.id.clone());
         assert_eq!(
             found(victim("i-journal", None)).as_deref(),
             Some("i-journal")
@@ -350,7 +394,7 @@ mod tests {
         // Gone, or another machine on its link: not found.
         assert_eq!(found(victim("i-gone", Some("l-9"))), None);
         assert_eq!(found(victim("i-other", Some("l-2"))), None);
-        let busy = v.busy(std::iter::empty());
+        let busy = v.busy(&world, std::iter::empty());
         assert!(busy.iter().all(|b| !b.victim && !b.replacement));
     }
 }
