@@ -1107,16 +1107,7 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
     let mut twin = instance(WORKERS, "w1", OLD, None);
     twin.id = "i-w1-twin".into();
     c.instances(WORKERS).push(twin);
-    let p = c.at(0);
-    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
-    let st = status(&p, WORKERS);
-    assert_eq!(st.phase, Phase::Blocked);
-    assert!(
-        st.reason
-            .as_deref()
-            .is_some_and(|r| r.contains("same link w1")),
-        "{st:?}"
-    );
+    assert_blocked_on_shared_link(&c.at(0), "w1");
     // The same before either joined: no node carries the link yet.
     let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
     for id in ["i-w2", "i-w2-twin"] {
@@ -1124,13 +1115,17 @@ fn two_machines_on_one_link_block_the_group_and_nothing_is_disrupted() {
         i.id = id.into();
         c.instances(WORKERS).push(i);
     }
-    let p = c.at(0);
-    let st = status(&p, WORKERS);
+    assert_blocked_on_shared_link(&c.at(0), "w2");
+}
+
+fn assert_blocked_on_shared_link(p: &Plan, link: &str) {
+    assert!(begins(p, WORKERS).is_empty(), "{}", describe(p));
+    let st = status(p, WORKERS);
     assert_eq!(st.phase, Phase::Blocked);
     assert!(
         st.reason
             .as_deref()
-            .is_some_and(|r| r.contains("same link w2")),
+            .is_some_and(|r| r.contains(&format!("same link {link}"))),
         "{st:?}"
     );
 }
