@@ -7,7 +7,7 @@ use crate::observe::{self, Stored};
 use crate::status::{status_json, wall_ms};
 use crate::takeover;
 use drover_core::journal::Intent;
-use drover_core::model::SwarmView;
+use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
 use std::collections::hash_map::RandomState;
@@ -51,7 +51,8 @@ pub struct PassReport {
     pub fenced: bool,
     /// The plan, when one was made.
     pub plan: Option<Plan>,
-    /// The pass wrote the journal or started a step.
+    /// The pass wrote the journal: planning again may find more to do at
+    /// once. (A step it started reports its end to the loop itself.)
     pub progressed: bool,
 }
 
@@ -185,7 +186,7 @@ impl Controller {
                 sleep = sleep.min(Duration::from_millis(at.saturating_sub(self.now())));
             }
             if changed && self.immediate < MAX_IMMEDIATE_PASSES {
-                // The journal changed or a step started: plan again at once
+                // The journal changed: plan again at once
                 // (bounded, so a planner that keeps changing its mind cannot
                 // spin the loop without letting time pass).
                 self.immediate += 1;
@@ -206,10 +207,16 @@ impl Controller {
                 Some(()) = commits.recv() => {}
                 _ = tokio::time::sleep(sleep) => {}
             }
-            // Drain whatever else finished meanwhile before planning again.
+            // Take in whatever else finished or nudged meanwhile: the next
+            // pass observes all of it, so each needs no pass of its own (a
+            // batch of 100 machines joining is a burst of node events).
             while let Ok(done) = self.done_rx.try_recv() {
                 self.finished(done).await;
             }
+            if let Some(rx) = self.triggers.as_mut() {
+                while rx.try_recv().is_ok() {}
+            }
+            while commits.try_recv().is_ok() {}
         }
     }
 
@@ -485,10 +492,6 @@ impl Controller {
         });
         self.memory = plan.memory.clone();
         self.blocked_events(&plan).await;
-        let due = self.status_due(&stored, &plan);
-        let members = self.members(due, &stored, &plan, &observed);
-        // Nothing below reads the world again: free it before acting.
-        drop(observed);
         let progressed = match self.act(&stored, &plan, epoch).await {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
@@ -503,6 +506,11 @@ impl Controller {
             Err(e) => return Err(e),
             Ok(p) => p,
         };
+        let due = self.status_due(&stored, &plan);
+        let members = self.members(due, &stored, &plan, &observed);
+        // Freed only now that the steps are started (they need not wait
+        // for it), and before the status document is written.
+        drop(observed);
         self.publish(&stored, &plan, members.filter(|_| due), epoch)
             .await?;
         Ok(PassReport {
@@ -520,7 +528,7 @@ impl Controller {
     async fn report_only(
         &mut self,
         stored: &Stored,
-        observed: &drover_core::model::Observed,
+        observed: &Observed,
         epoch: Epoch,
     ) -> Result<PassReport, StoreError> {
         let plan = plan::plan(PlanInput {
@@ -555,7 +563,7 @@ impl Controller {
     }
 
     /// Executes the plan in order: journal writes first, side effects as
-    /// tasks. True when anything was written or started.
+    /// tasks. True when the journal was written.
     async fn act(
         &mut self,
         stored: &Stored,
@@ -613,7 +621,6 @@ impl Controller {
                         self.ctx.store.journal_put(epoch, o).await?;
                     }
                     if self.spawn(stored, &journal, effect) {
-                        progressed = true;
                         // Recorded when started too: a leader's own demotion
                         // can never record its end (it no longer leads then).
                         let group = journal
@@ -747,7 +754,7 @@ impl Controller {
         due: bool,
         stored: &Stored,
         plan: &Plan,
-        observed: &drover_core::model::Observed,
+        observed: &Observed,
     ) -> Option<Vec<plan::MemberStatus>> {
         if !due && self.metrics.is_none() {
             return None;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use support::{Running, seeded_store, sim_context};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -63,8 +64,9 @@ impl InstanceProvider for Counted {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn steady_state_costs_one_describe_per_provider_per_resync() {
+/// A controller over [`SPEC`]'s cluster (woken by `triggers` too, when
+/// given), brought up and settled; its provider counts the calls.
+async fn settled(triggers: Option<UnboundedReceiver<()>>) -> (Arc<Counted>, Running) {
     let cloud = SimCloud::new(World::new(5, Timings::default()));
     let provider = Arc::new(Counted {
         cloud: cloud.clone(),
@@ -72,7 +74,6 @@ async fn steady_state_costs_one_describe_per_provider_per_resync() {
         others: AtomicU64::new(0),
     });
     let store = seeded_store(SPEC).await;
-    let spec = parse_str(SPEC).spec.expect("valid spec");
     let rev = 1;
     let mut ctx = sim_context(&cloud, store.clone());
     ctx.providers.insert(
@@ -80,7 +81,11 @@ async fn steady_state_costs_one_describe_per_provider_per_resync() {
         provider.clone() as Arc<dyn InstanceProvider>,
     );
     ctx.resync = RESYNC;
-    let controller = Running::start(Controller::new(ctx));
+    let mut controller = Controller::new(ctx);
+    if let Some(rx) = triggers {
+        controller = controller.with_triggers(rx);
+    }
+    let controller = Running::start(controller);
     for waited in 0.. {
         let history = store.history().await.unwrap();
         if history.iter().any(|r| r.rev == rev && r.converged) {
@@ -89,8 +94,15 @@ async fn steady_state_costs_one_describe_per_provider_per_resync() {
         assert!(waited < 3600, "bring-up did not converge");
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    // Let the last timers of the bring-up run out, then count.
+    // Let the last timers of the bring-up run out.
     tokio::time::sleep(RESYNC * 3).await;
+    (provider, controller)
+}
+
+#[tokio::test(start_paused = true)]
+async fn steady_state_costs_one_describe_per_provider_per_resync() {
+    let (provider, controller) = settled(None).await;
+    let spec = parse_str(SPEC).spec.expect("valid spec");
     let (describes, others) = (
         provider.describes.load(Ordering::SeqCst),
         provider.others.load(Ordering::SeqCst),
@@ -111,5 +123,24 @@ async fn steady_state_costs_one_describe_per_provider_per_resync() {
          (one provider, two groups; 23 instances)"
     );
     assert_eq!(others, 0, "no provider call but describe in steady state");
+    controller.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_node_events_costs_one_pass_not_one_per_event() {
+    let (nudge, triggers) = unbounded_channel();
+    let (provider, controller) = settled(Some(triggers)).await;
+    let before = provider.describes.load(Ordering::SeqCst);
+    // E.g. a batch of machines joining at once: many engine events.
+    for _ in 0..50 {
+        nudge.send(()).unwrap();
+    }
+    tokio::time::sleep(RESYNC / 4).await;
+    // One describe per pass: the burst, and at most one resync.
+    let passes = provider.describes.load(Ordering::SeqCst) - before;
+    assert!(
+        (1..=2).contains(&passes),
+        "{passes} passes for a burst of 50 node events"
+    );
     controller.stop().await;
 }
