@@ -86,14 +86,13 @@ pub(crate) async fn world(ctx: &Context, desired: &Desired, journal: &[Operation
 }
 
 /// Sorts each configured provider's machines of this cluster (`described`,
-/// by provider name) into groups. A declared
-/// group reads its own provider's machines only (one tagged with its name
-/// elsewhere is not its member, as a describe of that provider alone would
-/// not list it) and fails with that provider. Groups that are not declared
-/// pool every provider's machines; groups named by journaled operations are
-/// always listed, so a destroyed orphan reads as gone; if any provider's
-/// describe fails, every such group is `Failed`: the missing provider might
-/// hold the very machine.
+/// by provider name) into groups. A declared group reads its own provider's
+/// machines only (one tagged with its name elsewhere is not its member, as a
+/// describe of that provider alone would not list it) and fails with that
+/// provider. Groups that are not declared pool every provider's machines;
+/// groups named by journaled operations are always listed, so a destroyed
+/// orphan reads as gone; if any provider's describe fails, every such group
+/// is `Failed`: the missing provider might hold the very machine.
 fn by_group(
     desired: &Desired,
     journal: &[Operation],
