@@ -35,4 +35,4 @@ pub use context::{Context, Providers};
 pub use metrics::Metrics;
 pub use observe::{preview, snapshot};
 pub use run::{Controller, PassReport};
-pub use status::{StatusDoc, wall_ms};
+pub use status::{StatusDoc, status_json, wall_ms};

@@ -1,13 +1,13 @@
-//! One observation: the store, the swarm and every group's provider,
-//! read concurrently.
+//! One observation: the store, the swarm and every provider, read
+//! concurrently.
 
 use crate::context::Context;
 use drover_core::hash::config_hash;
 use drover_core::journal::Operation;
-use drover_core::model::{Described, Observed, tags};
+use drover_core::model::{Described, Instance, Observed, tags};
 use drover_core::plan::{Desired, DesiredGroup};
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Revision, StoreError};
+use drover_spi::{Controls, ProviderError, Revision, StoreError};
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
 
@@ -64,88 +64,102 @@ pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> 
     }))
 }
 
-/// Observes the swarm and describes every group by its ownership tags.
-/// A provider failure is recorded as [`Described::Failed`], never as "none".
+/// Observes the swarm and describes every provider's machines of this
+/// cluster, once each, sorted into their groups: a declared group's
+/// machines from its own provider, and the machines of groups that are no
+/// longer declared (orphans, docs/gc.md) from every provider. One describe
+/// by cluster id per provider lists both, so a pass neither asks nor copies
+/// a machine twice (issue 7). A provider failure is recorded as
+/// [`Described::Failed`], never as "none".
 pub(crate) async fn world(ctx: &Context, desired: &Desired, journal: &[Operation]) -> Observed {
-    let describes = desired.groups.iter().map(|g| async move {
-        let name = g.spec.name.clone();
-        let Some(provider) = ctx.providers.get(&g.spec.instance.provider) else {
-            let known: Vec<&String> = ctx.providers.keys().collect();
-            return (
-                name,
-                Described::Failed(format!(
-                    "no provider `{}` is configured here (known: {known:?})",
-                    g.spec.instance.provider
-                )),
-            );
-        };
-        let filter = BTreeMap::from([
-            (tags::CLUSTER.to_string(), desired.cluster_id.clone()),
-            (tags::GROUP.to_string(), name.clone()),
-        ]);
-        let described = match provider.describe(&filter).await {
-            Ok(list) => Described::Ok(list),
-            Err(e) => Described::Failed(e.to_string()),
-        };
-        (name, described)
+    let filter = BTreeMap::from([(tags::CLUSTER.to_string(), desired.cluster_id.clone())]);
+    let describes = ctx.providers.iter().map(|(name, p)| {
+        let filter = &filter;
+        async move { (name.as_str(), p.describe(filter).await) }
     });
-    let (swarm, described, orphans) = tokio::join!(
-        ctx.cluster.observe(),
-        join_all(describes),
-        undeclared(ctx, desired, journal)
-    );
-    let mut instances: BTreeMap<String, Described> = described.into_iter().collect();
-    for (group, d) in orphans {
-        instances.entry(group).or_insert(d);
-    }
+    let (swarm, described) = tokio::join!(ctx.cluster.observe(), join_all(describes));
     Observed {
-        instances,
+        instances: by_group(desired, journal, described),
         swarm,
         self_link: ctx.self_link.clone(),
     }
 }
 
-/// Machines carrying this cluster's id for groups that are not declared
-/// (orphans), from one describe by cluster id per provider. Groups named by
-/// journaled operations are always listed, so a destroyed orphan reads as
-/// gone; if any provider's describe fails, every such group is `Failed`:
-/// the missing provider might hold the very machine.
-async fn undeclared(
-    ctx: &Context,
+/// Sorts each configured provider's machines of this cluster (`described`,
+/// by provider name) into groups. A declared group reads its own provider's
+/// machines only (one tagged with its name elsewhere is not its member, as a
+/// describe of that provider alone would not list it) and fails with that
+/// provider. Groups that are not declared pool every provider's machines;
+/// groups named by journaled operations are always listed, so a destroyed
+/// orphan reads as gone; if any provider's describe fails, every such group
+/// is `Failed`: the missing provider might hold the very machine.
+fn by_group(
     desired: &Desired,
     journal: &[Operation],
+    described: Vec<(&str, Result<Vec<Instance>, ProviderError>)>,
 ) -> BTreeMap<String, Described> {
-    let filter = BTreeMap::from([(tags::CLUSTER.to_string(), desired.cluster_id.clone())]);
-    let declared = |g: &str| desired.groups.iter().any(|d| d.spec.name == g);
-    let results = join_all(ctx.providers.values().map(|p| p.describe(&filter))).await;
-    let mut found: BTreeMap<String, Vec<_>> = journal
+    let provider_of = |g: &str| {
+        desired
+            .groups
+            .iter()
+            .find(|d| d.spec.name == g)
+            .map(|d| d.spec.instance.provider.as_str())
+    };
+    let mut out: BTreeMap<String, Described> = desired
+        .groups
         .iter()
-        .filter(|o| !declared(&o.group))
+        .map(|g| {
+            let provider = &g.spec.instance.provider;
+            let d = match described.iter().find(|(p, _)| *p == provider) {
+                Some((_, Ok(_))) => Described::Ok(Vec::new()),
+                Some((_, Err(e))) => Described::Failed(e.to_string()),
+                None => {
+                    let known: Vec<&str> = described.iter().map(|(p, _)| *p).collect();
+                    Described::Failed(format!(
+                        "no provider `{provider}` is configured here (known: {known:?})"
+                    ))
+                }
+            };
+            (g.spec.name.clone(), d)
+        })
+        .collect();
+    let mut orphans: BTreeMap<String, Vec<Instance>> = journal
+        .iter()
+        .filter(|o| provider_of(&o.group).is_none())
         .map(|o| (o.group.clone(), Vec::new()))
         .collect();
     let mut failure = None;
-    for r in results {
-        match r {
-            Ok(list) => {
-                for i in list {
-                    if let Some(g) = i.tag(tags::GROUP).filter(|g| !declared(g)) {
-                        found.entry(g.to_string()).or_default().push(i);
-                    }
-                }
+    for (provider, result) in described {
+        let list = match result {
+            Ok(list) => list,
+            Err(e) => {
+                failure = Some(e.to_string());
+                continue;
             }
-            Err(e) => failure = Some(e.to_string()),
+        };
+        for i in list {
+            let Some(group) = i.tag(tags::GROUP) else {
+                continue;
+            };
+            let members = match provider_of(group) {
+                Some(p) if p == provider => match out.get_mut(group) {
+                    Some(Described::Ok(members)) => members,
+                    _ => continue,
+                },
+                Some(_) => continue,
+                None => orphans.entry(group.to_string()).or_default(),
+            };
+            members.push(i);
         }
     }
-    found
-        .into_iter()
-        .map(|(g, list)| {
-            let d = match &failure {
-                Some(e) => Described::Failed(e.clone()),
-                None => Described::Ok(list),
-            };
-            (g, d)
-        })
-        .collect()
+    for (group, list) in orphans {
+        let d = match &failure {
+            Some(e) => Described::Failed(e.clone()),
+            None => Described::Ok(list),
+        };
+        out.insert(group, d);
+    }
+    out
 }
 
 /// One observation against `spec`, as the planner would see it: the desired
@@ -182,4 +196,133 @@ pub async fn preview(
         now: 0,
         nonce: 0,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::by_group;
+    use drover_core::journal::{OpKind, Operation};
+    use drover_core::model::{Described, Instance, tags};
+    use drover_core::plan::{Desired, DesiredGroup};
+    use drover_core::spec::{Role, parse_str};
+    use drover_spi::ProviderError;
+
+    /// A machine of cluster `c1` tagged for `group` (read as a provider's
+    /// record would be).
+    fn machine(id: &str, group: &str) -> Instance {
+        let tags = serde_json::json!({tags::CLUSTER: "c1", tags::GROUP: group});
+        serde_json::from_value(
+            serde_json::json!({"id": id, "tags": tags, "running": true, "created_ms": 0}),
+        )
+        .expect("an instance")
+    }
+
+    /// A journaled operation of `group`.
+    fn op(group: &str) -> Operation {
+        Operation {
+            id: format!("{group}-op"),
+            group: group.into(),
+            kind: OpKind::Retire,
+            role: Role::Worker,
+            victim: None,
+            target: None,
+            surge: false,
+            done: Default::default(),
+            intent: None,
+            collection: None,
+            provision_failures: 0,
+        }
+    }
+
+    fn ids(d: Option<&Described>) -> Result<Vec<&str>, String> {
+        match d {
+            Some(Described::Ok(list)) => Ok(list.iter().map(|i| i.id.as_str()).collect()),
+            Some(Described::Failed(e)) => Err(e.clone()),
+            None => Err("not listed".into()),
+        }
+    }
+
+    fn desired() -> Desired {
+        let spec = parse_str(
+            "groups:
+- name: web
+  role: worker
+  allocation: {size: 1}
+  instance: {provider: a}
+- name: db
+  role: worker
+  allocation: {size: 1}
+  instance: {provider: b}
+- name: lost
+  role: worker
+  allocation: {size: 1}
+  instance: {provider: nowhere}
+",
+        )
+        .spec
+        .expect("valid spec");
+        Desired {
+            cluster_id: "c1".into(),
+            groups: spec
+                .groups
+                .iter()
+                .map(|g| DesiredGroup {
+                    spec: g.clone(),
+                    hash: "h".into(),
+                    paused: false,
+                    is_rollback: false,
+                })
+                .collect(),
+            orphan_grace: spec.gc.orphan_grace,
+            held: Default::default(),
+            replace: Default::default(),
+            skip_drain: Default::default(),
+        }
+    }
+
+    #[test]
+    fn each_group_reads_its_own_provider_and_orphans_pool_every_provider() {
+        let desired = desired();
+        let journal = [op("gone")];
+        let described = vec![
+            (
+                "a",
+                Ok(vec![
+                    machine("a-web", "web"),
+                    machine("a-db", "db"),
+                    machine("a-old", "old"),
+                ]),
+            ),
+            (
+                "b",
+                Ok(vec![machine("b-db", "db"), machine("b-old", "old")]),
+            ),
+        ];
+        let out = by_group(&desired, &journal, described);
+        assert_eq!(ids(out.get("web")), Ok(vec!["a-web"]));
+        // A machine tagged `db` on the other provider is not db's member.
+        assert_eq!(ids(out.get("db")), Ok(vec!["b-db"]));
+        assert_eq!(ids(out.get("old")), Ok(vec!["a-old", "b-old"]));
+        // Named by the journal: listed, so its destroyed orphan reads as gone.
+        assert_eq!(ids(out.get("gone")), Ok(vec![]));
+        let lost = ids(out.get("lost")).unwrap_err();
+        assert!(lost.contains("no provider `nowhere`"), "{lost}");
+    }
+
+    #[test]
+    fn a_failed_describe_fails_its_groups_and_every_undeclared_one() {
+        let desired = desired();
+        let described = vec![
+            (
+                "a",
+                Ok(vec![machine("a-web", "web"), machine("a-old", "old")]),
+            ),
+            ("b", Err(ProviderError::Transient("throttled".into()))),
+        ];
+        let out = by_group(&desired, &[], described);
+        assert_eq!(ids(out.get("web")), Ok(vec!["a-web"]));
+        assert!(ids(out.get("db")).unwrap_err().contains("throttled"));
+        // Provider b might hold more of group old: nothing is concluded.
+        assert!(ids(out.get("old")).unwrap_err().contains("throttled"));
+    }
 }

@@ -4,10 +4,10 @@ use crate::context::Context;
 use crate::execute;
 use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
-use crate::status::{StatusDoc, wall_ms};
+use crate::status::{status_json, wall_ms};
 use crate::takeover;
 use drover_core::journal::Intent;
-use drover_core::model::SwarmView;
+use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
 use std::collections::hash_map::RandomState;
@@ -51,7 +51,8 @@ pub struct PassReport {
     pub fenced: bool,
     /// The plan, when one was made.
     pub plan: Option<Plan>,
-    /// The pass wrote the journal or started a step.
+    /// The pass wrote the journal: planning again may find more to do at
+    /// once. (A step it started reports its end to the loop itself.)
     pub progressed: bool,
 }
 
@@ -185,7 +186,7 @@ impl Controller {
                 sleep = sleep.min(Duration::from_millis(at.saturating_sub(self.now())));
             }
             if changed && self.immediate < MAX_IMMEDIATE_PASSES {
-                // The journal changed or a step started: plan again at once
+                // The journal changed: plan again at once
                 // (bounded, so a planner that keeps changing its mind cannot
                 // spin the loop without letting time pass).
                 self.immediate += 1;
@@ -206,10 +207,16 @@ impl Controller {
                 Some(()) = commits.recv() => {}
                 _ = tokio::time::sleep(sleep) => {}
             }
-            // Drain whatever else finished meanwhile before planning again.
+            // Take in whatever else finished or nudged meanwhile: the next
+            // pass observes all of it, so each needs no pass of its own (a
+            // batch of 100 machines joining is a burst of node events).
             while let Ok(done) = self.done_rx.try_recv() {
                 self.finished(done).await;
             }
+            if let Some(rx) = self.triggers.as_mut() {
+                while rx.try_recv().is_ok() {}
+            }
+            while commits.try_recv().is_ok() {}
         }
     }
 
@@ -499,11 +506,13 @@ impl Controller {
             Err(e) => return Err(e),
             Ok(p) => p,
         };
-        let members = plan::member_status(&stored.desired, &observed);
-        if let Some(m) = &self.metrics {
-            m.observed(&plan, &members);
-        }
-        self.publish(&stored, &plan, &members, epoch).await?;
+        let due = self.status_due(&stored, &plan);
+        let members = self.members(due, &stored, &plan, &observed);
+        // Freed only now that the steps are started (they need not wait
+        // for it), and before the status document is written.
+        drop(observed);
+        self.publish(&stored, &plan, members.filter(|_| due), epoch)
+            .await?;
         Ok(PassReport {
             acting: true,
             fenced: false,
@@ -519,7 +528,7 @@ impl Controller {
     async fn report_only(
         &mut self,
         stored: &Stored,
-        observed: &drover_core::model::Observed,
+        observed: &Observed,
         epoch: Epoch,
     ) -> Result<PassReport, StoreError> {
         let plan = plan::plan(PlanInput {
@@ -532,11 +541,12 @@ impl Controller {
         });
         self.memory = plan.memory.clone();
         self.blocked_events(&plan).await;
-        let members = plan::member_status(&stored.desired, observed);
-        if let Some(m) = &self.metrics {
-            m.observed(&plan, &members);
-        }
-        match self.publish(stored, &plan, &members, epoch).await {
+        let due = self.status_due(stored, &plan);
+        let members = self.members(due, stored, &plan, observed);
+        match self
+            .publish(stored, &plan, members.filter(|_| due), epoch)
+            .await
+        {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("status write fenced");
                 self.fenced = true;
@@ -553,7 +563,7 @@ impl Controller {
     }
 
     /// Executes the plan in order: journal writes first, side effects as
-    /// tasks. True when anything was written or started.
+    /// tasks. True when the journal was written.
     async fn act(
         &mut self,
         stored: &Stored,
@@ -611,7 +621,6 @@ impl Controller {
                         self.ctx.store.journal_put(epoch, o).await?;
                     }
                     if self.spawn(stored, &journal, effect) {
-                        progressed = true;
                         // Recorded when started too: a leader's own demotion
                         // can never record its end (it no longer leads then).
                         let group = journal
@@ -721,52 +730,84 @@ impl Controller {
         }
     }
 
-    /// Publishes status (on change, and as a heartbeat) and marks convergence.
+    /// Whether this pass publishes status: at once when a group's phase or
+    /// the swarm's status changed, at most every [`ACTIVE_PUBLISH_EVERY`]
+    /// while the plan acts, every 2 s otherwise, and on converging.
+    fn status_due(&self, stored: &Stored, plan: &Plan) -> bool {
+        let since = self.last_publish.map(|t| t.elapsed());
+        let (phases, swarm) = &self.published;
+        since.is_none_or(|t| t >= Duration::from_secs(2))
+            || !phases.iter().eq(plan.groups.iter().map(|g| &g.phase))
+            || *swarm != plan.swarm
+            || (!plan.actions.is_empty() && since.is_some_and(|t| t >= ACTIVE_PUBLISH_EVERY))
+            // Converging is news too: followers (`apply --wait`) show this
+            // document as the final state.
+            || (converged(stored, plan) && !stored.revision.converged)
+    }
+
+    /// Every member's status, when this pass publishes it (`due`) or
+    /// serves metrics, which it then records. Judging every member is a
+    /// fair part of a 1000-member pass, and most passes of a rollout
+    /// publish nothing (issue 7).
+    fn members(
+        &self,
+        due: bool,
+        stored: &Stored,
+        plan: &Plan,
+        observed: &Observed,
+    ) -> Option<Vec<plan::MemberStatus>> {
+        if !due && self.metrics.is_none() {
+            return None;
+        }
+        let members = plan::member_status(&stored.desired, observed);
+        if let Some(m) = &self.metrics {
+            m.observed(plan, &members);
+        }
+        Some(members)
+    }
+
+    /// Marks convergence, and publishes status with `members` when given
+    /// (see [`Self::status_due`]).
     async fn publish(
         &mut self,
         stored: &Stored,
         plan: &Plan,
-        members: &[plan::MemberStatus],
+        members: Option<Vec<plan::MemberStatus>>,
         epoch: Epoch,
     ) -> Result<(), StoreError> {
-        let converged = plan.groups.iter().all(|g| g.phase == Phase::Converged)
-            && stored.journal.is_empty()
-            && plan.actions.is_empty();
-        if converged && !stored.revision.converged {
+        if converged(stored, plan) && !stored.revision.converged {
             self.ctx
                 .store
                 .mark_converged(epoch, stored.revision.rev)
                 .await?;
         }
-        let shown = (
+        let Some(members) = members else {
+            return Ok(());
+        };
+        let doc = status_json(
+            &self.ctx.identity,
+            epoch,
+            stored.revision.rev,
+            plan,
+            &members,
+            stored.journal.len(),
+        );
+        drop(members);
+        self.ctx.store.publish_status(epoch, doc).await?;
+        self.last_publish = Some(Instant::now());
+        self.published = (
             plan.groups.iter().map(|g| g.phase).collect(),
             plan.swarm.clone(),
         );
-        let since = self.last_publish.map(|t| t.elapsed());
-        let due = since.is_none_or(|t| t >= Duration::from_secs(2))
-            || shown != self.published
-            || (!plan.actions.is_empty() && since.is_some_and(|t| t >= ACTIVE_PUBLISH_EVERY))
-            // Converging is news too: followers (`apply --wait`) show this
-            // document as the final state.
-            || (converged && !stored.revision.converged);
-        if due {
-            let doc = StatusDoc::new(
-                &self.ctx.identity,
-                epoch,
-                stored.revision.rev,
-                plan,
-                members,
-                stored.journal.len(),
-            );
-            self.ctx
-                .store
-                .publish_status(epoch, &doc.into_value())
-                .await?;
-            self.last_publish = Some(Instant::now());
-            self.published = shown;
-        }
         Ok(())
     }
+}
+
+/// Every group converged and nothing is left to do or in flight.
+fn converged(stored: &Stored, plan: &Plan) -> bool {
+    plan.groups.iter().all(|g| g.phase == Phase::Converged)
+        && stored.journal.is_empty()
+        && plan.actions.is_empty()
 }
 
 /// The action's kind as its serialized tag (`provision`, `drain`, …): the

@@ -1,6 +1,7 @@
 //! The status document the acting controller publishes (and `drover status` reads).
 
-use drover_core::plan::{MemberStatus, Plan};
+use drover_core::plan::{GroupStatus, MemberStatus, Plan, SwarmStatus};
+use drover_spi::StatusJson;
 use serde::{Deserialize, Serialize};
 
 /// Published status. Field names are stable (documented in docs/status.md).
@@ -27,54 +28,45 @@ pub struct StatusDoc {
     pub explanation: Vec<String>,
 }
 
-impl StatusDoc {
-    /// Builds the document from a plan's status parts and its members.
-    pub fn new(
-        controller: &str,
-        epoch: u64,
-        revision: u64,
-        plan: &Plan,
-        instances: &[MemberStatus],
-        operations: usize,
-    ) -> Self {
-        StatusDoc {
-            observed_at_ms: wall_ms(),
-            controller: controller.to_string(),
-            epoch,
-            revision,
-            groups: serde_json::to_value(&plan.groups).unwrap_or_default(),
-            swarm: serde_json::to_value(&plan.swarm).unwrap_or_default(),
-            instances: serde_json::to_value(instances).unwrap_or_default(),
-            operations,
-            explanation: plan.explanation.clone(),
-        }
-    }
+/// The published document, borrowed from the pass that planned it and
+/// serialised straight to text: no `serde_json::Value` tree of every member
+/// is built (issue 7, controller memory). The same fields as [`StatusDoc`],
+/// which is how readers take it.
+#[derive(Serialize)]
+struct Published<'a> {
+    observed_at_ms: u64,
+    controller: &'a str,
+    epoch: u64,
+    revision: u64,
+    groups: &'a [GroupStatus],
+    swarm: &'a SwarmStatus,
+    instances: &'a [MemberStatus],
+    operations: usize,
+    explanation: &'a [String],
 }
 
-impl StatusDoc {
-    /// The document as the store takes it: what `serde_json::to_value`
-    /// gives, without copying the member list (the largest part of a large
-    /// cluster's document) a second time.
-    pub fn into_value(self) -> serde_json::Value {
-        use serde_json::Value;
-        let fields = [
-            ("observed_at_ms", Value::from(self.observed_at_ms)),
-            ("controller", Value::from(self.controller)),
-            ("epoch", Value::from(self.epoch)),
-            ("revision", Value::from(self.revision)),
-            ("groups", self.groups),
-            ("swarm", self.swarm),
-            ("instances", self.instances),
-            ("operations", Value::from(self.operations)),
-            ("explanation", Value::from(self.explanation)),
-        ];
-        Value::Object(
-            fields
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-        )
-    }
+/// The status document of a plan and its members, as the store takes it.
+pub fn status_json(
+    controller: &str,
+    epoch: u64,
+    revision: u64,
+    plan: &Plan,
+    instances: &[MemberStatus],
+    operations: usize,
+) -> StatusJson {
+    let doc = Published {
+        observed_at_ms: wall_ms(),
+        controller,
+        epoch,
+        revision,
+        groups: &plan.groups,
+        swarm: &plan.swarm,
+        instances,
+        operations,
+        explanation: &plan.explanation,
+    };
+    // String keys and plain fields: serialising cannot fail.
+    StatusJson::new(&doc).unwrap_or_else(|e| unreachable!("status document: {e}"))
 }
 
 /// Wall-clock ms since the Unix epoch (for records read by humans and other hosts).
@@ -86,22 +78,70 @@ pub fn wall_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::StatusDoc;
+    use super::{StatusDoc, status_json};
+    use drover_core::plan::{GroupStatus, MemberStatus, Memory, Phase, Plan, SwarmStatus};
+    use drover_core::spec::Role;
 
     #[test]
-    fn into_value_is_the_serialised_document() {
-        let doc = StatusDoc {
-            observed_at_ms: 7,
-            controller: "c".into(),
-            epoch: 3,
-            revision: 9,
-            groups: serde_json::json!([{"name": "workers", "phase": "rolling"}]),
-            swarm: serde_json::json!({"members": 3}),
-            instances: serde_json::json!([{"id": "i-1", "healthy": true}]),
-            operations: 2,
+    fn the_published_text_reads_as_the_status_document() {
+        let plan = Plan {
+            actions: Vec::new(),
+            groups: vec![GroupStatus {
+                name: "workers".into(),
+                role: Role::Worker,
+                phase: Phase::Blocked,
+                reason: Some("meltdown guard".into()),
+                desired_hash: "h".into(),
+                desired: 2,
+                members: 2,
+                current: 1,
+                healthy: 1,
+                in_flight: 1,
+            }],
+            swarm: SwarmStatus {
+                members: 3,
+                ..SwarmStatus::default()
+            },
             explanation: vec!["workers: roll".into()],
+            memory: Memory::default(),
+            wake_at: None,
+            garbage: Vec::new(),
         };
-        let expected = serde_json::to_value(&doc).unwrap();
-        assert_eq!(doc.into_value(), expected);
+        let member = MemberStatus {
+            id: "i-1".into(),
+            group: "workers".into(),
+            logical_id: None,
+            node_id: Some("n-1".into()),
+            role: "worker".into(),
+            leader: false,
+            health: "healthy".into(),
+            health_reason: None,
+            current: true,
+            created_ms: 5,
+            held: false,
+        };
+        let json = status_json("c", 3, 9, &plan, std::slice::from_ref(&member), 2);
+        let value = json.to_value().unwrap();
+        let doc: StatusDoc = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(
+            (
+                doc.controller.as_str(),
+                doc.epoch,
+                doc.revision,
+                doc.operations
+            ),
+            ("c", 3, 9, 2)
+        );
+        assert_eq!(doc.explanation, plan.explanation);
+        assert_eq!(doc.groups, serde_json::to_value(&plan.groups).unwrap());
+        assert_eq!(doc.swarm, serde_json::to_value(&plan.swarm).unwrap());
+        assert_eq!(doc.instances, serde_json::json!([member]));
+        let fields: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(fields.len(), 9, "{fields:?}");
     }
 }

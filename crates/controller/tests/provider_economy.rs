@@ -1,6 +1,7 @@
 //! Provider API economy: in steady state the controller describes each
-//! group once per resync interval, never once per instance, and makes no
-//! other provider call.
+//! provider's machines once per resync interval (by cluster id, for every
+//! group on it and the orphan scan alike), never once per group or per
+//! instance, and makes no other provider call.
 
 mod support;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use support::{Running, seeded_store, sim_context};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -62,8 +64,9 @@ impl InstanceProvider for Counted {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn steady_state_costs_one_describe_per_group_per_resync() {
+/// A controller over [`SPEC`]'s cluster (woken by `triggers` too, when
+/// given), brought up and settled; its provider counts the calls.
+async fn settled(triggers: Option<UnboundedReceiver<()>>) -> (Arc<Counted>, Running) {
     let cloud = SimCloud::new(World::new(5, Timings::default()));
     let provider = Arc::new(Counted {
         cloud: cloud.clone(),
@@ -71,7 +74,6 @@ async fn steady_state_costs_one_describe_per_group_per_resync() {
         others: AtomicU64::new(0),
     });
     let store = seeded_store(SPEC).await;
-    let spec = parse_str(SPEC).spec.expect("valid spec");
     let rev = 1;
     let mut ctx = sim_context(&cloud, store.clone());
     ctx.providers.insert(
@@ -79,7 +81,11 @@ async fn steady_state_costs_one_describe_per_group_per_resync() {
         provider.clone() as Arc<dyn InstanceProvider>,
     );
     ctx.resync = RESYNC;
-    let controller = Running::start(Controller::new(ctx));
+    let mut controller = Controller::new(ctx);
+    if let Some(rx) = triggers {
+        controller = controller.with_triggers(rx);
+    }
+    let controller = Running::start(controller);
     for waited in 0.. {
         let history = store.history().await.unwrap();
         if history.iter().any(|r| r.rev == rev && r.converged) {
@@ -88,8 +94,15 @@ async fn steady_state_costs_one_describe_per_group_per_resync() {
         assert!(waited < 3600, "bring-up did not converge");
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    // Let the last timers of the bring-up run out, then count.
+    // Let the last timers of the bring-up run out.
     tokio::time::sleep(RESYNC * 3).await;
+    (provider, controller)
+}
+
+#[tokio::test(start_paused = true)]
+async fn steady_state_costs_one_describe_per_provider_per_resync() {
+    let (provider, controller) = settled(None).await;
+    let spec = parse_str(SPEC).spec.expect("valid spec");
     let (describes, others) = (
         provider.describes.load(Ordering::SeqCst),
         provider.others.load(Ordering::SeqCst),
@@ -98,15 +111,36 @@ async fn steady_state_costs_one_describe_per_group_per_resync() {
     tokio::time::sleep(RESYNC * intervals).await;
     let describes = provider.describes.load(Ordering::SeqCst) - describes;
     let others = provider.others.load(Ordering::SeqCst) - others;
-    // Per resync: one describe per group, plus one by cluster id per
-    // provider that finds the machines of groups no longer declared (orphans).
-    let per_resync = spec.groups.len() as u64 + 1;
+    // Per resync: one describe by cluster id of the one provider, which
+    // lists both groups' machines and those of groups no longer declared
+    // (orphans).
+    assert_eq!(spec.groups.len(), 2);
+    let per_resync = 1;
     let intervals = u64::from(intervals);
     assert!(
         (per_resync * (intervals - 1)..=per_resync * (intervals + 1)).contains(&describes),
         "{describes} describes over {intervals} resyncs: expected {per_resync} per resync \
-         (one per group, one orphan scan; 23 instances)"
+         (one provider, two groups; 23 instances)"
     );
     assert_eq!(others, 0, "no provider call but describe in steady state");
+    controller.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_node_events_costs_one_pass_not_one_per_event() {
+    let (nudge, triggers) = unbounded_channel();
+    let (provider, controller) = settled(Some(triggers)).await;
+    let before = provider.describes.load(Ordering::SeqCst);
+    // E.g. a batch of machines joining at once: many engine events.
+    for _ in 0..50 {
+        nudge.send(()).unwrap();
+    }
+    tokio::time::sleep(RESYNC / 4).await;
+    // One describe per pass: the burst, and at most one resync.
+    let passes = provider.describes.load(Ordering::SeqCst) - before;
+    assert!(
+        (1..=2).contains(&passes),
+        "{passes} passes for a burst of 50 node events"
+    );
     controller.stop().await;
 }

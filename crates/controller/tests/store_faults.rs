@@ -16,7 +16,7 @@ use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::{SimCloud, Timings, World};
 use drover_spi::{
     Controls, Epoch, Event, Heartbeat, InstanceProvider, Provenance, ProviderError,
-    ProvisionRequest, Revision, Store, StoreError,
+    ProvisionRequest, Revision, StatusJson, Store, StoreError,
 };
 use drover_store::MemStore;
 use std::collections::BTreeMap;
@@ -116,11 +116,7 @@ impl Store for Faulty {
         self.journal().await?;
         self.inner.journal_remove(epoch, op).await
     }
-    async fn publish_status(
-        &self,
-        epoch: Epoch,
-        status: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
         self.inner.publish_status(epoch, status).await
     }
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {

@@ -5,7 +5,7 @@
 
 use drover_core::hash::config_hash;
 use drover_core::spec::{ClusterSpec, parse_str};
-use drover_spi::{Provenance, Revision};
+use drover_spi::{Provenance, Revision, StatusJson};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -187,7 +187,10 @@ async fn hold_and_release_an_instance_the_status_lists() {
         let store = drover_store::open(&url).await.unwrap();
         let epoch = store.campaign("test").await.unwrap();
         let status = serde_json::json!({"instances": [{"id": "i-1", "group": "workers"}]});
-        store.publish_status(epoch, &status).await.unwrap();
+        store
+            .publish_status(epoch, StatusJson::new(&status).unwrap())
+            .await
+            .unwrap();
     }
     let held = || async {
         let store = drover_store::open(&url).await.unwrap();
@@ -216,7 +219,10 @@ async fn replace_records_a_request_for_a_listed_instance_and_forgets_gone_ones()
             let epoch = store.campaign("test").await.unwrap();
             let list: Vec<_> = ids.iter().map(|id| serde_json::json!({"id": id})).collect();
             store
-                .publish_status(epoch, &serde_json::json!({"instances": list}))
+                .publish_status(
+                    epoch,
+                    StatusJson::new(&serde_json::json!({"instances": list})).unwrap(),
+                )
                 .await
                 .unwrap();
         }

@@ -19,7 +19,7 @@ mod store;
 pub use secret::Secret;
 pub use store::{
     Controls, Epoch, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance,
-    Revision, Store, StoreError, write_format,
+    Revision, StatusJson, Store, StoreError, write_format,
 };
 
 use async_trait::async_trait;

@@ -119,6 +119,32 @@ pub struct Event {
     pub reason: String,
 }
 
+/// A status document as the acting controller publishes it: its JSON text,
+/// valid by construction. Published as text rather than as a
+/// `serde_json::Value` tree: a 10 000-member document is a few MB of text
+/// but several times that as a tree, and the in-memory store keeps it
+/// (issue 7, controller memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusJson(Vec<u8>);
+
+impl StatusJson {
+    /// `doc`, serialised.
+    pub fn new<T: Serialize + ?Sized>(doc: &T) -> Result<Self, serde_json::Error> {
+        serde_json::to_vec(doc).map(StatusJson)
+    }
+
+    /// The JSON text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The document, parsed (for its readers).
+    pub fn to_value(&self) -> Result<serde_json::Value, StoreError> {
+        serde_json::from_slice(&self.0)
+            .map_err(|e| StoreError::Corrupt(format!("status document: {e}")))
+    }
+}
+
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -247,11 +273,7 @@ pub trait Store: Send + Sync {
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError>;
 
     /// Publishes the controller's status document (fenced).
-    async fn publish_status(
-        &self,
-        epoch: Epoch,
-        status: &serde_json::Value,
-    ) -> Result<(), StoreError>;
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError>;
     /// The last published status.
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError>;
     /// Appends to the bounded event log (fenced).

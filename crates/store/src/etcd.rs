@@ -34,7 +34,9 @@ use crate::model::{Limits, events_since, unavailable};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
+use drover_spi::{
+    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+};
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
     KvClient, PutOptions, TlsOptions, Txn, TxnOp,
@@ -283,9 +285,20 @@ impl EtcdStore {
         value: &T,
         epoch: Option<Epoch>,
     ) -> Result<(), StoreError> {
+        self.replace_record::<T>(key, self.json(value), epoch).await
+    }
+
+    /// [`Self::replace`] with the record already encoded; `T` is what the
+    /// key holds, to check the record it replaces.
+    async fn replace_record<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        record: Vec<u8>,
+        epoch: Option<Epoch>,
+    ) -> Result<(), StoreError> {
         loop {
             let same = self.readable::<T>(key).await?;
-            let put = TxnOp::put(key, self.json(value), None);
+            let put = TxnOp::put(key, record.clone(), None);
             let written = match epoch {
                 Some(e) => self.fenced(e, vec![same], vec![put]).await?,
                 None => self
@@ -648,12 +661,10 @@ impl Store for EtcdStore {
         self.fenced(epoch, vec![], vec![del]).await.map(|_| ())
     }
 
-    async fn publish_status(
-        &self,
-        epoch: Epoch,
-        status: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        self.replace(&self.key("status"), status, Some(epoch)).await
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
+        let record = format::encode_json(status.as_bytes(), self.format.get());
+        self.replace_record::<serde_json::Value>(&self.key("status"), record, Some(epoch))
+            .await
     }
 
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {

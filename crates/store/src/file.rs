@@ -12,7 +12,9 @@ use crate::model::{Limits, Section, State, unavailable};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
+use drover_spi::{
+    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -227,18 +229,13 @@ impl Store for FileStore {
             .await
     }
 
-    async fn publish_status(
-        &self,
-        epoch: Epoch,
-        status: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        let v = status.clone();
-        self.write(&[Meta, Status], move |s| s.publish_status(epoch, &v))
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
+        self.write(&[Meta, Status], move |s| s.publish_status(epoch, status))
             .await
     }
 
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
-        Ok(self.read(&[Status]).await?.status)
+        self.read(&[Status]).await?.status()
     }
 
     async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {

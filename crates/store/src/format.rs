@@ -63,6 +63,20 @@ pub(crate) fn encode<T: Serialize>(value: &T, format: u32) -> Vec<u8> {
     }
 }
 
+/// A record of `format` holding `json`, a value's JSON text as is: what
+/// [`encode`] gives for that value, without parsing the text back into one.
+pub(crate) fn encode_json(json: &[u8], format: u32) -> Vec<u8> {
+    if format <= 1 {
+        return json.to_vec();
+    }
+    let head = format!("{{\"{KEY}\":{format},\"data\":");
+    let mut out = Vec::with_capacity(head.len() + json.len() + 1);
+    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(json);
+    out.push(b'}');
+    out
+}
+
 /// Reads `record` (named in errors), refusing newer formats and garbage.
 pub(crate) fn decode<T: DeserializeOwned>(record: &str, bytes: &[u8]) -> Result<T, StoreError> {
     let corrupt = |why: String| StoreError::Corrupt(format!("{record}: {why}"));
@@ -104,6 +118,10 @@ mod tests {
             assert_eq!(back, v);
         }
         assert_eq!(encode(&v, 1), serde_json::to_vec(&v).unwrap());
+        for f in OLDEST_FORMAT..=FORMAT {
+            let text = serde_json::to_vec(&v).unwrap();
+            assert_eq!(encode_json(&text, f), encode(&v, f));
+        }
         let newer = br#"{"drover_format": 3, "data": {}}"#;
         let e = decode::<serde_json::Value>("journal", newer).unwrap_err();
         assert!(matches!(

@@ -7,7 +7,9 @@ use crate::model::{Limits, State};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
-use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
+use drover_spi::{
+    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+};
 use std::sync::Mutex;
 
 /// The in-memory store.
@@ -102,15 +104,11 @@ impl Store for MemStore {
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
         self.with(|s| s.journal_remove(epoch, op))
     }
-    async fn publish_status(
-        &self,
-        epoch: Epoch,
-        status: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
         self.with(|s| s.publish_status(epoch, status))
     }
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
-        self.with(|s| Ok(s.status.clone()))
+        self.with(|s| s.status())
     }
     async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {
         self.with(|s| s.append_event(epoch, event, self.limits))

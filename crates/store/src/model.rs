@@ -11,7 +11,8 @@ use crate::format;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Provenance, Revision, StoreError,
+    Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Provenance, Revision, StatusJson,
+    StoreError,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -89,7 +90,7 @@ pub(crate) struct State {
     pub revisions: Vec<Revision>,
     pub controls: Controls,
     pub journal: BTreeMap<String, Operation>,
-    pub status: Option<serde_json::Value>,
+    pub status: Option<StatusJson>,
     /// Oldest first. A ring: once `Limits::events` are kept, every append
     /// drops the oldest, which a `Vec` did by moving all the others.
     pub events: VecDeque<Event>,
@@ -105,7 +106,13 @@ impl State {
             Section::Revisions => format::encode(&self.revisions, fmt),
             Section::Controls => format::encode(&self.controls, fmt),
             Section::Journal => format::encode(&self.journal, fmt),
-            Section::Status => format::encode(&self.status, fmt),
+            Section::Status => {
+                let json = self
+                    .status
+                    .as_ref()
+                    .map_or(&b"null"[..], StatusJson::as_bytes);
+                format::encode_json(json, fmt)
+            }
             Section::Events => format::encode(&self.events, fmt),
             Section::Controllers => format::encode(&self.heartbeats, fmt),
         }
@@ -121,7 +128,13 @@ impl State {
             Section::Revisions => self.revisions = format::decode(r, bytes)?,
             Section::Controls => self.controls = format::decode(r, bytes)?,
             Section::Journal => self.journal = format::decode(r, bytes)?,
-            Section::Status => self.status = format::decode(r, bytes)?,
+            Section::Status => {
+                let doc: Option<serde_json::Value> = format::decode(r, bytes)?;
+                self.status = doc
+                    .map(|d| StatusJson::new(&d))
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(format!("{r}: {e}")))?;
+            }
             Section::Events => self.events = format::decode(r, bytes)?,
             Section::Controllers => self.heartbeats = format::decode(r, bytes)?,
         }
@@ -245,14 +258,16 @@ impl State {
     pub(crate) fn publish_status(
         &mut self,
         epoch: Epoch,
-        status: &serde_json::Value,
+        status: StatusJson,
     ) -> Result<(), StoreError> {
         self.fence(epoch)?;
-        // The old document goes first: a large cluster's two would
-        // otherwise be held at once.
-        self.status = None;
-        self.status = Some(status.clone());
+        self.status = Some(status);
         Ok(())
+    }
+
+    /// The status document, parsed (needs Status).
+    pub(crate) fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        self.status.as_ref().map(StatusJson::to_value).transpose()
     }
 
     /// Needs Meta and Events.
@@ -306,7 +321,7 @@ mod tests {
         let mut s = State::default();
         s.campaign("a");
         s.init_cluster("c").unwrap();
-        s.status = Some(serde_json::json!({"x": [1, "two", null]}));
+        s.status = StatusJson::new(&serde_json::json!({"x": [1, "two", null]})).ok();
         s.heartbeat(&Heartbeat {
             holder: "a".into(),
             format: 2,

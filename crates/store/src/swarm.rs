@@ -25,7 +25,9 @@ use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_engine::{DockerEnv, EngineError, docker_client};
-use drover_spi::{Controls, Epoch, Event, Heartbeat, Provenance, Revision, Store, StoreError};
+use drover_spi::{
+    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -392,17 +394,14 @@ impl Store for SwarmStore {
             .await
     }
 
-    async fn publish_status(
-        &self,
-        epoch: Epoch,
-        status: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        self.write(&[Meta, Status], |s| s.publish_status(epoch, status))
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
+        // Cloned per attempt: a lost version race writes again.
+        self.write(&[Meta, Status], |s| s.publish_status(epoch, status.clone()))
             .await
     }
 
     async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
-        Ok(self.read(&[Status]).await?.status)
+        self.read(&[Status]).await?.status()
     }
 
     async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {

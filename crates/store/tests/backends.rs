@@ -7,7 +7,7 @@ mod support;
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::spec::ClusterSpec;
 use drover_spi::Controls;
-use drover_spi::{Provenance, Store, StoreError};
+use drover_spi::{Provenance, StatusJson, Store, StoreError};
 use drover_store::{EtcdOptions, EtcdStore, FileStore, MemStore, SwarmOptions, SwarmStore};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use std::os::unix::fs::PermissionsExt;
@@ -166,7 +166,8 @@ async fn swarm_versioned_update_fences_and_size_is_bounded() {
 
     // Sizes: a typical state compresses well.
     b.commit(0, &spec_with("x"), prov(), false).await.unwrap();
-    b.publish_status(new, &serde_json::json!({"groups": {"web": {"n": 2}}}))
+    let status = serde_json::json!({"groups": {"web": {"n": 2}}});
+    b.publish_status(new, StatusJson::new(&status).unwrap())
         .await
         .unwrap();
     let labels = docker

@@ -7,7 +7,7 @@ use support::spec;
 
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
 use drover_core::spec::Role;
-use drover_spi::{Controls, Event, Provenance, Store, StoreError};
+use drover_spi::{Controls, Event, Provenance, StatusJson, Store, StoreError};
 use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
 use serde_json::json;
 use std::future::Future;
@@ -73,6 +73,11 @@ fn event(at_ms: u64, action: &str) -> Event {
         outcome: "ok".into(),
         reason: "because \"quoted\" ünïcode\n".into(),
     }
+}
+
+/// `doc` as a status document's text.
+fn status_json(doc: &serde_json::Value) -> StatusJson {
+    StatusJson::new(doc).expect("JSON")
 }
 
 fn fenced<T: std::fmt::Debug>(r: Result<T, StoreError>, mine: u64, current: u64) {
@@ -231,9 +236,11 @@ async fn status((a, b): Pair) {
         "list": [1, "two", [true, false], {}],
         "text": "tab\t \"quote\" ünïcode \u{1F600} <>&",
     });
-    a.publish_status(e, &doc).await.unwrap();
+    a.publish_status(e, status_json(&doc)).await.unwrap();
     assert_eq!(b.status().await.unwrap(), Some(doc));
-    a.publish_status(e, &json!("just a string")).await.unwrap();
+    a.publish_status(e, status_json(&json!("just a string")))
+        .await
+        .unwrap();
     assert_eq!(b.status().await.unwrap(), Some(json!("just a string")));
 }
 
@@ -262,7 +269,9 @@ async fn fencing((a, b): Pair) {
     fenced(a.journal_put(0, &op("x")).await, 0, 0);
     let old = a.campaign("ctl-a").await.unwrap();
     a.journal_put(old, &op("op-1")).await.unwrap();
-    a.publish_status(old, &json!({"by": "a"})).await.unwrap();
+    a.publish_status(old, status_json(&json!({"by": "a"})))
+        .await
+        .unwrap();
     a.append_event(old, &event(1, "by-a")).await.unwrap();
 
     let new = b.campaign("ctl-b").await.unwrap();
@@ -272,7 +281,8 @@ async fn fencing((a, b): Pair) {
     fenced(a.journal_put(old, &op("op-2")).await, old, new);
     fenced(a.journal_remove(old, "op-1").await, old, new);
     fenced(
-        a.publish_status(old, &json!({"by": "a again"})).await,
+        a.publish_status(old, status_json(&json!({"by": "a again"})))
+            .await,
         old,
         new,
     );

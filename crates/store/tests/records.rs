@@ -14,8 +14,8 @@ use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::{OpKind, Operation};
 use drover_core::spec::Role;
 use drover_spi::{
-    Controls, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance, Store,
-    StoreError,
+    Controls, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance, StatusJson,
+    Store, StoreError,
 };
 use drover_store::{EtcdOptions, EtcdStore, FileStore, MemStore, SwarmOptions, SwarmStore};
 use flate2::Compression;
@@ -27,6 +27,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 const NOW: u64 = 1_800_000_000_000;
+
+/// `doc` as a status document's text.
+fn status_json(doc: serde_json::Value) -> StatusJson {
+    StatusJson::new(&doc).expect("JSON")
+}
 
 fn prov() -> Provenance {
     Provenance {
@@ -174,7 +179,10 @@ async fn write(s: &dyn Store, rec: Rec, epoch: u64) -> Result<(), StoreError> {
     match rec {
         Rec::Revisions => s.commit(1, &spec(9), prov(), false).await.map(drop),
         Rec::Journal => s.journal_put(epoch, &op("op-1")).await,
-        Rec::Status => s.publish_status(epoch, &serde_json::json!({"x": 1})).await,
+        Rec::Status => {
+            s.publish_status(epoch, status_json(serde_json::json!({"x": 1})))
+                .await
+        }
         Rec::Events => s.append_event(epoch, &event()).await,
         Rec::Leader => s.campaign("ctl-2").await.map(drop),
         Rec::Controls => s.set_controls(&Controls::default()).await,
@@ -193,7 +201,7 @@ async fn unreadable_records(raw: &dyn Raw) {
         s.commit(0, &spec(1), prov(), false).await.unwrap();
         let epoch = s.campaign("ctl-1").await.unwrap();
         s.journal_put(epoch, &op("op-1")).await.unwrap();
-        s.publish_status(epoch, &serde_json::json!({"ok": true}))
+        s.publish_status(epoch, status_json(serde_json::json!({"ok": true})))
             .await
             .unwrap();
         s.append_event(epoch, &event()).await.unwrap();

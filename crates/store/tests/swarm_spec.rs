@@ -12,7 +12,7 @@ use bollard::models::{
 use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::{OpKind, Operation, Target};
 use drover_core::spec::Role;
-use drover_spi::{Event, FORMAT, Heartbeat, Provenance, Store};
+use drover_spi::{Event, FORMAT, Heartbeat, Provenance, StatusJson, Store};
 use drover_store::{SwarmOptions, SwarmStore};
 
 fn drover_labels_removed(mut spec: bollard::models::SwarmSpec) -> bollard::models::SwarmSpec {
@@ -136,7 +136,10 @@ async fn swarm_store_round_trips_the_operators_swarm_spec_and_stays_small() {
                    {"name": "workers", "phase": "converged", "members": 2, "current": 2}],
         "explanation": vec!["managers: rolling 1 of 3 (leader last)"; 5],
     });
-    store.publish_status(epoch, &status).await.unwrap();
+    store
+        .publish_status(epoch, StatusJson::new(&status).unwrap())
+        .await
+        .unwrap();
     for m in 1..=5 {
         let b = Heartbeat {
             holder: format!("127.0.90.{m}"),

@@ -96,7 +96,7 @@ fn main() -> ExitCode {
             "economy" => {
                 println!("\n## Provider API economy in steady state\n");
                 println!(
-                    "| cluster | resync | intervals | describes | per group per interval | other calls |"
+                    "| cluster | resync | intervals | describes | per interval (1 provider, 2 groups) | other calls |"
                 );
                 println!("|---|---|---|---|---|---|");
                 let rt = runtime();

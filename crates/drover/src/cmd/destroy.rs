@@ -16,7 +16,7 @@ use crate::cli::{LocalArgs, StoreArgs};
 use crate::cmd::revisions::{commit, current, declared, history, with_group};
 use crate::error::MainError;
 use crate::wiring;
-use drover_controller::{Context, StatusDoc, snapshot, wall_ms};
+use drover_controller::{Context, snapshot, status_json, wall_ms};
 use drover_core::journal::Operation;
 use drover_core::model::{Instance, Observed, tags};
 use drover_core::plan::Desired;
@@ -388,11 +388,10 @@ async fn settle(ctx: &Context, spec: &ClusterSpec, rev: u64, epoch: Epoch) {
         nonce: 0,
     });
     let members = member_status(&desired, &observed);
-    let doc = StatusDoc::new(IDENTITY, epoch, rev, &plan, &members, journal.len());
+    let doc = status_json(IDENTITY, epoch, rev, &plan, &members, journal.len());
     let written = async {
         ctx.store.mark_converged(epoch, rev).await?;
-        let doc = serde_json::to_value(&doc).unwrap_or_default();
-        ctx.store.publish_status(epoch, &doc).await
+        ctx.store.publish_status(epoch, doc).await
     };
     if let Err(e) = written.await {
         tracing::info!(error = %e, "no final status written (the store may have gone with the swarm)");
