@@ -99,20 +99,26 @@ YAML
 
 # One poller per manager engine, every 200 ms: "<asked ms> <answered ms>
 # <node id>:<hostname>:<state>:<manager status>:<self> ...". A poller stops
-# for good once its engine reports itself the leader (or stops being a
-# manager): polling the engine that demotes itself stretches its leave
-# (swarm-facts).
+# for good once its engine reports itself the leader (or says it is no
+# swarm manager, after it answered as one): polling the engine that demotes
+# itself stretches its leave (swarm-facts). Other errors (a follower during
+# an election: "the swarm does not have a leader") do not stop it: its next
+# answer may be the one that names the new leader.
 poll_engine() {
-  local sock=$1 stop=$2 t0 t1 line answered=""
+  local sock=$1 stop=$2 t0 t1 out line answered=""
   while [ -S "$sock" ] && [ ! -e "$stop" ]; do
     t0=$(date +%s%3N)
-    line=$(timeout 30 docker -H "unix://$sock" node ls --format '{{.ID}}:{{.Hostname}}:{{.Status}}:{{.ManagerStatus}}:{{.Self}}' 2>/dev/null | tr '\n' ' ') || line=""
+    if out=$(timeout 30 docker -H "unix://$sock" node ls --format '{{.ID}}:{{.Hostname}}:{{.Status}}:{{.ManagerStatus}}:{{.Self}}' 2>&1); then
+      line=$(tr '\n' ' ' <<<"$out")
+    else
+      line=""
+    fi
     t1=$(date +%s%3N)
     if [ -n "$line" ]; then
       answered=1
       echo "$t0 $t1 $line"
       case "$line" in *":Leader:true "*) return 0 ;; esac
-    elif [ -n "$answered" ]; then
+    elif [ -n "$answered" ] && [[ $out == *"not a swarm manager"* ]]; then
       return 0
     fi
     sleep 0.2

@@ -18,7 +18,8 @@
 //!   store: a write refused as [`drover_spi::StoreError::Fenced`] stops it.
 //! - A `DemoteSelfAndLeave` it started runs to its end even after
 //!   leadership moved away: the journal entry written before the demotion
-//!   authorises exactly those steps.
+//!   authorises exactly those steps. Meanwhile its passes observe nothing:
+//!   its engine, asked while it stops its manager, holds that stop 5-8 s.
 //! - Join tokens go from the cluster to the provider's boot environment
 //!   only; they never reach logs, events, status or the journal.
 

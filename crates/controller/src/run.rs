@@ -91,6 +91,10 @@ pub struct Controller {
     /// swarm store is read through that very engine, which must not be
     /// asked while it leaves: swarm-facts).
     watching: tokio::sync::watch::Sender<bool>,
+    /// The operation whose step hands this engine's leadership over
+    /// (`DemoteSelfAndLeave`), while that step runs: passes look at nothing
+    /// meanwhile (see [`Controller::guarded_pass`]).
+    handing_over: Option<String>,
 }
 
 impl Controller {
@@ -119,6 +123,7 @@ impl Controller {
             metrics: None,
             pass_delay: Duration::ZERO,
             watching: tokio::sync::watch::Sender::new(false),
+            handing_over: None,
         }
     }
 
@@ -226,6 +231,9 @@ impl Controller {
 
     async fn finished(&mut self, done: Finished) {
         self.running.remove(&done.op);
+        if self.handing_over.as_ref() == Some(&done.op) {
+            self.handing_over = None;
+        }
         let outcome = match &done.result {
             Ok(()) => "ok".to_string(),
             Err(e) => {
@@ -427,6 +435,21 @@ impl Controller {
         self.beat().await?;
         if !self.pass_delay.is_zero() {
             std::thread::sleep(self.pass_delay);
+        }
+        if self.handing_over.is_some() {
+            // Its engine is demoting itself and leaving. Asked anything now
+            // (`info` reaches the manager it stops), it holds that stop
+            // until the call gives up, 5-8 s (swarm-facts): the pass right
+            // after the step started did so in 4 of 8 benchmark runs, before
+            // the step's own task could tell the swarm adapter to stop
+            // asking. Nothing to act on meanwhile: the step ends with this
+            // controller standing down.
+            return Ok(PassReport {
+                acting: false,
+                fenced: false,
+                plan: None,
+                progressed: false,
+            });
         }
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(PassReport {
@@ -662,6 +685,7 @@ impl Controller {
         );
         if matches!(action, Action::DemoteSelfAndLeave { .. }) {
             self.watching.send_replace(false);
+            self.handing_over = Some(op.clone());
         }
         tracing::info!(op = %op, step = %action.describe(), "starting");
         let kind = step_kind(&action);
