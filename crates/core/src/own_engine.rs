@@ -5,7 +5,7 @@
 //! these are its rules, with the time passed in.
 
 use crate::model::{Node, NodeState, Time};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// The least time between two questions to one engine. Asking a demoted
@@ -21,17 +21,28 @@ pub fn may_be_locked(n: &Node) -> bool {
     n.manager_role && (n.state != NodeState::Ready || n.raft.as_ref().is_some_and(|r| !r.reachable))
 }
 
-/// A demoted manager that may have left: no manager role and already out
-/// of the raft as the leader sees it (asked earlier, it is still shutting
-/// its manager down, and the question slows that), listed Ready or Unknown
-/// (the new leader lists every node Unknown at first, and an ex-leader
-/// stays so until it turns Down), in a group that has raft members.
-pub fn may_have_left(n: &Node, nodes: &[Node]) -> bool {
-    n.raft.is_none()
-        && !n.manager_role
-        && matches!(n.state, NodeState::Ready | NodeState::Unknown)
-        && n.group.is_some()
-        && nodes.iter().any(|m| m.raft.is_some() && m.group == n.group)
+/// For each of `nodes`, whether it is a demoted manager that may have
+/// left: no manager role and already out of the raft as the leader sees it
+/// (asked earlier, it is still shutting its manager down, and the question
+/// slows that), listed Ready or Unknown (the new leader lists every node
+/// Unknown at first, and an ex-leader stays so until it turns Down), in a
+/// group that has raft members. The groups with raft members are found
+/// once: a leader's node list holds every worker too.
+pub fn may_have_left(nodes: &[Node]) -> Vec<bool> {
+    let raft_groups: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|m| m.raft.is_some())
+        .filter_map(|m| m.group.as_deref())
+        .collect();
+    nodes
+        .iter()
+        .map(|n| {
+            n.raft.is_none()
+                && !n.manager_role
+                && matches!(n.state, NodeState::Ready | NodeState::Unknown)
+                && n.group.as_deref().is_some_and(|g| raft_groups.contains(g))
+        })
+        .collect()
 }
 
 /// Whether to ask other machines' engines now: some node may be locked or
@@ -48,9 +59,7 @@ pub fn worth_asking(nodes: &[Node], own: Option<&str>) -> bool {
             .any(|n| n.id == own && n.raft.as_ref().is_some_and(|r| r.leader))
     };
     own.is_none_or(leads)
-        && nodes
-            .iter()
-            .any(|n| may_be_locked(n) || may_have_left(n, nodes))
+        && (nodes.iter().any(may_be_locked) || may_have_left(nodes).contains(&true))
 }
 
 /// When each engine was last asked, so none is asked more often than
@@ -110,14 +119,15 @@ mod tests {
         let leaving = node("b", false, true, NodeState::Ready);
         let out = node("c", false, false, NodeState::Unknown);
         let down = node("d", false, false, NodeState::Down);
-        let nodes = vec![peer.clone(), leaving.clone(), out.clone(), down.clone()];
-        assert!(!may_have_left(&leaving, &nodes), "still in the raft");
-        assert!(may_have_left(&out, &nodes));
-        assert!(!may_have_left(&down, &nodes), "Down says it already");
-        assert!(!may_have_left(&peer, &nodes));
         let mut worker = out.clone();
         worker.group = Some("workers".into());
-        assert!(!may_have_left(&worker, &nodes), "not a manager group");
+        let nodes = vec![peer, leaving, out, down, worker];
+        assert_eq!(
+            may_have_left(&nodes),
+            // peer; leaving: still in the raft; out; down: Down says it
+            // already; worker: not a manager group.
+            [false, false, true, false, false]
+        );
     }
 
     #[test]

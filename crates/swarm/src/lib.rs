@@ -130,10 +130,7 @@ impl SwarmCluster {
             };
         }
         let answers: Vec<EngineInfo> = self.asked().answers.values().cloned().collect();
-        let left: Vec<bool> = nodes
-            .iter()
-            .map(|n| own_engine::may_have_left(n, nodes))
-            .collect();
+        let left = own_engine::may_have_left(nodes);
         for info in answers {
             let link = info.labels.get(drover_core::model::tags::LINK);
             let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;
