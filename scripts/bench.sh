@@ -6,6 +6,8 @@
 #   scripts/bench.sh                    # every section, 3 runs of each rollout
 #   scripts/bench.sh planner            # one section: planner | economy | rollout
 #   scripts/bench.sh rollout --runs 5
+#   scripts/bench.sh rollout --only "1000 workers"   # one rollout scenario
+#   scripts/bench.sh planner --only 10000          # one planner size
 #
 # Real engines: scripts/bench-real.sh.
 set -euo pipefail

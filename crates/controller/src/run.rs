@@ -693,7 +693,18 @@ impl Controller {
             m.step_started(&kind);
         }
         tokio::spawn(async move {
-            let result = execute::side_effect(&ctx, &desired, group.as_deref(), &action).await;
+            // The effect runs in a task of its own so that a panic in it is
+            // reported like a failure: a step that never reported its end
+            // would hold its operation, and a hand-over every pass, forever.
+            let effect = {
+                let (group, action) = (group.clone(), action.clone());
+                tokio::spawn(async move {
+                    execute::side_effect(&ctx, &desired, group.as_deref(), &action).await
+                })
+            };
+            let result = effect
+                .await
+                .unwrap_or_else(|e| Err(format!("the step's task failed: {e}")));
             let _ = tx.send(Finished {
                 op,
                 group,

@@ -43,6 +43,32 @@ impl InstanceProvider for NoQuota {
     }
 }
 
+/// A provider whose provision calls panic (a bug in a provider plugin).
+struct Panics;
+
+#[async_trait]
+impl InstanceProvider for Panics {
+    async fn provision(&self, _req: ProvisionRequest) -> Result<String, ProviderError> {
+        panic!("provider bug");
+    }
+    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+        NoQuota.destroy(instance).await
+    }
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        NoQuota.describe(tags).await
+    }
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        NoQuota.label(instance, labels).await
+    }
+}
+
 /// Runs a controller on `text` until `done(events)` or an hour of virtual time.
 async fn run_until(
     cloud: &SimCloud,
@@ -54,6 +80,10 @@ async fn run_until(
     ctx.providers.insert(
         "quota".to_string(),
         Arc::new(NoQuota) as Arc<dyn InstanceProvider>,
+    );
+    ctx.providers.insert(
+        "panics".to_string(),
+        Arc::new(Panics) as Arc<dyn InstanceProvider>,
     );
     let controller = Running::start(Controller::new(ctx));
     let mut events = Vec::new();
@@ -124,12 +154,26 @@ async fn an_orphan_is_destroyed_after_its_grace_with_an_event_naming_rule_and_ev
 
 #[tokio::test(start_paused = true)]
 async fn failed_provision_calls_are_counted_and_block_the_group_with_the_reason() {
+    provision_failures_block_the_group("quota", "quota exceeded").await;
+}
+
+/// A step whose task panics reports a failure like any other: without that
+/// its operation would stay "running" and never be tried again (and a
+/// leader handing over would never observe again).
+#[tokio::test(start_paused = true)]
+async fn a_step_that_panics_is_a_failed_step_and_is_tried_again() {
+    provision_failures_block_the_group("panics", "the step's task failed").await;
+}
+
+/// Runs a plain group on `provider`, whose provision calls all fail with
+/// `outcome`, until the group is blocked after `max_attempts` of them.
+async fn provision_failures_block_the_group(provider: &str, outcome: &str) {
     let cloud = SimCloud::new(World::new(3, Timings::default()));
     let text = format!(
         "{MANAGERS}- name: batch
   role: plain
   allocation: {{size: 1}}
-  instance: {{provider: quota}}
+  instance: {{provider: {provider}}}
   health: {{max_attempts: 3}}
 "
     );
@@ -149,7 +193,7 @@ async fn failed_provision_calls_are_counted_and_block_the_group_with_the_reason(
     );
     let failed = events
         .iter()
-        .filter(|e| e.reason.starts_with("provision batch") && e.outcome.contains("quota exceeded"))
+        .filter(|e| e.reason.starts_with("provision batch") && e.outcome.contains(outcome))
         .count();
     assert_eq!(failed, 3, "{events:#?}");
     let journal = store.journal().await.unwrap();
