@@ -203,7 +203,7 @@ mod tests {
     use super::by_group;
     use drover_core::journal::{OpKind, Operation};
     use drover_core::model::{Described, Instance, tags};
-    use drover_core::plan::{Desired, DesiredGroup};
+    use drover_core::plan::Desired;
     use drover_core::spec::{Role, parse_str};
     use drover_spi::ProviderError;
 
@@ -261,23 +261,7 @@ mod tests {
         )
         .spec
         .expect("valid spec");
-        Desired {
-            cluster_id: "c1".into(),
-            groups: spec
-                .groups
-                .iter()
-                .map(|g| DesiredGroup {
-                    spec: g.clone(),
-                    hash: "h".into(),
-                    paused: false,
-                    is_rollback: false,
-                })
-                .collect(),
-            orphan_grace: spec.gc.orphan_grace,
-            held: Default::default(),
-            replace: Default::default(),
-            skip_drain: Default::default(),
-        }
+        drover_sim::desired_from_spec("c1", &spec)
     }
 
     #[test]
