@@ -432,7 +432,6 @@ impl Controller {
 
     async fn guarded_pass(&mut self) -> Result<PassReport, StoreError> {
         self.passes += 1;
-        self.beat().await?;
         if !self.pass_delay.is_zero() {
             std::thread::sleep(self.pass_delay);
         }
@@ -451,6 +450,7 @@ impl Controller {
                 progressed: false,
             });
         }
+        self.beat().await?;
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(PassReport {
                 acting: false,
@@ -534,8 +534,12 @@ impl Controller {
         // Freed only now that the steps are started (they need not wait
         // for it), and before the status document is written.
         drop(observed);
-        self.publish(&stored, &plan, members.filter(|_| due), epoch)
-            .await?;
+        if self.handing_over.is_none() {
+            // Not through an engine that leaves (the swarm store's): the
+            // next leader publishes.
+            self.publish(&stored, &plan, members.filter(|_| due), epoch)
+                .await?;
+        }
         Ok(PassReport {
             acting: true,
             fenced: false,
@@ -643,26 +647,38 @@ impl Controller {
                         o.intent = Some(Intent { step, epoch });
                         self.ctx.store.journal_put(epoch, o).await?;
                     }
-                    if self.spawn(stored, &journal, effect) {
-                        // Recorded when started too: a leader's own demotion
-                        // can never record its end (it no longer leads then).
-                        let group = journal
-                            .iter()
-                            .find(|o| Some(o.id.as_str()) == effect.op_id())
-                            .map(|o| o.group.clone());
-                        self.event(
-                            group,
-                            effect.op_id().map(str::to_string),
-                            "step",
-                            &effect.describe(),
-                            "started".into(),
-                        )
-                        .await;
+                    // A leader's own demotion is recorded before it
+                    // starts: it can never record its end (it no longer
+                    // leads then), and once it runs nothing may be written
+                    // through its engine (the swarm store's).
+                    let hand_over = matches!(effect, Action::DemoteSelfAndLeave { .. });
+                    let idle = !self.running.contains(effect.op_id().unwrap_or_default());
+                    if hand_over && idle {
+                        self.started(&journal, effect).await;
+                    }
+                    if self.spawn(stored, &journal, effect) && !hand_over {
+                        self.started(&journal, effect).await;
                     }
                 }
             }
         }
         Ok(progressed)
+    }
+
+    /// Records that `effect` starts.
+    async fn started(&mut self, journal: &[drover_core::journal::Operation], effect: &Action) {
+        let group = journal
+            .iter()
+            .find(|o| Some(o.id.as_str()) == effect.op_id())
+            .map(|o| o.group.clone());
+        self.event(
+            group,
+            effect.op_id().map(str::to_string),
+            "step",
+            &effect.describe(),
+            "started".into(),
+        )
+        .await;
     }
 
     /// Starts a side effect unless its operation already has one running.

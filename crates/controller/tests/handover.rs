@@ -1,5 +1,6 @@
 //! The leader's controller hands its engine's leadership over without
-//! asking the swarm anything meanwhile: its engine, asked while it stops its
+//! asking the swarm or the store anything meanwhile: its engine (through
+//! which the swarm store is read and written), asked while it stops its
 //! manager, holds that stop 5-8 s (swarm-facts), and with it the next
 //! leader's first step.
 
@@ -11,10 +12,10 @@ use drover_core::model::SwarmView;
 use drover_core::spec::{Role, parse_str};
 use drover_sim::{SimCloud, Timings, World};
 use drover_spi::{Cluster, ClusterError, JoinMaterial, Store};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{Running, seeded_store, sim_context, who};
+use support::{Running, Tapped, seeded_store, sim_context, who};
 use tokio::sync::Notify;
 
 const SPEC: &str = "groups:
@@ -31,6 +32,8 @@ struct Watched {
     leaving: AtomicBool,
     observed_while_leaving: AtomicUsize,
     observed: AtomicUsize,
+    /// The store calls made while leaving.
+    stored_while_leaving: Mutex<Vec<&'static str>>,
     started: Notify,
     release: Notify,
 }
@@ -93,10 +96,22 @@ async fn a_controller_observes_nothing_while_its_engine_hands_leadership_over() 
         leaving: AtomicBool::new(false),
         observed_while_leaving: AtomicUsize::new(0),
         observed: AtomicUsize::new(0),
+        stored_while_leaving: Mutex::new(Vec::new()),
         started: Notify::new(),
         release: Notify::new(),
     });
-    let mut ctx = sim_context(&cloud, store.clone());
+    let tapped = Tapped {
+        inner: store.clone(),
+        tap: Box::new({
+            let watched = watched.clone();
+            move |call| {
+                if watched.leaving.load(Ordering::SeqCst) {
+                    watched.stored_while_leaving.lock().unwrap().push(call);
+                }
+            }
+        }),
+    };
+    let mut ctx = sim_context(&cloud, Arc::new(tapped));
     ctx.cluster = watched.clone();
     ctx.identity = leader.clone();
     ctx.self_link = Some(leader);
@@ -109,12 +124,24 @@ async fn a_controller_observes_nothing_while_its_engine_hands_leadership_over() 
         .await
         .expect("the leader's controller never handed over");
 
-    // Several resyncs and node changes' worth of time while it leaves.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Many resyncs and a heartbeat interval while it leaves.
+    tokio::time::sleep(Duration::from_secs(70)).await;
     assert_eq!(
         watched.observed_while_leaving.load(Ordering::SeqCst),
         0,
         "the swarm was observed while this controller's engine left it"
+    );
+    assert_eq!(
+        *watched.stored_while_leaving.lock().unwrap(),
+        Vec::<&str>::new(),
+        "the store was used while this controller's engine left"
+    );
+    let started = store.events(0).await.unwrap();
+    assert!(
+        started
+            .iter()
+            .any(|e| e.outcome == "started" && e.reason.contains("demote")),
+        "the hand-over was not recorded before it started: {started:#?}"
     );
 
     // Once the step ends, the controller looks again (and stands down).

@@ -3,10 +3,14 @@
 
 #![allow(dead_code)]
 
+use async_trait::async_trait;
 use drover_controller::{Context, Controller};
-use drover_core::spec::parse_str;
+use drover_core::journal::Operation;
+use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::SimCloud;
-use drover_spi::{Provenance, Store};
+use drover_spi::{
+    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+};
 use drover_store::MemStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,5 +69,110 @@ impl Running {
     pub async fn stop(self) {
         let _ = self.stop.send(());
         self.task.await.unwrap();
+    }
+}
+
+/// A memory store that tells `tap` the name of every call made to it
+/// before passing it on (to see what a controller asks when).
+pub struct Tapped {
+    pub inner: Arc<MemStore>,
+    pub tap: Box<dyn Fn(&'static str) + Send + Sync>,
+}
+
+#[async_trait]
+impl Store for Tapped {
+    async fn cluster_id(&self) -> Result<Option<String>, StoreError> {
+        (self.tap)("cluster_id");
+        self.inner.cluster_id().await
+    }
+    async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
+        (self.tap)("init_cluster");
+        self.inner.init_cluster(id).await
+    }
+    async fn desired(&self) -> Result<Option<Revision>, StoreError> {
+        (self.tap)("desired");
+        self.inner.desired().await
+    }
+    async fn history(&self) -> Result<Vec<Revision>, StoreError> {
+        (self.tap)("history");
+        self.inner.history().await
+    }
+    async fn commit(
+        &self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+    ) -> Result<u64, StoreError> {
+        (self.tap)("commit");
+        self.inner
+            .commit(expected, spec, provenance, is_rollback)
+            .await
+    }
+    async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
+        (self.tap)("mark_converged");
+        self.inner.mark_converged(epoch, rev).await
+    }
+    async fn changed(&self) -> Result<(), StoreError> {
+        (self.tap)("changed");
+        self.inner.changed().await
+    }
+    async fn controls(&self) -> Result<Controls, StoreError> {
+        (self.tap)("controls");
+        self.inner.controls().await
+    }
+    async fn set_controls(&self, controls: &Controls) -> Result<(), StoreError> {
+        (self.tap)("set_controls");
+        self.inner.set_controls(controls).await
+    }
+    async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
+        (self.tap)("campaign");
+        self.inner.campaign(holder).await
+    }
+    async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
+        (self.tap)("leader");
+        self.inner.leader().await
+    }
+    async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
+        (self.tap)("journal");
+        self.inner.journal().await
+    }
+    async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
+        (self.tap)("journal_put");
+        self.inner.journal_put(epoch, op).await
+    }
+    async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
+        (self.tap)("journal_remove");
+        self.inner.journal_remove(epoch, op).await
+    }
+    async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
+        (self.tap)("publish_status");
+        self.inner.publish_status(epoch, status).await
+    }
+    async fn status(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        (self.tap)("status");
+        self.inner.status().await
+    }
+    async fn append_event(&self, epoch: Epoch, event: &Event) -> Result<(), StoreError> {
+        (self.tap)("append_event");
+        self.inner.append_event(epoch, event).await
+    }
+    async fn events(&self, since_ms: u64) -> Result<Vec<Event>, StoreError> {
+        (self.tap)("events");
+        self.inner.events(since_ms).await
+    }
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
+        (self.tap)("heartbeat");
+        self.inner.heartbeat(beat).await
+    }
+    async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
+        (self.tap)("heartbeats");
+        self.inner.heartbeats().await
+    }
+    fn write_format(&self) -> u32 {
+        self.inner.write_format()
+    }
+    fn set_write_format(&self, format: u32) {
+        self.inner.set_write_format(format)
     }
 }
