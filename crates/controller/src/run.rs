@@ -647,16 +647,17 @@ impl Controller {
                         o.intent = Some(Intent { step, epoch });
                         self.ctx.store.journal_put(epoch, o).await?;
                     }
-                    // A leader's own demotion is recorded before it
-                    // starts: it can never record its end (it no longer
-                    // leads then), and once it runs nothing may be written
-                    // through its engine (the swarm store's).
+                    // Recorded when started too. A leader's own demotion is
+                    // recorded before it starts: it can never record its
+                    // end (it no longer leads then), and once it runs
+                    // nothing may be written through its engine (the swarm
+                    // store's).
                     let hand_over = matches!(effect, Action::DemoteSelfAndLeave { .. });
-                    let idle = !self.running.contains(effect.op_id().unwrap_or_default());
-                    if hand_over && idle {
+                    if hand_over {
                         self.started(&journal, effect).await;
                     }
-                    if self.spawn(stored, &journal, effect) && !hand_over {
+                    self.spawn(stored, &journal, effect);
+                    if !hand_over {
                         self.started(&journal, effect).await;
                     }
                 }
@@ -681,17 +682,15 @@ impl Controller {
         .await;
     }
 
-    /// Starts a side effect unless its operation already has one running.
+    /// Starts a side effect (its operation has none running).
     fn spawn(
         &mut self,
         stored: &Stored,
         journal: &[drover_core::journal::Operation],
         action: &Action,
-    ) -> bool {
+    ) {
         let op = action.op_id().unwrap_or_default().to_string();
-        if !self.running.insert(op.clone()) {
-            return false;
-        }
+        self.running.insert(op.clone());
         let group = journal.iter().find(|o| o.id == op).map(|o| o.group.clone());
         let (ctx, desired, tx, action) = (
             self.ctx.clone(),
@@ -730,7 +729,6 @@ impl Controller {
                 result,
             });
         });
-        true
     }
 
     /// Commits the last converged revision's spec of `group` as a rollback.
