@@ -261,15 +261,17 @@ impl<'a> Planner<'a> {
                 .filter_map(|o| o.target.clone())
                 .collect();
             let busy = v.busy(&self.world, in_group());
-            let live: Vec<(&Member, Busy)> =
-                insts.iter().zip(busy).filter(|(_, b)| !b.victim).collect();
+            let members = |keep: fn(&Busy) -> bool| -> Vec<&Member> {
+                insts
+                    .iter()
+                    .zip(&busy)
+                    .filter(|(_, b)| keep(b))
+                    .map(|(i, _)| i)
+                    .collect()
+            };
+            let live = members(|b| !b.victim);
             // Members not owned by an operation in flight: candidates for new ones.
-            let free: Vec<&Member> = live
-                .iter()
-                .filter(|(_, b)| !b.replacement)
-                .map(|(i, _)| *i)
-                .collect();
-            let live: Vec<&Member> = live.into_iter().map(|(i, _)| i).collect();
+            let free = members(|b| !b.victim && !b.replacement);
             (pending, live, free)
         };
         // Held members still fill their slots, but nothing new touches them.
