@@ -7,6 +7,7 @@
 use super::fast::Set;
 use super::group::Planner;
 use super::health::Health;
+use super::memory::Timer;
 use super::view::Member;
 use super::{Action, DesiredGroup, Garbage};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Step, Victim};
@@ -117,7 +118,7 @@ impl Planner<'_> {
             .saturating_mul(1 << (attempt - 2).min(16))
             .min(MAX_BACKOFF)
             .min(d.spec.update.step_timeout / 2);
-        let key = format!("backoff:{}:{attempt}", op.id);
+        let key = Timer::Backoff(op.id.clone(), attempt);
         Ok((!self.clock.elapsed(key, backoff)).then(|| {
             format!(
                 "backing off {} before attempt {attempt} of {max}",
@@ -187,7 +188,7 @@ impl Planner<'_> {
                     self.note_garbage(group, &c, "kept: it is a swarm manager; drover never removes a manager it does not declare (demote and remove it by hand)".into());
                     continue;
                 }
-                let key = format!("orphan:{}", inst.id);
+                let key = Timer::Orphan(inst.id.clone());
                 if !self.clock.elapsed(key.clone(), grace) {
                     let seen = self.clock.running_for(&key);
                     self.note_garbage(

@@ -4,7 +4,7 @@
 use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
-use super::memory::Clock;
+use super::memory::{Clock, Timer};
 use super::view::{Busy, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
@@ -104,17 +104,13 @@ impl<'a> Planner<'a> {
     }
 
     fn first_unhealthy_manager_outside_ops(&self) -> Option<String> {
-        let busy: Set<&str> = self
-            .ops
-            .iter()
-            .flat_map(|o| {
-                [
-                    o.victim.as_ref().and_then(|v| v.link.as_deref()),
-                    Some(o.id.as_str()),
-                ]
+        // Asked only of unhealthy managers (a handful): a scan of the
+        // operations each, rather than a set of every operation's links.
+        let busy = |link: &str| {
+            self.ops.iter().any(|o| {
+                o.id == link || o.victim.as_ref().and_then(|v| v.link.as_deref()) == Some(link)
             })
-            .flatten()
-            .collect();
+        };
         self.views
             .iter()
             .filter(|v| v.d.spec.role == Role::Manager)
@@ -125,8 +121,8 @@ impl<'a> Planner<'a> {
                 )),
                 Ok(insts) => insts
                     .iter()
-                    .filter(|i| !i.link().is_some_and(|l| busy.contains(l)))
-                    .find(|i| !i.healthy())
+                    .filter(|i| !i.healthy())
+                    .find(|i| !i.link().is_some_and(busy))
                     .map(|i| format!("manager instance {} is not healthy", i.id)),
             })
     }
@@ -315,7 +311,7 @@ impl<'a> Planner<'a> {
                 Health::Unhealthy(what) => self
                     .clock
                     .elapsed(
-                        format!("unhealthy:{}", inst.id),
+                        Timer::Unhealthy(inst.id.clone()),
                         d.spec.health.unhealthy_after,
                     )
                     .then(|| {
@@ -327,7 +323,7 @@ impl<'a> Planner<'a> {
                 Health::Pending => self
                     .clock
                     .elapsed(
-                        format!("pending:{}", inst.id),
+                        Timer::Pending(inst.id.clone()),
                         d.spec.health.startup_timeout,
                     )
                     .then(|| {
@@ -509,7 +505,7 @@ impl<'a> Planner<'a> {
                     i.healthy(),
                     i.zone(),
                     i.logical_id(),
-                    i.id.as_str(),
+                    IdOrder::of(&i.id),
                     k,
                 ))
             })
@@ -563,27 +559,23 @@ impl<'a> Planner<'a> {
     /// Nodes carrying this cluster's and group's labels that no machine of
     /// a successful describe carries (or that a rejoined Ready node with the
     /// same link superseded), and that no operation is working on.
+    ///
+    /// "No machine" means no owned member of any declared group: a node
+    /// whose link another group's machine carries is mislabelled, not dead,
+    /// and removing a node is never done on a guess. It also makes the test
+    /// cheap: almost every node is some member's, found by position.
     pub(crate) fn stale_nodes(&self, v: &View<'_>) -> Vec<&'a Node> {
         let d = v.d;
         if d.spec.role == Role::Plain || v.described.is_err() {
             return Vec::new();
         }
         let cluster = self.input.desired.cluster_id.as_str();
-        let claimed_by_ops: Set<&str> = self
-            .ops
-            .iter()
-            .filter_map(|o| o.victim.as_ref())
-            .flat_map(|v| [v.node.as_deref(), v.link.as_deref()])
-            .flatten()
-            .collect();
-        let nodes = self.world.nodes();
-        // Cheapest test first: almost every node is its member's, or
-        // another group's (its group label is then seldom as long).
-        nodes
+        let candidates: Vec<&'a Node> = self
+            .world
+            .nodes()
             .iter()
             .enumerate()
             .filter(|(k, n)| {
-                let link = n.link.as_deref();
                 // Stale: no machine carries its link, or the machine rejoined
                 // and a Ready node with the same link exists (a node that
                 // joins again always gets a new id).
@@ -591,17 +583,35 @@ impl<'a> Planner<'a> {
                     self.world.links_shared()
                         && self
                             .world
-                            .with_link(link)
+                            .with_link(n.link.as_deref())
                             .any(|m| m.id != n.id && m.state == crate::model::NodeState::Ready)
                 };
-                (v.unclaimed(*k) || superseded())
+                (self.views.iter().all(|w| w.unclaimed(*k)) || superseded())
                     && n.group.as_deref() == Some(d.spec.name.as_str())
                     && n.cluster.as_deref() == Some(cluster)
                     && !n.locked
-                    && !claimed_by_ops.contains(n.id.as_str())
-                    && !link.is_some_and(|l| claimed_by_ops.contains(l))
             })
             .map(|(_, n)| n)
+            .collect();
+        if candidates.is_empty() {
+            return candidates;
+        }
+        let claimed_by_ops: Set<&str> = self
+            .ops
+            .iter()
+            .filter_map(|o| o.victim.as_ref())
+            .flat_map(|v| [v.node.as_deref(), v.link.as_deref()])
+            .flatten()
+            .collect();
+        candidates
+            .into_iter()
+            .filter(|n| {
+                !claimed_by_ops.contains(n.id.as_str())
+                    && !n
+                        .link
+                        .as_deref()
+                        .is_some_and(|l| claimed_by_ops.contains(l))
+            })
             .collect()
     }
 
@@ -627,7 +637,7 @@ impl<'a> Planner<'a> {
                 self.note_garbage(name, &c, "waiting: not Down yet".into());
                 continue;
             }
-            let key = format!("down:{}", n.id);
+            let key = Timer::Down(n.id.clone());
             if !self.clock.elapsed(key.clone(), grace) {
                 self.wait(name, format!("node {} is Down and no machine carries its link: removed once its grace period ends", n.id));
                 let seen = self.clock.running_for(&key);
@@ -893,7 +903,39 @@ impl<'a> Planner<'a> {
 /// A roll candidate's place in the rollout order: the leader (or this
 /// controller's own machine) last, unhealthy members first, then by zone,
 /// logical id and id; last its position among the outdated members.
-type RollKey<'i> = (bool, bool, Option<&'i str>, Option<&'i str>, &'i str, usize);
+type RollKey<'i> = (
+    bool,
+    bool,
+    Option<&'i str>,
+    Option<&'i str>,
+    IdOrder<'i>,
+    usize,
+);
+
+/// An id that orders as the string does, its first eight bytes compared as
+/// one integer first: building the rollout heap compares ids some 2n times,
+/// and comparing the strings themselves reads every id's bytes from memory
+/// again, each time (a third of a pass over 100 000 outdated members).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct IdOrder<'i> {
+    /// The first eight bytes, big-endian, zero-padded: when two prefixes
+    /// differ they order as the strings do (a shorter string pads with the
+    /// lowest byte); when equal, `id` decides.
+    prefix: u64,
+    id: &'i str,
+}
+
+impl<'i> IdOrder<'i> {
+    fn of(id: &'i str) -> Self {
+        let mut head = [0u8; 8];
+        let n = id.len().min(8);
+        head[..n].copy_from_slice(&id.as_bytes()[..n]);
+        IdOrder {
+            prefix: u64::from_be_bytes(head),
+            id,
+        }
+    }
+}
 
 /// What a roll's budget needs from the members no operation works on,
 /// counted once per pass (not once per candidate).
@@ -1038,6 +1080,24 @@ fn excess_members<'i>(
                 n -= 1;
             }
             out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdOrder;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Ids order exactly as their strings do, however long, whatever
+        /// bytes they share (NUL included: it is what short ids pad with).
+        #[test]
+        fn ids_order_as_their_strings(
+            a in "[ab\\x00é]{0,10}",
+            b in "[ab\\x00é]{0,10}",
+        ) {
+            prop_assert_eq!(IdOrder::of(&a).cmp(&IdOrder::of(&b)), a.cmp(&b));
         }
     }
 }

@@ -1661,6 +1661,32 @@ fn a_dead_node_is_reaped_with_its_rule_and_evidence() {
     assert!(col.evidence.contains("Down for"), "{}", col.evidence);
 }
 
+/// A node labelled for one group whose link a machine of another group
+/// carries is mislabelled, not dead: no group reaps it (its machine's own
+/// group heals the machine if it is unhealthy).
+#[test]
+fn a_node_another_groups_machine_carries_is_never_reaped() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let hash = c.hash(WORKERS);
+    c.add_worker("w1", &hash, None);
+    let n = c.node("w1");
+    n.group = Some(MANAGERS.into());
+    n.state = NodeState::Down;
+    for now in [0, 120 * SEC, 3_600 * SEC] {
+        let p = c.at(now);
+        let reaped = p.actions.iter().any(|a| match a {
+            Action::Begin { op } => op.kind == OpKind::RemoveDead,
+            _ => false,
+        });
+        assert!(!reaped, "{}", describe(&p));
+        assert!(
+            !p.garbage.iter().any(|g| g.collection.item == "n-w1"),
+            "{}",
+            describe(&p)
+        );
+    }
+}
+
 #[test]
 fn a_never_joined_member_of_a_group_scaled_in_is_retired_not_blocked() {
     let mut c = never_joining_worker();
