@@ -34,6 +34,8 @@ pub(crate) struct World<'a> {
     pub(crate) members: usize,
     pub(crate) reachable: usize,
     pub(crate) leader: Option<&'a Node>,
+    /// The first node waiting for its unlock key (autolock), if any.
+    pub(crate) locked: Option<&'a Node>,
 }
 
 impl<'a> World<'a> {
@@ -56,6 +58,7 @@ impl<'a> World<'a> {
             members: 0,
             reachable: 0,
             leader: None,
+            locked: None,
         };
         for (k, n) in nodes.iter().enumerate() {
             let k = k as u32;
@@ -74,6 +77,9 @@ impl<'a> World<'a> {
             }
             if w.wanted.contains(n.id.as_str()) {
                 w.by_id.insert(&n.id, k);
+            }
+            if n.locked && w.locked.is_none() {
+                w.locked = Some(n);
             }
             if let Some(r) = &n.raft {
                 w.members += 1;
