@@ -279,9 +279,12 @@ impl<'a> Planner<'a> {
             (pending, live, free)
         };
         // Held members still fill their slots, but nothing new touches them.
-        let (held, free): (Vec<&Member>, Vec<&Member>) = free
-            .into_iter()
-            .partition(|i| self.input.desired.held.contains(&i.id));
+        let held_ids = &self.input.desired.held;
+        let (held, free): (Vec<&Member>, Vec<&Member>) = if held_ids.is_empty() {
+            (Vec::new(), free)
+        } else {
+            free.into_iter().partition(|i| held_ids.contains(&i.id))
+        };
         let stuck: Vec<&str> = held
             .iter()
             .filter(|i| !i.current() || !i.healthy())
@@ -857,15 +860,11 @@ impl<'a> Planner<'a> {
             Ok(i) => i,
         };
         let busy = v.busy(&self.world, self.ops.iter().filter(|o| o.group == *name));
-        let live: Vec<&Member> = insts
-            .iter()
-            .zip(busy)
-            .filter(|(_, b)| !b.victim)
-            .map(|(i, _)| i)
-            .collect();
-        st.members = live.len();
-        st.current = live.iter().filter(|i| i.current()).count();
-        st.healthy = live.iter().filter(|i| i.healthy()).count();
+        for (i, _) in insts.iter().zip(busy).filter(|(_, b)| !b.victim) {
+            st.members += 1;
+            st.current += usize::from(i.current());
+            st.healthy += usize::from(i.healthy());
+        }
         let rolling = self
             .ops
             .iter()
