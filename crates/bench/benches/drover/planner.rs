@@ -6,7 +6,7 @@
 //! member turns current), so no iteration can reuse another's work.
 
 use crate::stats::median_ms;
-use drover_core::journal::{OpKind, Operation, Target, Victim};
+use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
 use drover_core::model::{
     Availability, Described, Instance, Node, NodeState, Observed, RaftMember, SwarmView, Tags, tags,
 };
@@ -123,25 +123,39 @@ impl Fixture {
                 zone: None,
                 is_self: false,
             };
-            match j % 4 {
+            // The steps the journal records done, as earlier passes marked
+            // them (a worker's roll: drain, destroy, node rm, provision,
+            // watch).
+            let done: &[Step] = match j % 4 {
                 // Draining.
-                0 => nodes[3 + k].availability = Availability::Drain,
+                0 => {
+                    nodes[3 + k].availability = Availability::Drain;
+                    &[]
+                }
                 // Drained: destroy next.
                 1 => {
                     nodes[3 + k].availability = Availability::Drain;
                     nodes[3 + k].running_tasks = 0;
+                    &[Step::Drain]
                 }
                 // Replacement provisioned, not joined yet.
                 2 => {
                     workers[k] = instance(format!("w-new-{k}"), "workers", id.clone(), &new);
                     nodes[3 + k].state = NodeState::Down;
+                    &[Step::Drain, Step::Destroy]
                 }
                 // Replacement joined: watching it.
                 _ => {
                     workers[k] = instance(format!("w-new-{k}"), "workers", id.clone(), &new);
                     nodes[3 + k] = node(format!("wn-new-{k}"), "workers", id.clone(), None);
+                    &[
+                        Step::Drain,
+                        Step::Destroy,
+                        Step::RemoveNode,
+                        Step::Provision,
+                    ]
                 }
-            }
+            };
             journal.push(Operation {
                 id,
                 group: "workers".into(),
@@ -154,7 +168,7 @@ impl Fixture {
                     attempt: 1,
                 }),
                 surge: false,
-                done: Default::default(),
+                done: done.iter().copied().collect(),
                 intent: None,
                 collection: None,
                 provision_failures: 0,

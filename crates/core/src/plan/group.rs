@@ -5,12 +5,13 @@ use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
 use super::memory::{Clock, Timer};
-use super::view::{Busy, Member, View};
+use super::view::{Busy, Found, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
 use crate::model::{Instance, Node, NodeState};
 use crate::spec::{Allocation, Role, Strategy};
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 use std::rc::Rc;
@@ -40,6 +41,9 @@ pub(crate) struct Planner<'a> {
     /// link superseded them. Found once per pass, in one scan of the
     /// nodes; [`Self::stale_nodes`] reads only these.
     unclaimed: Vec<u32>,
+    /// By operation slot: where its members are in its group's view,
+    /// once looked up in this pass ([`Self::found`]).
+    found: RefCell<Vec<Option<Found>>>,
     counter: u32,
 }
 
@@ -91,8 +95,24 @@ impl<'a> Planner<'a> {
             manager_trouble: None,
             garbage: Vec::new(),
             unclaimed,
+            found: RefCell::new(Vec::new()),
             counter: 0,
         }
+    }
+
+    /// [`View::found`] for the operation in `slot` (in `view`, its
+    /// group's), looked up once per pass.
+    pub(crate) fn found(&self, slot: usize, op: &Operation, view: &View<'_>) -> Found {
+        if let Some(Some(f)) = self.found.borrow().get(slot) {
+            return *f;
+        }
+        let f = view.found(&self.world, op);
+        let mut cache = self.found.borrow_mut();
+        if cache.len() <= slot {
+            cache.resize(slot + 1, None);
+        }
+        cache[slot] = Some(f);
+        f
     }
 
     pub(crate) fn run(&mut self) {
@@ -259,12 +279,17 @@ impl<'a> Planner<'a> {
             return;
         }
         let (pending, live, free) = {
-            let in_group = || self.ops.iter().filter(|o| o.group == name);
+            let in_group = || {
+                self.ops
+                    .iter_slots()
+                    .filter(|(_, o)| o.group == name)
+                    .map(|(slot, o)| (o, self.found(slot, o, &v)))
+            };
             let pending: Vec<Target> = in_group()
-                .filter(|o| o.target.is_some() && v.with_link(&self.world, &o.id).is_none())
-                .filter_map(|o| o.target.clone())
+                .filter(|(o, f)| o.target.is_some() && f.replacement.is_none())
+                .filter_map(|(o, _)| o.target.clone())
                 .collect();
-            let busy = v.busy(&self.world, in_group());
+            let busy = v.busy(in_group().map(|(_, f)| f));
             let members = |keep: fn(&Busy) -> bool| -> Vec<&Member> {
                 insts
                     .iter()
@@ -859,7 +884,12 @@ impl<'a> Planner<'a> {
             }
             Ok(i) => i,
         };
-        let busy = v.busy(&self.world, self.ops.iter().filter(|o| o.group == *name));
+        let busy = v.busy(
+            self.ops
+                .iter_slots()
+                .filter(|(_, o)| o.group == *name)
+                .map(|(slot, o)| self.found(slot, o, v)),
+        );
         for (i, _) in insts.iter().zip(busy).filter(|(_, b)| !b.victim) {
             st.members += 1;
             st.current += usize::from(i.current());

@@ -27,6 +27,14 @@ impl<'a> Ops<'a> {
         self.slots.iter().flatten().map(|o| &**o)
     }
 
+    /// Operations still in flight with their slots, in order.
+    pub(crate) fn iter_slots(&self) -> impl Iterator<Item = (usize, &Operation)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(k, o)| o.as_deref().map(|o| (k, o)))
+    }
+
     /// Adds an operation begun in this pass; returns its slot.
     pub(crate) fn push(&mut self, op: Operation) -> usize {
         self.slots.push(Some(Cow::Owned(op)));

@@ -54,6 +54,15 @@ fn wait(why: impl Into<String>) -> StepState<'static> {
     StepState::Wait(Why::Text(why.into()))
 }
 
+/// What an operation works on, looked up once for all its steps: its
+/// victim's node and instance, and the member it made.
+#[derive(Clone, Copy)]
+struct Subjects<'a> {
+    node: Option<&'a Node>,
+    victim: Option<Member<'a>>,
+    replacement: Option<Member<'a>>,
+}
+
 impl<'a> Planner<'a> {
     /// Emits the next action of `op`, in `slot` of the operations in
     /// flight (or waits, blocks, completes it).
@@ -90,9 +99,14 @@ impl<'a> Planner<'a> {
                 self.world
                     .node_by_id(victim.and_then(|v| v.node.as_deref()))
             });
-        let victim_inst = victim.and_then(|v| view.victim(&self.world, v)).copied();
+        let found = self.found(slot, op, view);
+        let subjects = Subjects {
+            node,
+            victim: view.member(found.victim).copied(),
+            replacement: view.member(found.replacement).copied(),
+        };
         for step in op.steps() {
-            let state = self.step_state(op, step, node, victim_inst.as_ref());
+            let state = self.step_state(op, step, &subjects);
             let key = || Timer::Step(op.id.clone(), step);
             match state {
                 StepState::Done => {
@@ -174,15 +188,11 @@ impl<'a> Planner<'a> {
     /// member: otherwise fault tolerance would drop during the replacement.
     /// Nothing was disrupted yet, so the op steps aside (healing or scale-in
     /// take care of the failed successor).
-    fn surge_member_unready(&self, op: &Operation) -> Option<String> {
+    fn surge_member_unready(op: &Operation, replacement: Option<&Member<'_>>) -> Option<String> {
         if !op.surge {
             return None;
         }
-        let view = self.view(&op.group)?;
-        view.described.as_ref().ok()?;
-        let healthy = view
-            .with_link(&self.world, &op.id)
-            .is_some_and(|i| i.healthy());
+        let healthy = replacement.is_some_and(|i| i.healthy());
         (!healthy).then(|| {
             format!(
                 "the surge member of {} is not a healthy manager: the old one stays",
@@ -191,18 +201,22 @@ impl<'a> Planner<'a> {
         })
     }
 
-    /// Where `step` of `op` stands; `node` and `victim_inst` are the op's
-    /// victim's node and instance, as [`Self::advance`] found them.
+    /// Where `step` of `op` stands, given what it works on.
     fn step_state<'o>(
         &mut self,
         op: &'o Operation,
         step: Step,
-        node: Option<&'a Node>,
-        victim_inst: Option<&Member<'_>>,
+        subjects: &Subjects<'a>,
     ) -> StepState<'o>
     where
         'a: 'o,
     {
+        let Subjects {
+            node,
+            victim: victim_inst,
+            replacement,
+        } = *subjects;
+        let victim_inst = victim_inst.as_ref();
         let view = self.view(&op.group).expect("checked by advance");
         let d = view.d;
         let owned = view.described.as_ref().expect("checked by advance");
@@ -210,7 +224,7 @@ impl<'a> Planner<'a> {
         let vlink = victim.and_then(|v| v.link.as_deref());
         match step {
             Step::Provision => {
-                if view.with_link(&self.world, &op.id).is_some() {
+                if replacement.is_some() {
                     return StepState::Done;
                 }
                 if op.role != Role::Plain
@@ -249,7 +263,7 @@ impl<'a> Planner<'a> {
                 })
             }
             Step::AwaitHealthy => {
-                let Some(new) = view.with_link(&self.world, &op.id).copied() else {
+                let Some(new) = replacement else {
                     // Provisioned, then lost: the slot is judged afresh next pass.
                     return StepState::Done;
                 };
@@ -347,7 +361,7 @@ impl<'a> Planner<'a> {
                 if !n.manager_role {
                     return StepState::Done;
                 }
-                if let Some(why) = self.surge_member_unready(op) {
+                if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
                     return StepState::Abandon(why);
                 }
                 let others_outdated = owned.iter().any(|i| {
@@ -398,7 +412,7 @@ impl<'a> Planner<'a> {
                 };
                 if let Some(why) = n
                     .manager_role
-                    .then(|| self.surge_member_unready(op))
+                    .then(|| Self::surge_member_unready(op, replacement.as_ref()))
                     .flatten()
                 {
                     return StepState::Abandon(why);

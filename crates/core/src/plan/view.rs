@@ -206,21 +206,10 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The owned member carrying `link` (the first described, as a scan
-    /// would find); `world` is the one this view was built with.
-    pub(crate) fn with_link(&self, world: &World<'_>, link: &str) -> Option<&Member<'a>> {
-        self.at(self.link_position(world, link).as_ref())
-    }
-
     /// True when no owned member carries the link of the node at
     /// `position` in [`World::nodes`] (of a swarm group).
     pub(crate) fn unclaimed(&self, position: usize) -> bool {
         self.claimant.get(position).is_none_or(|&k| k == NONE)
-    }
-
-    /// The owned member that is `victim`'s instance, if it still exists.
-    pub(crate) fn victim(&self, world: &World<'_>, victim: &Victim) -> Option<&Member<'a>> {
-        self.at(self.victim_position(world, victim).as_ref())
     }
 
     /// Where `victim`'s instance is among the owned members: by id when
@@ -236,29 +225,50 @@ impl<'a> View<'a> {
         (members[k].id == id).then_some(k)
     }
 
-    /// By position among the owned members: which are the victim of one of
-    /// `ops`, and which carry one of their ids as link (their replacement).
-    /// One lookup per operation, rather than one per member.
-    pub(crate) fn busy<'o>(
-        &self,
-        world: &World<'_>,
-        ops: impl Iterator<Item = &'o Operation>,
-    ) -> Vec<Busy> {
-        let mut busy = vec![Busy::default(); self.described.as_ref().map_or(0, Vec::len)];
-        for o in ops {
-            if let Some(k) = o
+    /// Where `op`'s members are among the owned members.
+    pub(crate) fn found(&self, world: &World<'_>, op: &Operation) -> Found {
+        Found {
+            victim: op
                 .victim
                 .as_ref()
-                .and_then(|v| self.victim_position(world, v))
-            {
+                .and_then(|v| self.victim_position(world, v)),
+            replacement: self.link_position(world, &op.id),
+        }
+    }
+
+    /// The owned member at position `k`.
+    pub(crate) fn member(&self, k: Option<usize>) -> Option<&Member<'a>> {
+        self.at(k.as_ref())
+    }
+
+    /// By position among the owned members: which are the victim of an
+    /// operation and which its replacement, given where each operation's
+    /// members were [`found`](Self::found).
+    pub(crate) fn busy(&self, found: impl Iterator<Item = Found>) -> Vec<Busy> {
+        let mut busy = vec![Busy::default(); self.described.as_ref().map_or(0, Vec::len)];
+        for f in found {
+            if let Some(k) = f.victim {
                 busy[k].victim = true;
             }
-            if let Some(k) = self.link_position(world, &o.id) {
+            if let Some(k) = f.replacement {
                 busy[k].replacement = true;
             }
         }
         busy
     }
+}
+
+/// Where an operation's members are among a view's owned members (their
+/// positions): its victim's instance, and its replacement (the member
+/// carrying the operation's id as link). A view does not change during a
+/// pass, so this is looked up once per operation and pass, not once per
+/// step and again for every budget count and status.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+pub(crate) struct Found {
+    /// The victim's instance, if it still exists.
+    pub(crate) victim: Option<usize>,
+    /// The member the operation made, if it exists.
+    pub(crate) replacement: Option<usize>,
 }
 
 /// What operations in flight do with one member.
@@ -378,7 +388,10 @@ mod tests {
         let world = World::new(&observed, Set::default());
         let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();
         let v = View::new(&d, "c1", &observed, &world, &journal_victims);
-        let found = |vi: Victim| v.victim(&world, &vi).map(|m| m.id.clone());
+        let found = |vi: Victim| {
+            v.member(v.victim_position(&world, &vi))
+                .map(|m| m.id.clone())
+        };
         assert_eq!(
             found(victim("i-journal", None)).as_deref(),
             Some("i-journal")
@@ -394,7 +407,7 @@ mod tests {
         // Gone, or another machine on its link: not found.
         assert_eq!(found(victim("i-gone", Some("l-9"))), None);
         assert_eq!(found(victim("i-other", Some("l-2"))), None);
-        let busy = v.busy(&world, std::iter::empty());
+        let busy = v.busy(std::iter::empty());
         assert!(busy.iter().all(|b| !b.victim && !b.replacement));
     }
 }
