@@ -155,10 +155,12 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn view(&self, group: &str) -> Option<&View<'a>> {
-        self.views
-            .iter()
-            .find(|v| v.d.spec.name == group)
-            .map(|v| &**v)
+        self.view_rc(group).map(|v| &**v)
+    }
+
+    /// [`Self::view`], shared: readable while the planner acts.
+    pub(crate) fn view_rc(&self, group: &str) -> Option<&Rc<View<'a>>> {
+        self.views.iter().find(|v| v.d.spec.name == group)
     }
 
     /// The one group allowed to start roll operations: the first (managers

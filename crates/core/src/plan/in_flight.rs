@@ -4,21 +4,40 @@
 
 use super::fast::Map;
 use crate::journal::{OpKind, Operation};
-use std::borrow::Cow;
+use std::ops::Deref;
 
 /// The journal's operations (borrowed, never copied) followed by those
 /// begun in this pass, in that order. An operation that ends leaves a hole:
 /// ending k of them costs O(k), not O(k × operations) as removing from a
 /// `Vec` would.
 pub(crate) struct Ops<'a> {
-    slots: Vec<Option<Cow<'a, Operation>>>,
+    slots: Vec<Option<Slot<'a>>>,
+}
+
+/// One operation in flight: the journal's, borrowed, or one begun in this
+/// pass, boxed. A slot stays two words: slots the size of an `Operation`
+/// made every walk over the operations (a pass makes several per group)
+/// read a few hundred bytes per operation.
+enum Slot<'a> {
+    Journal(&'a Operation),
+    Begun(Box<Operation>),
+}
+
+impl Deref for Slot<'_> {
+    type Target = Operation;
+    fn deref(&self) -> &Operation {
+        match self {
+            Slot::Journal(o) => o,
+            Slot::Begun(o) => o,
+        }
+    }
 }
 
 impl<'a> Ops<'a> {
     /// The journal's operations: slot `j` is `journal[j]`.
     pub(crate) fn new(journal: &'a [Operation]) -> Self {
         Ops {
-            slots: journal.iter().map(|o| Some(Cow::Borrowed(o))).collect(),
+            slots: journal.iter().map(|o| Some(Slot::Journal(o))).collect(),
         }
     }
 
@@ -37,7 +56,7 @@ impl<'a> Ops<'a> {
 
     /// Adds an operation begun in this pass; returns its slot.
     pub(crate) fn push(&mut self, op: Operation) -> usize {
-        self.slots.push(Some(Cow::Owned(op)));
+        self.slots.push(Some(Slot::Begun(Box::new(op))));
         self.slots.len() - 1
     }
 

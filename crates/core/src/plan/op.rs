@@ -5,7 +5,7 @@ use super::Action;
 use super::group::Planner;
 use super::health::Health;
 use super::memory::Timer;
-use super::view::Member;
+use super::view::{Member, View};
 use crate::journal::{OpKind, Operation, Step};
 use crate::model::{Availability, Node, NodeState};
 use crate::spec::{OnDrainTimeout, OnFailure, Role};
@@ -70,7 +70,8 @@ impl<'a> Planner<'a> {
         if op.kind == OpKind::Orphan {
             return self.advance_orphan(op, slot);
         }
-        let Some(view) = self.view(&op.group) else {
+        // Shared, so the steps below read it while the planner acts.
+        let Some(view) = self.view_rc(&op.group).cloned() else {
             self.wait(
                 &op.group,
                 format!("operation {} belongs to a group no longer declared", op.id),
@@ -99,14 +100,14 @@ impl<'a> Planner<'a> {
                 self.world
                     .node_by_id(victim.and_then(|v| v.node.as_deref()))
             });
-        let found = self.found(slot, op, view);
+        let found = self.found(slot, op, &view);
         let subjects = Subjects {
             node,
             victim: view.member(found.victim).copied(),
             replacement: view.member(found.replacement).copied(),
         };
         for step in op.steps() {
-            let state = self.step_state(op, step, &subjects);
+            let state = self.step_state(op, step, &view, &subjects);
             let key = || Timer::Step(op.id.clone(), step);
             match state {
                 StepState::Done => {
@@ -206,6 +207,7 @@ impl<'a> Planner<'a> {
         &mut self,
         op: &'o Operation,
         step: Step,
+        view: &View<'a>,
         subjects: &Subjects<'a>,
     ) -> StepState<'o>
     where
@@ -217,7 +219,6 @@ impl<'a> Planner<'a> {
             replacement,
         } = *subjects;
         let victim_inst = victim_inst.as_ref();
-        let view = self.view(&op.group).expect("checked by advance");
         let d = view.d;
         let owned = view.described.as_ref().expect("checked by advance");
         let victim = op.victim.as_ref();
