@@ -10,6 +10,8 @@ command -v protoc >/dev/null || need+=(protobuf-compiler libprotobuf-dev)
 command -v ip >/dev/null || need+=(iproute2)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v openssl >/dev/null || need+=(openssl)
+# A C compiler: the linker for Rust, and mimalloc (the binary's allocator) is C.
+command -v cc >/dev/null || need+=(gcc)
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update

@@ -13,6 +13,15 @@ mod wiring;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// mimalloc rather than the system's malloc. A planning pass makes and
+/// drops tens of thousands of small strings (the actions, operations and
+/// timer keys it hands back), and reads an observation that was itself
+/// allocated string by string: with glibc's malloc a pass over 100 000
+/// members took a quarter longer (BENCHMARKS.md §1). The benchmarks run
+/// with the same allocator (`crates/bench/benches/drover/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     quiet_panics();
     let cli = cli::Cli::parse();

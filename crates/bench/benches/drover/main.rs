@@ -15,6 +15,11 @@ mod stats;
 
 use std::process::{Command, ExitCode};
 
+/// The drover binary's allocator (see `crates/drover/src/main.rs`): the
+/// planner's and the controller's figures are those of the binary.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const PLANNER_SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
 const MEMORY_AT: usize = 10_000;
 const MEMORY_RUNS: usize = 5;

@@ -49,12 +49,21 @@ pub(crate) struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     pub(crate) fn new(input: PlanInput<'a>) -> Self {
-        let victims = || input.journal.iter().filter_map(|o| o.victim.as_ref());
-        let world = World::new(
-            input.observed,
-            victims().filter_map(|v| v.node.as_deref()).collect(),
-        );
-        let victims: Set<&str> = victims().filter_map(|v| v.instance.as_deref()).collect();
+        // Sized up front: a filtered iterator's hint is zero, and growing
+        // sets of 10 000 ids rehashed them several times.
+        let ids = |id: fn(&Victim) -> Option<&String>| {
+            let mut set = Set::with_capacity_and_hasher(input.journal.len(), Default::default());
+            set.extend(
+                input
+                    .journal
+                    .iter()
+                    .filter_map(|o| id(o.victim.as_ref()?))
+                    .map(String::as_str),
+            );
+            set
+        };
+        let world = World::new(input.observed, ids(|v| v.node.as_ref()));
+        let victims: Set<&str> = ids(|v| v.instance.as_ref());
         let mut views: Vec<View<'a>> = input
             .desired
             .groups
