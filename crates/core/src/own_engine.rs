@@ -15,6 +15,16 @@ use std::time::Duration;
 /// a leave within about a second of it.
 pub const ASK_EVERY: Duration = Duration::from_secs(1);
 
+/// How long no engine is asked once a demoted manager is out of the raft.
+/// The leader lists it so as soon as leadership has moved, while its engine
+/// is still shutting its manager down (0.1-0.4 s here), and asking that
+/// engine then stretches the shutdown to 5-8 s (swarm-facts). A new
+/// leader's first pass asks every engine whether it is autolocked (it
+/// lists every node Unknown): with `dockerd -D` its question was seen
+/// landing 27 ms into the ex-leader's manager shutdown (BENCHMARKS.md §4).
+/// The ex-leader's leave cannot have ended sooner anyway.
+pub const SETTLE: Duration = Duration::from_secs(1);
+
 /// A manager the leader lists not Ready, or unreachable: its engine may say
 /// it is autolocked.
 pub fn may_be_locked(n: &Node) -> bool {
@@ -63,13 +73,40 @@ pub fn worth_asking(nodes: &[Node], own: Option<&str>) -> bool {
 }
 
 /// When each engine was last asked, so none is asked more often than
-/// [`ASK_EVERY`]; between questions the adapter reuses the last answer.
+/// [`ASK_EVERY`] (between questions the adapter reuses the last answer),
+/// and when each demoted manager was first seen out of the raft, so none is
+/// asked before it [`SETTLE`]s.
 #[derive(Debug, Clone, Default)]
 pub struct Pacing {
     asked: BTreeMap<String, Time>,
+    /// Node id → first sighting as [`may_have_left`].
+    out_of_raft: BTreeMap<String, Time>,
 }
 
 impl Pacing {
+    /// Notes when each of `nodes` that [`may_have_left`] was first seen so
+    /// (forgetting the others); true unless one of them was first seen less
+    /// than [`SETTLE`] before `now`: until then no engine is asked (the
+    /// adapter cannot tell which engine is whose before it has asked).
+    pub fn settled(&mut self, nodes: &[Node], now: Time) -> bool {
+        let fresh_until = |since: Time| since.saturating_add(SETTLE.as_millis() as Time);
+        let left = may_have_left(nodes);
+        let mut seen = BTreeMap::new();
+        for n in nodes
+            .iter()
+            .zip(&left)
+            .filter(|(_, may)| **may)
+            .map(|(n, _)| n)
+        {
+            let since = self.out_of_raft.get(&n.id).copied().unwrap_or(now);
+            seen.insert(n.id.clone(), since);
+        }
+        self.out_of_raft = seen;
+        self.out_of_raft
+            .values()
+            .all(|&since| now >= fresh_until(since))
+    }
+
     /// True when `engine` may be asked at `now` (then counted as asked).
     pub fn due(&mut self, engine: &str, now: Time) -> bool {
         let every = ASK_EVERY.as_millis() as Time;
@@ -155,6 +192,28 @@ mod tests {
         unreachable.raft.as_mut().unwrap().reachable = false;
         assert!(may_be_locked(&unreachable));
         assert!(!may_be_locked(&node("w", false, false, NodeState::Down)));
+    }
+
+    /// A demoted manager is left alone for [`SETTLE`] from its first
+    /// sighting out of the raft (its engine may still be shutting its
+    /// manager down); other reasons to ask wait meanwhile too, and a node
+    /// that is back is forgotten.
+    #[test]
+    fn a_freshly_demoted_manager_settles_before_any_engine_is_asked() {
+        let settle = SETTLE.as_millis() as Time;
+        let peer = node("a", true, true, NodeState::Unknown);
+        let out = node("c", false, false, NodeState::Unknown);
+        let mut p = Pacing::default();
+        assert!(p.settled(std::slice::from_ref(&peer), 0), "nothing demoted");
+        let nodes = vec![peer.clone(), out.clone()];
+        assert!(!p.settled(&nodes, 1_000), "first seen out of the raft");
+        assert!(!p.settled(&nodes, 1_000 + settle - 1));
+        assert!(p.settled(&nodes, 1_000 + settle));
+        assert!(p.settled(std::slice::from_ref(&peer), 1_000 + settle + 1));
+        assert!(
+            !p.settled(&nodes, 1_000 + settle + 2),
+            "seen again: a new first sighting"
+        );
     }
 
     #[test]

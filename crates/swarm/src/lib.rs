@@ -82,8 +82,9 @@ impl SwarmCluster {
 impl SwarmCluster {
     /// What only a machine's own engine knows, asked of the engines the
     /// peer source names (all at once, each bounded by `ASK_TIMEOUT`), only when a node
-    /// needs it, and of each engine at most once per
-    /// [`own_engine::ASK_EVERY`] (the last answer is reused in between):
+    /// needs it, of each engine at most once per [`own_engine::ASK_EVERY`]
+    /// (the last answer is reused in between), and not until a manager
+    /// demoted out of the raft has [`own_engine::SETTLE`]d:
     /// - an autolocked manager: the leader shows it Down/Unreachable, like a
     ///   dead one; its engine says `locked`;
     /// - a demoted manager that ran `swarm leave`: the leader lists it Ready
@@ -104,11 +105,17 @@ impl SwarmCluster {
             let now = asked.origin.elapsed().as_millis() as u64;
             asked.pacing.retain(&endpoints);
             asked.answers.retain(|e, _| endpoints.contains(e));
-            endpoints
-                .iter()
-                .filter(|e| asked.pacing.due(e, now))
-                .cloned()
-                .collect()
+            // Not while a freshly demoted manager's engine may still be
+            // shutting its manager down (the last answers stand meanwhile).
+            if asked.pacing.settled(nodes, now) {
+                endpoints
+                    .iter()
+                    .filter(|e| asked.pacing.due(e, now))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            }
         };
         // All at once, each bounded: one slow engine must not hold the pass.
         let mut questions = tokio::task::JoinSet::new();
