@@ -11,7 +11,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v openssl >/dev/null || need+=(openssl)
 # A C compiler: the linker for Rust, and mimalloc (the binary's allocator) is C.
-command -v cc >/dev/null || need+=(gcc)
+command -v cc >/dev/null || need+=(gcc libc6-dev)
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update

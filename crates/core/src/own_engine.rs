@@ -22,7 +22,8 @@ pub const ASK_EVERY: Duration = Duration::from_secs(1);
 /// leader's first pass asks every engine whether it is autolocked (it
 /// lists every node Unknown): with `dockerd -D` its question was seen
 /// landing 27 ms into the ex-leader's manager shutdown (BENCHMARKS.md §4).
-/// The ex-leader's leave cannot have ended sooner anyway.
+/// The price: its leave (0.5-0.9 s after its demotion here) is noticed up
+/// to half a second later.
 pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// A manager the leader lists not Ready, or unreachable: its engine may say
@@ -105,6 +106,17 @@ impl Pacing {
         self.out_of_raft
             .values()
             .all(|&since| now >= fresh_until(since))
+    }
+
+    /// True when `engine` was asked less than [`ASK_EVERY`] before `now`:
+    /// its last answer is current. While no engine is asked (not
+    /// [`settled`](Self::settled)), only such answers may be used: an older
+    /// one may say `left` of a machine that has since rejoined.
+    pub fn fresh(&self, engine: &str, now: Time) -> bool {
+        let every = ASK_EVERY.as_millis() as Time;
+        self.asked
+            .get(engine)
+            .is_some_and(|&at| now < at.saturating_add(every))
     }
 
     /// True when `engine` may be asked at `now` (then counted as asked).
@@ -220,7 +232,10 @@ mod tests {
     fn an_engine_is_asked_at_most_once_per_interval() {
         let every = ASK_EVERY.as_millis() as Time;
         let mut p = Pacing::default();
+        assert!(!p.fresh("e1", 100), "never asked");
         assert!(p.due("e1", 100));
+        assert!(p.fresh("e1", 100 + every - 1));
+        assert!(!p.fresh("e1", 100 + every), "an answer a second old is not");
         assert!(!p.due("e1", 100 + every - 1));
         assert!(p.due("e2", 101), "each engine on its own");
         assert!(p.due("e1", 100 + every));

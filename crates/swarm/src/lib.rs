@@ -106,7 +106,8 @@ impl SwarmCluster {
             asked.pacing.retain(&endpoints);
             asked.answers.retain(|e, _| endpoints.contains(e));
             // Not while a freshly demoted manager's engine may still be
-            // shutting its manager down (the last answers stand meanwhile).
+            // shutting its manager down; meanwhile the answers less than a
+            // question interval old stand, older ones are dropped.
             if asked.pacing.settled(nodes, now) {
                 endpoints
                     .iter()
@@ -114,6 +115,10 @@ impl SwarmCluster {
                     .cloned()
                     .collect()
             } else {
+                let Asked {
+                    pacing, answers, ..
+                } = &mut *asked;
+                answers.retain(|e, _| pacing.fresh(e, now));
                 Vec::new()
             }
         };
