@@ -87,9 +87,20 @@ impl<'a> Clock<'a> {
         if self.now >= due {
             return true;
         }
+        self.wake(due);
+        false
+    }
+
+    /// Asks for a pass within `d` though no timer is due: for what is
+    /// learnt by asking rather than told (a former leader's leave).
+    pub(crate) fn wake_within(&self, d: Duration) {
+        self.wake(self.now.saturating_add(d.as_millis() as u64));
+    }
+
+    /// Makes `wake_at` no later than `due`.
+    fn wake(&self, due: Time) {
         self.wake_at
             .set(Some(self.wake_at.get().map_or(due, |w| w.min(due))));
-        false
     }
 
     /// How long timer `key` has run (0 if it was not running).

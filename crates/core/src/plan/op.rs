@@ -468,6 +468,11 @@ impl<'a> Planner<'a> {
                 if left || self.clock.elapsed(Timer::Leave(op.id.clone()), LEAVE_BOUND) {
                     StepState::Done
                 } else {
+                    // The swarm lists a node that left Ready for another
+                    // 27-34 s: its leave is learnt by asking its engine,
+                    // once per question interval, so look again then rather
+                    // than at the next resync.
+                    self.clock.wake_within(crate::own_engine::ASK_EVERY);
                     wait_for(move || {
                         format!(
                             "waiting (at most {}s) for former leader {} to leave",

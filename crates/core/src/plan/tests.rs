@@ -1334,6 +1334,14 @@ fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for
         "{}",
         describe(&p)
     );
+    // Its engine is asked once a second: the controller looks again then,
+    // not at its next resync.
+    let ask_every = crate::own_engine::ASK_EVERY.as_millis() as u64;
+    assert!(
+        p.wake_at.is_some_and(|w| w <= SEC + ask_every),
+        "wake_at {:?}",
+        p.wake_at
+    );
     // Its own engine says it is in no swarm: no need to wait for Down.
     c.node("m1").left = true;
     let p = c.at(2 * SEC);
