@@ -85,17 +85,17 @@ pub struct Pacing {
 }
 
 impl Pacing {
-    /// Notes when each of `nodes` that [`may_have_left`] was first seen so
-    /// (forgetting the others); true unless one of them was first seen less
-    /// than [`SETTLE`] before `now`: until then no engine is asked (the
-    /// adapter cannot tell which engine is whose before it has asked).
-    pub fn settled(&mut self, nodes: &[Node], now: Time) -> bool {
+    /// Notes when each of `nodes` that may have left (`left`, as
+    /// [`may_have_left`] says of them) was first seen so (forgetting the
+    /// others); true unless one of them was first seen less than [`SETTLE`]
+    /// before `now`: until then no engine is asked (the adapter cannot tell
+    /// which engine is whose before it has asked).
+    pub fn settled(&mut self, nodes: &[Node], left: &[bool], now: Time) -> bool {
         let fresh_until = |since: Time| since.saturating_add(SETTLE.as_millis() as Time);
-        let left = may_have_left(nodes);
         let mut seen = BTreeMap::new();
         for n in nodes
             .iter()
-            .zip(&left)
+            .zip(left)
             .filter(|(_, may)| **may)
             .map(|(n, _)| n)
         {
@@ -216,14 +216,15 @@ mod tests {
         let peer = node("a", true, true, NodeState::Unknown);
         let out = node("c", false, false, NodeState::Unknown);
         let mut p = Pacing::default();
-        assert!(p.settled(std::slice::from_ref(&peer), 0), "nothing demoted");
+        let mut settled = |nodes: &[Node], now| p.settled(nodes, &may_have_left(nodes), now);
+        assert!(settled(std::slice::from_ref(&peer), 0), "nothing demoted");
         let nodes = vec![peer.clone(), out.clone()];
-        assert!(!p.settled(&nodes, 1_000), "first seen out of the raft");
-        assert!(!p.settled(&nodes, 1_000 + settle - 1));
-        assert!(p.settled(&nodes, 1_000 + settle));
-        assert!(p.settled(std::slice::from_ref(&peer), 1_000 + settle + 1));
+        assert!(!settled(&nodes, 1_000), "first seen out of the raft");
+        assert!(!settled(&nodes, 1_000 + settle - 1));
+        assert!(settled(&nodes, 1_000 + settle));
+        assert!(settled(std::slice::from_ref(&peer), 1_000 + settle + 1));
         assert!(
-            !p.settled(&nodes, 1_000 + settle + 2),
+            !settled(&nodes, 1_000 + settle + 2),
             "seen again: a new first sighting"
         );
     }

@@ -100,6 +100,7 @@ impl SwarmCluster {
             return;
         };
         let endpoints = peers.peer_endpoints();
+        let left = own_engine::may_have_left(nodes);
         let due: Vec<String> = {
             let mut asked = self.asked();
             let now = asked.origin.elapsed().as_millis() as u64;
@@ -108,7 +109,7 @@ impl SwarmCluster {
             // Not while a freshly demoted manager's engine may still be
             // shutting its manager down; meanwhile the answers less than a
             // question interval old stand, older ones are dropped.
-            if asked.pacing.settled(nodes, now) {
+            if asked.pacing.settled(nodes, &left, now) {
                 endpoints
                     .iter()
                     .filter(|e| asked.pacing.due(e, now))
@@ -142,7 +143,6 @@ impl SwarmCluster {
             };
         }
         let answers: Vec<EngineInfo> = self.asked().answers.values().cloned().collect();
-        let left = own_engine::may_have_left(nodes);
         for info in answers {
             let link = info.labels.get(drover_core::model::tags::LINK);
             let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;

@@ -144,7 +144,7 @@ impl<'a> Planner<'a> {
                     if timed_out {
                         self.step_failed(op, step, why.clone());
                     }
-                    if !self.waiting.contains_key(op.group.as_str()) {
+                    if quoted {
                         self.wait(&op.group, format!("{}: {}", op.id, why));
                     }
                 }

@@ -167,10 +167,6 @@ impl<'a> View<'a> {
         v
     }
 
-    fn at(&self, k: Option<&usize>) -> Option<&Member<'a>> {
-        self.described.as_ref().ok()?.get(*k?)
-    }
-
     /// Records that the member at `k` carries `link`, which the nodes at
     /// `positions` carry; returns the member that carries it already.
     fn claim(&mut self, link: &'a str, positions: &[u32], k: usize) -> Option<usize> {
@@ -238,7 +234,7 @@ impl<'a> View<'a> {
 
     /// The owned member at position `k`.
     pub(crate) fn member(&self, k: Option<usize>) -> Option<&Member<'a>> {
-        self.at(k.as_ref())
+        self.described.as_ref().ok()?.get(k?)
     }
 
     /// By position among the owned members: which are the victim of an
