@@ -968,3 +968,115 @@ fn watch_store(
     });
     rx
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use drover_core::spec::{Role, parse_str};
+    use drover_spi::{Cluster, ClusterError, JoinMaterial, Store};
+    use drover_store::MemStore;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::sync::Notify;
+
+    /// A swarm whose drain and self-demotion wait for `release`, recording
+    /// which ended.
+    #[derive(Default)]
+    struct Held {
+        release: Notify,
+        drained: AtomicBool,
+        left: AtomicBool,
+    }
+
+    #[async_trait]
+    impl Cluster for Held {
+        async fn observe(&self) -> SwarmView {
+            SwarmView::Absent
+        }
+        async fn drain(&self, _: &str) -> Result<(), ClusterError> {
+            self.release.notified().await;
+            self.drained.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn demote(&self, _: &str) -> Result<(), ClusterError> {
+            Ok(())
+        }
+        async fn demote_self_and_leave(&self, _: &str) -> Result<(), ClusterError> {
+            self.release.notified().await;
+            self.left.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn remove_node(&self, _: &str, _: bool) -> Result<(), ClusterError> {
+            Ok(())
+        }
+        async fn join_material(&self, _: Role) -> Result<Option<JoinMaterial>, ClusterError> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn standing_down_cancels_every_step_but_the_leaders_own_hand_over() {
+        let store = Arc::new(MemStore::default());
+        store.init_cluster("c1").await.unwrap();
+        let spec = parse_str(
+            "groups:\n- name: m\n  role: manager\n  allocation: {size: 1}\n  instance: {provider: sim}\n",
+        )
+        .spec
+        .unwrap();
+        let who = Provenance {
+            who: "test".into(),
+            at_ms: 0,
+            message: "test".into(),
+        };
+        store.commit(0, &spec, who, false).await.unwrap();
+        let held = Arc::new(Held::default());
+        let ctx = Context {
+            providers: Default::default(),
+            cluster: held.clone(),
+            store: store.clone(),
+            self_link: None,
+            identity: "t".into(),
+            store_url: None,
+            resync: Duration::from_secs(2),
+        };
+        let mut c = Controller::new(ctx);
+        let epoch = store.campaign("t").await.unwrap();
+        c.epoch = Some(epoch);
+        let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+        let drain = Action::Drain {
+            op: "drain-op".into(),
+            node: "n2".into(),
+        };
+        let hand_over = Action::DemoteSelfAndLeave {
+            op: "leader-op".into(),
+            node: "n1".into(),
+        };
+        c.spawn(&stored, &[], &drain, epoch);
+        c.spawn(&stored, &[], &hand_over, epoch);
+        tokio::time::sleep(Duration::from_millis(10)).await; // both under way
+
+        c.stand_down("test");
+        held.release.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            held.left.load(Ordering::SeqCst),
+            "the hand-over was cut short"
+        );
+        assert!(!held.drained.load(Ordering::SeqCst), "the drain ran on");
+        let mut ends = BTreeMap::new();
+        for _ in 0..2 {
+            let done = c.done_rx.recv().await.unwrap();
+            ends.insert(done.op, done.result.map_err(|e| e.to_string()));
+        }
+        assert_eq!(
+            ends,
+            BTreeMap::from([
+                (
+                    "drain-op".to_string(),
+                    Err("cancelled: this controller stood down".to_string())
+                ),
+                ("leader-op".to_string(), Ok(())),
+            ])
+        );
+    }
+}
