@@ -20,8 +20,9 @@ use tokio::time::Instant;
 /// A confirmation of the term that took longer than this to arrive is
 /// asked for again: the process may have been stopped (SIGSTOP, a stalled
 /// VM) between the store's answer and reading it, and another controller
-/// may have taken over meanwhile. Monotonic time runs on while a process
-/// is stopped, so such a pause shows here.
+/// may have taken over meanwhile. The monotonic clock runs on while a
+/// process is stopped (SIGSTOP), so such a pause shows here; a VM whose
+/// guest clock stalls with it may not show it (docs/safety.md §5).
 pub(crate) const CONFIRMATION_FRESH: Duration = Duration::from_secs(1);
 
 /// Confirmations asked for before a slow store fails the step (it is
