@@ -369,9 +369,10 @@ impl Controller {
     /// only one that touches the raft, made after the term was confirmed)
     /// the protocol must end with the leave, or the engine stays a
     /// demoted-but-joined node that the next leader destroys only after
-    /// `LEAVE_BOUND` instead of on its `left` answer; and it is what makes
-    /// this controller stand down, so cancelling it would cut every
-    /// hand-over in half.
+    /// `LEAVE_BOUND` instead of on its `left` answer; and its demotion moves
+    /// leadership away, so the next leader's campaign soon refuses a write of
+    /// this one (a finished step's event) and stands it down while it still
+    /// leaves: were the hand-over cancellable, that would cut it in half.
     fn stand_down(&mut self, why: &str) {
         if self.epoch.is_some() {
             tracing::warn!(why, "standing down: another controller leads");
