@@ -994,20 +994,33 @@ mod tests {
         async fn observe(&self) -> SwarmView {
             SwarmView::Absent
         }
-        async fn drain(&self, _: &str) -> Result<(), ClusterError> {
+        async fn drain(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
             self.release.notified().await;
             self.drained.store(true, Ordering::SeqCst);
             Ok(())
         }
-        async fn demote(&self, _: &str) -> Result<(), ClusterError> {
+        async fn demote(
+            &self,
+            _: &str,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
             Ok(())
         }
-        async fn demote_self_and_leave(&self, _: &str) -> Result<(), ClusterError> {
+        async fn demote_self_and_leave(
+            &self,
+            _: &str,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
             self.release.notified().await;
             self.left.store(true, Ordering::SeqCst);
             Ok(())
         }
-        async fn remove_node(&self, _: &str, _: bool) -> Result<(), ClusterError> {
+        async fn remove_node(
+            &self,
+            _: &str,
+            _: bool,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
             Ok(())
         }
         async fn join_material(&self, _: Role) -> Result<Option<JoinMaterial>, ClusterError> {

@@ -285,7 +285,11 @@ struct Hanging {
 
 #[async_trait]
 impl InstanceProvider for Hanging {
-    async fn provision(&self, _: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        _: ProvisionRequest,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         self.provisions.fetch_add(1, Ordering::SeqCst);
         let Some(takes) = self.takes else {
             return std::future::pending().await;
@@ -294,13 +298,22 @@ impl InstanceProvider for Hanging {
         self.provisioned.fetch_add(1, Ordering::SeqCst);
         Ok("i-slow".into())
     }
-    async fn destroy(&self, _: &str) -> Result<(), ProviderError> {
+    async fn destroy_fenced(
+        &self,
+        _: &str,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
     async fn describe(&self, _: &BTreeMap<String, String>) -> Result<Vec<Instance>, ProviderError> {
         Ok(vec![])
     }
-    async fn label(&self, _: &str, _: &BTreeMap<String, String>) -> Result<(), ProviderError> {
+    async fn label(
+        &self,
+        _: &str,
+        _: &BTreeMap<String, String>,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
 }
@@ -380,17 +393,26 @@ impl Cluster for Stalling {
     async fn observe(&self) -> SwarmView {
         self.cloud.observe().await
     }
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.drain(node).await
+    async fn drain(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.drain(node, fence).await
     }
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.demote(node).await
+    async fn demote(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.demote(node, fence).await
     }
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.demote_self_and_leave(node).await
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        self.cloud.demote_self_and_leave(node, fence).await
     }
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
-        self.cloud.remove_node(node, force).await
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        self.cloud.remove_node(node, force, fence).await
     }
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         tokio::time::sleep(self.stall).await;
@@ -460,6 +482,83 @@ async fn a_controller_stopped_after_the_store_confirmed_its_term_asks_again() {
     );
 }
 
+/// A provider over the simulated cloud whose process is stopped (SIGSTOP)
+/// for 30 s right after the store confirmed its term and the call began,
+/// before the call acts; another controller takes over meanwhile. Then the
+/// call goes on to the cloud, which checks the lease as any provider must.
+struct StoppedInTheCall {
+    cloud: SimCloud,
+    store: Arc<Faulty>,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl InstanceProvider for StoppedInTheCall {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            self.store.usurper().await;
+        }
+        self.cloud.provision(req, fence).await
+    }
+    async fn destroy_fenced(
+        &self,
+        instance: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        self.cloud.destroy_fenced(instance, fence).await
+    }
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        self.cloud.describe(tags).await
+    }
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        self.cloud.label(instance, labels, fence).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_stopped_between_the_confirmation_and_the_act_does_nothing() {
+    let cloud = SimCloud::new(World::new(1, Timings::default()));
+    let store = faulty(&one_manager()).await;
+    let provider = Arc::new(StoppedInTheCall {
+        cloud: cloud.clone(),
+        store: store.clone(),
+        calls: AtomicUsize::new(0),
+    });
+    let mut a = Controller::new(context(&cloud, &store, provider.clone(), "a"));
+    provisioning_pass(&mut a).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        store.inner.leader().await.unwrap().map(|l| l.1).as_deref(),
+        Some("usurper"),
+        "nobody took over, the test proves nothing"
+    );
+    assert!(
+        provider.calls.load(Ordering::SeqCst) >= 1,
+        "the provision was never called, the test proves nothing"
+    );
+    assert!(
+        cloud.world().instances.is_empty(),
+        "the deposed controller's provision reached the cloud after its pause: {:?}",
+        cloud.world().instances.keys().collect::<Vec<_>>()
+    );
+    // It found out it was deposed when it asked the store again.
+    a.pass().await.unwrap();
+    assert!(cloud.world().instances.is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn standing_down_cancels_the_side_effects_it_started() {
     let cloud = SimCloud::new(World::new(1, Timings::default()));
@@ -496,9 +595,13 @@ struct V2NeverJoins {
 
 #[async_trait]
 impl InstanceProvider for V2NeverJoins {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         if req.properties["image"] != "v2" {
-            return self.cloud.provision(req).await;
+            return self.cloud.provision(req, fence).await;
         }
         let role = if req.boot_context.role == "manager" {
             Role::Manager
@@ -507,8 +610,12 @@ impl InstanceProvider for V2NeverJoins {
         };
         Ok(self.cloud.world().provision(req.tags, role, true))
     }
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
-        self.cloud.destroy(instance).await
+    async fn destroy_fenced(
+        &self,
+        instance: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        self.cloud.destroy_fenced(instance, fence).await
     }
     async fn describe(
         &self,
@@ -520,8 +627,9 @@ impl InstanceProvider for V2NeverJoins {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
-        self.cloud.label(instance, labels).await
+        self.cloud.label(instance, labels, fence).await
     }
 }
 

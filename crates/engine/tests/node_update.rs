@@ -132,7 +132,7 @@ async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race(
     let server = tokio::spawn(serve(UnixListener::bind(&socket).unwrap(), swarm.clone()));
     let engine = Engine::connect(socket.to_str().unwrap()).await.unwrap();
 
-    engine.demote("n1").await.unwrap();
+    engine.demote("n1", &drover_spi::Unfenced).await.unwrap();
 
     let s = swarm.lock().unwrap();
     let sent: Vec<u64> = s.updates.iter().map(|(v, _)| *v).collect();
