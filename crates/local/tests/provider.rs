@@ -372,12 +372,12 @@ async fn a_call_whose_lease_expired_leaves_the_machines_alone() {
     // Destroy under an expired lease: refused, the engine keeps running.
     let refused = p.destroy_fenced(&id, &Expired).await;
     assert!(
-        matches!(refused, Err(ProviderError::Fenced(_))),
-        "{refused:?}"
+        Path::new(&format!("/proc/{pid}")).exists(),
+        "the engine was stopped under an expired lease ({refused:?})"
     );
     assert!(
-        Path::new(&format!("/proc/{pid}")).exists(),
-        "the engine was stopped under an expired lease"
+        matches!(refused, Err(ProviderError::Fenced(_))),
+        "{refused:?}"
     );
     let all = p.describe(&BTreeMap::new()).await.unwrap();
     assert_eq!(all.len(), 1, "{all:?}");
