@@ -150,3 +150,51 @@ async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race(
     );
     server.abort();
 }
+
+/// A lease that runs out after `passes` checks (a controller stopped
+/// between two attempts of a node update).
+struct Runs {
+    passes: Mutex<u32>,
+}
+
+impl drover_spi::Fence for Runs {
+    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
+        let mut left = self.passes.lock().unwrap();
+        if *left == 0 {
+            return Err(drover_spi::LeaseExpired("expired in the test".into()));
+        }
+        *left -= 1;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_the_lease_ran_out_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("docker.sock");
+    let swarm = Arc::new(Mutex::new(Swarm {
+        version: 10,
+        spec: json!({"Role": "manager", "Availability": "active", "Labels": {"mine": "x"}}),
+        updates: Vec::new(),
+        race: true,
+    }));
+    let server = tokio::spawn(serve(UnixListener::bind(&socket).unwrap(), swarm.clone()));
+    let engine = Engine::connect(socket.to_str().unwrap()).await.unwrap();
+
+    // The first attempt is checked and sent (and refused, out of sequence);
+    // the lease runs out before the retry.
+    let fence = Runs {
+        passes: Mutex::new(1),
+    };
+    let e = engine
+        .demote("n1", &fence)
+        .await
+        .expect_err("a retry past its lease");
+    assert!(matches!(e, drover_engine::EngineError::Fenced(_)), "{e}");
+    let s = swarm.lock().unwrap();
+    let sent: Vec<u64> = s.updates.iter().map(|(v, _)| *v).collect();
+    assert_eq!(sent, vec![10], "an update was sent after the lease ran out");
+    assert_eq!(s.spec["Role"], "manager");
+    drop(s);
+    server.abort();
+}
