@@ -124,7 +124,10 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// The path of `key` under `path`; an empty key is written `""`, so no
+/// finding has an empty path.
 fn join(path: &str, key: &str) -> String {
+    let key = if key.is_empty() { "\"\"" } else { key };
     if path.is_empty() {
         key.to_string()
     } else {
