@@ -612,17 +612,16 @@ impl Decoder<'_> {
         {
             self.local_logical_ids(node, path, slots);
         }
-        let flavor =
-            role.and_then(|r| self.flavor(f.get("flavor"), &join(path, "flavor"), r, f.pos));
-        let update = role.and_then(|r| {
-            self.update(
-                f.get("update"),
-                &join(path, "update"),
-                r,
-                allocation.as_ref(),
-                f.pos,
-            )
-        });
+        // Decoded even when the role is unknown, so a mistyped role hides
+        // none of the group's other problems (role-specific rules wait for it).
+        let flavor = self.flavor(f.get("flavor"), &join(path, "flavor"), role, f.pos);
+        let update = self.update(
+            f.get("update"),
+            &join(path, "update"),
+            role,
+            allocation.as_ref(),
+            f.pos,
+        );
         let health = self.health(f.get("health"), &join(path, "health"));
         let drain = self.drain(f.get("drain"), &join(path, "drain"));
         let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));
@@ -866,14 +865,16 @@ impl Decoder<'_> {
         &mut self,
         node: Option<&Node>,
         path: &str,
-        role: Role,
+        role: Option<Role>,
         group_pos: Pos,
     ) -> Option<FlavorSpec> {
-        let expected = if role == Role::Plain {
-            FlavorKind::Vanilla
-        } else {
-            FlavorKind::Swarm
-        };
+        let expected = role.map(|r| {
+            if r == Role::Plain {
+                FlavorKind::Vanilla
+            } else {
+                FlavorKind::Swarm
+            }
+        });
         let empty = Node::Map {
             entries: Vec::new(),
             pos: group_pos,
@@ -886,10 +887,12 @@ impl Decoder<'_> {
                 ("swarm", FlavorKind::Swarm),
                 ("vanilla", FlavorKind::Vanilla),
             ],
-            expected,
+            expected.unwrap_or(FlavorKind::Swarm),
         );
         // An unknown kind hides none of the section's other problems.
-        if kind.is_some_and(|k| k != expected) {
+        if let (Some(k), Some(expected), Some(role)) = (kind, expected, role)
+            && k != expected
+        {
             let at = f.get("kind").map_or(f.pos, Node::pos);
             let want = if expected == FlavorKind::Swarm {
                 "swarm"
@@ -906,16 +909,17 @@ impl Decoder<'_> {
             );
         }
         let boot_script = match f.get("boot_script") {
-            None => Some(template::default_boot_script(role).to_string()),
+            None => role.map(|r| template::default_boot_script(r).to_string()),
             Some(n) => self.string(n, &join(path, "boot_script")),
-        }?;
+        };
         let mut rendered = true;
         for init in [false, true] {
+            let Some(script) = &boot_script else { break };
             let ctx = BootContext {
                 init,
-                ..BootContext::example(role)
+                ..BootContext::example(role.unwrap_or(Role::Worker))
             };
-            if let Err(e) = template::render(&boot_script, &ctx) {
+            if let Err(e) = template::render(script, &ctx) {
                 let at = f.get("boot_script").map_or(f.pos, Node::pos);
                 self.error(
                     at,
@@ -934,10 +938,10 @@ impl Decoder<'_> {
             None => Some(BTreeMap::new()),
             Some(n) => self.labels(n, &join(path, "engine_labels")),
         };
-        (rendered && kind == Some(expected)).then_some(())?;
+        (rendered && kind == expected).then_some(())?;
         Some(FlavorSpec {
-            kind: expected,
-            boot_script,
+            kind: expected?,
+            boot_script: boot_script?,
             engine_labels: labels?,
         })
     }
@@ -980,7 +984,7 @@ impl Decoder<'_> {
         &mut self,
         node: Option<&Node>,
         path: &str,
-        role: Role,
+        role: Option<Role>,
         alloc: Option<&Allocation>,
         group_pos: Pos,
     ) -> Option<UpdatePolicy> {
@@ -993,7 +997,7 @@ impl Decoder<'_> {
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
         let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
         let single_cattle_manager =
-            role == Role::Manager && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
+            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
         // A lone manager can only be rolled by adding its successor first.
         let default_strategy = if single_cattle_manager {
             Strategy::Surge
@@ -1014,7 +1018,11 @@ impl Decoder<'_> {
         let canaries = f.get("canaries").map_or(Some(defaults::CANARIES), |n| {
             self.count(n, &join(path, "canaries"), 0)
         });
-        let watch = self.duration(f.get("watch"), &join(path, "watch"), defaults::watch(role));
+        let watch = self.duration(
+            f.get("watch"),
+            &join(path, "watch"),
+            defaults::watch(role.unwrap_or(Role::Worker)),
+        );
         let step_timeout = self.duration(
             f.get("step_timeout"),
             &join(path, "step_timeout"),
@@ -1034,7 +1042,7 @@ impl Decoder<'_> {
             self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
         }
         if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc)
-            && role == Role::Manager
+            && role == Some(Role::Manager)
             && a.size() == 1
         {
             let fix = if a.is_pets() {
@@ -1044,18 +1052,20 @@ impl Decoder<'_> {
             };
             self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
-        if role == Role::Manager && max_in_flight.is_some_and(|m| m != 1) {
+        if role == Some(Role::Manager) && max_in_flight.is_some_and(|m| m != 1) {
             self.error(
                 at("max_in_flight"),
                 &join(path, "max_in_flight"),
                 "managers are always rolled one at a time; remove max_in_flight or set it to 1",
             );
         }
-        if role == Role::Manager && watch.is_some_and(|w| w.is_zero()) {
+        if role == Some(Role::Manager) && watch.is_some_and(|w| w.is_zero()) {
             self.error(at("watch"), &join(path, "watch"), "managers need a non-zero watch so a rollout never outruns raft stabilisation; try 10s");
         }
+        // Without a role, an absent watch has no known default to compare.
         if let (Some(w), Some(t)) = (watch, step_timeout)
             && t <= w
+            && (role.is_some() || f.get("watch").is_some())
         {
             self.error(
                 at("step_timeout"),
@@ -1078,6 +1088,7 @@ impl Decoder<'_> {
                 ),
             );
         }
+        role?;
         Some(UpdatePolicy {
             strategy: strategy?,
             max_in_flight: max_in_flight?,
