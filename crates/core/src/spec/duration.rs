@@ -196,17 +196,30 @@ mod tests {
         assert_eq!(ms("365d"), MAX_DURATION.as_millis() as u64);
     }
 
-    /// What drover prints reads back as the same duration.
     #[test]
-    fn durations_drover_prints_read_back() {
-        for millis in [
-            0, 1, 999, 1_000, 59_000, 90_000, 5_430_000, 86_400_000, 90_061_500,
-        ] {
-            let d = Duration::from_millis(millis);
-            let text = format_duration(d);
-            assert_eq!(parse_duration(&text), Ok(d), "{text}");
-        }
+    fn drover_prints_durations_largest_unit_first() {
         assert_eq!(format_duration(Duration::from_secs(5_430)), "1h30m30s");
+        assert_eq!(
+            format_duration(Duration::from_millis(90_061_500)),
+            "1d1h1m1s500ms"
+        );
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+
+    proptest::proptest! {
+        /// Any text is read or refused, never a panic (multi-byte units,
+        /// digits past any integer, ...).
+        #[test]
+        fn any_text_is_read_or_refused(text in "\\PC{0,24}") {
+            let _ = parse_duration(&text);
+        }
+
+        /// Every duration drover may hold prints and reads back exactly.
+        #[test]
+        fn printing_and_reading_round_trip(ms in 0..=MAX_DURATION.as_millis() as u64) {
+            let d = Duration::from_millis(ms);
+            proptest::prop_assert_eq!(parse_duration(&format_duration(d)), Ok(d));
+        }
     }
 
     #[test]
