@@ -32,6 +32,10 @@ pub enum Node {
         value: String,
         /// True when the scalar was quoted or a block scalar (so it is a string).
         quoted: bool,
+        /// True for a literal block scalar (`|`): its lines are the file's
+        /// lines from `pos` on, at `pos`'s column, so a position inside its
+        /// text (a boot script's) maps to the file ([`Node::inner_pos`]).
+        literal: bool,
         /// Where it starts.
         pos: Pos,
     },
@@ -56,6 +60,21 @@ impl Node {
     pub fn pos(&self) -> Pos {
         match self {
             Node::Scalar { pos, .. } | Node::Seq { pos, .. } | Node::Map { pos, .. } => *pos,
+        }
+    }
+
+    /// Where line `line`, column `col` (1-based) of a literal block
+    /// scalar's text is in the file; `None` for any other node, whose text
+    /// does not keep the file's layout.
+    pub fn inner_pos(&self, line: usize, col: usize) -> Option<Pos> {
+        match self {
+            Node::Scalar {
+                literal: true, pos, ..
+            } if line >= 1 && col >= 1 => Some(Pos {
+                line: pos.line + line - 1,
+                col: pos.col + col - 1,
+            }),
+            _ => None,
         }
     }
 
@@ -195,6 +214,7 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
                 let node = Node::Scalar {
                     value: value.into_owned(),
                     quoted: !matches!(style, ScalarStyle::Plain),
+                    literal: matches!(style, ScalarStyle::Literal),
                     pos,
                 };
                 builder.anchor(anchor, &node, 1);
@@ -252,6 +272,7 @@ fn null_at(pos: Pos) -> Node {
     Node::Scalar {
         value: String::new(),
         quoted: false,
+        literal: false,
         pos,
     }
 }

@@ -920,7 +920,12 @@ impl Decoder<'_> {
                 ..BootContext::example(role.unwrap_or(Role::Worker))
             };
             if let Err(e) = template::render(script, &ctx) {
-                let at = f.get("boot_script").map_or(f.pos, Node::pos);
+                // At the failing expression itself when the script is a
+                // literal block, else at the script.
+                let at = f.get("boot_script").map_or(f.pos, |n| {
+                    e.at.and_then(|(line, col)| n.inner_pos(line, col))
+                        .unwrap_or(n.pos())
+                });
                 self.error(
                     at,
                     &join(path, "boot_script"),
