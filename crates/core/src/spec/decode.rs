@@ -38,26 +38,23 @@ pub fn load_bytes(bytes: &[u8]) -> Loaded {
             let valid = &bytes[..e.valid_up_to()];
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
             let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-            // Both slices are valid UTF-8: the column counts characters.
+            // The valid prefix is UTF-8: the column counts characters.
             let col = 1 + String::from_utf8_lossy(&valid[line_start..])
                 .chars()
                 .count();
-            let mut dec = Decoder {
-                diags: Vec::new(),
-                providers: None,
-            };
-            dec.error(
-                Pos { line, col },
-                "(document)",
-                format!(
-                    "not UTF-8 text: byte 0x{:02x} (offset {}) is not UTF-8; save the file as UTF-8",
-                    bytes[e.valid_up_to()],
-                    e.valid_up_to()
-                ),
+            let message = format!(
+                "not UTF-8 text: byte 0x{:02x} (offset {}) is not UTF-8; save the file as UTF-8",
+                bytes[e.valid_up_to()],
+                e.valid_up_to()
             );
             Loaded {
                 spec: None,
-                diagnostics: dec.diags,
+                diagnostics: vec![Diagnostic {
+                    pos: Pos { line, col },
+                    path: "(document)".into(),
+                    severity: Severity::Error,
+                    message,
+                }],
             }
         }
     }
