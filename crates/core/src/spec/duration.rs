@@ -34,8 +34,12 @@ pub enum DurationError {
     NoUnit(String),
     /// A space between number and unit (`5 min`).
     Spaced(String),
-    /// A part that does not start with a whole number (`-5s`, `1.5h`, `h`).
+    /// A part that does not start with a whole number (`h`, `soon`).
     NotAWholeNumber(String),
+    /// A sign (`-5s`, `+5s`).
+    Signed(String),
+    /// A fraction (`1.5h`).
+    Fraction(String),
     /// A unit not in the grammar (`30S`, `2M`, `5 min`, `1y`).
     UnknownUnit {
         /// The unit as written.
@@ -60,7 +64,15 @@ impl fmt::Display for DurationError {
             ),
             DurationError::NotAWholeNumber(part) => write!(
                 f,
-                "`{part}` does not start with a whole number; write e.g. 30s, 5m or 1h30m (no signs, no fractions)"
+                "`{part}` does not start with a whole number; write e.g. 30s, 5m or 1h30m"
+            ),
+            DurationError::Signed(part) => write!(
+                f,
+                "`{part}` has a sign; a duration is never negative: write e.g. 5m"
+            ),
+            DurationError::Fraction(part) => write!(
+                f,
+                "`{part}` is a fraction; write whole units, e.g. 1h30m for 1.5h"
             ),
             DurationError::UnknownUnit { unit, instead } => {
                 write!(f, "`{unit}` is not a unit")?;
@@ -131,6 +143,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         let part_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if rest.starts_with(['-', '+']) {
+            return Err(DurationError::Signed(rest[..part_end].into()));
+        }
         if digits == 0 {
             return Err(DurationError::NotAWholeNumber(rest[..part_end].into()));
         }
@@ -148,8 +163,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
                 _ => Err(DurationError::NoUnit(rest[..digits].into())),
             };
         }
-        if unit.starts_with('.') {
-            return Err(DurationError::NotAWholeNumber(rest[..part_end].into()));
+        if unit.starts_with(['.', ',']) {
+            return Err(DurationError::Fraction(rest[..part_end].into()));
         }
         let Some(index) = UNITS.iter().position(|(u, _)| *u == unit) else {
             return Err(DurationError::UnknownUnit {
@@ -231,8 +246,8 @@ mod tests {
         assert!(err("5min").contains("write m for minutes"));
         assert!(err("1y").contains("write days"));
         assert!(err("30").contains("write e.g. 30s"));
-        assert!(err("1.5h").contains("no fractions"));
-        assert!(err("-5s").contains("whole number"));
+        assert!(err("1.5h").contains("is a fraction"));
+        assert!(err("-5s").contains("never negative"));
         assert!(err("30s1m").contains("largest unit first"));
         assert!(err("1m1m").contains("largest unit first"));
         assert!(err("366d").contains("longer than the 365 days"));
