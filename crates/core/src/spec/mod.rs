@@ -7,9 +7,20 @@
 
 mod decode;
 mod diag;
+mod duration;
 
-pub use decode::{MAX_COUNT, MAX_GROUPS, load, parse_str};
+pub use decode::{MAX_COUNT, MAX_GROUPS, load, load_bytes, parse_str};
 pub use diag::{Diagnostic, Severity};
+pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
+
+/// The local provider's name: real dockerd processes on loopback
+/// addresses (`--local-dir`). Its logical ids must be such addresses.
+pub const LOCAL_PROVIDER: &str = "local";
+/// The simulator's name (`drover sim`, `plan --sim`).
+pub const SIM_PROVIDER: &str = "sim";
+/// The providers drover ships, by the name `instance.provider` uses: the
+/// one list [`load`] checks names against and the binary wires by.
+pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, SIM_PROVIDER];
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
