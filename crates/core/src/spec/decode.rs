@@ -22,7 +22,25 @@ pub struct Loaded {
 
 /// Reads a cluster file (YAML or JSON: JSON is read as YAML, so positions work for both).
 pub fn parse_str(text: &str) -> Loaded {
-    let mut dec = Decoder::default();
+    decode(text, Decoder::default())
+}
+
+/// Reads the cluster-file form of a resolved spec about to be committed
+/// ([`super::commit`]): as [`parse_str`], except that `size: 0` is accepted.
+/// That is a retired group, which `destroy` and `apply --prune` commit so
+/// the planner retires its members one safe step at a time, and which no
+/// cluster file may declare.
+pub(super) fn parse_committed(text: &str) -> Loaded {
+    decode(
+        text,
+        Decoder {
+            retired_ok: true,
+            ..Decoder::default()
+        },
+    )
+}
+
+fn decode(text: &str, mut dec: Decoder) -> Loaded {
     let spec = match yaml::parse(text) {
         Ok(root) => dec.cluster(&root),
         Err(e) => {
@@ -50,6 +68,8 @@ pub fn load(text: &str) -> Loaded {
 #[derive(Default)]
 struct Decoder {
     diags: Vec<Diagnostic>,
+    /// `size: 0` (a retired group) is accepted: see [`parse_committed`].
+    retired_ok: bool,
 }
 
 /// A mapping's fields, after the unknown ones were reported.
@@ -562,7 +582,7 @@ impl Decoder {
                 None
             }
             (Some(size), None) => {
-                let size = self.count(size, &join(path, "size"), 1);
+                let size = self.count(size, &join(path, "size"), u32::from(!self.retired_ok));
                 let zones = match f.get("zones") {
                     None => Some(Vec::new()),
                     Some(z) => self.string_list(z, &join(path, "zones")),
@@ -587,7 +607,9 @@ impl Decoder {
                 None => ("logical_ids", f.get("logical_ids").map_or(f.pos, Node::pos)),
             };
             let path = &join(path, key);
-            if n % 2 == 0 {
+            if n == 0 {
+                // Retired (committed state only): nothing left to count.
+            } else if n % 2 == 0 {
                 self.error(at, path, format!("a manager group needs an odd number of members (1, 3, 5 or 7): {n} managers tolerate no more failures than {} and add raft traffic", n - 1));
             } else if n == 1 {
                 self.warn(at, path, "one manager tolerates no failure: losing it loses the swarm's control plane; use 3 in production");
