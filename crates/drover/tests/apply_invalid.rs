@@ -3,7 +3,7 @@
 //! `--prune` would retire every manager, and valid files whose merge with
 //! the stored state is not valid (a second manager group, a role changed in
 //! place) exit 2 with the stored revision, its history and the cluster id
-//! untouched.
+//! untouched; `plan --store` refuses the latter the same way.
 
 use drover_spi::{Provenance, Store};
 use drover_store::FileStore;
@@ -198,5 +198,18 @@ async fn apply_never_commits_an_invalid_merged_state() {
             }
             assert_eq!(snapshot(&db).await, before, "{file} changed the store");
         }
+        // `plan` against the store refuses it the same way.
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args(["plan", "-f"])
+            .arg(&path)
+            .arg("--store")
+            .arg(format!("file://{}", db.display()))
+            .env_remove("DROVER_STORE")
+            .env_remove("DROVER_LOCAL_DIR")
+            .output()
+            .expect("run drover");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "plan {file}: {err}");
+        assert!(err.contains(why), "{err}");
     }
 }
