@@ -842,7 +842,9 @@ impl Controller {
                 let why = format!(
                     "automatic rollback to revision {target} refused, nothing committed ({refused}); fix {group} with drover apply. It was asked for because: {reason}"
                 );
-                tracing::warn!(group, %why, "automatic rollback refused");
+                if self.blocked.get(group) != Some(&why) {
+                    tracing::warn!(group, %why, "automatic rollback refused");
+                }
                 self.rollback_refused.insert(group.to_string(), why);
                 return Ok(());
             }

@@ -582,7 +582,8 @@ impl Decoder {
                 None
             }
             (Some(size), None) => {
-                let size = self.count(size, &join(path, "size"), u32::from(!self.retired_ok));
+                let min = if self.retired_ok { 0 } else { 1 };
+                let size = self.count(size, &join(path, "size"), min);
                 let zones = match f.get("zones") {
                     None => Some(Vec::new()),
                     Some(z) => self.string_list(z, &join(path, "zones")),
