@@ -10,6 +10,8 @@
 //!   check, fresh, refuses it;
 //! - deposed while a side effect runs: standing down cancels it;
 //! - deposed right before its automatic rollback: the store refuses it;
+//! - asked for an automatic rollback to a spec that is not valid (stored
+//!   by an older drover): it commits nothing and blocks the group;
 //! - taking over while the controller it deposes still writes: it plans
 //!   with what that one wrote up to its last refused write.
 
@@ -693,6 +695,83 @@ async fn a_deposed_controllers_rollback_is_refused() {
         "a deposed controller's rollback was committed: {history:#?}"
     );
     assert!(history.iter().all(|r| !r.is_rollback), "{history:#?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_automatic_rollback_to_an_invalid_spec_is_never_committed() {
+    let cloud = SimCloud::new(World::new(5, Timings::default()));
+    let spec = |workers_image: &str| {
+        let text = format!(
+            "groups:
+- name: managers
+  role: manager
+  allocation: {{size: 1}}
+  instance: {{provider: sim, properties: {{image: v1}}}}
+- name: workers
+  role: worker
+  allocation: {{size: 2}}
+  instance: {{provider: sim, properties: {{image: {workers_image}}}}}
+  update: {{on_failure: rollback, step_timeout: 1m}}
+"
+        );
+        parse_str(&text).spec.unwrap()
+    };
+    // Revision 1 as an older drover stored it: a reserved engine label.
+    let store = Arc::new(Faulty::default());
+    store.init_cluster("c1").await.unwrap();
+    let mut v1 = spec("v1");
+    v1.groups[1]
+        .flavor
+        .engine_labels
+        .insert("drover.tier".into(), "web".into());
+    store.commit(0, &v1, who(), false).await.unwrap();
+    let provider = Arc::new(V2NeverJoins {
+        cloud: cloud.clone(),
+    });
+    let mut a = Controller::new(context(&cloud, &store, provider, "a"));
+    passes_until(&mut a, async |_| {
+        store.history().await.unwrap().iter().any(|r| r.converged)
+    })
+    .await;
+
+    // The roll to v2 times out into an automatic rollback to revision 1.
+    let rev2 = store.commit(1, &spec("v2"), who(), false).await.unwrap();
+    let mut reason = String::new();
+    passes_until(&mut a, async |r| {
+        let workers = r
+            .plan
+            .as_ref()
+            .and_then(|p| p.groups.iter().find(|g| g.name == "workers"));
+        match workers {
+            Some(g) if g.phase == drover_core::plan::Phase::Blocked => {
+                reason = g.reason.clone().unwrap_or_default();
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    for want in [
+        "automatic rollback to revision 1 refused",
+        "groups[1].flavor.engine_labels.drover.tier (group workers): labels starting with `drover.` are reserved",
+        "exceeded step_timeout",
+    ] {
+        assert!(reason.contains(want), "`{want}` not in: {reason}");
+    }
+    let history = store.inner.history().await.unwrap();
+    assert_eq!(
+        store.inner.desired().await.unwrap().map(|r| r.rev),
+        Some(rev2),
+        "an invalid rollback was committed: {history:#?}"
+    );
+    assert!(history.iter().all(|r| !r.is_rollback), "{history:#?}");
+    let events = store.inner.events(0).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.action == "blocked"
+            && e.group.as_deref() == Some("workers")
+            && e.reason == reason),
+        "{events:#?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

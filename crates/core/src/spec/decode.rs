@@ -25,7 +25,7 @@ pub struct Loaded {
 /// drover ships ([`PROVIDERS`]), so a misspelt provider is caught by
 /// `validate` instead of leaving a group that nothing ever provisions.
 pub fn load(text: &str) -> Loaded {
-    decode(text, Some(PROVIDERS))
+    decode_with(text, PROVIDERS)
 }
 
 /// [`load`] for a file's raw bytes: text that is not UTF-8 is one error at
@@ -65,15 +65,36 @@ pub fn load_bytes(bytes: &[u8]) -> Loaded {
 /// and tests that wire providers of their own names. Operators' files go
 /// through [`load`].
 pub fn parse_str(text: &str) -> Loaded {
-    decode(text, None)
+    decode(text, Decoder::default())
 }
 
-/// Decodes `text`, checking provider names against `providers` when given.
-fn decode(text: &str, providers: Option<&[&str]>) -> Loaded {
-    let mut dec = Decoder {
-        diags: Vec::new(),
-        providers,
-    };
+/// Decodes `text`, checking provider names against `providers`.
+fn decode_with(text: &str, providers: &[&str]) -> Loaded {
+    decode(
+        text,
+        Decoder {
+            providers: Some(providers),
+            ..Decoder::default()
+        },
+    )
+}
+
+/// Reads the cluster-file form of a resolved spec about to be committed
+/// ([`super::commit`]): as [`parse_str`], except that `size: 0` is accepted.
+/// That is a retired group, which `destroy` and `apply --prune` commit so
+/// the planner retires its members one safe step at a time, and which no
+/// cluster file may declare.
+pub(super) fn parse_committed(text: &str) -> Loaded {
+    decode(
+        text,
+        Decoder {
+            retired_ok: true,
+            ..Decoder::default()
+        },
+    )
+}
+
+fn decode(text: &str, mut dec: Decoder<'_>) -> Loaded {
     let spec = match yaml::parse(text) {
         Ok(root) => dec.cluster(&root),
         Err(e) => {
@@ -93,10 +114,13 @@ fn decode(text: &str, providers: Option<&[&str]>) -> Loaded {
     }
 }
 
+#[derive(Default)]
 struct Decoder<'p> {
     diags: Vec<Diagnostic>,
     /// The provider names a group may use; `None` accepts any.
     providers: Option<&'p [&'p str]>,
+    /// `size: 0` (a retired group) is accepted: see [`parse_committed`].
+    retired_ok: bool,
 }
 
 /// A mapping's fields, after the unknown ones were reported.
@@ -669,7 +693,8 @@ impl Decoder<'_> {
                 None
             }
             (Some(size), None) => {
-                let size = self.count(size, &join(path, "size"), 1);
+                let min = if self.retired_ok { 0 } else { 1 };
+                let size = self.count(size, &join(path, "size"), min);
                 let zones = match f.get("zones") {
                     None => Some(Vec::new()),
                     Some(z) => self.zones(z, &join(path, "zones")),
@@ -694,7 +719,9 @@ impl Decoder<'_> {
                 None => ("logical_ids", f.get("logical_ids").map_or(f.pos, Node::pos)),
             };
             let path = &join(path, key);
-            if n % 2 == 0 {
+            if n == 0 {
+                // Retired (committed state only): nothing left to count.
+            } else if n % 2 == 0 {
                 self.error(at, path, format!("a manager group needs an odd number of members (1, 3, 5 or 7): {n} managers tolerate no more failures than {} and add raft traffic", n - 1));
             } else if n == 1 {
                 self.warn(at, path, "one manager tolerates no failure: losing it loses the swarm's control plane; use 3 in production");
