@@ -798,7 +798,15 @@ impl<'a> Planner<'a> {
     /// from being touched, not the leader from going last.
     /// Raft members of other groups (workers promoted by hand) count too:
     /// the leader goes last among all raft members.
+    /// A raft member no listed machine carries (a partial describe, lost
+    /// labels) may be outdated too: the leader waits until it is matched.
     fn manager_before_leader(&self, leader: &str) -> Option<String> {
+        if let Some(n) = self.unmatched {
+            return Some(format!(
+                "raft member {} (no listed machine carries it)",
+                n.id
+            ));
+        }
         let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
         self.views
             .iter()

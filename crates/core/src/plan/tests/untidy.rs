@@ -433,3 +433,14 @@ fn a_scale_in_retires_a_never_joined_member_before_an_outdated_healthy_one() {
         .collect();
     assert_eq!(retired, ["m3"], "{}", describe(&p));
 }
+
+#[test]
+fn the_leader_waits_while_a_raft_member_is_missing_from_the_describe() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    // A successful describe that left m3 out: it may be outdated too.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+}
