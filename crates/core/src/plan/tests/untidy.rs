@@ -129,9 +129,16 @@ fn a_raft_member_whose_engine_lost_its_labels_is_never_destroyed() {
 fn a_journaled_heal_of_a_machine_that_may_be_an_unmatched_raft_member_blocks_before_destroy() {
     let mut c = manager_lost_its_labels();
     c.at(0);
-    // A heal journaled by an earlier controller (or before the rule).
-    let mut p = c.at(301 * SEC);
-    c.unmatched_heal_journaled(&mut p);
+    c.at(301 * SEC);
+    // A heal journaled by an earlier controller, as the planner began it
+    // before the unmatched-member rule: a victim without a node.
+    c.journal.push(replacement_op(
+        "managers-heal",
+        OpKind::Heal,
+        crate::spec::Role::Manager,
+        "m3",
+        None,
+    ));
     let p = c.at(302 * SEC);
     assert!(!destroys_instance(&p, "i-m3"), "{}", describe(&p));
     assert_eq!(
@@ -153,37 +160,6 @@ fn a_machine_that_lost_its_link_tag_is_not_destroyed_while_its_node_is_a_raft_me
     for t in [0, 301 * SEC, 1_000 * SEC] {
         let p = c.at(t);
         assert!(!destroys_instance(&p, "i-m3"), "at {t}: {}", describe(&p));
-    }
-}
-
-impl Cluster {
-    /// Journals a heal of `i-m3` begun as the planner did before the
-    /// unmatched-member rule (victim without a node).
-    fn unmatched_heal_journaled(&mut self, _: &mut Plan) {
-        self.journal.push(Operation {
-            id: "managers-heal".into(),
-            group: MANAGERS.into(),
-            kind: OpKind::Heal,
-            role: crate::spec::Role::Manager,
-            victim: Some(crate::journal::Victim {
-                instance: Some("i-m3".into()),
-                link: Some("m3".into()),
-                node: None,
-                logical_id: None,
-                zone: None,
-                is_self: false,
-            }),
-            target: Some(crate::journal::Target {
-                logical_id: None,
-                zone: None,
-                attempt: 1,
-            }),
-            surge: false,
-            done: Default::default(),
-            intent: None,
-            collection: None,
-            provision_failures: 0,
-        });
     }
 }
 
