@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use support::{Running, sim_context, who};
+use support::{ProvisionHook, Provisioning, Running, sim_context, who};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -489,15 +489,15 @@ async fn a_controller_stopped_after_the_store_confirmed_its_term_asks_again() {
 /// before the call acts; another controller takes over meanwhile. Then the
 /// call goes on to the cloud, which checks the lease as any provider must.
 struct StoppedInTheCall {
-    cloud: SimCloud,
     store: Arc<Faulty>,
     calls: AtomicUsize,
 }
 
 #[async_trait]
-impl InstanceProvider for StoppedInTheCall {
+impl ProvisionHook for StoppedInTheCall {
     async fn provision(
         &self,
+        cloud: &SimCloud,
         req: ProvisionRequest,
         fence: &dyn drover_spi::Fence,
     ) -> Result<String, ProviderError> {
@@ -505,28 +505,7 @@ impl InstanceProvider for StoppedInTheCall {
             tokio::time::sleep(Duration::from_secs(30)).await;
             self.store.usurper().await;
         }
-        self.cloud.provision(req, fence).await
-    }
-    async fn destroy_fenced(
-        &self,
-        instance: &str,
-        fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        self.cloud.destroy_fenced(instance, fence).await
-    }
-    async fn describe(
-        &self,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        self.cloud.describe(tags).await
-    }
-    async fn label(
-        &self,
-        instance: &str,
-        labels: &BTreeMap<String, String>,
-        fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        self.cloud.label(instance, labels, fence).await
+        cloud.provision(req, fence).await
     }
 }
 
@@ -534,10 +513,12 @@ impl InstanceProvider for StoppedInTheCall {
 async fn a_controller_stopped_between_the_confirmation_and_the_act_does_nothing() {
     let cloud = SimCloud::new(World::new(1, Timings::default()));
     let store = faulty(&one_manager()).await;
-    let provider = Arc::new(StoppedInTheCall {
+    let provider = Arc::new(Provisioning {
         cloud: cloud.clone(),
-        store: store.clone(),
-        calls: AtomicUsize::new(0),
+        hook: StoppedInTheCall {
+            store: store.clone(),
+            calls: AtomicUsize::new(0),
+        },
     });
     let mut a = Controller::new(context(&cloud, &store, provider.clone(), "a"));
     provisioning_pass(&mut a).await;
@@ -548,7 +529,7 @@ async fn a_controller_stopped_between_the_confirmation_and_the_act_does_nothing(
         "nobody took over, the test proves nothing"
     );
     assert!(
-        provider.calls.load(Ordering::SeqCst) >= 1,
+        provider.hook.calls.load(Ordering::SeqCst) >= 1,
         "the provision was never called, the test proves nothing"
     );
     assert!(
@@ -591,47 +572,25 @@ async fn standing_down_cancels_the_side_effects_it_started() {
 
 /// A provider over the simulated cloud whose machines of `image: v2` never
 /// join the swarm.
-struct V2NeverJoins {
-    cloud: SimCloud,
-}
+struct V2NeverJoins;
 
 #[async_trait]
-impl InstanceProvider for V2NeverJoins {
+impl ProvisionHook for V2NeverJoins {
     async fn provision(
         &self,
+        cloud: &SimCloud,
         req: ProvisionRequest,
         fence: &dyn drover_spi::Fence,
     ) -> Result<String, ProviderError> {
         if req.properties["image"] != "v2" {
-            return self.cloud.provision(req, fence).await;
+            return cloud.provision(req, fence).await;
         }
         let role = if req.boot_context.role == "manager" {
             Role::Manager
         } else {
             Role::Worker
         };
-        Ok(self.cloud.world().provision(req.tags, role, true))
-    }
-    async fn destroy_fenced(
-        &self,
-        instance: &str,
-        fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        self.cloud.destroy_fenced(instance, fence).await
-    }
-    async fn describe(
-        &self,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        self.cloud.describe(tags).await
-    }
-    async fn label(
-        &self,
-        instance: &str,
-        labels: &BTreeMap<String, String>,
-        fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        self.cloud.label(instance, labels, fence).await
+        Ok(cloud.world().provision(req.tags, role, true))
     }
 }
 
@@ -666,8 +625,9 @@ async fn a_deposed_controllers_rollback_is_refused() {
         )
     };
     let store = faulty(&spec("v1")).await;
-    let provider = Arc::new(V2NeverJoins {
+    let provider = Arc::new(Provisioning {
         cloud: cloud.clone(),
+        hook: V2NeverJoins,
     });
     let mut a = Controller::new(context(&cloud, &store, provider, "a"));
     passes_until(&mut a, async |_| {
@@ -725,8 +685,9 @@ async fn an_automatic_rollback_to_an_invalid_spec_is_never_committed() {
         .engine_labels
         .insert("drover.tier".into(), "web".into());
     store.commit(0, &v1, who(), false).await.unwrap();
-    let provider = Arc::new(V2NeverJoins {
+    let provider = Arc::new(Provisioning {
         cloud: cloud.clone(),
+        hook: V2NeverJoins,
     });
     let mut a = Controller::new(context(&cloud, &store, provider, "a"));
     passes_until(&mut a, async |_| {
