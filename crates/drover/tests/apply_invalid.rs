@@ -48,21 +48,24 @@ fn apply(db: &Path, file: &Path, extra: &[&str]) -> std::process::Output {
         .expect("run drover")
 }
 
+/// A file store at `db` holding cluster `c-1` with [`GOOD`] as revision 1.
+async fn store_with_good(db: &Path) {
+    let s = FileStore::open(db).unwrap();
+    s.init_cluster("c-1").await.unwrap();
+    let spec = drover_core::spec::parse_str(GOOD).spec.unwrap();
+    let p = Provenance {
+        who: "t".into(),
+        at_ms: 0,
+        message: "good".into(),
+    };
+    s.commit(0, &spec, p, false).await.unwrap();
+}
+
 #[tokio::test]
 async fn apply_of_an_invalid_spec_never_changes_the_stored_desired_state() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    {
-        let s = FileStore::open(&db).unwrap();
-        s.init_cluster("c-1").await.unwrap();
-        let spec = drover_core::spec::parse_str(GOOD).spec.unwrap();
-        let p = Provenance {
-            who: "t".into(),
-            at_ms: 0,
-            message: "good".into(),
-        };
-        s.commit(0, &spec, p, false).await.unwrap();
-    }
+    store_with_good(&db).await;
     let before = snapshot(&db).await;
 
     let corpus = Path::new(concat!(
@@ -150,17 +153,7 @@ fn a_dry_run_against_a_swarm_store_with_no_swarm_creates_nothing() {
 async fn apply_never_commits_an_invalid_merged_state() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    {
-        let s = FileStore::open(&db).unwrap();
-        s.init_cluster("c-1").await.unwrap();
-        let spec = drover_core::spec::parse_str(GOOD).spec.unwrap();
-        let p = Provenance {
-            who: "t".into(),
-            at_ms: 0,
-            message: "good".into(),
-        };
-        s.commit(0, &spec, p, false).await.unwrap();
-    }
+    store_with_good(&db).await;
     let before = snapshot(&db).await;
     let cases = [
         // The manager group renamed: `managers` is kept (not in the file),
