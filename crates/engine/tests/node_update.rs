@@ -119,9 +119,12 @@ async fn serve(listener: UnixListener, swarm: Arc<Mutex<Swarm>>) {
     }
 }
 
-#[tokio::test]
-async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race() {
-    let dir = tempfile::tempdir().unwrap();
+/// An engine client to a fake engine in `dir` whose manager node `n1`
+/// (version 10) is changed by another writer once, between a read and
+/// the update; the fake's state and its server task.
+async fn racing_engine(
+    dir: &tempfile::TempDir,
+) -> (Engine, Arc<Mutex<Swarm>>, tokio::task::JoinHandle<()>) {
     let socket = dir.path().join("docker.sock");
     let swarm = Arc::new(Mutex::new(Swarm {
         version: 10,
@@ -131,6 +134,13 @@ async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race(
     }));
     let server = tokio::spawn(serve(UnixListener::bind(&socket).unwrap(), swarm.clone()));
     let engine = Engine::connect(socket.to_str().unwrap()).await.unwrap();
+    (engine, swarm, server)
+}
+
+#[tokio::test]
+async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, swarm, server) = racing_engine(&dir).await;
 
     engine.demote("n1", &drover_spi::Unfenced).await.unwrap();
 
@@ -171,15 +181,7 @@ impl drover_spi::Fence for Runs {
 #[tokio::test]
 async fn a_retry_after_the_lease_ran_out_sends_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("docker.sock");
-    let swarm = Arc::new(Mutex::new(Swarm {
-        version: 10,
-        spec: json!({"Role": "manager", "Availability": "active", "Labels": {"mine": "x"}}),
-        updates: Vec::new(),
-        race: true,
-    }));
-    let server = tokio::spawn(serve(UnixListener::bind(&socket).unwrap(), swarm.clone()));
-    let engine = Engine::connect(socket.to_str().unwrap()).await.unwrap();
+    let (engine, swarm, server) = racing_engine(&dir).await;
 
     // The first attempt is checked and sent (and refused, out of sequence);
     // the lease runs out before the retry.
