@@ -39,9 +39,7 @@ impl Planner<'_> {
                     .then(|| self.unreachable_manager_gate(None))
                     .flatten()
             }),
-            Some(n) if role == Role::Manager || n.raft.is_some() || n.manager_role => {
-                self.removal_gate(Some(n), None)
-            }
+            Some(n) if role == Role::Manager || n.in_raft() => self.removal_gate(Some(n), None),
             Some(_) => None,
         }
     }

@@ -225,7 +225,7 @@ impl<'a> Planner<'a> {
         let not_leader = |i: &Member<'_>| !(self.is_leader(i) || self.world.is_self(i.link()));
         let only_the_leader =
             v.d.spec.role == Role::Manager && !rolling_op(v) && !outdated(v, &not_leader);
-        let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
+        let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
         let promoted_outdated =
             || (first + 1..self.views.len()).find(|&k| outdated(&self.views[k], &in_raft));
         Some(
@@ -496,8 +496,8 @@ impl<'a> Planner<'a> {
         // turns Down within ~15 s.
         let unlisted = stale
             .iter()
-            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable))
-            .map(|n| (n.id.clone(), n.link.clone().unwrap_or_default()));
+            .copied()
+            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable));
         self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
@@ -506,10 +506,10 @@ impl<'a> Planner<'a> {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
                 break;
             }
-            if let Some((node, link)) = &unlisted {
+            if let Some(n) = unlisted {
                 self.wait(
                     &name,
-                    format!("node {node} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down"),
+                    format!("node {} (link {}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down", n.id, n.link.as_deref().unwrap_or_default()),
                 );
                 break;
             }
@@ -742,7 +742,7 @@ impl<'a> Planner<'a> {
                 );
                 continue;
             }
-            let is_manager = n.raft.is_some() || n.manager_role;
+            let is_manager = n.in_raft();
             if let Some(no) = is_manager
                 .then(|| self.removal_gate(Some(n), None))
                 .flatten()
@@ -807,7 +807,7 @@ impl<'a> Planner<'a> {
                 n.id
             ));
         }
-        let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
+        let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
         self.views
             .iter()
             .filter(|v| v.d.spec.role == Role::Manager || !self.promoted.is_empty())

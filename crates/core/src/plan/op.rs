@@ -499,7 +499,7 @@ impl<'a> Planner<'a> {
                 let Some(n) = node else {
                     return StepState::Done;
                 };
-                if n.raft.is_some() || n.manager_role {
+                if n.in_raft() {
                     return wait_for(move || {
                         format!("node {} is still a manager: demote first", n.id)
                     });
