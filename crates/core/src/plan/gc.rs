@@ -307,7 +307,7 @@ impl Planner<'_> {
             }
             if let Some(why) = node
                 .is_none()
-                .then(|| self.unmatched_member(&inst.id))
+                .then(|| self.unmatched_member(&inst.id, inst.link()))
                 .flatten()
             {
                 self.explanation
