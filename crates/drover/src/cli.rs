@@ -357,6 +357,25 @@ pub struct StoreArgs {
     /// DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) or `swarm:ENDPOINT`.
     #[arg(long = "store", env = "DROVER_STORE", default_value = "swarm")]
     pub url: String,
+    /// How long opening the store (connecting and the first read) may take
+    /// before drover gives up and says what to check (e.g. 5s, 30s, 1m).
+    #[arg(
+        long = "store-timeout",
+        env = "DROVER_STORE_TIMEOUT",
+        default_value = "5s",
+        value_name = "DURATION",
+        value_parser = positive_duration
+    )]
+    pub store_timeout: std::time::Duration,
+}
+
+/// A duration in the cluster files' grammar (`30s`, `5m`, `1h30m`), above zero.
+fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match drover_core::spec::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("it must be longer than 0s, e.g. 5s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The `local` provider's settings (real dockerd processes on loopback).

@@ -33,6 +33,7 @@ pub use swarm::{MEASURED_RAFT_LIMIT, SwarmOptions, SwarmStore};
 
 use drover_spi::{Store, StoreError};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// What [`open`] accepts, for error messages.
 const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
@@ -123,6 +124,42 @@ fn parse(url: &str) -> Result<Address, StoreError> {
     Err(bad(url, "unknown store address"))
 }
 
+/// How [`open_with`] opens a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create a file store whose file does not exist. Only commands that
+    /// can start a cluster (apply, bootstrap, adopt, import, the
+    /// controller) do: a typo in a read-only command's address must say
+    /// "no store there", not show an empty store it just created.
+    pub create: bool,
+    /// How long connecting and the first read may take. An endpoint that
+    /// accepts and never answers would otherwise hold the caller for the
+    /// backend's own timeouts (10 s for etcd, 60 s for an engine), silently.
+    pub timeout: Duration,
+}
+
+/// The default of [`OpenOptions::timeout`]: a store on the same network
+/// answers in milliseconds; 5 s leaves room for TLS and a slow link.
+pub const DEFAULT_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            create: true,
+            timeout: DEFAULT_OPEN_TIMEOUT,
+        }
+    }
+}
+
+/// Opens the store at `url` as [`open_with`] does with the default
+/// [`OpenOptions`] (a missing file store is created).
+///
+/// # Errors
+/// As [`open_with`].
+pub async fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    open_with(url, OpenOptions::default()).await
+}
+
 /// Opens the store at `url`:
 /// - `file:///path/state.db`
 /// - `etcd://host:port[,host:port][?prefix=/drover/NAME]`, or `etcds://` with
@@ -135,20 +172,64 @@ fn parse(url: &str) -> Result<Address, StoreError> {
 ///
 /// # Errors
 /// [`StoreError::BadAddress`] for anything else, naming the argument and
-/// the accepted forms; otherwise what the backend's constructor returns.
-pub async fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
-    let store = connect(url).await?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    // Writes the previous format (the safe one) until this succeeds; a bad
-    // heartbeat record is reported by whoever reads it next.
-    let _ = store.negotiate_format(now_ms).await;
-    Ok(store)
+/// the accepted forms; [`StoreError::NotFound`] for a file store that does
+/// not exist when `options.create` is false; [`StoreError::Unavailable`],
+/// naming the endpoint, when it does not answer within `options.timeout`;
+/// otherwise what the backend's constructor returns.
+pub async fn open_with(url: &str, options: OpenOptions) -> Result<Box<dyn Store>, StoreError> {
+    let address = parse(url)?;
+    if let Address::File(path) = &address
+        && !options.create
+        && !path.exists()
+    {
+        return Err(StoreError::NotFound(format!(
+            "--store {url}: no store there ({} does not exist); check the path \
+             (apply, bootstrap or import create a store, no other command does)",
+            path.display()
+        )));
+    }
+    let what = address.describe();
+    let opening = async {
+        let store = connect(address).await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        // Writes the previous format (the safe one) until this succeeds; a bad
+        // heartbeat record is reported by whoever reads it next.
+        let _ = store.negotiate_format(now_ms).await;
+        Ok(store)
+    };
+    match tokio::time::timeout(options.timeout, opening).await {
+        Ok(opened) => opened,
+        Err(_) => Err(StoreError::Unavailable(format!(
+            "{what} did not answer within {}: check that the address in --store is the \
+             store's and that nothing (a firewall, a proxy) holds the connection open \
+             without answering; a slow link may need a longer --store-timeout",
+            drover_core::spec::format_duration(options.timeout)
+        ))),
+    }
 }
 
-async fn connect(url: &str) -> Result<Box<dyn Store>, StoreError> {
-    Ok(match parse(url)? {
+impl Address {
+    /// The store as one phrase, for messages ("etcd at 10.0.0.1:2379").
+    fn describe(&self) -> String {
+        match self {
+            Address::File(path) => format!("the file store {}", path.display()),
+            Address::Etcd { endpoints, .. } => {
+                let hosts = endpoints.split_once("://").map_or("", |(_, h)| h);
+                format!("etcd at {}", hosts.replace(',', ", "))
+            }
+            Address::Swarm(Some(ep)) => format!("the docker engine at {ep}"),
+            Address::Swarm(None) => format!(
+                "the docker engine at {}",
+                drover_engine::DockerEnv::from_process().host(None)
+            ),
+        }
+    }
+}
+
+async fn connect(address: Address) -> Result<Box<dyn Store>, StoreError> {
+    Ok(match address {
         Address::File(path) => Box::new(FileStore::open(path)?),
         Address::Swarm(ep) => Box::new(SwarmStore::connect(ep.as_deref()).await?),
         Address::Etcd {
@@ -242,5 +323,35 @@ mod tests {
             "{e}"
         );
         assert!(err("redis://h").contains("unknown store address"));
+        for (url, why) in [
+            ("etcd://h:notaport", "not a number"),
+            ("etcd://h:0", "not a number"),
+            ("etcd://h:2379,g", "has no port"),
+            ("etcd://:2379", "has no host"),
+            ("etcd://::1:2379", "has no host"),
+        ] {
+            let e = err(url);
+            assert!(e.contains("--store") && e.contains(why), "{url}: {e}");
+        }
+        assert!(parse("etcd://[::1]:2379").is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_store_is_created_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("typo.db");
+        let url = format!("file://{}", path.display());
+        let existing = OpenOptions {
+            create: false,
+            ..OpenOptions::default()
+        };
+        match open_with(&url, existing).await {
+            Err(StoreError::NotFound(m)) => assert!(m.contains("does not exist"), "{m}"),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        assert!(!path.exists());
+        drop(open_with(&url, OpenOptions::default()).await.unwrap());
+        assert!(path.exists());
+        drop(open_with(&url, existing).await.unwrap());
     }
 }

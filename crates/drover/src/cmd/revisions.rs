@@ -236,7 +236,7 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
         revisions.push((r, validated(previous, r.spec.clone(), &what)?));
         previous = Some(&r.spec);
     }
-    let store = wiring::store(store_args).await?;
+    let store = wiring::store_with(store_args, wiring::Open::OrCreate).await?;
     if let Some(id) = store.cluster_id().await.map_err(anyhow::Error::from)? {
         return Err(MainError::BadInput(format!(
             "the store {} already holds cluster {id}: import only into an empty store",
