@@ -22,6 +22,50 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments (exits on a usage error, as clap does).
+    pub fn parse_args() -> Cli {
+        Cli::parse_from_args(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the program name first) as [`command`] defines them.
+    pub fn parse_from_args(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> Result<Cli, clap::Error> {
+        use clap::FromArgMatches;
+        Cli::from_arg_matches(&command().try_get_matches_from(args)?)
+    }
+}
+
+/// The command line. `--log-format` is global (it may follow any
+/// subcommand) but listed only in `drover --help`: repeated in every
+/// subcommand's help it buried each command's own flags.
+pub fn command() -> clap::Command {
+    let command = <Cli as clap::CommandFactory>::command();
+    let log_format = command
+        .get_arguments()
+        .find(|a| a.get_id() == "log_format")
+        .cloned();
+    match log_format {
+        Some(arg) => with_hidden_copy(command, &arg.hide(true)),
+        None => command,
+    }
+}
+
+/// Gives every subcommand, at every depth, its own hidden copy of the
+/// global `arg`: clap propagates a global argument only where none of that
+/// id exists, so each subcommand still accepts it, and its help omits it.
+fn with_hidden_copy(mut command: clap::Command, arg: &clap::Arg) -> clap::Command {
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, |sub| with_hidden_copy(sub.arg(arg.clone()), arg));
+    }
+    command
+}
+
 /// Output format.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Output {
@@ -45,12 +89,15 @@ pub enum LogFormat {
 pub enum Command {
     /// Check a cluster file: every problem at once, as FILE:LINE:COL: path: reason.
     #[command(
-        after_help = "Example:\n  drover validate -f examples/cluster.yaml\n\nExit codes: 0 valid (warnings may be printed), 2 invalid."
+        after_help = "Examples:\n  drover validate -f examples/cluster.yaml\n  generate-cluster | drover validate -f - -o json\n\nExit codes: 0 valid (warnings may be printed), 2 invalid."
     )]
     Validate {
-        /// The cluster file (YAML or JSON).
+        /// The cluster file (YAML or JSON); - reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// Output format: json prints {file, valid, groups, problems: [{file, line, col, path, severity, reason}]}.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: Output,
     },
     /// Show the ordered steps a change would take, with the manager
     /// fault-tolerance timeline and where leadership moves.
@@ -58,7 +105,7 @@ pub enum Command {
         after_help = "Examples:\n  drover plan -f examples/cluster-sim.yaml --sim\n  drover plan -f new.yaml --sim --from old.yaml --output json\n  drover plan -f cluster.yaml --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n\nAgainst a store it shows the next steps the leader's controller would take now.\nWith --sim the plan is computed against a simulated cluster built from --from\n(default: the same file with a forced roll), so it needs no Docker."
     )]
     Plan {
-        /// The desired cluster file.
+        /// The desired cluster file; - reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
         /// Plan against a simulated cluster (no Docker needed).
@@ -75,7 +122,7 @@ pub enum Command {
         #[command(flatten)]
         local: LocalArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Validate, show what changes, commit it to the store; bootstraps the
@@ -106,7 +153,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Run the reconciler next to a manager's engine (one per manager; only the leader's acts).
@@ -165,7 +212,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// The desired-state revisions, with who committed them, when and why.
@@ -175,7 +222,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Garbage collection: what the controller collects (dead nodes,
@@ -282,7 +329,7 @@ pub enum Command {
         after_help = "Example:\n  drover import -f cluster-backup.json --store file:///var/lib/drover/state.db"
     )]
     Import {
-        /// A file written by `drover export`.
+        /// A file written by `drover export`; - reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
         /// The store.
@@ -298,6 +345,13 @@ pub enum Command {
     /// The simulator: try drover without Docker.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Print drover's version, the git commit it was built from and what it was built with.
+    #[command(after_help = "Examples:\n  drover version\n  drover version -o json")]
+    Version {
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: Output,
+    },
     /// Print shell completions.
     #[command(after_help = "Example:\n  drover completions bash > /etc/bash_completion.d/drover")]
     Completions {
@@ -320,7 +374,7 @@ pub enum SimCommand {
 /// Arguments of `drover sim rollout`.
 #[derive(Debug, Args)]
 pub struct SimRollout {
-    /// The cluster file the simulated cluster starts from.
+    /// The cluster file the simulated cluster starts from; - reads standard input.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
     /// The cluster file to roll to (default: the same file, every member rolled).
@@ -345,7 +399,7 @@ pub struct SimRollout {
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub faults_for: std::time::Duration,
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }
 
@@ -396,7 +450,7 @@ pub struct LocalArgs {
 /// Arguments of `drover apply`.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// The cluster file.
+    /// The cluster file; - reads standard input.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
     /// Show what would change; commit nothing.
@@ -425,7 +479,7 @@ pub struct ApplyArgs {
 /// Arguments of `drover adopt`.
 #[derive(Debug, Args)]
 pub struct AdoptArgs {
-    /// The cluster file: the groups the machines join.
+    /// The cluster file: the groups the machines join; - reads standard input.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
     /// A manager of the swarm to adopt.
@@ -472,7 +526,7 @@ pub struct GcArgs {
     #[command(flatten)]
     pub local: LocalArgs,
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }
 
@@ -502,4 +556,64 @@ pub enum EngineCommand {
         )]
         engine: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::parse_from_args(args.iter().map(Into::into)).expect("parses")
+    }
+
+    #[test]
+    fn log_format_is_accepted_after_any_subcommand_and_listed_once() {
+        for args in [
+            &["drover", "--log-format", "json", "status"][..],
+            &["drover", "status", "--log-format", "json"],
+            &[
+                "drover",
+                "sim",
+                "rollout",
+                "-f",
+                "x.yaml",
+                "--log-format",
+                "json",
+            ],
+        ] {
+            assert_eq!(parse(args).log_format, LogFormat::Json, "{args:?}");
+        }
+        let mut top = command();
+        assert!(top.render_long_help().to_string().contains("--log-format"));
+        for path in [&["status"][..], &["sim", "rollout"], &["demo", "up"]] {
+            let mut sub = command();
+            for name in path {
+                sub = sub.find_subcommand(name).expect("subcommand").clone();
+            }
+            let help = sub.render_long_help().to_string();
+            assert!(!help.contains("--log-format"), "{path:?}: {help}");
+        }
+    }
+
+    #[test]
+    fn o_is_short_for_output_wherever_output_exists() {
+        fn walk(cmd: &clap::Command, path: String) {
+            for arg in cmd.get_arguments() {
+                if arg.get_long() == Some("output") {
+                    assert_eq!(arg.get_short(), Some('o'), "{path} --output");
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, format!("{path} {}", sub.get_name()));
+            }
+        }
+        walk(&command(), "drover".into());
+        assert!(matches!(
+            parse(&["drover", "status", "-o", "json"]).command,
+            Command::Status {
+                output: Output::Json,
+                ..
+            }
+        ));
+    }
 }

@@ -35,6 +35,9 @@ use drover_spi::{Store, StoreError};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The backends [`open`] knows, by the scheme of their address.
+pub const BACKENDS: &[&str] = &["file", "etcd", "swarm"];
+
 /// What [`open`] accepts, for error messages.
 const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
                      etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm (DOCKER_HOST) or \
