@@ -33,6 +33,14 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
         );
         return Ok(ExitCode::SUCCESS);
     }
+    // No step, no change: the tolerance is the cluster's, not a default 0.
+    let Some(min) = steps.iter().flat_map(|t| [t.ft_before, t.ft_after]).min() else {
+        println!(
+            "no change: nothing to do; manager fault tolerance stays {}",
+            runner.world.settled_fault_tolerance()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
     println!("{:>4}  {:<10} {:<9} STEP", "#", "GROUP", "FT");
     let mut leader = steps.first().and_then(|t| t.leader.clone());
     for (i, t) in steps.iter().enumerate() {
@@ -53,17 +61,10 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
             leader = t.leader.clone();
         }
     }
-    // No step, no change: the tolerance is the cluster's, not a default 0.
-    match steps.iter().flat_map(|t| [t.ft_before, t.ft_after]).min() {
-        Some(min) => println!(
-            "\n{} steps; minimum manager fault tolerance during the change: {min}",
-            steps.len()
-        ),
-        None => println!(
-            "no change: nothing to do; manager fault tolerance stays {}",
-            runner.world.settled_fault_tolerance()
-        ),
-    }
+    println!(
+        "\n{} steps; minimum manager fault tolerance during the change: {min}",
+        steps.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
