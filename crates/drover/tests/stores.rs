@@ -102,6 +102,26 @@ fn unreachable_etcd_is_one_sentence_naming_the_endpoint_and_what_to_check() {
 }
 
 #[test]
+fn an_unreachable_engine_is_one_sentence_with_the_cause() {
+    let port = closed_port();
+    let url = format!("swarm:tcp://127.0.0.1:{port}");
+    let out = drover(&["status", "--store", &url]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    one_sentence(&err);
+    assert!(
+        err.contains(&format!(
+            "cannot reach the docker engine at tcp://127.0.0.1:{port}"
+        )) && err.contains("Connection refused"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("client error"),
+        "library error chain in: {err}"
+    );
+}
+
+#[test]
 fn a_malformed_store_address_is_bad_input_naming_the_argument() {
     for url in [
         "etcd://127.0.0.1:notaport",

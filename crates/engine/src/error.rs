@@ -113,8 +113,10 @@ impl From<bollard::errors::Error> for EngineError {
                 let s = other.to_string();
                 // hyper-util's legacy client error (connect refused etc.)
                 // has no public variant worth matching on; its text does.
+                // Its innermost cause is the one to show: "Connection refused
+                // (os error 111)", not "client error (Connect)".
                 if s.contains("connect") || s.contains("Connection") || s.contains("client error") {
-                    EngineError::Unavailable(s)
+                    EngineError::Unavailable(root_cause(&other).unwrap_or(s))
                 } else {
                     EngineError::Other(s)
                 }
@@ -184,6 +186,15 @@ mod tests {
         let ce: ClusterError = c(500, "The swarm does not have a leader").into();
         assert!(matches!(ce, ClusterError::NoLeader(_)));
     }
+}
+
+/// The innermost cause of `e`, when it has one.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut inner = e.source()?;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    Some(inner.to_string())
 }
 
 /// The most characters of someone else's page an error message repeats.
