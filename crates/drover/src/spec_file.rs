@@ -5,9 +5,13 @@ use drover_core::spec::{ClusterSpec, Diagnostic, Severity, load_bytes};
 use serde::Serialize;
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How standard input is named in messages (`-f -`).
 const STDIN_NAME: &str = "<stdin>";
+
+/// Whether standard input was read already (it can be, once per process).
+static STDIN_TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// How `-f PATH` is named in messages: the path, or `<stdin>` for `-`.
 pub fn display_name(path: &Path) -> String {
@@ -26,6 +30,12 @@ pub fn read_input(path: &Path, what: &str) -> Result<(String, Vec<u8>), MainErro
         MainError::BadInput(format!("cannot read -f {name}: {e}; give {what}"))
     };
     let name = display_name(path);
+    if path == Path::new("-") && STDIN_TAKEN.swap(true, Ordering::SeqCst) {
+        // A second `-` would read an empty stream and report an empty file.
+        return Err(MainError::BadInput(
+            "standard input can be read once: give - for one file only (-f, --from or --to)".into(),
+        ));
+    }
     let bytes = if path == Path::new("-") {
         let mut bytes = Vec::new();
         std::io::stdin().read_to_end(&mut bytes).map(|_| bytes)

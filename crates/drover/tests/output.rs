@@ -170,6 +170,9 @@ fn dash_f_dash_reads_the_cluster_file_from_standard_input() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = drover_in(&["sim", "rollout", "-f", "-"], Some(&yaml));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = drover_in(&["plan", "-f", "-", "--sim", "--from", "-"], Some(&yaml));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("standard input can be read once"));
     let out = drover_in(&["validate", "-f", "-"], Some(b"groups: [\n"));
     assert_eq!(out.status.code(), Some(2));
     assert!(
