@@ -1,0 +1,431 @@
+//! Seeded fault schedules against the real planner, judged by the
+//! simulator's own raft and cloud state (issues 2 and 15).
+//!
+//! Every schedule asserts, at every step: no voluntary step makes manager
+//! fault tolerance negative or is one the engine refuses as unsafe; heal
+//! first (no healthy manager disrupted while the raft is short of its
+//! declared size or another member is raft-unreachable); one manager removal
+//! at a time; no machine destroyed while its node is a raft member; the
+//! leader last across all manager groups; never more workers out of service
+//! than max(max_in_flight, canaries); no duplicate logical ids; nothing
+//! destroyed that lacks this cluster's and group's tags; no provisioning
+//! storm; and, once faults stop, convergence to the new config and size with
+//! no orphan machine and no stale node.
+//!
+//! A failure prints the whole schedule (seed included) as JSON: add it with
+//! a one-line note to `tests/regressions.json`, which
+//! `schedules_found_failing_before_stay_fixed` replays on every run.
+
+use drover_core::spec::{ClusterSpec, parse_str};
+use drover_sim::{Faults, Outcome, Timings, rollout};
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// One random rollout: a cluster shape before and after, and a fault mix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Schedule {
+    seed: u64,
+    managers: usize,
+    /// The manager group's size in the new spec (scale in or out mid-roll).
+    managers_after: usize,
+    manager_pets: bool,
+    /// Pets only: the new spec renames one logical id (one pet retired,
+    /// another added).
+    rename_pet: bool,
+    manager_surge: bool,
+    workers: usize,
+    workers_after: usize,
+    max_in_flight: u32,
+    canaries: u32,
+    zones: usize,
+    worker_surge: bool,
+    faults: FaultMix,
+}
+
+/// Each fault off or on; see `drover_sim::Faults` for what each does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FaultMix {
+    provision_failure: f64,
+    never_join: f64,
+    crashes_per_min: f64,
+    leader_changes_per_min: f64,
+    controller_crash: f64,
+    describe_failure: f64,
+    vanish_share: f64,
+    unknown_window_ms: u64,
+    disconnects_per_min: f64,
+    partitions_per_min: f64,
+    stale_observation: f64,
+    paused_controller: f64,
+    stale_takeover: f64,
+    partial_describe: f64,
+    label_losses_per_min: f64,
+    hand_promotions_per_min: f64,
+    operator_events_per_min: f64,
+    minutes: u64,
+}
+
+/// A schedule that once failed, kept with why.
+#[derive(Debug, Deserialize)]
+struct Regression {
+    note: String,
+    schedule: Schedule,
+}
+
+/// The garbage-collection stops are opened wide here: random crashes can down
+/// most of a group at once (the meltdown guard would rightly block it for
+/// good) and a slot can meet several faulty machines in a row (the attempt
+/// budget would block it). Both stops have their own scenarios in tests/gc.rs;
+/// this property is about safety and convergence under transient faults.
+const GC_BUDGETS: &str = "max_attempts: 20, max_unhealthy: 100%";
+
+/// The spec before (`after == false`, image v1) or after (image v2, new sizes).
+fn spec_text(s: &Schedule, after: bool) -> String {
+    let (image, managers, workers) = if after {
+        ("v2", s.managers_after, s.workers_after)
+    } else {
+        ("v1", s.managers, s.workers)
+    };
+    let allocation = if s.manager_pets {
+        let ids: Vec<String> = (0..managers)
+            .map(|i| {
+                let renamed = after && s.rename_pet && i == 0;
+                format!("10.0.0.{}", if renamed { 101 } else { i + 1 })
+            })
+            .collect();
+        format!("{{logical_ids: [{}]}}", ids.join(", "))
+    } else {
+        format!("{{size: {managers}}}")
+    };
+    // A single cattle manager can only surge; pets can only replace.
+    let mstrategy = if (s.manager_surge || managers == 1) && !s.manager_pets {
+        "surge"
+    } else {
+        "replace"
+    };
+    let mut text = format!(
+        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n"
+    );
+    if workers > 0 {
+        let zones: Vec<String> = (0..s.zones).map(|z| format!("z{z}")).collect();
+        let wstrategy = if s.worker_surge { "surge" } else { "replace" };
+        text += &format!(
+            "- name: workers\n  role: worker\n  allocation: {{size: {workers}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n  drain: {{timeout: 30s, on_timeout: force}}\n",
+            zones.join(", "),
+            s.max_in_flight,
+            s.canaries
+        );
+    }
+    text
+}
+
+fn parse(text: &str) -> ClusterSpec {
+    let loaded = parse_str(text);
+    loaded
+        .spec
+        .unwrap_or_else(|| panic!("generated spec invalid: {:?}\n{text}", loaded.diagnostics))
+}
+
+/// Runs one schedule; Err describes what went wrong.
+fn run(s: &Schedule) -> Result<(), String> {
+    let before = parse(&spec_text(s, false));
+    let after = parse(&spec_text(s, true));
+    let f = &s.faults;
+    let faults = Faults {
+        provision_failure: f.provision_failure,
+        never_join: f.never_join,
+        crashes_per_min: f.crashes_per_min,
+        leader_changes_per_min: f.leader_changes_per_min,
+        controller_crash: f.controller_crash,
+        describe_failure: f.describe_failure,
+        vanish_share: f.vanish_share,
+        unknown_window: f.unknown_window_ms,
+        disconnects_per_min: f.disconnects_per_min,
+        partitions_per_min: f.partitions_per_min,
+        stale_observation: f.stale_observation,
+        paused_controller: f.paused_controller,
+        stale_takeover: f.stale_takeover,
+        partial_describe: f.partial_describe,
+        label_losses_per_min: f.label_losses_per_min,
+        hand_promotions_per_min: f.hand_promotions_per_min,
+        operator_events_per_min: f.operator_events_per_min,
+        until: f.minutes * 60_000,
+    };
+    let (runner, up, rolled) = rollout(&before, &after, s.seed, faults, Timings::default());
+    if up != Outcome::Converged {
+        return Err(format!("bring-up did not converge: {up:?}"));
+    }
+    let failure = if !runner.violations.is_empty() {
+        format!("violations: {:#?}", runner.violations)
+    } else if rolled != Outcome::Converged {
+        format!("rollout did not converge after faults stopped: {rolled:?}")
+    } else {
+        return Ok(());
+    };
+    Err(format!("{failure}\n{}", diagnosis(&runner)))
+}
+
+/// The last plan, the journal and the trace tail, for a failing schedule.
+fn diagnosis(runner: &drover_sim::Runner) -> String {
+    let plan = runner
+        .last_plan
+        .as_ref()
+        .map(|p| format!("{:?}\n{:?}\n{:?}", p.groups, p.swarm, p.explanation));
+    let tail: Vec<String> = runner
+        .trace
+        .iter()
+        .rev()
+        .take(30)
+        .rev()
+        .map(|t| format!("{} {} (ft {}->{})", t.at, t.what, t.ft_before, t.ft_after))
+        .collect();
+    format!(
+        "last plan: {plan:?}\njournal: {:?}\ntrace tail:\n{}",
+        runner.journal,
+        tail.join("\n")
+    )
+}
+
+/// A fault knob: off, or on at `on` (so proptest can shrink it to off).
+fn knob(on: f64) -> impl Strategy<Value = f64> {
+    prop_oneof![Just(0.0), Just(on)]
+}
+
+fn schedule() -> impl Strategy<Value = Schedule> {
+    let sizes = prop_oneof![Just(1usize), Just(3), Just(5), Just(7)];
+    let shape = (
+        any::<u64>(),
+        sizes.clone(),
+        // The new size: mostly the same, else any other (scale in or out).
+        prop_oneof![3 => Just(None), 2 => sizes.prop_map(Some)],
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        0usize..7,
+        prop_oneof![3 => Just(None), 2 => (1usize..7).prop_map(Some)],
+        1u32..4,
+        0u32..3,
+        0usize..3,
+        any::<bool>(),
+    );
+    let faults = (
+        knob(0.2),
+        knob(0.15),
+        prop_oneof![Just(0.0), Just(1.0), Just(3.0)],
+        knob(1.0),
+        knob(0.05),
+        knob(0.3),
+        // Machines vanishing behind drover's back (also tests/reaper.rs).
+        knob(0.3),
+        1u64..6,
+    );
+    let untidy = (
+        prop_oneof![Just(0u64), Just(8_000)],
+        knob(2.0),
+        knob(1.0),
+        knob(0.1),
+        knob(0.03),
+        knob(0.5),
+        knob(0.1),
+        knob(0.5),
+        knob(0.3),
+        knob(1.0),
+    );
+    (shape, faults, untidy).prop_map(|(shape, f, u)| {
+        let (seed, managers, m_after, pets, rename, surge, workers, w_after, mif, can, zones, ws) =
+            shape;
+        let managers_after = m_after.unwrap_or(managers);
+        Schedule {
+            seed,
+            managers,
+            managers_after,
+            // A single pet manager cannot be rolled at all (validation says so).
+            manager_pets: pets && managers > 1 && managers_after > 1,
+            rename_pet: rename,
+            manager_surge: surge,
+            workers,
+            // A declared worker group is scaled, never dropped.
+            workers_after: if workers == 0 {
+                0
+            } else {
+                w_after.unwrap_or(workers)
+            },
+            max_in_flight: mif,
+            canaries: can,
+            zones,
+            worker_surge: ws,
+            faults: FaultMix {
+                provision_failure: f.0,
+                never_join: f.1,
+                crashes_per_min: f.2,
+                leader_changes_per_min: f.3,
+                controller_crash: f.4,
+                describe_failure: f.5,
+                vanish_share: f.6,
+                minutes: f.7,
+                unknown_window_ms: u.0,
+                disconnects_per_min: u.1,
+                partitions_per_min: u.2,
+                stale_observation: u.3,
+                paused_controller: u.4,
+                stale_takeover: u.5,
+                partial_describe: u.6,
+                label_losses_per_min: u.7,
+                hand_promotions_per_min: u.8,
+                operator_events_per_min: u.9,
+            },
+        }
+    })
+}
+
+#[test]
+fn survey() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let mut runner = TestRunner::deterministic();
+    let mut kinds: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    for _ in 0..n {
+        let mut s = schedule().new_tree(&mut runner).unwrap().current();
+        let off = std::env::var("OFF").unwrap_or_default();
+        if off.contains("rename") {
+            s.rename_pet = false;
+        }
+        if off.contains("scale") {
+            s.managers_after = s.managers;
+            s.workers_after = s.workers;
+            s.manager_pets = s.manager_pets && s.managers > 1;
+        }
+        if off.contains("seven") && (s.managers == 7 || s.managers_after == 7) {
+            continue;
+        }
+        if off.contains("label") {
+            s.faults.label_losses_per_min = 0.0;
+        }
+        if off.contains("promo") {
+            s.faults.hand_promotions_per_min = 0.0;
+        }
+        if off.contains("partial") {
+            s.faults.partial_describe = 0.0;
+        }
+        if off.contains("unknown") {
+            s.faults.unknown_window_ms = 0;
+        }
+        if off.contains("disc") {
+            s.faults.disconnects_per_min = 0.0;
+        }
+        if off.contains("oper") {
+            s.faults.operator_events_per_min = 0.0;
+        }
+        if off.contains("stale") {
+            s.faults.stale_observation = 0.0;
+        }
+        if off.contains("takeover") {
+            s.faults.stale_takeover = 0.0;
+        }
+        if off.contains("pause") {
+            s.faults.paused_controller = 0.0;
+        }
+        if off.contains("part") && !off.contains("partial") {
+            s.faults.partitions_per_min = 0.0;
+        }
+        if let Err(e) = run(&s) {
+            let first = e
+                .lines()
+                .find(|l| {
+                    l.contains("t=") || l.contains("did not converge") || l.contains("bring-up")
+                })
+                .unwrap_or("?")
+                .to_string();
+            let key: String = first
+                .split_whitespace()
+                .filter(|w| !w.starts_with("\"t=") && !w.chars().any(|c| c.is_ascii_digit()))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let key: String = key.chars().take(140).collect();
+            let e2 = kinds.entry(key).or_insert((0, String::new()));
+            e2.0 += 1;
+            if e2.1.is_empty() || e2.1.len() > serde_json::to_string(&s).unwrap().len() {
+                e2.1 = format!("{}\n{}", serde_json::to_string(&s).unwrap(), first);
+            }
+        }
+    }
+    for (k, (c, ex)) in &kinds {
+        println!("=== {c} x {k}\n{ex}\n");
+    }
+}
+
+#[test]
+fn replay() {
+    let Ok(j) = std::env::var("SCHED") else {
+        return;
+    };
+    let s: Schedule = serde_json::from_str(&j).unwrap();
+    let before = parse(&spec_text(&s, false));
+    let after = parse(&spec_text(&s, true));
+    let f = &s.faults;
+    let faults = Faults {
+        provision_failure: f.provision_failure,
+        never_join: f.never_join,
+        crashes_per_min: f.crashes_per_min,
+        leader_changes_per_min: f.leader_changes_per_min,
+        controller_crash: f.controller_crash,
+        describe_failure: f.describe_failure,
+        vanish_share: f.vanish_share,
+        unknown_window: f.unknown_window_ms,
+        disconnects_per_min: f.disconnects_per_min,
+        partitions_per_min: f.partitions_per_min,
+        stale_observation: f.stale_observation,
+        paused_controller: f.paused_controller,
+        stale_takeover: f.stale_takeover,
+        partial_describe: f.partial_describe,
+        label_losses_per_min: f.label_losses_per_min,
+        hand_promotions_per_min: f.hand_promotions_per_min,
+        operator_events_per_min: f.operator_events_per_min,
+        until: f.minutes * 60_000,
+    };
+    let (runner, up, rolled) = rollout(&before, &after, s.seed, faults, Timings::default());
+    let stop: u64 = std::env::var("STOP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    for t in runner.trace.iter().filter(|t| t.at <= stop) {
+        println!(
+            "{} [{}] {} (ft {}->{}) leader {:?}",
+            t.at,
+            t.group.clone().unwrap_or_default(),
+            t.what,
+            t.ft_before,
+            t.ft_after,
+            t.leader
+        );
+    }
+    println!("{up:?} {rolled:?}\n{:#?}", runner.violations);
+    for n in runner.world.nodes.values() {
+        println!(
+            "node {} {:?} raft {:?} alive {} part {:?} down {} unk {:?} link {:?} mgr {}",
+            n.node.id,
+            n.node.state,
+            n.node.raft,
+            n.engine_alive,
+            n.partitioned_until,
+            n.down,
+            n.unknown_until,
+            n.node.link,
+            n.node.manager_role
+        );
+    }
+    for i in runner.world.instances.values() {
+        println!(
+            "inst {} node {:?} running {} tags {:?}",
+            i.inst.id, i.node, i.inst.running, i.inst.tags
+        );
+    }
+    println!(
+        "now {} leader {:?} election {:?}",
+        runner.world.now, runner.world.leader, runner.world.election_at
+    );
+}
