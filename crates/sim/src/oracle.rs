@@ -96,10 +96,11 @@ pub(crate) fn manager_removal(w: &World, desired: &Desired, action: &Action) -> 
     })
 }
 
-/// The leader is disrupted last across all manager groups: when a step
-/// demotes, self-demotes or destroys the leader, no other manager machine
-/// may still be outdated or asked to be replaced (held ones included: a
-/// held outdated manager keeps the leader waiting).
+/// The leader is the last raft member a roll disrupts: when a step
+/// demotes, self-demotes or destroys the leader, no other machine of the
+/// manager group, nor any other raft member's machine (a worker promoted by
+/// hand), may still be outdated or asked to be replaced (held ones included:
+/// a held outdated manager keeps the leader waiting).
 pub(crate) fn leader_last(w: &World, desired: &Desired, action: &Action) -> Option<String> {
     if !matches!(
         action,
@@ -112,15 +113,19 @@ pub(crate) fn leader_last(w: &World, desired: &Desired, action: &Action) -> Opti
     if w.leader.as_deref() != Some(id.as_str()) || !n.in_contact() {
         return None;
     }
+    let in_raft = |node: Option<&String>| {
+        node.and_then(|x| w.nodes.get(x))
+            .is_some_and(|m| m.node.raft.is_some())
+    };
     let stale: Vec<String> = desired
         .groups
         .iter()
-        .filter(|g| g.spec.role == Role::Manager)
         .flat_map(|g| {
             w.instances
                 .values()
                 .filter(|i| i.inst.owned_by(&desired.cluster_id, &g.spec.name))
                 .filter(|i| i.inst.running && i.node.as_deref() != Some(id.as_str()))
+                .filter(|i| g.spec.role == Role::Manager || in_raft(i.node.as_ref()))
                 .filter(|i| {
                     i.inst.config() != Some(g.hash.as_str()) || desired.replace.contains(&i.inst.id)
                 })

@@ -301,10 +301,32 @@ impl Runner {
         for g in &mut self.desired.groups {
             g.paused = false;
         }
-        // The operator demotes the workers promoted during the recovery: one
-        // that leads would leave the swarm without a controller.
+    }
+
+    /// Once faults stop, the operator undoes the hand promotions, as soon as
+    /// the engine lets them: a promoted worker that leads leaves the swarm
+    /// without a controller, so none would heal what blocks its demotion (in
+    /// production a deadlock until someone acts: sim-findings N4). Here the
+    /// operator restarts that engine, which moves the leadership, then
+    /// demotes the promoted workers the engine allows.
+    fn undo_promotions(&mut self) {
         let ft = self.world.settled_fault_tolerance();
-        for node in self.promoted.clone() {
+        if self.world.swarm_exists && !self.world.leader_runs_controller() {
+            self.world.change_leader();
+            self.note("operator: restart the promoted leader's engine".into(), ft);
+        }
+        let in_raft: Vec<String> = self
+            .promoted
+            .iter()
+            .filter(|n| {
+                self.world
+                    .nodes
+                    .get(*n)
+                    .is_some_and(|m| m.node.raft.is_some() && m.out_of_raft_at.is_none())
+            })
+            .cloned()
+            .collect();
+        for node in in_raft {
             if self.world.demote(&node).is_ok() {
                 self.note(format!("operator: demote hand-promoted {node}"), ft);
             }
@@ -333,8 +355,11 @@ impl Runner {
     pub fn run_until(&mut self, deadline: Time) -> Outcome {
         let mut immediate = 0;
         loop {
-            if self.world.now >= self.faults.until && !self.lifted {
-                self.lift_faults();
+            if self.world.now >= self.faults.until {
+                if !self.lifted {
+                    self.lift_faults();
+                }
+                self.undo_promotions();
             }
             let (plan, changed) = self.pass();
             if changed && immediate < 20 {
@@ -631,16 +656,10 @@ impl Runner {
     }
 
     /// A different controller acts from now on (another leader's, or the
-    /// same restarted): a new epoch and empty memory. It may plan its first
-    /// pass with the journal it read before it won the epoch
-    /// (`stale_takeover`): production reads it before campaigning, so the
-    /// deposed controller's last writes can be missing from it.
+    /// same restarted): a new epoch and empty memory.
     fn take_over(&mut self) {
         self.memory = Memory::default();
         self.epoch += 1;
-        if self.world.now < self.faults.until && self.rng.chance(self.faults.stale_takeover) {
-            self.stale_read = Some(self.journal_read.clone());
-        }
     }
 
     /// One controller pass: observe, plan, execute.
@@ -649,8 +668,15 @@ impl Runner {
         let bootstrap = !self.world.swarm_exists;
         if leader_link != self.controller_link && !bootstrap {
             // A different controller acts now: it starts with empty memory.
+            // It may plan its first pass with the journal it read before it
+            // won the epoch (`stale_takeover`): production reads it before
+            // campaigning, so the deposed controller's last writes can be
+            // missing. (A controller restarted after a crash reads after it.)
             self.controller_link = leader_link.clone();
             self.take_over();
+            if self.world.now < self.faults.until && self.rng.chance(self.faults.stale_takeover) {
+                self.stale_read = Some(self.journal_read.clone());
+            }
         }
         let observed = self.world.observe(self.controller_link.clone());
         self.observed_at = self.world.now;
@@ -666,9 +692,12 @@ impl Runner {
             nonce,
         });
         self.passes += 1;
-        self.memory = plan.memory.clone();
-        self.mark_full_groups();
         let can_act = bootstrap || self.world.leader_runs_controller();
+        // With no controller on the leader nobody plans: no timer runs.
+        if can_act {
+            self.memory = plan.memory.clone();
+        }
+        self.mark_full_groups();
         let mut changed = false;
         let faulty = self.world.now < self.faults.until;
         let crash_after = self
@@ -939,8 +968,16 @@ impl Runner {
                     self.finish_provision(&f.action, op, *role);
                     self.acting_for = None;
                 }
-                // Refused while still in the raft: retry, as the shell does.
-                Action::DemoteSelfAndLeave { node, .. } if self.world.leave(node).is_err() => {
+                // Refused while still in the raft: retry, as the shell does
+                // (unless the demote itself was refused: the call failed).
+                Action::DemoteSelfAndLeave { node, .. }
+                    if self
+                        .world
+                        .nodes
+                        .get(node)
+                        .is_some_and(|n| n.out_of_raft_at.is_some() || n.node.raft.is_none())
+                        && self.world.leave(node).is_err() =>
+                {
                     self.inflight.push(InFlight {
                         done_at: now + 500,
                         ..f
