@@ -397,8 +397,10 @@ impl Runner {
                 self.world.next_event(),
                 self.fault_time(),
                 self.paused.as_ref().map(|p| p.resume_at),
-                // A plan observed before faults stopped is no verdict: look again.
-                (self.observed_at < self.faults.until).then_some(self.faults.until),
+                // A plan observed before faults stopped but acted on after
+                // them is no verdict: look again.
+                (self.observed_at < self.faults.until && self.world.now >= self.faults.until)
+                    .then_some(self.world.now),
                 resync,
             ]
             .into_iter()
