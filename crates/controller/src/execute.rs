@@ -1,69 +1,185 @@
-//! Turning a planned side effect into provider and swarm calls.
+//! Turning a planned side effect into provider and swarm calls, each
+//! started only once the store has confirmed, just before, that this
+//! controller's term is still current.
 
 use crate::context::Context;
 use drover_core::model::tags;
 use drover_core::plan::{self, Action, Desired};
 use drover_core::spec::Role;
 use drover_core::template::BootContext;
-use drover_spi::{ProvisionRequest, Secret};
+use drover_spi::{
+    ClusterError, Epoch, InstanceProvider, ProviderError, ProvisionRequest, Secret, Store,
+    StoreError,
+};
+use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A confirmation of the term that took longer than this to arrive is
+/// asked for again: the process may have been stopped (SIGSTOP, a stalled
+/// VM) between the store's answer and reading it, and another controller
+/// may have taken over meanwhile. The monotonic clock runs on while a
+/// process is stopped (SIGSTOP), so such a pause shows here; a VM whose
+/// guest clock stalls with it may not show it (docs/safety.md §5).
+pub(crate) const CONFIRMATION_FRESH: Duration = Duration::from_secs(1);
+
+/// Confirmations asked for before a slow store fails the step (it is
+/// planned again at the next pass).
+const CONFIRMATION_ATTEMPTS: u32 = 3;
+
+/// Why a side effect failed, or was not started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StepError {
+    /// The store did not confirm this controller's term just before the
+    /// call (deposed, or the store could not be asked): nothing was started.
+    #[error("not started: the store did not confirm this controller's term: {0}")]
+    Unconfirmed(#[source] StoreError),
+    /// Every confirmation arrived too late to be trusted: nothing was started.
+    #[error(
+        "not started: the store's confirmation of this controller's term took longer than \
+         {} ms {CONFIRMATION_ATTEMPTS} times running",
+        CONFIRMATION_FRESH.as_millis()
+    )]
+    SlowConfirmation,
+    /// The provider failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The swarm failed or refused.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// Not attempted: something the step needs is not there.
+    #[error("{0}")]
+    Unable(String),
+    /// Cut short: this controller stood down while the step ran.
+    #[error("cancelled: this controller stood down")]
+    Cancelled,
+    /// The step's task panicked.
+    #[error("the step's task failed: {0}")]
+    Panicked(String),
+}
+
+impl StepError {
+    /// The step ended for this controller's term, not for anything in the
+    /// world: it says nothing about the machine or node it was for.
+    pub(crate) fn is_for_the_term(&self) -> bool {
+        matches!(
+            self,
+            StepError::Unconfirmed(_) | StepError::SlowConfirmation | StepError::Cancelled
+        )
+    }
+
+    /// The store named a newer term: this controller was deposed.
+    pub(crate) fn is_deposed(&self) -> bool {
+        matches!(self, StepError::Unconfirmed(StoreError::Fenced { .. }))
+    }
+}
+
+/// The term a side effect runs under.
+pub(crate) struct Term {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) epoch: Epoch,
+}
+
+impl Term {
+    /// The store's word, fresh, that this term is still current.
+    async fn confirm(&self) -> Result<(), StepError> {
+        for _ in 0..CONFIRMATION_ATTEMPTS {
+            let asked = Instant::now();
+            self.store
+                .check_epoch(self.epoch)
+                .await
+                .map_err(StepError::Unconfirmed)?;
+            if asked.elapsed() <= CONFIRMATION_FRESH {
+                return Ok(());
+            }
+            tracing::warn!(
+                epoch = self.epoch,
+                "the store's confirmation of this term came late; asking again"
+            );
+        }
+        Err(StepError::SlowConfirmation)
+    }
+}
 
 /// Runs one side effect to its end (`op_group`: the group of the action's
-/// journaled operation). The error is a sentence for the event log.
+/// journaled operation) under `term`. What the call needs is gathered
+/// first (join material, the orphan's provider); the call itself starts
+/// only after [`Term::confirm`], so the store's last word on this term is
+/// as close to the call as the controller can put it.
 pub(crate) async fn side_effect(
     ctx: &Context,
+    term: &Term,
     desired: &Desired,
     op_group: Option<&str>,
     action: &Action,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let group_provider = |group: &str| {
         let g = desired
             .groups
             .iter()
             .find(|g| g.spec.name == group)
-            .ok_or(format!("group {group} is not declared"))?;
+            .ok_or_else(|| StepError::Unable(format!("group {group} is not declared")))?;
         ctx.providers
             .get(&g.spec.instance.provider)
             .cloned()
-            .ok_or(format!(
-                "no provider `{}` configured",
-                g.spec.instance.provider
-            ))
+            .ok_or_else(|| {
+                StepError::Unable(format!(
+                    "no provider `{}` configured",
+                    g.spec.instance.provider
+                ))
+            })
     };
-    match action {
+    // Built, not started: a future does nothing until awaited.
+    let call: BoxFuture<'_, Result<(), StepError>> = match action {
         Action::Provision { group, .. } => {
             let req = provision_request(ctx, desired, action).await?;
-            group_provider(group)?
-                .provision(req)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            let provider = group_provider(group)?;
+            Box::pin(async move {
+                provider
+                    .provision(req)
+                    .await
+                    .map(|_| ())
+                    .map_err(Into::into)
+            })
         }
         Action::Destroy { instance, .. } => {
-            let group = op_group.ok_or("the operation is not in the journal")?;
+            let group = op_group
+                .ok_or_else(|| StepError::Unable("the operation is not in the journal".into()))?;
             let provider = match group_provider(group) {
                 Ok(p) => p,
                 Err(_) => orphan_provider(ctx, desired, group, instance).await?,
             };
-            provider.destroy(instance).await.map_err(|e| e.to_string())
+            Box::pin(async move { provider.destroy(instance).await.map_err(Into::into) })
         }
-        Action::Drain { node, .. } => ctx.cluster.drain(node).await.map_err(|e| e.to_string()),
-        Action::Demote { node, .. } => ctx.cluster.demote(node).await.map_err(|e| e.to_string()),
-        Action::DemoteSelfAndLeave { node, .. } => ctx
-            .cluster
-            .demote_self_and_leave(node)
-            .await
-            .map_err(|e| e.to_string()),
-        Action::RemoveNode { node, force, .. } => ctx
-            .cluster
-            .remove_node(node, *force)
-            .await
-            .map_err(|e| e.to_string()),
+        Action::Drain { node, .. } => {
+            Box::pin(async move { ctx.cluster.drain(node).await.map_err(Into::into) })
+        }
+        Action::Demote { node, .. } => {
+            Box::pin(async move { ctx.cluster.demote(node).await.map_err(Into::into) })
+        }
+        // Confirmed before the demotion, its first call; from there the
+        // protocol runs to its end (see `Controller::stand_down`).
+        Action::DemoteSelfAndLeave { node, .. } => Box::pin(async move {
+            ctx.cluster
+                .demote_self_and_leave(node)
+                .await
+                .map_err(Into::into)
+        }),
+        Action::RemoveNode { node, force, .. } => Box::pin(async move {
+            ctx.cluster
+                .remove_node(node, *force)
+                .await
+                .map_err(Into::into)
+        }),
         Action::Begin { .. }
         | Action::MarkDone { .. }
         | Action::Complete { .. }
-        | Action::Rollback { .. } => Ok(()),
-    }
+        | Action::Rollback { .. } => return Ok(()),
+    };
+    term.confirm().await?;
+    call.await
 }
 
 /// The provider holding `instance` of undeclared `group` (an orphan): the
@@ -74,23 +190,20 @@ async fn orphan_provider(
     desired: &Desired,
     group: &str,
     instance: &str,
-) -> Result<std::sync::Arc<dyn drover_spi::InstanceProvider>, String> {
+) -> Result<Arc<dyn InstanceProvider>, StepError> {
     let filter = BTreeMap::from([
         (tags::CLUSTER.to_string(), desired.cluster_id.clone()),
         (tags::GROUP.to_string(), group.to_string()),
     ]);
     for provider in ctx.providers.values() {
-        let list = provider
-            .describe(&filter)
-            .await
-            .map_err(|e| e.to_string())?;
+        let list = provider.describe(&filter).await?;
         if list.iter().any(|i| i.id == instance) {
             return Ok(provider.clone());
         }
     }
-    Err(format!(
+    Err(StepError::Unable(format!(
         "no provider lists {instance} with this cluster's id and group {group}"
-    ))
+    )))
 }
 
 /// Everything the provider needs for one new machine. Join material is
@@ -99,7 +212,7 @@ async fn provision_request(
     ctx: &Context,
     desired: &Desired,
     action: &Action,
-) -> Result<ProvisionRequest, String> {
+) -> Result<ProvisionRequest, StepError> {
     let Action::Provision {
         op,
         group,
@@ -108,29 +221,28 @@ async fn provision_request(
         ..
     } = action
     else {
-        return Err("not a provision".into());
+        return Err(StepError::Unable("not a provision".into()));
     };
     let g = desired
         .groups
         .iter()
         .find(|g| g.spec.name == *group)
-        .ok_or(format!("group {group} is not declared"))?;
+        .ok_or_else(|| StepError::Unable(format!("group {group} is not declared")))?;
     let mut boot_env: Vec<(String, Secret)> = Vec::new();
     let (init, join_addr) = if *role == Role::Plain {
         (false, String::new())
     } else {
-        match ctx
-            .cluster
-            .join_material(*role)
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        match ctx.cluster.join_material(*role).await? {
             Some(m) => {
                 boot_env.push(("DROVER_JOIN_TOKEN".into(), m.token));
                 (false, m.addr)
             }
             None if *role == Role::Manager => (true, String::new()),
-            None => return Err("no swarm exists yet for a worker to join".into()),
+            None => {
+                return Err(StepError::Unable(
+                    "no swarm exists yet for a worker to join".into(),
+                ));
+            }
         }
     };
     if let Some(url) = &ctx.store_url {

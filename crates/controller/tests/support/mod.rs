@@ -109,6 +109,18 @@ impl Store for Tapped {
             .commit(expected, spec, provenance, is_rollback)
             .await
     }
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError> {
+        (self.tap)("commit_rollback");
+        self.inner
+            .commit_rollback(epoch, expected, spec, provenance)
+            .await
+    }
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
         (self.tap)("mark_converged");
         self.inner.mark_converged(epoch, rev).await
@@ -132,6 +144,10 @@ impl Store for Tapped {
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         (self.tap)("leader");
         self.inner.leader().await
+    }
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
+        (self.tap)("check_epoch");
+        self.inner.check_epoch(epoch).await
     }
     async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
         (self.tap)("journal");
