@@ -74,10 +74,6 @@ pub struct Faults {
     /// engine's leadership moves away; it resumes 5-40 s later with the
     /// rest of its plan and its old epoch.
     pub paused_controller: f64,
-    /// Probability a controller taking over plans its first pass with the
-    /// journal it read before it won the epoch (missing the deposed one's
-    /// last writes).
-    pub stale_takeover: f64,
     /// Probability a successful describe leaves one machine out.
     pub partial_describe: f64,
     /// Engines restarted without drover's labels, per simulated minute
@@ -180,10 +176,6 @@ pub struct Runner {
     /// The store's epoch: bumped whenever another controller (or the same
     /// one restarted) takes over.
     epoch: u64,
-    /// The journal as the last pass read it (before its own writes).
-    journal_read: Vec<Operation>,
-    /// A stale journal the next pass plans with (`stale_takeover`).
-    stale_read: Option<Vec<Operation>>,
     /// The world as the acting plan observed it, when the real one moved
     /// on before the plan was acted on (the oracle judges against it).
     judge: Option<World>,
@@ -226,8 +218,6 @@ impl Runner {
             memory: Memory::default(),
             controller_link: None,
             epoch: 0,
-            journal_read: Vec::new(),
-            stale_read: None,
             judge: None,
             paused: None,
             promoted: BTreeSet::new(),
@@ -669,26 +659,19 @@ impl Runner {
         let leader_link = self.world.leader_link();
         let bootstrap = !self.world.swarm_exists;
         if leader_link != self.controller_link && !bootstrap {
-            // A different controller acts now: it starts with empty memory.
-            // It may plan its first pass with the journal it read before it
-            // won the epoch (`stale_takeover`): production reads it before
-            // campaigning, so the deposed controller's last writes can be
-            // missing. (A controller restarted after a crash reads after it.)
+            // A different controller acts now: it starts with empty memory
+            // and reads the journal after winning the epoch (as production
+            // does since issue 15), so it sees the deposed one's last writes.
             self.controller_link = leader_link.clone();
             self.take_over();
-            if self.world.now < self.faults.until && self.rng.chance(self.faults.stale_takeover) {
-                self.stale_read = Some(self.journal_read.clone());
-            }
         }
         let observed = self.world.observe(self.controller_link.clone());
         self.observed_at = self.world.now;
-        self.journal_read = self.journal.clone();
-        let read = self.stale_read.take();
         let nonce = self.rng.next_u64();
         let plan = plan::plan(PlanInput {
             desired: &self.desired,
             observed: &observed,
-            journal: read.as_deref().unwrap_or(&self.journal),
+            journal: &self.journal,
             memory: &self.memory,
             now: self.world.now,
             nonce,

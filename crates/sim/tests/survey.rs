@@ -57,7 +57,6 @@ struct FaultMix {
     partitions_per_min: f64,
     stale_observation: f64,
     paused_controller: f64,
-    stale_takeover: f64,
     partial_describe: f64,
     label_losses_per_min: f64,
     hand_promotions_per_min: f64,
@@ -144,7 +143,6 @@ fn run(s: &Schedule) -> Result<(), String> {
         partitions_per_min: f.partitions_per_min,
         stale_observation: f.stale_observation,
         paused_controller: f.paused_controller,
-        stale_takeover: f.stale_takeover,
         partial_describe: f.partial_describe,
         label_losses_per_min: f.label_losses_per_min,
         hand_promotions_per_min: f.hand_promotions_per_min,
@@ -225,7 +223,6 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         knob(1.0),
         knob(0.1),
         knob(0.03),
-        knob(0.5),
         knob(0.1),
         knob(0.5),
         knob(0.3),
@@ -268,11 +265,10 @@ fn schedule() -> impl Strategy<Value = Schedule> {
                 partitions_per_min: u.2,
                 stale_observation: u.3,
                 paused_controller: u.4,
-                stale_takeover: u.5,
-                partial_describe: u.6,
-                label_losses_per_min: u.7,
-                hand_promotions_per_min: u.8,
-                operator_events_per_min: u.9,
+                partial_describe: u.5,
+                label_losses_per_min: u.6,
+                hand_promotions_per_min: u.7,
+                operator_events_per_min: u.8,
             },
         }
     })
@@ -322,9 +318,6 @@ fn survey() {
         }
         if off.contains("stale") {
             s.faults.stale_observation = 0.0;
-        }
-        if off.contains("takeover") {
-            s.faults.stale_takeover = 0.0;
         }
         if off.contains("pause") {
             s.faults.paused_controller = 0.0;
@@ -380,7 +373,6 @@ fn replay() {
         partitions_per_min: f.partitions_per_min,
         stale_observation: f.stale_observation,
         paused_controller: f.paused_controller,
-        stale_takeover: f.stale_takeover,
         partial_describe: f.partial_describe,
         label_losses_per_min: f.label_losses_per_min,
         hand_promotions_per_min: f.hand_promotions_per_min,
