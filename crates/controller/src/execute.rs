@@ -1,6 +1,8 @@
 //! Turning a planned side effect into provider and swarm calls, each
 //! started only once the store has confirmed, just before, that this
-//! controller's term is still current.
+//! controller's term is still current, and each acting only while that
+//! confirmation — a [`Lease`] — has not run out: the provider or engine
+//! checks it immediately before its irreversible operation.
 
 use crate::context::Context;
 use drover_core::model::tags;
@@ -8,25 +10,28 @@ use drover_core::plan::{self, Action, Desired};
 use drover_core::spec::Role;
 use drover_core::template::BootContext;
 use drover_spi::{
-    ClusterError, Epoch, InstanceProvider, ProviderError, ProvisionRequest, Secret, Store,
-    StoreError,
+    ClusterError, Epoch, Fence, InstanceProvider, LeaseExpired, ProviderError, ProvisionRequest,
+    Secret, Store, StoreError,
 };
-use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A confirmation of the term that took longer than this to arrive is
-/// asked for again: the process may have been stopped (SIGSTOP, a stalled
-/// VM) between the store's answer and reading it, and another controller
-/// may have taken over meanwhile. The monotonic clock runs on while a
-/// process is stopped (SIGSTOP), so such a pause shows here; a VM whose
-/// guest clock stalls with it may not show it (docs/safety.md §5).
+/// How long the store's confirmation of the term is good for, from the
+/// moment the store was *asked*: the [`Lease`] it makes expires then, and
+/// a provider or engine call checks it immediately before it acts. A
+/// confirmation that arrives later than this is asked for again. The
+/// process may be stopped (SIGSTOP, a stalled VM) anywhere between asking
+/// and acting, and another controller may take over meanwhile; the
+/// monotonic clock runs on while a process is stopped (SIGSTOP), so such a
+/// pause expires the lease; a VM whose guest clock stalls with it may not
+/// show it (docs/safety.md §5).
 pub(crate) const CONFIRMATION_FRESH: Duration = Duration::from_secs(1);
 
 /// Confirmations asked for before a slow store fails the step (it is
-/// planned again at the next pass).
+/// planned again at the next pass); also how many times a call refused on
+/// an expired lease is started again under a new confirmation.
 const CONFIRMATION_ATTEMPTS: u32 = 3;
 
 /// Why a side effect failed, or was not started.
@@ -43,6 +48,11 @@ pub(crate) enum StepError {
         CONFIRMATION_FRESH.as_millis()
     )]
     SlowConfirmation,
+    /// The provider or engine found the lease on the term expired right
+    /// before it would have acted, every time it was confirmed anew: it
+    /// did nothing.
+    #[error("not done: {0}")]
+    Expired(#[source] LeaseExpired),
     /// The provider failed.
     #[error(transparent)]
     Provider(#[from] ProviderError),
@@ -66,7 +76,10 @@ impl StepError {
     pub(crate) fn is_for_the_term(&self) -> bool {
         matches!(
             self,
-            StepError::Unconfirmed(_) | StepError::SlowConfirmation | StepError::Cancelled
+            StepError::Unconfirmed(_)
+                | StepError::SlowConfirmation
+                | StepError::Expired(_)
+                | StepError::Cancelled
         )
     }
 
@@ -82,9 +95,67 @@ pub(crate) struct Term {
     pub(crate) epoch: Epoch,
 }
 
+/// The store's word that a term is current, good until a monotonic
+/// deadline: [`CONFIRMATION_FRESH`] after the store was asked. Handed to
+/// the provider or engine call as its [`Fence`]; the call checks it
+/// immediately before its irreversible operation and does nothing once it
+/// has run out. It is never extended: a new one is had only by asking the
+/// store again ([`Term::confirm`]).
+///
+/// The deadline is a `tokio::time::Instant`: `std::time::Instant`
+/// (`CLOCK_MONOTONIC`, which runs on while the process is stopped) except
+/// under a test's paused clock.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    op: String,
+    epoch: Epoch,
+    valid_until: Instant,
+}
+
+impl Lease {
+    /// A lease on `epoch` for `op`, valid until `valid_until`.
+    pub(crate) fn new(op: &str, epoch: Epoch, valid_until: Instant) -> Self {
+        Lease {
+            op: op.to_string(),
+            epoch,
+            valid_until,
+        }
+    }
+}
+
+impl Fence for Lease {
+    fn check(&self) -> Result<(), LeaseExpired> {
+        let now = Instant::now();
+        if now <= self.valid_until {
+            tracing::info!(
+                op = %self.op,
+                epoch = self.epoch,
+                left_ms = (self.valid_until - now).as_millis() as u64,
+                "term confirmed"
+            );
+            return Ok(());
+        }
+        let late = now - self.valid_until;
+        tracing::warn!(
+            op = %self.op,
+            epoch = self.epoch,
+            late_ms = late.as_millis() as u64,
+            "the lease on this term expired; not acting"
+        );
+        Err(LeaseExpired(format!(
+            "term {} (operation {}) was confirmed more than {} ms ago ({} ms over)",
+            self.epoch,
+            self.op,
+            CONFIRMATION_FRESH.as_millis(),
+            late.as_millis()
+        )))
+    }
+}
+
 impl Term {
-    /// The store's word, fresh, that this term is still current.
-    async fn confirm(&self) -> Result<(), StepError> {
+    /// The store's word, fresh, that this term is still current, as a
+    /// lease for `op` valid [`CONFIRMATION_FRESH`] from the asking.
+    async fn confirm(&self, op: &str) -> Result<Lease, StepError> {
         for _ in 0..CONFIRMATION_ATTEMPTS {
             let asked = Instant::now();
             self.store
@@ -92,7 +163,7 @@ impl Term {
                 .await
                 .map_err(StepError::Unconfirmed)?;
             if asked.elapsed() <= CONFIRMATION_FRESH {
-                return Ok(());
+                return Ok(Lease::new(op, self.epoch, asked + CONFIRMATION_FRESH));
             }
             tracing::warn!(
                 epoch = self.epoch,
@@ -103,11 +174,63 @@ impl Term {
     }
 }
 
+/// One side effect, with everything its call needs gathered.
+enum Call<'a> {
+    Provision(Arc<dyn InstanceProvider>, Box<ProvisionRequest>),
+    Destroy(Arc<dyn InstanceProvider>, &'a str),
+    Drain(&'a str),
+    Demote(&'a str),
+    HandOver(&'a str),
+    RemoveNode(&'a str, bool),
+}
+
+impl Call<'_> {
+    /// Makes the call under `lease`, which the provider or engine checks
+    /// immediately before it acts.
+    async fn run(&self, ctx: &Context, lease: &Lease) -> Result<(), StepError> {
+        let result = match self {
+            Call::Provision(provider, req) => provider
+                .provision((**req).clone(), lease)
+                .await
+                .map(|_| ())
+                .map_err(Into::into),
+            Call::Destroy(provider, instance) => provider
+                .destroy_fenced(instance, lease)
+                .await
+                .map_err(Into::into),
+            Call::Drain(node) => ctx.cluster.drain(node, lease).await.map_err(Into::into),
+            Call::Demote(node) => ctx.cluster.demote(node, lease).await.map_err(Into::into),
+            // The lease is checked before the demotion, its first call; from
+            // there the protocol runs to its end (see `Controller::stand_down`).
+            Call::HandOver(node) => ctx
+                .cluster
+                .demote_self_and_leave(node, lease)
+                .await
+                .map_err(Into::into),
+            Call::RemoveNode(node, force) => ctx
+                .cluster
+                .remove_node(node, *force, lease)
+                .await
+                .map_err(Into::into),
+        };
+        result.map_err(|e| match e {
+            StepError::Provider(ProviderError::Fenced(e))
+            | StepError::Cluster(ClusterError::Fenced(e)) => StepError::Expired(e),
+            e => e,
+        })
+    }
+}
+
 /// Runs one side effect to its end (`op_group`: the group of the action's
 /// journaled operation) under `term`. What the call needs is gathered
 /// first (join material, the orphan's provider); the call itself starts
-/// only after [`Term::confirm`], so the store's last word on this term is
-/// as close to the call as the controller can put it.
+/// only after [`Term::confirm`], and acts only while the [`Lease`] that
+/// confirmation gives has not run out: the provider or engine checks it
+/// immediately before its irreversible operation (and before each of its
+/// own retries). A call refused on an expired lease did nothing; it is
+/// started again under a new confirmation from the store (at most
+/// [`CONFIRMATION_ATTEMPTS`] times), so a deposed controller finds out it
+/// was deposed and a slow call is not failed for its slowness alone.
 pub(crate) async fn side_effect(
     ctx: &Context,
     term: &Term,
@@ -131,18 +254,10 @@ pub(crate) async fn side_effect(
                 ))
             })
     };
-    // Built, not started: a future does nothing until awaited.
-    let call: BoxFuture<'_, Result<(), StepError>> = match action {
+    let call = match action {
         Action::Provision { group, .. } => {
             let req = provision_request(ctx, desired, action).await?;
-            let provider = group_provider(group)?;
-            Box::pin(async move {
-                provider
-                    .provision(req)
-                    .await
-                    .map(|_| ())
-                    .map_err(Into::into)
-            })
+            Call::Provision(group_provider(group)?, Box::new(req))
         }
         Action::Destroy { instance, .. } => {
             let group = op_group
@@ -151,35 +266,36 @@ pub(crate) async fn side_effect(
                 Ok(p) => p,
                 Err(_) => orphan_provider(ctx, desired, group, instance).await?,
             };
-            Box::pin(async move { provider.destroy(instance).await.map_err(Into::into) })
+            Call::Destroy(provider, instance)
         }
-        Action::Drain { node, .. } => {
-            Box::pin(async move { ctx.cluster.drain(node).await.map_err(Into::into) })
-        }
-        Action::Demote { node, .. } => {
-            Box::pin(async move { ctx.cluster.demote(node).await.map_err(Into::into) })
-        }
-        // Confirmed before the demotion, its first call; from there the
-        // protocol runs to its end (see `Controller::stand_down`).
-        Action::DemoteSelfAndLeave { node, .. } => Box::pin(async move {
-            ctx.cluster
-                .demote_self_and_leave(node)
-                .await
-                .map_err(Into::into)
-        }),
-        Action::RemoveNode { node, force, .. } => Box::pin(async move {
-            ctx.cluster
-                .remove_node(node, *force)
-                .await
-                .map_err(Into::into)
-        }),
+        Action::Drain { node, .. } => Call::Drain(node),
+        Action::Demote { node, .. } => Call::Demote(node),
+        Action::DemoteSelfAndLeave { node, .. } => Call::HandOver(node),
+        Action::RemoveNode { node, force, .. } => Call::RemoveNode(node, *force),
         Action::Begin { .. }
         | Action::MarkDone { .. }
         | Action::Complete { .. }
         | Action::Rollback { .. } => return Ok(()),
     };
-    term.confirm().await?;
-    call.await
+    let op = action.op_id().unwrap_or_default();
+    let mut expired = None;
+    for _ in 0..CONFIRMATION_ATTEMPTS {
+        let lease = term.confirm(op).await?;
+        match call.run(ctx, &lease).await {
+            Err(StepError::Expired(e)) => {
+                tracing::warn!(
+                    op,
+                    epoch = term.epoch,
+                    "the call found its lease expired before it acted; asking the store again"
+                );
+                expired = Some(e);
+            }
+            result => return result,
+        }
+    }
+    Err(StepError::Expired(expired.unwrap_or_else(|| {
+        LeaseExpired("no confirmation was asked for".into())
+    })))
 }
 
 /// The provider holding `instance` of undeclared `group` (an orphan): the
@@ -276,4 +392,31 @@ async fn provision_request(
         boot_context,
         boot_env,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_store::MemStore;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_runs_out_a_second_after_the_store_was_asked() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::default());
+        let epoch = store.campaign("a").await.unwrap();
+        let term = Term { store, epoch };
+        let lease = term.confirm("op-1").await.unwrap();
+        assert!(lease.check().is_ok());
+        tokio::time::sleep(CONFIRMATION_FRESH - Duration::from_millis(1)).await;
+        assert!(lease.check().is_ok(), "expired before its time");
+        // A stop (SIGSTOP) between the confirmation and the act.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let e = lease.check().expect_err("acting on an expired lease");
+        assert!(e.to_string().contains("op-1"), "{e}");
+        // A new lease only from the store: a deposed term gets none.
+        term.store.campaign("b").await.unwrap();
+        assert!(matches!(
+            term.confirm("op-1").await,
+            Err(e) if e.is_deposed()
+        ));
+    }
 }

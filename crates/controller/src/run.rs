@@ -9,6 +9,7 @@ use crate::takeover;
 use drover_core::journal::Intent;
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
+use drover_core::spec::validate_commit;
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
@@ -87,6 +88,10 @@ pub struct Controller {
     refused: Option<String>,
     /// Groups reported blocked, with the reason last recorded as an event.
     blocked: BTreeMap<String, String>,
+    /// Groups whose automatic rollback this pass refused to commit (the
+    /// spec it would commit is not valid: `validate_commit`), with why:
+    /// reported blocked for as long as the planner asks for it.
+    rollback_refused: BTreeMap<String, String>,
     /// Where passes, steps and API calls are counted, when served.
     metrics: Option<Metrics>,
     /// Extra time every pass spends: see [`Controller::with_pass_delay`].
@@ -125,6 +130,7 @@ impl Controller {
             last_beat: None,
             refused: None,
             blocked: BTreeMap::new(),
+            rollback_refused: BTreeMap::new(),
             metrics: None,
             pass_delay: Duration::ZERO,
             watching: tokio::sync::watch::Sender::new(false),
@@ -553,7 +559,7 @@ impl Controller {
             }
         };
         let nonce = RandomState::new().hash_one(self.passes);
-        let plan = plan::plan(PlanInput {
+        let mut plan = plan::plan(PlanInput {
             desired: &stored.desired,
             observed: &observed,
             journal: &stored.journal,
@@ -562,8 +568,17 @@ impl Controller {
             nonce,
         });
         self.memory = plan.memory.clone();
+        let acted = self.act(&stored, &plan, epoch).await;
+        // After acting: a refused rollback blocks its group in this very
+        // pass's status and events.
+        for (group, why) in &self.rollback_refused {
+            if let Some(g) = plan.groups.iter_mut().find(|g| g.name == *group) {
+                g.phase = Phase::Blocked;
+                g.reason = Some(why.clone());
+            }
+        }
         self.blocked_events(&plan).await;
-        let progressed = match self.act(&stored, &plan, epoch).await {
+        let progressed = match acted {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
                 self.fenced = true;
@@ -647,6 +662,7 @@ impl Controller {
     ) -> Result<bool, StoreError> {
         let mut journal = stored.journal.clone();
         let mut progressed = false;
+        self.rollback_refused.clear();
         for action in &plan.actions {
             if self.epoch != Some(epoch) {
                 // Fenced mid-plan (an event write was refused): act no further.
@@ -794,7 +810,11 @@ impl Controller {
 
     /// Commits the last converged revision's spec of `group` as a rollback,
     /// fenced by `epoch`: a deposed controller's rollback is refused by the
-    /// store like any other write of its term.
+    /// store like any other write of its term. The spec it would commit
+    /// passes the one rule of every commit (`validate_commit`) or is never
+    /// committed: a converged revision stored by an older drover, or one
+    /// whose group no longer fits beside the current others, blocks the
+    /// group with the reason instead (an operator decides, with `apply`).
     async fn rollback(
         &mut self,
         stored: &Stored,
@@ -815,6 +835,20 @@ impl Controller {
         if let Some(g) = spec.groups.iter_mut().find(|g| g.name == group) {
             *g = old.clone();
         }
+        let target = target.map_or(0, |r| r.rev);
+        let spec = match validate_commit(Some(&stored.revision.spec), spec) {
+            Ok(spec) => spec,
+            Err(refused) => {
+                let why = format!(
+                    "automatic rollback to revision {target} refused, nothing committed ({refused}); fix {group} with drover apply. It was asked for because: {reason}"
+                );
+                if self.blocked.get(group) != Some(&why) {
+                    tracing::warn!(group, %why, "automatic rollback refused");
+                }
+                self.rollback_refused.insert(group.to_string(), why);
+                return Ok(());
+            }
+        };
         let provenance = Provenance {
             who: format!("controller {}", self.ctx.identity),
             at_ms: wall_ms(),
@@ -823,7 +857,7 @@ impl Controller {
         match self
             .ctx
             .store
-            .commit_rollback(epoch, stored.revision.rev, &spec, provenance)
+            .commit_rollback(epoch, stored.revision.rev, spec.spec(), provenance)
             .await
         {
             Ok(rev) => {
@@ -994,20 +1028,33 @@ mod tests {
         async fn observe(&self) -> SwarmView {
             SwarmView::Absent
         }
-        async fn drain(&self, _: &str) -> Result<(), ClusterError> {
+        async fn drain(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
             self.release.notified().await;
             self.drained.store(true, Ordering::SeqCst);
             Ok(())
         }
-        async fn demote(&self, _: &str) -> Result<(), ClusterError> {
+        async fn demote(
+            &self,
+            _: &str,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
             Ok(())
         }
-        async fn demote_self_and_leave(&self, _: &str) -> Result<(), ClusterError> {
+        async fn demote_self_and_leave(
+            &self,
+            _: &str,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
             self.release.notified().await;
             self.left.store(true, Ordering::SeqCst);
             Ok(())
         }
-        async fn remove_node(&self, _: &str, _: bool) -> Result<(), ClusterError> {
+        async fn remove_node(
+            &self,
+            _: &str,
+            _: bool,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
             Ok(())
         }
         async fn join_material(&self, _: Role) -> Result<Option<JoinMaterial>, ClusterError> {

@@ -10,6 +10,8 @@
 //!   check, fresh, refuses it;
 //! - deposed while a side effect runs: standing down cancels it;
 //! - deposed right before its automatic rollback: the store refuses it;
+//! - asked for an automatic rollback to a spec that is not valid (stored
+//!   by an older drover): it commits nothing and blocks the group;
 //! - taking over while the controller it deposes still writes: it plans
 //!   with what that one wrote up to its last refused write.
 
@@ -32,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use support::{Running, sim_context, who};
+use support::{ProvisionHook, Provisioning, Running, sim_context, who};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -285,7 +287,11 @@ struct Hanging {
 
 #[async_trait]
 impl InstanceProvider for Hanging {
-    async fn provision(&self, _: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        _: ProvisionRequest,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         self.provisions.fetch_add(1, Ordering::SeqCst);
         let Some(takes) = self.takes else {
             return std::future::pending().await;
@@ -294,13 +300,22 @@ impl InstanceProvider for Hanging {
         self.provisioned.fetch_add(1, Ordering::SeqCst);
         Ok("i-slow".into())
     }
-    async fn destroy(&self, _: &str) -> Result<(), ProviderError> {
+    async fn destroy_fenced(
+        &self,
+        _: &str,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
     async fn describe(&self, _: &BTreeMap<String, String>) -> Result<Vec<Instance>, ProviderError> {
         Ok(vec![])
     }
-    async fn label(&self, _: &str, _: &BTreeMap<String, String>) -> Result<(), ProviderError> {
+    async fn label(
+        &self,
+        _: &str,
+        _: &BTreeMap<String, String>,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
 }
@@ -380,17 +395,26 @@ impl Cluster for Stalling {
     async fn observe(&self) -> SwarmView {
         self.cloud.observe().await
     }
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.drain(node).await
+    async fn drain(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.drain(node, fence).await
     }
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.demote(node).await
+    async fn demote(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.demote(node, fence).await
     }
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.demote_self_and_leave(node).await
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        self.cloud.demote_self_and_leave(node, fence).await
     }
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
-        self.cloud.remove_node(node, force).await
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        self.cloud.remove_node(node, force, fence).await
     }
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         tokio::time::sleep(self.stall).await;
@@ -460,6 +484,64 @@ async fn a_controller_stopped_after_the_store_confirmed_its_term_asks_again() {
     );
 }
 
+/// A provider over the simulated cloud whose process is stopped (SIGSTOP)
+/// for 30 s right after the store confirmed its term and the call began,
+/// before the call acts; another controller takes over meanwhile. Then the
+/// call goes on to the cloud, which checks the lease as any provider must.
+struct StoppedInTheCall {
+    store: Arc<Faulty>,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl ProvisionHook for StoppedInTheCall {
+    async fn provision(
+        &self,
+        cloud: &SimCloud,
+        req: ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            self.store.usurper().await;
+        }
+        cloud.provision(req, fence).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_stopped_between_the_confirmation_and_the_act_does_nothing() {
+    let cloud = SimCloud::new(World::new(1, Timings::default()));
+    let store = faulty(&one_manager()).await;
+    let provider = Arc::new(Provisioning {
+        cloud: cloud.clone(),
+        hook: StoppedInTheCall {
+            store: store.clone(),
+            calls: AtomicUsize::new(0),
+        },
+    });
+    let mut a = Controller::new(context(&cloud, &store, provider.clone(), "a"));
+    provisioning_pass(&mut a).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        store.inner.leader().await.unwrap().map(|l| l.1).as_deref(),
+        Some("usurper"),
+        "nobody took over, the test proves nothing"
+    );
+    assert!(
+        provider.hook.calls.load(Ordering::SeqCst) >= 1,
+        "the provision was never called, the test proves nothing"
+    );
+    assert!(
+        cloud.world().instances.is_empty(),
+        "the deposed controller's provision reached the cloud after its pause: {:?}",
+        cloud.world().instances.keys().collect::<Vec<_>>()
+    );
+    // It found out it was deposed when it asked the store again.
+    a.pass().await.unwrap();
+    assert!(cloud.world().instances.is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn standing_down_cancels_the_side_effects_it_started() {
     let cloud = SimCloud::new(World::new(1, Timings::default()));
@@ -490,38 +572,25 @@ async fn standing_down_cancels_the_side_effects_it_started() {
 
 /// A provider over the simulated cloud whose machines of `image: v2` never
 /// join the swarm.
-struct V2NeverJoins {
-    cloud: SimCloud,
-}
+struct V2NeverJoins;
 
 #[async_trait]
-impl InstanceProvider for V2NeverJoins {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+impl ProvisionHook for V2NeverJoins {
+    async fn provision(
+        &self,
+        cloud: &SimCloud,
+        req: ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         if req.properties["image"] != "v2" {
-            return self.cloud.provision(req).await;
+            return cloud.provision(req, fence).await;
         }
         let role = if req.boot_context.role == "manager" {
             Role::Manager
         } else {
             Role::Worker
         };
-        Ok(self.cloud.world().provision(req.tags, role, true))
-    }
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
-        self.cloud.destroy(instance).await
-    }
-    async fn describe(
-        &self,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        self.cloud.describe(tags).await
-    }
-    async fn label(
-        &self,
-        instance: &str,
-        labels: &BTreeMap<String, String>,
-    ) -> Result<(), ProviderError> {
-        self.cloud.label(instance, labels).await
+        Ok(cloud.world().provision(req.tags, role, true))
     }
 }
 
@@ -556,8 +625,9 @@ async fn a_deposed_controllers_rollback_is_refused() {
         )
     };
     let store = faulty(&spec("v1")).await;
-    let provider = Arc::new(V2NeverJoins {
+    let provider = Arc::new(Provisioning {
         cloud: cloud.clone(),
+        hook: V2NeverJoins,
     });
     let mut a = Controller::new(context(&cloud, &store, provider, "a"));
     passes_until(&mut a, async |_| {
@@ -585,6 +655,84 @@ async fn a_deposed_controllers_rollback_is_refused() {
         "a deposed controller's rollback was committed: {history:#?}"
     );
     assert!(history.iter().all(|r| !r.is_rollback), "{history:#?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_automatic_rollback_to_an_invalid_spec_is_never_committed() {
+    let cloud = SimCloud::new(World::new(5, Timings::default()));
+    let spec = |workers_image: &str| {
+        let text = format!(
+            "groups:
+- name: managers
+  role: manager
+  allocation: {{size: 1}}
+  instance: {{provider: sim, properties: {{image: v1}}}}
+- name: workers
+  role: worker
+  allocation: {{size: 2}}
+  instance: {{provider: sim, properties: {{image: {workers_image}}}}}
+  update: {{on_failure: rollback, step_timeout: 1m}}
+"
+        );
+        parse_str(&text).spec.unwrap()
+    };
+    // Revision 1 as an older drover stored it: a reserved engine label.
+    let store = Arc::new(Faulty::default());
+    store.init_cluster("c1").await.unwrap();
+    let mut v1 = spec("v1");
+    v1.groups[1]
+        .flavor
+        .engine_labels
+        .insert("drover.tier".into(), "web".into());
+    store.commit(0, &v1, who(), false).await.unwrap();
+    let provider = Arc::new(Provisioning {
+        cloud: cloud.clone(),
+        hook: V2NeverJoins,
+    });
+    let mut a = Controller::new(context(&cloud, &store, provider, "a"));
+    passes_until(&mut a, async |_| {
+        store.history().await.unwrap().iter().any(|r| r.converged)
+    })
+    .await;
+
+    // The roll to v2 times out into an automatic rollback to revision 1.
+    let rev2 = store.commit(1, &spec("v2"), who(), false).await.unwrap();
+    let mut reason = String::new();
+    passes_until(&mut a, async |r| {
+        let workers = r
+            .plan
+            .as_ref()
+            .and_then(|p| p.groups.iter().find(|g| g.name == "workers"));
+        match workers {
+            Some(g) if g.phase == drover_core::plan::Phase::Blocked => {
+                reason = g.reason.clone().unwrap_or_default();
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    for want in [
+        "automatic rollback to revision 1 refused",
+        "groups[1].flavor.engine_labels.drover.tier (group workers): labels starting with `drover.` are reserved",
+        "exceeded step_timeout",
+    ] {
+        assert!(reason.contains(want), "`{want}` not in: {reason}");
+    }
+    let history = store.inner.history().await.unwrap();
+    assert_eq!(
+        store.inner.desired().await.unwrap().map(|r| r.rev),
+        Some(rev2),
+        "an invalid rollback was committed: {history:#?}"
+    );
+    assert!(history.iter().all(|r| !r.is_rollback), "{history:#?}");
+    let events = store.inner.events(0).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.action == "blocked"
+            && e.group.as_deref() == Some("workers")
+            && e.reason == reason),
+        "{events:#?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -119,9 +119,12 @@ async fn serve(listener: UnixListener, swarm: Arc<Mutex<Swarm>>) {
     }
 }
 
-#[tokio::test]
-async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race() {
-    let dir = tempfile::tempdir().unwrap();
+/// An engine client to a fake engine in `dir` whose manager node `n1`
+/// (version 10) is changed by another writer once, between a read and
+/// the update; the fake's state and its server task.
+async fn racing_engine(
+    dir: &tempfile::TempDir,
+) -> (Engine, Arc<Mutex<Swarm>>, tokio::task::JoinHandle<()>) {
     let socket = dir.path().join("docker.sock");
     let swarm = Arc::new(Mutex::new(Swarm {
         version: 10,
@@ -131,8 +134,15 @@ async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race(
     }));
     let server = tokio::spawn(serve(UnixListener::bind(&socket).unwrap(), swarm.clone()));
     let engine = Engine::connect(socket.to_str().unwrap()).await.unwrap();
+    (engine, swarm, server)
+}
 
-    engine.demote("n1").await.unwrap();
+#[tokio::test]
+async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, swarm, server) = racing_engine(&dir).await;
+
+    engine.demote("n1", &drover_spi::Unfenced).await.unwrap();
 
     let s = swarm.lock().unwrap();
     let sent: Vec<u64> = s.updates.iter().map(|(v, _)| *v).collect();
@@ -148,5 +158,45 @@ async fn a_node_update_is_sent_with_the_version_just_read_and_retried_on_a_race(
         json!({"mine": "x", "other": "1"}),
         "the other writer's change was overwritten by a stale copy"
     );
+    server.abort();
+}
+
+/// A lease that runs out after `passes` checks (a controller stopped
+/// between two attempts of a node update).
+struct Runs {
+    passes: Mutex<u32>,
+}
+
+impl drover_spi::Fence for Runs {
+    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
+        let mut left = self.passes.lock().unwrap();
+        if *left == 0 {
+            return Err(drover_spi::LeaseExpired("expired in the test".into()));
+        }
+        *left -= 1;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_the_lease_ran_out_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, swarm, server) = racing_engine(&dir).await;
+
+    // The first attempt is checked and sent (and refused, out of sequence);
+    // the lease runs out before the retry.
+    let fence = Runs {
+        passes: Mutex::new(1),
+    };
+    let e = engine
+        .demote("n1", &fence)
+        .await
+        .expect_err("a retry past its lease");
+    assert!(matches!(e, drover_engine::EngineError::Fenced(_)), "{e}");
+    let s = swarm.lock().unwrap();
+    let sent: Vec<u64> = s.updates.iter().map(|(v, _)| *v).collect();
+    assert_eq!(sent, vec![10], "an update was sent after the lease ran out");
+    assert_eq!(s.spec["Role"], "manager");
+    drop(s);
     server.abort();
 }
