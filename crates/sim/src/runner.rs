@@ -30,7 +30,7 @@
 use crate::oracle;
 use crate::rng::Rng;
 use crate::world::{Timings, World};
-use drover_core::journal::Operation;
+use drover_core::journal::{Intent, Operation};
 use drover_core::model::{Time, tags};
 use drover_core::plan::{self, Action, Desired, DesiredGroup, Memory, Phase, Plan, PlanInput};
 use drover_core::spec::Role;
@@ -297,11 +297,31 @@ impl Runner {
     /// the engine lets them: a promoted worker that leads leaves the swarm
     /// without a controller, so none would heal what blocks its demotion (in
     /// production a deadlock until someone acts: sim-findings N4). Here the
-    /// operator restarts that engine, which moves the leadership, then
-    /// demotes the promoted workers the engine allows.
+    /// operator starts the stopped machines of raft members (the engine
+    /// refuses a demotion that would lose the quorum while they are down),
+    /// restarts the promoted leader's engine, which moves the leadership,
+    /// then demotes the promoted workers the engine allows.
     fn undo_promotions(&mut self) {
         let ft = self.world.settled_fault_tolerance();
         if self.world.swarm_exists && !self.world.leader_runs_controller() {
+            let stopped: Vec<String> = self
+                .world
+                .instances
+                .iter()
+                .filter(|(_, i)| !i.inst.running)
+                .filter(|(_, i)| {
+                    let node = i.node.as_ref().and_then(|n| self.world.nodes.get(n));
+                    node.is_some_and(|n| n.node.raft.is_some() && !n.engine_alive)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in stopped {
+                self.world.restart(&id);
+                self.note(
+                    format!("operator: start stopped raft member machine {id}"),
+                    ft,
+                );
+            }
             self.world.change_leader();
             self.note("operator: restart the promoted leader's engine".into(), ft);
         }
@@ -838,6 +858,12 @@ impl Runner {
                     .any(|f| f.op == op && f.epoch == self.epoch)
                 {
                     return Some(false);
+                }
+                // The intent, as the controller journals it just before
+                // the side effect.
+                let journaled = self.journal.iter_mut().find(|o| o.id == op);
+                if let (Some(o), Some(step)) = (journaled, action.step()) {
+                    o.intent = Some(Intent { step, epoch });
                 }
                 self.acting_for = self
                     .journal

@@ -588,6 +588,20 @@ impl World {
         self.advance(self.now);
     }
 
+    /// Starts a stopped machine again (the operator's hand): its engine
+    /// comes back with its node, which rejoins the raft if it was a member.
+    pub fn restart(&mut self, id: &str) {
+        if let Some(i) = self.instances.get_mut(id) {
+            i.inst.running = true;
+            if let Some(n) = i.node.clone().and_then(|n| self.nodes.get_mut(&n)) {
+                n.engine_alive = true;
+                n.down = false;
+                n.down_at = None;
+            }
+        }
+        self.advance(self.now);
+    }
+
     /// Cuts manager `node` off from the other managers until `until` (a
     /// fault): raft counts it unreachable (a leader steps down and the rest
     /// elect one) while its engine lives and its status still reads Ready.

@@ -3,16 +3,22 @@
 //! Every voluntary manager step passes through here, computed worst-case
 //! (the replacement never joins) as the design brief's safety contract says.
 
+use super::Action;
 use super::group::Planner;
 use super::view::Member;
-use crate::journal::Operation;
+use crate::journal::{Operation, Step};
 use crate::model::Node;
 use crate::quorum;
 use crate::spec::Role;
 
 impl Planner<'_> {
-    /// `op`, of a group declaring workers, works on a raft member
-    /// (promoted by hand): it changes the raft like a manager operation.
+    /// `op`, of a group declaring workers, is changing the raft like a
+    /// manager operation: its victim is a raft member (promoted by hand) and
+    /// its demotion started (its intent, or a demote planned in this pass).
+    /// Until then it has touched nothing in the raft and waits at the gate
+    /// like any other: a heal goes first (a manager operation that has
+    /// disrupted nothing steps aside the same way), or the two wait on each
+    /// other for ever.
     pub(crate) fn removes_raft_member(&self, op: &Operation) -> bool {
         op.role == Role::Worker
             && !self.promoted.is_empty()
@@ -22,6 +28,11 @@ impl Planner<'_> {
                         || (v.link.is_some() && v.link == n.link)
                 })
             })
+            && (op.intent.as_ref().is_some_and(|i| i.step == Step::Demote)
+                || self
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, Action::Demote { op: id, .. } if *id == op.id)))
     }
 
     /// Why `inst`, a member of a `role` group, may not be taken out of

@@ -496,10 +496,22 @@ impl<'a> Planner<'a> {
         // partial: eventual consistency): adding one for "its" slot could
         // make a second machine for it. A node whose machine is really gone
         // turns Down within ~15 s.
-        let unlisted = stale
-            .iter()
-            .copied()
-            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable));
+        // The same holds for a live raft member of this cluster that no
+        // listed machine carries and that carries no link at all (its engine
+        // lost drover's labels): it may be the member of the very slot that
+        // reads empty, so no manager is added while it is unmatched.
+        let alive =
+            |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
+        let unlisted = stale.iter().copied().find(alive).or_else(|| {
+            is_manager
+                .then(|| {
+                    self.unmatched
+                        .iter()
+                        .copied()
+                        .find(|n| n.link.is_none() && alive(n))
+                })
+                .flatten()
+        });
         self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
@@ -511,7 +523,10 @@ impl<'a> Planner<'a> {
             if let Some(n) = unlisted {
                 self.wait(
                     &name,
-                    format!("node {} (link {}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down", n.id, n.link.as_deref().unwrap_or_default()),
+                    match &n.link {
+                        Some(link) => format!("node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down", n.id),
+                        None => format!("raft member {} is live but carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back, it is Down, or it is demoted (docker node demote {})", n.id, n.id),
+                    },
                 );
                 break;
             }
@@ -810,7 +825,7 @@ impl<'a> Planner<'a> {
     /// describe) may be outdated too: the leader waits until it is matched.
     /// A member with no cluster label may be a manager drover never made,
     /// which would hold the leader for ever.
-    fn manager_before_leader(&self, leader: &str) -> Option<String> {
+    pub(crate) fn manager_before_leader(&self, leader: &str) -> Option<String> {
         let cluster = self.input.desired.cluster_id.as_str();
         if let Some(n) = self
             .unmatched
@@ -823,6 +838,7 @@ impl<'a> Planner<'a> {
             ));
         }
         let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
+        let requested = |i: &Member<'_>| self.input.desired.replace.contains(&i.id);
         self.views
             .iter()
             .filter(|v| v.d.spec.role == Role::Manager || !self.promoted.is_empty())
@@ -831,11 +847,11 @@ impl<'a> Planner<'a> {
                 (Err(_), _) => None,
                 (Ok(members), Role::Manager) => members
                     .iter()
-                    .find(|i| i.id != leader && !(i.current() && i.healthy()))
+                    .find(|i| i.id != leader && !(i.current() && i.healthy() && !requested(i)))
                     .map(|i| i.id.clone()),
                 (Ok(members), _) => members
                     .iter()
-                    .find(|i| in_raft(i) && !i.current())
+                    .find(|i| in_raft(i) && !(i.current() && !requested(i)))
                     .map(|i| i.id.clone()),
             })
     }

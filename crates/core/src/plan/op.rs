@@ -220,7 +220,6 @@ impl<'a> Planner<'a> {
         } = *subjects;
         let victim_inst = victim_inst.as_ref();
         let d = view.d;
-        let owned = view.described.as_ref().expect("checked by advance");
         let victim = op.victim.as_ref();
         let vlink = victim.and_then(|v| v.link.as_deref());
         match step {
@@ -368,19 +367,8 @@ impl<'a> Planner<'a> {
                 if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
                     return StepState::Abandon(why);
                 }
-                let others_outdated = owned.iter().any(|i| {
-                    i.link() != vlink
-                        && i.link() != Some(op.id.as_str())
-                        && i.config() != Some(d.hash.as_str())
-                });
-                if n.raft.as_ref().is_some_and(|r| r.leader) && others_outdated {
-                    // Leadership moved onto the victim after the op was
-                    // written. Nothing was disrupted yet and the leader goes
-                    // last, so drop this op.
-                    return StepState::Abandon(format!(
-                        "node {} became the leader before its demotion; it will go last",
-                        n.id
-                    ));
+                if let Some(why) = self.leader_goes_last(op, step, n, victim_inst) {
+                    return why;
                 }
                 match self.removal_gate(Some(n), Some(&op.id)) {
                     Some(no) if undisrupted(op, step) => {
@@ -415,6 +403,9 @@ impl<'a> Planner<'a> {
                     return StepState::Abandon(why);
                 }
                 if self.world.is_self(vlink) {
+                    if let Some(why) = self.leader_goes_last(op, step, n, victim_inst) {
+                        return why;
+                    }
                     let gate = n
                         .manager_role
                         .then(|| self.healthy_manager_gate(Some(&op.id), Some(n)));
@@ -550,6 +541,33 @@ impl<'a> Planner<'a> {
         n.raft
             .is_some()
             .then(|| wait_for(move || format!("waiting for node {} to leave the raft", n.id)))
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// The leader's (or this controller's own) demotion, when another raft
+    /// member still has to be rolled first (not current and healthy, asked
+    /// to be replaced, held, or unmatched): leadership moved onto the victim
+    /// after the op was written, or the other member's state changed since
+    /// (an operator's replace request arrived). Nothing was disrupted yet
+    /// and the leader goes last, so the op steps aside.
+    fn leader_goes_last<'o>(
+        &self,
+        op: &Operation,
+        step: Step,
+        n: &Node,
+        victim: Option<&Member<'_>>,
+    ) -> Option<StepState<'o>> {
+        let leads = n.raft.as_ref().is_some_and(|r| r.leader);
+        let victim = victim?;
+        if !(leads || self.world.is_self(victim.link())) || !undisrupted(op, step) {
+            return None;
+        }
+        let other = self.manager_before_leader(&victim.id)?;
+        Some(StepState::Abandon(format!(
+            "node {} leads and {other} is not current and healthy yet: the leader goes last",
+            n.id
+        )))
     }
 }
 
