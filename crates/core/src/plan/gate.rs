@@ -148,18 +148,8 @@ impl Planner<'_> {
         if let Some(why) = &self.manager_trouble {
             return Some(why.clone());
         }
-        if self.world.reachable < self.world.members {
-            return Some(format!(
-                "{} of {} raft members are unreachable: heal first",
-                self.world.members - self.world.reachable,
-                self.world.members
-            ));
-        }
-        if self.world.members < self.desired_managers {
-            return Some(format!(
-                "the raft has {} members, fewer than the {} declared: no disruption until it is whole",
-                self.world.members, self.desired_managers
-            ));
+        if let Some(why) = self.heal_first() {
+            return Some(why);
         }
         let after = quorum::ft_after_removing_healthy(self.world.members, self.world.reachable);
         if after < 0 {
@@ -169,6 +159,24 @@ impl Planner<'_> {
             ));
         }
         None
+    }
+
+    /// Why no healthy member may be disrupted (heal first): a raft member is
+    /// unreachable, or the raft is short of its declared size.
+    pub(crate) fn heal_first(&self) -> Option<String> {
+        if self.world.reachable < self.world.members {
+            return Some(format!(
+                "{} of {} raft members are unreachable: heal first",
+                self.world.members - self.world.reachable,
+                self.world.members
+            ));
+        }
+        (self.world.members < self.desired_managers).then(|| {
+            format!(
+                "the raft has {} members, fewer than the {} declared: no disruption until it is whole",
+                self.world.members, self.desired_managers
+            )
+        })
     }
 
     /// Why an unreachable manager may not be demoted now. Demoting it raises

@@ -824,14 +824,25 @@ impl<'a> Planner<'a> {
     /// A raft member of this cluster no listed machine carries (a partial
     /// describe) may be outdated too: the leader waits until it is matched.
     /// A member with no cluster label may be a manager drover never made,
-    /// which would hold the leader for ever.
+    /// which would hold the leader for ever: it holds the leader only while
+    /// a running machine of ours has no node (an engine that lost drover's
+    /// labels: that member may be it).
     pub(crate) fn manager_before_leader(&self, leader: &str) -> Option<String> {
         let cluster = self.input.desired.cluster_id.as_str();
-        if let Some(n) = self
-            .unmatched
-            .iter()
-            .find(|n| n.cluster.as_deref() == Some(cluster))
-        {
+        // A member with no cluster label is one of ours only if some running
+        // machine of ours has no node (its engine lost drover's labels).
+        let node_less = || {
+            self.views.iter().any(|v| {
+                v.described.as_ref().is_ok_and(|m| {
+                    m.iter()
+                        .any(|i| i.running && i.node.is_none() && i.id != leader)
+                })
+            })
+        };
+        if let Some(n) = self.unmatched.iter().find(|n| match n.cluster.as_deref() {
+            Some(c) => c == cluster,
+            None => node_less(),
+        }) {
             return Some(format!(
                 "raft member {} (no listed machine carries it)",
                 n.id
@@ -893,9 +904,17 @@ impl<'a> Planner<'a> {
         if d.spec.role == Role::Manager {
             // A surge roll adds first; its demotion is gated when it comes.
             let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
+            // A surge adds first and demotes after; its demotion of a
+            // reachable member will wait for heal-first, so the addition
+            // does too (else each try adds a member, then steps aside).
+            let reachable = inst
+                .node
+                .and_then(|n| n.raft.as_ref())
+                .is_some_and(|r| r.reachable);
             let gate = if surge {
                 self.unreachable_manager_gate(None, None)
                     .or_else(|| self.manager_trouble.clone())
+                    .or_else(|| reachable.then(|| self.heal_first()).flatten())
                     .or_else(|| self.add_manager_gate())
                     .or_else(|| {
                         inst.node

@@ -523,9 +523,15 @@ impl<'a> Planner<'a> {
         if op.role == Role::Plain {
             return None;
         }
-        let Some(n) = node else {
-            let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
-            return self.unmatched_member(id, link).map(StepState::Fail);
+        let n = match node {
+            Some(n) if n.in_raft() || n.state != NodeState::Down => n,
+            // No node, or a Down one out of the raft: a Down node under the
+            // machine's link can be an older incarnation while the running
+            // engine, having lost drover's labels, is an unmatched member.
+            _ => {
+                let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
+                return self.unmatched_member(id, link).map(StepState::Fail);
+            }
         };
         if n.manager_role {
             return Some(match self.removal_gate(Some(n), Some(&op.id)) {
