@@ -564,3 +564,157 @@ fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
     let p = c.at(0);
     assert!(demotes(&p, "n-m1"), "{}", describe(&p));
 }
+
+// ------------------------------------------- simulator findings, second round
+
+fn adds_manager(p: &Plan) -> bool {
+    has(
+        p,
+        |a| matches!(a, Action::Provision { group, .. } if group == MANAGERS),
+    )
+}
+
+/// N7: a partial describe leaves out the machine of a raft member whose
+/// engine lost drover's labels: its slot reads empty, and nothing says the
+/// member is still there but the unlabelled live node.
+#[test]
+fn no_manager_is_added_while_a_live_raft_member_carries_no_labels() {
+    let mut c = manager_lost_its_labels();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let p = c.at(0);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("raft member n-m3 is live but carries no drover.link"),
+        "{}",
+        describe(&p)
+    );
+    // Down and out of reach: no longer "live"; now the add-manager gate
+    // speaks (an unreachable member drover cannot heal), with what to do.
+    let n = c.nodes().iter_mut().find(|n| n.id == "n-m3").expect("n-m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("docker node demote n-m3"),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// N9: a promoted worker's roll waiting to demote it has touched nothing in
+/// the raft; a crashed manager's heal goes first instead of both waiting on
+/// each other for ever.
+#[test]
+fn a_crashed_manager_is_healed_while_a_promoted_workers_roll_waits_to_demote_it() {
+    let mut c = promoted_worker();
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    c.journal.push(ops[0].clone());
+    c.instances(MANAGERS)
+        .iter_mut()
+        .find(|i| i.link() == Some("m3"))
+        .expect("m3")
+        .running = false;
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-w1"), "{}", describe(&p));
+    let heals: Vec<&str> = begins(&p, MANAGERS)
+        .iter()
+        .filter(|o| o.kind == OpKind::Heal)
+        .map(|o| victim_link(o))
+        .collect();
+    assert_eq!(heals, ["m3"], "{}", describe(&p));
+}
+
+/// Once the promoted worker's demotion started, it is a raft change in
+/// flight: nothing else changes the raft until it is over.
+#[test]
+fn a_promoted_workers_started_demotion_holds_other_manager_changes() {
+    let mut c = promoted_worker();
+    let p = c.at(0);
+    let mut op = begins(&p, WORKERS)[0].clone();
+    op.intent = Some(crate::journal::Intent {
+        step: Step::Demote,
+        epoch: 1,
+    });
+    c.journal.push(op);
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(SEC);
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+    assert!(!demotes(&p, "n-m2"), "{}", describe(&p));
+}
+
+/// A replace request for another member arriving while the leader's own
+/// roll waits to demote it: the leader's op steps aside (nothing was
+/// disrupted) and the requested member goes first.
+#[test]
+fn the_leaders_journaled_roll_steps_aside_for_a_replace_request_that_arrives() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m1");
+    c.journal.push(op.clone());
+    c.desired.replace.insert("i-m2".into());
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    assert!(
+        p.actions.contains(&Action::Complete { op: op.id.clone() }),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// A manager surge adds first and demotes after; with a raft member
+/// unreachable (and no machine of the group unhealthy) the demotion would wait (heal first), so the addition
+/// waits too instead of adding a member and stepping aside again and again.
+#[test]
+fn a_manager_surge_adds_nothing_while_a_raft_member_is_unreachable() {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    c.group_mut(MANAGERS).spec.update.strategy = crate::spec::Strategy::Surge;
+    c.outdate_one(MANAGERS, "m2");
+    // The machine of an earlier surge's member vanished: its node is a
+    // Down, unreachable raft member no machine carries (reaped later).
+    let mut dead = node("m6", true, false);
+    dead.state = NodeState::Down;
+    dead.raft.as_mut().expect("member").reachable = false;
+    c.nodes().push(dead);
+    let p = c.at(0);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+}
+
+/// A running machine whose engine lost drover's labels, while an older
+/// node under its link reads Down out of the raft: the machine reads
+/// unhealthy, but its engine may be the unlabelled raft member.
+#[test]
+fn a_machine_matched_to_a_stale_down_node_is_not_destroyed_while_a_member_is_unmatched() {
+    let mut c = manager_lost_its_labels();
+    let mut old = node("m3", false, false);
+    old.id = "n-m3-old".into();
+    old.state = NodeState::Down;
+    old.raft = None;
+    c.nodes().push(old);
+    let (destroyed, p) = run_until(&mut c, 1_000, |p| destroys_instance(p, "i-m3"));
+    assert!(!destroyed, "{}", describe(&p));
+}
+
+/// The same for the leader: an outdated worker promoted by hand whose
+/// engine lost drover's labels is an unlabelled raft member, and its
+/// machine has no node; the leader waits for it.
+#[test]
+fn the_leader_waits_for_an_unlabelled_member_while_a_machine_of_ours_has_no_node() {
+    let mut c = promoted_worker();
+    let n = c.node("w1");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
