@@ -42,6 +42,9 @@ pub(crate) enum Timer {
     Orphan(String),
     /// A node (by id) has been Down with no machine carrying its link.
     Down(String),
+    /// An operation's victim (by operation id) has been missing from
+    /// successful describes, not destroyed by it.
+    Unlisted(String),
 }
 
 impl Memory {

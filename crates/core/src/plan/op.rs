@@ -17,6 +17,12 @@ use std::time::Duration;
 /// not-yet-left node is harmless to destroy once it is out of the raft.
 pub const LEAVE_BOUND: Duration = Duration::from_secs(45);
 
+/// How long a victim this operation never started destroying must stay
+/// out of successful describes before it counts as gone: a successful
+/// answer can leave a machine out (eventual consistency), and taking that
+/// for a destroy would make a second machine for its slot.
+pub const UNLISTED_BOUND: Duration = Duration::from_secs(30);
+
 enum StepState<'x> {
     Done,
     Act(Action),
@@ -484,7 +490,21 @@ impl<'a> Planner<'a> {
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));
                 }
-                StepState::Done
+                let destroyed = op.intent.as_ref().is_some_and(|i| i.step == Step::Destroy);
+                if destroyed
+                    || self
+                        .clock
+                        .elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND)
+                {
+                    StepState::Done
+                } else {
+                    wait_for(move || {
+                        format!(
+                            "{id} is not listed but was not destroyed by this operation: gone only once unlisted for {}s (a describe can be partial)",
+                            UNLISTED_BOUND.as_secs()
+                        )
+                    })
+                }
             }
             Step::RemoveNode => {
                 let Some(n) = node else {

@@ -445,7 +445,13 @@ fn run_until(c: &mut Cluster, until: Time, seen: impl Fn(&Plan) -> bool) -> (boo
                         c.add_new_member(&o, true);
                     }
                 }
-                Action::Destroy { instance, .. } => {
+                Action::Destroy { op, instance } => {
+                    if let Some(o) = c.journal.iter_mut().find(|o| o.id == *op) {
+                        o.intent = Some(crate::journal::Intent {
+                            step: Step::Destroy,
+                            epoch: 1,
+                        });
+                    }
                     for d in c.observed.instances.values_mut() {
                         if let Described::Ok(list) = d {
                             list.retain(|i| i.id != *instance);
@@ -717,4 +723,54 @@ fn the_leader_waits_for_an_unlabelled_member_while_a_machine_of_ours_has_no_node
     c.outdate_one(MANAGERS, "m1");
     let p = c.at(0);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A successful describe that leaves out the victim of a journaled heal
+/// this operation never destroyed: not taken for a destroy (a second
+/// machine for the slot) until it stays unlisted for `UNLISTED_BOUND`.
+#[test]
+fn a_victim_missing_from_one_describe_is_not_taken_for_destroyed() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.instances(MANAGERS)
+        .iter_mut()
+        .find(|i| i.link() == Some("m3"))
+        .expect("m3")
+        .running = false;
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(0);
+    let heal = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&heal), "m3");
+    c.journal.push(heal);
+    let stopped = c.instances(MANAGERS).clone();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.node("m3").manager_role = false;
+    c.node("m3").raft = None;
+    let p = c.at(SEC);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("not listed"),
+        "{}",
+        describe(&p)
+    );
+    // Listed again: it is destroyed by the heal, as it should be.
+    *c.instances(MANAGERS) = stopped;
+    let p = c.at(2 * SEC);
+    assert!(destroys_instance(&p, "i-m3"), "{}", describe(&p));
+    // Unlisted for the whole bound: gone (it vanished), the heal goes on.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.at(3 * SEC);
+    let p = c.at(3 * SEC + crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    assert!(
+        has(&p, |a| matches!(
+            a,
+            Action::MarkDone {
+                step: Step::Destroy,
+                ..
+            }
+        )),
+        "{}",
+        describe(&p)
+    );
 }
