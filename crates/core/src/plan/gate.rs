@@ -3,7 +3,6 @@
 //! Every voluntary manager step passes through here, computed worst-case
 //! (the replacement never joins) as the design brief's safety contract says.
 
-use super::Action;
 use super::group::Planner;
 use super::view::Member;
 use crate::journal::{Operation, Step};
@@ -13,26 +12,24 @@ use crate::spec::Role;
 
 impl Planner<'_> {
     /// `op`, of a group declaring workers, is changing the raft like a
-    /// manager operation: its victim is a raft member (promoted by hand) and
-    /// its demotion started (its intent, or a demote planned in this pass).
+    /// manager operation: its demotion of a raft member (a worker promoted
+    /// by hand) started (its intent, or a demote planned in this pass).
     /// Until then it has touched nothing in the raft and waits at the gate
     /// like any other: a heal goes first (a manager operation that has
     /// disrupted nothing steps aside the same way), or the two wait on each
-    /// other for ever.
+    /// other for ever. The node is found by link or by the id the victim
+    /// recorded (an engine that lost drover's labels keeps its node id).
     pub(crate) fn removes_raft_member(&self, op: &Operation) -> bool {
+        let started = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote)
+            || self.demoting.contains(&op.id);
         op.role == Role::Worker
-            && !self.promoted.is_empty()
+            && started
             && op.victim.as_ref().is_some_and(|v| {
-                self.promoted.iter().any(|n| {
-                    v.node.as_deref() == Some(n.id.as_str())
-                        || (v.link.is_some() && v.link == n.link)
-                })
+                self.world
+                    .node_for(v.link.as_deref())
+                    .or_else(|| self.world.node_by_id(v.node.as_deref()))
+                    .is_some_and(Node::in_raft)
             })
-            && (op.intent.as_ref().is_some_and(|i| i.step == Step::Demote)
-                || self
-                    .actions
-                    .iter()
-                    .any(|a| matches!(a, Action::Demote { op: id, .. } if *id == op.id)))
     }
 
     /// Why `inst`, a member of a `role` group, may not be taken out of

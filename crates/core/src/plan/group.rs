@@ -51,6 +51,9 @@ pub(crate) struct Planner<'a> {
     /// machine whose node cannot be found may be one of them
     /// ([`Self::unmatched_member`]). A handful at most.
     pub(crate) unmatched: Vec<&'a Node>,
+    /// Operations of worker groups whose demotion of a promoted node was
+    /// planned in this pass ([`Self::removes_raft_member`]).
+    pub(crate) demoting: Vec<String>,
     /// By operation slot: where its members are in its group's view,
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
@@ -132,6 +135,7 @@ impl<'a> Planner<'a> {
             unclaimed,
             promoted,
             unmatched,
+            demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
         }

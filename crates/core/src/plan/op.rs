@@ -138,6 +138,9 @@ impl<'a> Planner<'a> {
                     if self.clock.elapsed(key(), step_timeout) {
                         self.step_failed(op, step, "its action kept failing".into());
                     }
+                    if op.role == Role::Worker && matches!(action, Action::Demote { .. }) {
+                        self.demoting.push(op.id.clone());
+                    }
                     self.actions.push(action);
                 }
                 StepState::Wait(why) => {

@@ -774,3 +774,52 @@ fn a_victim_missing_from_one_describe_is_not_taken_for_destroyed() {
         describe(&p)
     );
 }
+
+/// Two workers promoted by hand whose engines then lost drover's labels
+/// (their nodes are found by the ids their operations recorded): their
+/// rolls reach the raft step in one pass, and only one demotes.
+#[test]
+fn two_unlabelled_promoted_workers_are_demoted_one_at_a_time() {
+    let mut c = Cluster::new(
+        5,
+        "  allocation: {size: 2}\n  update: {canaries: 0, max_in_flight: 2}\n",
+    );
+    for w in ["w1", "w2"] {
+        c.add_worker(w, OLD, None);
+        let n = c.node(w);
+        n.manager_role = true;
+        n.raft = Some(RaftMember {
+            leader: false,
+            reachable: true,
+            addr: format!("{w}:2377"),
+        });
+        n.availability = Availability::Drain;
+    }
+    // The planner begins one at a time; a deposed controller's second one,
+    // as the journal may hold it.
+    let p = c.at(0);
+    let first = begins(&p, WORKERS)[0].clone();
+    let mut second = first.clone();
+    let other = if victim_link(&first) == "w1" {
+        "w2"
+    } else {
+        "w1"
+    };
+    second.id = format!("{}-second", first.id);
+    second.victim = Some(crate::journal::Victim {
+        instance: Some(format!("i-{other}")),
+        link: Some(other.into()),
+        node: Some(format!("n-{other}")),
+        ..first.victim.clone().expect("a victim")
+    });
+    c.journal.extend([first, second]);
+    for w in ["w1", "w2"] {
+        let n = c.node(w);
+        n.link = None;
+        n.cluster = None;
+        n.group = None;
+    }
+    let p = c.at(SEC);
+    let demoted = ["n-w1", "n-w2"].iter().filter(|n| demotes(&p, n)).count();
+    assert_eq!(demoted, 1, "{}", describe(&p));
+}
