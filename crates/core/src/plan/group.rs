@@ -525,13 +525,7 @@ impl<'a> Planner<'a> {
                 break;
             }
             if let Some(n) = unlisted {
-                self.wait(
-                    &name,
-                    match &n.link {
-                        Some(link) => format!("node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down", n.id),
-                        None => format!("raft member {} is live but carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back, it is Down, or it is demoted (docker node demote {})", n.id, n.id),
-                    },
-                );
+                self.wait(&name, unlisted_why(n));
                 break;
             }
             let bootstrap = is_manager
@@ -608,6 +602,11 @@ impl<'a> Planner<'a> {
         }
         if let Some(other) = ahead {
             self.wait(&name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
+            return;
+        }
+        if let Some(n) = unlisted.filter(|_| d.spec.update.strategy == Strategy::Surge) {
+            // A surge adds a machine too: the same doubt holds it.
+            self.wait(&name, unlisted_why(n));
             return;
         }
         if d.spec.update.strategy == Strategy::Surge && !excess_ids.is_empty() {
@@ -1241,6 +1240,21 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 /// manager gate, and a healthy one would wait for it), then raft-unreachable,
 /// then outdated, then newest; from the fullest
 /// zone; never the controller's own machine unless it is the last choice.
+/// Why no machine is added while `n`, a live node that may be a member of
+/// the group, is carried by no listed machine.
+fn unlisted_why(n: &Node) -> String {
+    match &n.link {
+        Some(link) => format!(
+            "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
+            n.id
+        ),
+        None => format!(
+            "raft member {} is live but carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back, it is Down, or it is demoted (docker node demote {})",
+            n.id, n.id
+        ),
+    }
+}
+
 fn excess_members<'i>(
     d: &DesiredGroup,
     free: &[&'i Member<'i>],
