@@ -503,16 +503,20 @@ impl<'a> Planner<'a> {
         // The same holds for a live raft member of this cluster that no
         // listed machine carries and that carries no link at all (its engine
         // lost drover's labels): it may be the member of the very slot that
-        // reads empty, so no manager is added while it is unmatched.
+        // reads empty, so no manager is added while it is unmatched. For
+        // pets, even a dead one holds: its machine, stopped and left out of
+        // a describe, would share its logical id with the new one (drover
+        // cannot reap a member without labels; the message says what to do).
         let alive =
             |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
+        let pets = matches!(d.spec.allocation, Allocation::LogicalIds(_));
         let unlisted = stale.iter().copied().find(alive).or_else(|| {
             is_manager
                 .then(|| {
                     self.unmatched
                         .iter()
                         .copied()
-                        .find(|n| n.link.is_none() && alive(n))
+                        .find(|n| n.link.is_none() && (pets || alive(n)))
                 })
                 .flatten()
         });
@@ -1249,7 +1253,7 @@ fn unlisted_why(n: &Node) -> String {
             n.id
         ),
         None => format!(
-            "raft member {} is live but carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back, it is Down, or it is demoted (docker node demote {})",
+            "raft member {} carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back or it is demoted (docker node demote {}; a dead cattle member also once it is Down)",
             n.id, n.id
         ),
     }
