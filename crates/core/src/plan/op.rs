@@ -376,7 +376,7 @@ impl<'a> Planner<'a> {
                 if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
                     return StepState::Abandon(why);
                 }
-                if let Some(why) = self.leader_goes_last(op, step, n, victim_inst) {
+                if let Some(why) = self.leader_goes_last(op, step, n) {
                     return why;
                 }
                 match self.removal_gate(Some(n), Some(&op.id)) {
@@ -412,7 +412,7 @@ impl<'a> Planner<'a> {
                     return StepState::Abandon(why);
                 }
                 if self.world.is_self(vlink) {
-                    if let Some(why) = self.leader_goes_last(op, step, n, victim_inst) {
+                    if let Some(why) = self.leader_goes_last(op, step, n) {
                         return why;
                     }
                     let gate = n
@@ -580,19 +580,15 @@ impl<'a> Planner<'a> {
     /// after the op was written, or the other member's state changed since
     /// (an operator's replace request arrived). Nothing was disrupted yet
     /// and the leader goes last, so the op steps aside.
-    fn leader_goes_last<'o>(
-        &self,
-        op: &Operation,
-        step: Step,
-        n: &Node,
-        victim: Option<&Member<'_>>,
-    ) -> Option<StepState<'o>> {
+    fn leader_goes_last<'o>(&self, op: &Operation, step: Step, n: &Node) -> Option<StepState<'o>> {
+        // The journal's record, not the describe: a partial describe may
+        // leave the leader's own machine out.
+        let victim = op.victim.as_ref()?;
         let leads = n.raft.as_ref().is_some_and(|r| r.leader);
-        let victim = victim?;
-        if !(leads || self.world.is_self(victim.link())) || !undisrupted(op, step) {
+        if !(leads || self.world.is_self(victim.link.as_deref())) || !undisrupted(op, step) {
             return None;
         }
-        let other = self.manager_before_leader(&victim.id)?;
+        let other = self.manager_before_leader(victim.instance.as_deref().unwrap_or_default())?;
         Some(StepState::Abandon(format!(
             "node {} leads and {other} is not current and healthy yet: the leader goes last",
             n.id

@@ -854,3 +854,22 @@ fn a_pet_slot_is_not_refilled_while_an_unlabelled_dead_member_may_hold_it() {
         assert!(!adds_manager(&p), "at {t}: {}", describe(&p));
     }
 }
+
+/// The leader's own machine left out of a describe does not let its
+/// journaled self-demotion skip leader-last: a worker promoted by hand,
+/// whose machine is also left out, may still be outdated.
+#[test]
+fn the_leader_goes_last_even_when_its_own_machine_is_missing_from_the_describe() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m1");
+    c.journal.push(op.clone());
+    let mut promoted = node("w9", true, false);
+    promoted.group = Some(WORKERS.into());
+    c.nodes().push(promoted);
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m1"));
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
