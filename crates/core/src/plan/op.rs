@@ -493,7 +493,15 @@ impl<'a> Planner<'a> {
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));
                 }
-                let destroyed = op.intent.as_ref().is_some_and(|i| i.step == Step::Destroy);
+                // Started by this operation: its intent reached the destroy
+                // (or a later step), or the step was recorded done.
+                let steps = op.steps();
+                let at = |s: Step| steps.iter().position(|x| *x == s);
+                let destroyed = op.done.contains(&Step::Destroy)
+                    || op
+                        .intent
+                        .as_ref()
+                        .is_some_and(|i| at(i.step) >= at(Step::Destroy));
                 if destroyed
                     || self
                         .clock

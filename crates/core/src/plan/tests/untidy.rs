@@ -873,3 +873,35 @@ fn the_leader_goes_last_even_when_its_own_machine_is_missing_from_the_describe()
     let p = c.at(SEC);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
 }
+
+/// A victim this operation destroyed, whose intent has moved on to the
+/// node removal, is gone at once (no wait for `UNLISTED_BOUND`).
+#[test]
+fn a_victim_destroyed_by_its_operation_is_gone_once_the_intent_moved_past_the_destroy() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let mut op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m2");
+    op.intent = Some(crate::journal::Intent {
+        step: Step::RemoveNode,
+        epoch: 1,
+    });
+    c.journal.push(op);
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m2"));
+    let n = c.node("m2");
+    n.manager_role = false;
+    n.raft = None;
+    let p = c.at(SEC);
+    assert!(
+        has(&p, |a| matches!(
+            a,
+            Action::MarkDone {
+                step: Step::Destroy,
+                ..
+            }
+        )),
+        "{}",
+        describe(&p)
+    );
+}
