@@ -299,7 +299,8 @@ impl Runner {
     /// production a deadlock until someone acts: sim-findings N4). Here the
     /// operator starts the stopped machines of raft members (the engine
     /// refuses a demotion that would lose the quorum while they are down),
-    /// restarts the promoted leader's engine, which moves the leadership,
+    /// moves the leadership to a manager-group member (`docker node demote`
+    /// of the leader, or restarting its engine, does that in production),
     /// then demotes the promoted workers the engine allows.
     fn undo_promotions(&mut self) {
         let ft = self.world.settled_fault_tolerance();
@@ -322,8 +323,11 @@ impl Runner {
                     ft,
                 );
             }
-            self.world.change_leader();
-            self.note("operator: restart the promoted leader's engine".into(), ft);
+            self.world.lead_from_a_manager();
+            self.note(
+                "operator: move leadership to a manager-group member".into(),
+                ft,
+            );
         }
         let in_raft: Vec<String> = self
             .promoted

@@ -370,7 +370,12 @@ impl World {
         let next = self
             .nodes
             .iter()
-            .find(|(id, n)| id.as_str() != from && n.node.raft.is_some() && n.in_contact())
+            .find(|(id, n)| {
+                id.as_str() != from
+                    && n.node.raft.is_some()
+                    && n.out_of_raft_at.is_none()
+                    && n.in_contact()
+            })
             .map(|(id, _)| id.clone());
         self.leader = next;
         if self.leader.is_none() {
@@ -378,6 +383,26 @@ impl World {
                 .get_or_insert(self.now + self.timings.election);
         } else {
             self.new_leader_lists_nodes_unknown();
+        }
+    }
+
+    /// The operator moves leadership onto a member whose machine runs a
+    /// controller (a manager-group machine), if one is in contact.
+    pub fn lead_from_a_manager(&mut self) {
+        let manager = self
+            .instances
+            .values()
+            .filter(|i| i.inst.tag("sim.role") == Some("manager"))
+            .filter_map(|i| i.node.clone())
+            .find(|id| {
+                self.nodes.get(id).is_some_and(|n| {
+                    n.node.raft.is_some() && n.out_of_raft_at.is_none() && n.in_contact()
+                })
+            });
+        if let Some(id) = manager {
+            self.leader = Some(id);
+            self.new_leader_lists_nodes_unknown();
+            self.refresh_raft_flags();
         }
     }
 
