@@ -856,11 +856,30 @@ impl Runner {
             }
             _ => {
                 let op = action.op_id().unwrap_or_default().to_string();
-                if self
-                    .inflight
-                    .iter()
-                    .any(|f| f.op == op && f.epoch == self.epoch)
-                {
+                // A provider creates the machine when a provision call
+                // starts (the latency is its boot), so a second call with
+                // the same link while one is under way, even a deposed
+                // controller's, finds it: idempotent on the token, checked
+                // when the call starts (as the local provider does).
+                let same = |f: &InFlight| {
+                    f.op == op
+                        && (f.epoch == self.epoch
+                            || matches!(
+                                (&f.action, action),
+                                (Action::Provision { .. }, Action::Provision { .. })
+                            ))
+                };
+                if self.inflight.iter().any(same) {
+                    return Some(false);
+                }
+                // ... and the machine that call made, if it exists now.
+                let made = || {
+                    self.world
+                        .instances
+                        .values()
+                        .any(|i| i.inst.link() == Some(op.as_str()))
+                };
+                if matches!(action, Action::Provision { .. }) && made() {
                     return Some(false);
                 }
                 // The intent, as the controller journals it just before
