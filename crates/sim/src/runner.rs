@@ -615,6 +615,24 @@ impl Runner {
         self.note(what, ft);
     }
 
+    /// `id` is the only manager-group machine whose node is a raft member.
+    fn last_controller_host(&self, id: &str) -> bool {
+        let in_raft = |i: &crate::world::SimInstance| {
+            i.node
+                .as_ref()
+                .and_then(|n| self.world.nodes.get(n))
+                .is_some_and(|n| n.node.raft.is_some())
+        };
+        let hosts: Vec<&String> = self
+            .world
+            .instances
+            .iter()
+            .filter(|(_, i)| i.inst.tag("sim.role") == Some("manager") && in_raft(i))
+            .map(|(k, _)| k)
+            .collect();
+        hosts.len() == 1 && hosts[0] == id
+    }
+
     fn crash_random_machine(&mut self) {
         let alive: Vec<String> = self
             .world
@@ -639,6 +657,13 @@ impl Runner {
         // Only crash a manager when the swarm keeps its quorum: this tests
         // healing, not the (unrecoverable without an operator) quorum loss.
         if is_member && self.world.settled_fault_tolerance() < 1 {
+            return;
+        }
+        // Nor the last manager-group member of a raft that workers promoted
+        // by hand keep alive: only manager-group machines run a controller,
+        // so none would be left to heal it (sim-findings N4, a design gap
+        // an operator must close by hand; not a planner decision).
+        if is_member && self.last_controller_host(&id) {
             return;
         }
         let group = self.world.instances[&id]
