@@ -833,17 +833,18 @@ impl<'a> Planner<'a> {
     /// A member with no cluster label may be a manager drover never made,
     /// which would hold the leader for ever: it holds the leader only while
     /// a running machine of ours has no node (an engine that lost drover's
-    /// labels: that member may be it).
+    /// labels: that member may be it) or a group cannot be described.
     pub(crate) fn manager_before_leader(&self, leader: &str) -> Option<String> {
         let cluster = self.input.desired.cluster_id.as_str();
         // A member with no cluster label is one of ours only if some running
-        // machine of ours has no node (its engine lost drover's labels).
+        // machine of ours has no node (its engine lost drover's labels), or
+        // a group could not be described (it may hold that machine).
         let node_less = || {
-            self.views.iter().any(|v| {
-                v.described.as_ref().is_ok_and(|m| {
-                    m.iter()
-                        .any(|i| i.running && i.node.is_none() && i.id != leader)
-                })
+            self.views.iter().any(|v| match &v.described {
+                Ok(m) => m
+                    .iter()
+                    .any(|i| i.running && i.node.is_none() && i.id != leader),
+                Err(_) => true,
             })
         };
         if let Some(n) = self.unmatched.iter().find(|n| match n.cluster.as_deref() {

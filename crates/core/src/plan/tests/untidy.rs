@@ -905,3 +905,19 @@ fn a_victim_destroyed_by_its_operation_is_gone_once_the_intent_moved_past_the_de
         describe(&p)
     );
 }
+
+/// ... and while the group that may hold its machine cannot be described.
+#[test]
+fn the_leader_waits_for_an_unlabelled_member_while_a_group_cannot_be_described() {
+    let mut c = promoted_worker();
+    let n = c.node("w1");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.outdate_one(MANAGERS, "m1");
+    c.observed
+        .instances
+        .insert(WORKERS.into(), Described::Failed("throttled".into()));
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
