@@ -1114,7 +1114,23 @@ impl Runner {
             .previous
             .get(group)
             .map_or(0, |p| p.spec.allocation.size());
-        let limit = g.spec.allocation.size().max(before) + slack;
+        // A worker whose engine lost drover's labels is, to drover, a worker
+        // it did not make (operators join those by hand): while a describe
+        // also leaves its machine out, its slot reads empty and is refilled
+        // (cattle have no identity), and the surplus is retired once both
+        // are visible again. Managers hold instead (the raft is at stake).
+        let unlabelled = if g.spec.role == Role::Worker {
+            self.world
+                .instances
+                .values()
+                .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
+                .filter_map(|i| self.world.nodes.get(i.node.as_ref()?))
+                .filter(|n| n.lost_labels.is_some())
+                .count()
+        } else {
+            0
+        };
+        let limit = g.spec.allocation.size().max(before) + slack + unlabelled;
         // Crashed machines awaiting their heal are dead weight, not a storm.
         let alive = self
             .world
