@@ -510,16 +510,23 @@ impl<'a> Planner<'a> {
         let alive =
             |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
         let pets = matches!(d.spec.allocation, Allocation::LogicalIds(_));
-        let unlisted = stale.iter().copied().find(alive).or_else(|| {
-            is_manager
-                .then(|| {
-                    self.unmatched
-                        .iter()
-                        .copied()
-                        .find(|n| n.link.is_none() && (pets || alive(n)))
-                })
-                .flatten()
-        });
+        // For pets, a Down node holds too until it is reaped (the reaper
+        // needs it unmatched for its whole grace period, which a partial
+        // describe cannot fake): its stopped machine may be the one left out.
+        let unlisted = stale
+            .iter()
+            .copied()
+            .find(|n| pets || alive(n))
+            .or_else(|| {
+                is_manager
+                    .then(|| {
+                        self.unmatched
+                            .iter()
+                            .copied()
+                            .find(|n| n.link.is_none() && (pets || alive(n)))
+                    })
+                    .flatten()
+            });
         self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
@@ -1249,6 +1256,10 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 /// the group, is carried by no listed machine.
 fn unlisted_why(n: &Node) -> String {
     match &n.link {
+        Some(link) if n.state == NodeState::Down => format!(
+            "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
+            n.id
+        ),
         Some(link) => format!(
             "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
             n.id
