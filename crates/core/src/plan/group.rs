@@ -539,6 +539,19 @@ impl<'a> Planner<'a> {
                 self.wait(&name, unlisted_why(n));
                 break;
             }
+            // A pet's machine that never joined leaves no trace in the
+            // swarm: only time tells a partial describe from an empty slot.
+            // A group with no machine at all is being made, not refilled.
+            if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
+                let key = Timer::EmptySlot(format!("{name}/{id}"));
+                if !self.clock.elapsed(key, super::op::UNLISTED_BOUND) {
+                    self.wait(
+                        &name,
+                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", super::op::UNLISTED_BOUND.as_secs()),
+                    );
+                    continue;
+                }
+            }
             let bootstrap = is_manager
                 && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
                 && live.is_empty();

@@ -45,6 +45,8 @@ pub(crate) enum Timer {
     /// An operation's victim (by operation id) has been missing from
     /// successful describes, not destroyed by it.
     Unlisted(String),
+    /// A pet slot (`group/logical id`) has read empty.
+    EmptySlot(String),
 }
 
 impl Memory {

@@ -354,6 +354,13 @@ fn renamed_leader_pet() -> Cluster {
 fn an_undeclared_leader_is_retired_last_not_before_the_outdated_members() {
     let mut c = renamed_leader_pet();
     let p = c.at(0);
+    assert!(
+        !adds_manager(&p),
+        "a new slot reads empty for a while first: {}",
+        describe(&p)
+    );
+    let bound = crate::plan::op::UNLISTED_BOUND.as_millis() as u64;
+    let p = c.at(bound);
     let add = begins(&p, MANAGERS)
         .into_iter()
         .find(|o| o.kind == OpKind::Provision)
@@ -365,7 +372,7 @@ fn an_undeclared_leader_is_retired_last_not_before_the_outdated_members() {
             i.tags.insert(tags::LOGICAL_ID.into(), "10.0.0.9".into());
         }
     }
-    let p = c.at(SEC);
+    let p = c.at(bound + SEC);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
     let victims: Vec<&str> = begins(&p, MANAGERS)
         .iter()
@@ -946,4 +953,23 @@ fn the_leader_waits_for_an_unlabelled_member_while_a_group_cannot_be_described()
         .insert(WORKERS.into(), Described::Failed("throttled".into()));
     let p = c.at(0);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A pet machine that never joined leaves no node; a describe that leaves
+/// it out makes its slot read empty. The slot is refilled only once it has
+/// read empty for `UNLISTED_BOUND`.
+#[test]
+fn a_pet_slot_that_reads_empty_once_is_not_refilled_at_once() {
+    let mut c = five_pets();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.nodes().retain(|n| n.id != "n-m3");
+    let p = c.at(0);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("slot 10.0.0.3 reads empty"),
+        "{}",
+        describe(&p)
+    );
+    let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    assert!(adds_manager(&p), "{}", describe(&p));
 }
