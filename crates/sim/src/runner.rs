@@ -122,6 +122,8 @@ struct Paused {
     epoch: u64,
     /// The world as it observed it, with its earlier steps applied.
     judge: World,
+    /// The desired state it planned against.
+    desired: Desired,
     resume_at: Time,
 }
 
@@ -179,6 +181,9 @@ pub struct Runner {
     /// The world as the acting plan observed it, when the real one moved
     /// on before the plan was acted on (the oracle judges against it).
     judge: Option<World>,
+    /// The desired state the acting plan was made against, when an
+    /// operator changed it before the plan was acted on.
+    judge_desired: Option<Desired>,
     paused: Option<Paused>,
     /// Nodes promoted to manager by hand (they may stay raft members).
     promoted: BTreeSet<String>,
@@ -219,6 +224,7 @@ impl Runner {
             controller_link: None,
             epoch: 0,
             judge: None,
+            judge_desired: None,
             paused: None,
             promoted: BTreeSet::new(),
             lifted: false,
@@ -763,6 +769,7 @@ impl Runner {
             }
         }
         self.judge = None;
+        self.judge_desired = None;
         self.last_plan = Some(plan.clone());
         (plan, changed)
     }
@@ -772,6 +779,7 @@ impl Runner {
     fn act_late(&mut self) {
         let ft = self.world.settled_fault_tolerance();
         self.judge = Some(self.world.clone());
+        self.judge_desired = Some(self.desired.clone());
         let gap = self.rng.between(200, 5_000);
         self.world.advance(self.world.now + gap);
         self.complete_inflight();
@@ -801,6 +809,10 @@ impl Runner {
             actions: rest.to_vec(),
             epoch: self.epoch,
             judge: self.judge.clone().unwrap_or_else(|| self.world.clone()),
+            desired: self
+                .judge_desired
+                .clone()
+                .unwrap_or_else(|| self.desired.clone()),
             resume_at: self.world.now + self.rng.between(5_000, 40_000),
         });
         self.world.change_leader();
@@ -826,12 +838,14 @@ impl Runner {
             ft,
         );
         self.judge = Some(p.judge);
+        self.judge_desired = Some(p.desired);
         for action in &p.actions {
             if self.execute(action, p.epoch).is_none() {
                 break;
             }
         }
         self.judge = None;
+        self.judge_desired = None;
     }
 
     /// Executes one action planned under `epoch`; `Some(true)` when it
@@ -981,9 +995,12 @@ impl Runner {
             self.check_destroy(instance);
         }
         let w = self.judged();
+        // Judged against what the plan was made from: an operator's request
+        // that arrives after it cannot bind it.
+        let desired = self.judge_desired.as_ref().unwrap_or(&self.desired);
         let found = [
-            oracle::leader_last(w, &self.desired, action),
-            oracle::manager_removal(w, &self.desired, action),
+            oracle::leader_last(w, desired, action),
+            oracle::manager_removal(w, desired, action),
         ];
         let now = self.world.now;
         self.violations

@@ -853,7 +853,8 @@ impl<'a> Planner<'a> {
     /// A member with no cluster label may be a manager drover never made,
     /// which would hold the leader for ever: it holds the leader only while
     /// a running machine of ours has no node (an engine that lost drover's
-    /// labels: that member may be it) or a group cannot be described.
+    /// labels: that member may be it) or a group cannot be described, and
+    /// until no such machine was seen for `UNLISTED_BOUND`.
     pub(crate) fn manager_before_leader(&self, leader: &str) -> Option<String> {
         let cluster = self.input.desired.cluster_id.as_str();
         // A member with no cluster label is one of ours only if some running
@@ -867,9 +868,18 @@ impl<'a> Planner<'a> {
                 Err(_) => true,
             })
         };
+        // Nor while it is new: a describe can leave its machine out, so
+        // only once no machine of ours has lacked a node for a while is it
+        // taken for a manager drover never made.
+        let doubtful = |n: &Node| {
+            node_less()
+                || !self
+                    .clock
+                    .elapsed(Timer::Unlabelled(n.id.clone()), super::op::UNLISTED_BOUND)
+        };
         if let Some(n) = self.unmatched.iter().find(|n| match n.cluster.as_deref() {
             Some(c) => c == cluster,
-            None => node_less(),
+            None => doubtful(n),
         }) {
             return Some(format!(
                 "raft member {} (no listed machine carries it)",

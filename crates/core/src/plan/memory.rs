@@ -47,6 +47,9 @@ pub(crate) enum Timer {
     Unlisted(String),
     /// A pet slot (`group/logical id`) has read empty.
     EmptySlot(String),
+    /// A raft member without drover's labels (by node id) has been seen
+    /// while every machine of ours had a node.
+    Unlabelled(String),
 }
 
 impl Memory {

@@ -562,8 +562,10 @@ fn a_member_stuck_joining_the_raft_is_healed_not_held_by_itself() {
     assert!(healed, "{}", describe(&p));
 }
 
-/// A manager joined by hand, with no drover labels at all, never holds the
-/// leader's roll (it carries no cluster label: it may not be drover's).
+/// A manager joined by hand, with no drover labels at all, does not hold
+/// the leader's roll for ever (it carries no cluster label: it may not be
+/// drover's): only for `UNLISTED_BOUND`, in which a describe that left its
+/// machine out would have listed it.
 #[test]
 fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
@@ -575,7 +577,24 @@ fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
     c.nodes().push(f);
     c.outdate_one(MANAGERS, "m1");
     let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
     assert!(demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A worker promoted by hand whose engine lost drover's labels, its machine
+/// left out of a describe: the leader does not take it for a foreigner.
+#[test]
+fn the_leader_waits_for_an_unlabelled_member_whose_machine_a_describe_left_out() {
+    let mut c = promoted_worker();
+    let n = c.node("w1");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.instances(WORKERS).clear();
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
 }
 
 // ------------------------------------------- simulator findings, second round
