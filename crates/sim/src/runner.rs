@@ -399,9 +399,20 @@ impl Runner {
                 {
                     return Outcome::Blocked(why);
                 }
+                // The world settled too: an operator's demotion of a worker
+                // promoted by hand under way, or a partition not yet over,
+                // is not drover's to finish.
+                let (members, reachable) = self.world.raft();
+                let settled = members == reachable
+                    && self
+                        .world
+                        .nodes
+                        .values()
+                        .all(|n| n.out_of_raft_at.is_none());
                 let converged = plan.groups.iter().all(|g| g.phase == Phase::Converged)
                     && self.journal.is_empty()
-                    && self.inflight.is_empty();
+                    && self.inflight.is_empty()
+                    && settled;
                 if converged {
                     self.check_converged();
                     return Outcome::Converged;
@@ -529,9 +540,21 @@ impl Runner {
                 );
             }
             Nemesis::Promote => {
-                let Some(node) = self
-                    .pick_node(|n| n.node.raft.is_none() && !n.node.manager_role && n.serving())
-                else {
+                // A worker group's node (a manager-group machine demoted
+                // mid-roll is drover's to replace, not a recovery spare).
+                let workers: BTreeSet<String> = self
+                    .world
+                    .instances
+                    .values()
+                    .filter(|i| i.inst.tag("sim.role") == Some("worker"))
+                    .filter_map(|i| i.node.clone())
+                    .collect();
+                let Some(node) = self.pick_node(|n| {
+                    n.node.raft.is_none()
+                        && !n.node.manager_role
+                        && n.serving()
+                        && workers.contains(&n.node.id)
+                }) else {
                     return;
                 };
                 self.fault_in_group_of(&node);
@@ -669,7 +692,7 @@ impl Runner {
         // by hand keep alive: only manager-group machines run a controller,
         // so none would be left to heal it (sim-findings N4, a design gap
         // an operator must close by hand; not a planner decision).
-        if is_member && self.last_controller_host(&id) {
+        if self.last_controller_host(&id) {
             return;
         }
         let group = self.world.instances[&id]
