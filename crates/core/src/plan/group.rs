@@ -900,7 +900,7 @@ impl<'a> Planner<'a> {
                     .map(|i| i.id.clone()),
                 (Ok(members), _) => members
                     .iter()
-                    .find(|i| in_raft(i) && !(i.current() && !requested(i)))
+                    .find(|i| in_raft(i) && (!i.current() || requested(i)))
                     .map(|i| i.id.clone()),
             })
     }
