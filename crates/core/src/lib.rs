@@ -9,8 +9,9 @@
 //! so every decision can be replayed, golden-tested and property-tested.
 //!
 //! ## Start here
-//! 1. [`spec::parse_str`] reads a cluster file into a resolved [`spec::ClusterSpec`]
-//!    or a list of [`spec::Diagnostic`]s.
+//! 1. [`spec::load`] (or [`spec::load_bytes`]) reads a cluster file into a
+//!    resolved [`spec::ClusterSpec`] or a list of [`spec::Diagnostic`]s, and
+//!    [`spec::validate_commit`] is the one rule for what may be committed.
 //! 2. The shell observes providers and the swarm into a [`model::Observed`].
 //! 3. [`plan::plan`] returns a [`plan::Plan`]: journal writes and side effects
 //!    in order, status, explanation, and when to wake up next.

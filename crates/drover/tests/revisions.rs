@@ -357,6 +357,7 @@ async fn import_of_a_hand_edited_export_is_refused_whole() {
     workers["update"]["watch"] = "0s".into();
     workers["flavor"]["boot_script"] = "{{ nope(".into();
     workers["flavor"]["engine_labels"]["drover.group"] = "x".into();
+    workers["instance"]["provider"] = "locl".into();
     doc["revisions"][1]["spec"]["groups"][0]["allocation"] =
         serde_json::json!({"size": {"size": 4, "zones": []}});
     let file = dir.path().join("export.json");
@@ -372,6 +373,7 @@ async fn import_of_a_hand_edited_export_is_refused_whole() {
         "groups[0].allocation.size (group managers): a manager group needs an odd number",
         "groups[1].flavor.boot_script (group Bad_Name): template does not render",
         "groups[1].flavor.engine_labels.drover.group (group Bad_Name)",
+        "(group Bad_Name): `locl` is not a provider drover knows",
         // Revision 1's `workers` is gone from revision 2.
         "group workers is in the current desired state but not in this one",
     ] {

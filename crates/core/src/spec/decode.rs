@@ -80,15 +80,17 @@ fn decode_with(text: &str, providers: &[&str]) -> Loaded {
 }
 
 /// Reads the cluster-file form of a resolved spec about to be committed
-/// ([`super::commit`]): as [`parse_str`], except that `size: 0` is accepted.
-/// That is a retired group, which `destroy` and `apply --prune` commit so
-/// the planner retires its members one safe step at a time, and which no
-/// cluster file may declare.
+/// ([`super::commit`]): as [`load`] (providers drover ships included: an
+/// edited export naming a misspelt one is refused at import), except that
+/// `size: 0` is accepted. That is a retired group, which `destroy` and
+/// `apply --prune` commit so the planner retires its members one safe step
+/// at a time, and which no cluster file may declare.
 pub(super) fn parse_committed(text: &str) -> Loaded {
     decode(
         text,
         Decoder {
             retired_ok: true,
+            providers: Some(PROVIDERS),
             ..Decoder::default()
         },
     )
