@@ -18,8 +18,12 @@ logs=target/test-logs
 rm -rf "$logs" && mkdir -p "$logs"
 e2e=()
 others=()
-for f in crates/drover/tests/*.rs; do
-  t=$(basename "$f" .rs)
+# A suite is a file tests/NAME.rs or a directory tests/NAME/ with a main.rs.
+for f in crates/drover/tests/*.rs crates/drover/tests/*/main.rs; do
+  case "$f" in
+    */main.rs) t=$(basename "$(dirname "$f")") ;;
+    *) t=$(basename "$f" .rs) ;;
+  esac
   case "$t" in
     e2e_*) e2e+=("$t") ;;
     *) others+=(--test "$t") ;;
