@@ -4,16 +4,114 @@
 //! (the replacement never joins) as the design brief's safety contract says.
 
 use super::group::Planner;
+use super::view::Member;
+use crate::journal::Operation;
+use crate::model::Node;
 use crate::quorum;
 use crate::spec::Role;
 
 impl Planner<'_> {
-    /// A manager operation other than `except` is in flight.
+    /// `op`, of a group declaring workers, works on a raft member
+    /// (promoted by hand): it changes the raft like a manager operation.
+    pub(crate) fn removes_raft_member(&self, op: &Operation) -> bool {
+        op.role == Role::Worker
+            && !self.promoted.is_empty()
+            && op.victim.as_ref().is_some_and(|v| {
+                self.promoted.iter().any(|n| {
+                    v.node.as_deref() == Some(n.id.as_str())
+                        || (v.link.is_some() && v.link == n.link)
+                })
+            })
+    }
+
+    /// Why `inst`, a member of a `role` group, may not be taken out of
+    /// service now as far as the raft goes. Every removal of a raft member
+    /// passes the manager gate, whatever group declared the machine (a
+    /// worker promoted by hand included); a machine whose node cannot be
+    /// found may be an unmatched raft member ([`Self::unmatched_member`]).
+    pub(crate) fn member_gate(&self, role: Role, inst: &Member<'_>) -> Option<String> {
+        if role == Role::Plain {
+            return None;
+        }
+        match inst.node {
+            None => self.unmatched_member(&inst.id).or_else(|| {
+                (role == Role::Manager)
+                    .then(|| self.unreachable_manager_gate(None))
+                    .flatten()
+            }),
+            Some(n) if role == Role::Manager || n.raft.is_some() || n.manager_role => {
+                self.removal_gate(Some(n), None)
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Why machine `id`, whose node cannot be found, may be a raft member:
+    /// some raft member is carried by no owned machine (an engine restarted
+    /// without drover's labels, a machine that lost its link tag). Taking
+    /// such a machine out of service without demoting it first could cost
+    /// the quorum, and drover cannot tell which machine it is: it blocks
+    /// and says so (design rules 1 and 10).
+    pub(crate) fn unmatched_member(&self, id: &str) -> Option<String> {
+        self.unmatched.map(|n| {
+            format!(
+                "cannot tell whether machine {id} is raft member {} (no machine carries that node's link {}): \
+                 restore drover's engine labels on that engine, or demote and remove the member by hand",
+                n.id,
+                n.link.as_deref().unwrap_or("(none: its engine has no drover labels)")
+            )
+        })
+    }
+
+    /// An operation other than `except` that changes the raft is in
+    /// flight: a manager group's, or one whose victim is a raft member
+    /// although its group declares workers (promoted by hand).
     fn other_manager_op(&self, except: Option<&str>) -> Option<String> {
         self.ops
             .iter()
-            .find(|o| o.role == Role::Manager && Some(o.id.as_str()) != except)
+            .find(|o| {
+                (o.role == Role::Manager || self.removes_raft_member(o))
+                    && Some(o.id.as_str()) != except
+            })
             .map(|o| o.id.clone())
+    }
+
+    /// Why nothing may change the raft while another member's membership
+    /// is changing (one removal at a time, even when no journal entry
+    /// explains the change). `except`'s own victim and new member are its
+    /// business.
+    fn membership_changing(&self, except: Option<&str>) -> Option<String> {
+        let op = except.and_then(|id| self.ops.iter().find(|o| o.id == id));
+        let mine = |n: &Node| {
+            op.is_some_and(|o| {
+                let link = n.link.as_deref();
+                link == Some(o.id.as_str())
+                    || o.victim.as_ref().is_some_and(|v| {
+                        (link.is_some() && v.link.as_deref() == link)
+                            || v.node.as_deref() == Some(n.id.as_str())
+                    })
+            })
+        };
+        self.world.in_transition(mine).map(|n| {
+            let how = if n.manager_role { "joining" } else { "leaving" };
+            format!(
+                "node {} is {how} the raft: one membership change at a time",
+                n.id
+            )
+        })
+    }
+
+    /// The gate for taking `node` out of the raft, chosen by raft facts
+    /// alone (design rule 10): a reachable member may go only through the
+    /// worst-case check; an unreachable one (or a machine with no member)
+    /// raises fault tolerance by going, so only one-at-a-time applies.
+    /// Node status (`unknown` for seconds after every election) is never
+    /// consulted here.
+    pub(crate) fn removal_gate(&self, node: Option<&Node>, except: Option<&str>) -> Option<String> {
+        match node.and_then(|n| n.raft.as_ref()) {
+            Some(r) if r.reachable => self.healthy_manager_gate(except),
+            _ => self.unreachable_manager_gate(except),
+        }
     }
 
     /// Why a healthy, reachable manager may not be disrupted now (or `None`: it may).
@@ -23,6 +121,9 @@ impl Planner<'_> {
         }
         if let Some(id) = self.other_manager_op(except) {
             return Some(format!("manager operation {id} is still in flight"));
+        }
+        if let Some(why) = self.membership_changing(except) {
+            return Some(why);
         }
         if let Some(why) = &self.manager_trouble {
             return Some(why.clone());
@@ -58,6 +159,7 @@ impl Planner<'_> {
         }
         self.other_manager_op(except)
             .map(|id| format!("manager operation {id} is still in flight"))
+            .or_else(|| self.membership_changing(except))
     }
 
     /// Why a manager may not be added now. A join that enters the raft and

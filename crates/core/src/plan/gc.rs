@@ -287,9 +287,33 @@ impl Planner<'_> {
             return;
         }
         let cluster = &self.input.desired.cluster_id;
+        let node = self
+            .world
+            .node_for(victim.link.as_deref())
+            .or_else(|| self.world.node_by_id(victim.node.as_deref()));
         if let Some(inst) = list.iter().find(|i| {
             Some(i.id.as_str()) == victim.instance.as_deref() && i.owned_by(cluster, group)
         }) {
+            // No machine is destroyed while its node is (or may be) a raft
+            // member: a manager is never collected this way.
+            if let Some(n) = node.filter(|n| n.manager_role || n.raft.is_some()) {
+                self.explanation.push(format!(
+                    "{group}: orphan operation {} abandoned: node {} became a manager",
+                    op.id, n.id
+                ));
+                self.actions.push(Action::Complete { op: op.id.clone() });
+                self.end_op(op, slot);
+                return;
+            }
+            if let Some(why) = node
+                .is_none()
+                .then(|| self.unmatched_member(&inst.id))
+                .flatten()
+            {
+                self.explanation
+                    .push(format!("{group}: orphan operation {} waits: {why}", op.id));
+                return;
+            }
             self.actions.push(Action::Destroy {
                 op: op.id.clone(),
                 instance: inst.id.clone(),
@@ -302,10 +326,6 @@ impl Planner<'_> {
                 step: Step::Destroy,
             });
         }
-        let node = self
-            .world
-            .node_for(victim.link.as_deref())
-            .or_else(|| self.world.node_by_id(victim.node.as_deref()));
         match node {
             // Its machine is gone; a manager's node is never removed here
             // (the quorum gates own that), so the operation ends.

@@ -41,6 +41,15 @@ pub(crate) struct Planner<'a> {
     /// link superseded them. Found once per pass, in one scan of the
     /// nodes; [`Self::stale_nodes`] reads only these.
     unclaimed: Vec<u32>,
+    /// Raft members (or nodes joining or leaving it) that a member of a
+    /// group declaring workers carries: promoted by hand. Their removal
+    /// passes the manager gate (usually empty).
+    pub(crate) promoted: Vec<&'a Node>,
+    /// The first raft member that no owned machine carries (its engine lost
+    /// drover's labels, or its machine lost its link tag) and that is not
+    /// another cluster's: while one exists, a machine whose node cannot be
+    /// found may be that member, and is never taken out of service.
+    pub(crate) unmatched: Option<&'a Node>,
     /// By operation slot: where its members are in its group's view,
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
@@ -88,6 +97,21 @@ impl<'a> Planner<'a> {
             .map(|g| g.spec.allocation.size())
             .sum();
         let unclaimed = unclaimed_nodes(&world, &views);
+        let promoted = world
+            .raft_nodes()
+            .filter(|&(k, _)| {
+                views
+                    .iter()
+                    .any(|v| v.d.spec.role == Role::Worker && !v.unclaimed(k as usize))
+            })
+            .map(|(_, n)| n)
+            .collect();
+        let cluster = input.desired.cluster_id.as_str();
+        let unmatched = world
+            .raft_nodes()
+            .filter(|(k, n)| n.raft.is_some() && unclaimed.binary_search(k).is_ok())
+            .map(|(_, n)| n)
+            .find(|n| n.cluster.as_deref().is_none_or(|c| c == cluster));
         Planner {
             input,
             world,
@@ -104,6 +128,8 @@ impl<'a> Planner<'a> {
             manager_trouble: None,
             garbage: Vec::new(),
             unclaimed,
+            promoted,
+            unmatched,
             found: RefCell::new(Vec::new()),
             counter: 0,
         }
@@ -382,10 +408,7 @@ impl<'a> Planner<'a> {
                 Health::Healthy | Health::Unknown => None,
             };
             let Some(why) = why else { continue };
-            if let Some(no) = is_manager
-                .then(|| self.unreachable_manager_gate(None))
-                .flatten()
-            {
+            if let Some(no) = self.member_gate(d.spec.role, inst) {
                 self.wait(&name, format!("cannot heal {}: {no}", inst.id));
                 break;
             }
@@ -560,17 +583,15 @@ impl<'a> Planner<'a> {
         let settled = Settled::count(&free);
         while let Some(Reverse((.., k))) = order.pop() {
             let inst = outdated[k];
-            if is_manager && (self.is_leader(inst) || self.world.is_self(inst.link())) {
-                let others_current = free
-                    .iter()
-                    .all(|i| i.id == inst.id || (i.current() && i.healthy()));
-                if !others_current {
-                    self.wait(
-                        &name,
-                        "the leader goes last: other managers are not all current yet".into(),
-                    );
-                    break;
-                }
+            if is_manager
+                && (self.is_leader(inst) || self.world.is_self(inst.link()))
+                && let Some(other) = self.manager_before_leader(&inst.id)
+            {
+                self.wait(
+                    &name,
+                    format!("the leader goes last: other managers are not all current yet ({other} is not current and healthy)"),
+                );
+                break;
             }
             if !self.may_disrupt(d, inst, Some(settled)) {
                 break;
@@ -689,7 +710,7 @@ impl<'a> Planner<'a> {
             }
             let is_manager = n.raft.is_some() || n.manager_role;
             if let Some(no) = is_manager
-                .then(|| self.unreachable_manager_gate(None))
+                .then(|| self.removal_gate(Some(n), None))
                 .flatten()
             {
                 self.wait(name, format!("dead manager node {} waits: {no}", n.id));
@@ -737,6 +758,23 @@ impl<'a> Planner<'a> {
             .is_some_and(|l| l.link.as_deref() == inst.link() && inst.link().is_some())
     }
 
+    /// A member of the manager group (there is one per cluster) other than
+    /// `leader` (the leader's or this controller's own machine) that is not
+    /// current and healthy yet, held ones included: a hold keeps a member
+    /// from being touched, not the leader from going last.
+    fn manager_before_leader(&self, leader: &str) -> Option<String> {
+        self.views
+            .iter()
+            .filter(|v| v.d.spec.role == Role::Manager)
+            .find_map(|v| match &v.described {
+                Err(_) => Some(format!("group {}", v.d.spec.name)),
+                Ok(members) => members
+                    .iter()
+                    .find(|i| i.id != leader && !(i.current() && i.healthy()))
+                    .map(|i| i.id.clone()),
+            })
+    }
+
     /// Budget, zone and quorum checks for disrupting `inst` now.
     /// `settled` (members no operation is working on) is given for rolls:
     /// until `canaries` of them are current and healthy, only canaries roll.
@@ -755,23 +793,30 @@ impl<'a> Planner<'a> {
             return false;
         }
         if d.spec.role == Role::Manager {
-            let healthy = inst.healthy();
             // A surge roll adds first; its demotion is gated when it comes.
             let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
             let gate = if surge {
                 self.unreachable_manager_gate(None)
                     .or_else(|| self.manager_trouble.clone())
                     .or_else(|| self.add_manager_gate())
-            } else if healthy {
-                self.healthy_manager_gate(None)
+                    .or_else(|| {
+                        inst.node
+                            .is_none()
+                            .then(|| self.unmatched_member(&inst.id))
+                            .flatten()
+                    })
             } else {
-                self.unreachable_manager_gate(None)
+                self.member_gate(Role::Manager, inst)
             };
             if let Some(no) = gate {
                 self.wait(name, format!("manager {} waits: {no}", inst.id));
                 return false;
             }
             return true;
+        }
+        if let Some(no) = self.member_gate(d.spec.role, inst) {
+            self.wait(name, format!("{} waits: {no}", inst.id));
+            return false;
         }
         // Out of service: members being replaced (heals included: a new
         // config that keeps failing must not walk through the whole group)
@@ -1071,7 +1116,7 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 }
 
 /// Members to retire: undeclared logical ids and duplicates, or cattle over
-/// size. Preference: outdated, then unhealthy, then newest; from the fullest
+/// size. Preference: outdated, then unhealthy, then unreachable, then newest; from the fullest
 /// zone; never the controller's own machine unless it is the last choice.
 fn excess_members<'i>(
     d: &DesiredGroup,
@@ -1079,11 +1124,20 @@ fn excess_members<'i>(
     count: usize,
     self_link: Option<&str>,
 ) -> Vec<&'i Member<'i>> {
-    let rank = |i: &'i Member<'i>| -> (bool, bool, bool, std::cmp::Reverse<u64>, &'i str) {
+    // A raft member unreachable from the leader goes before a reachable one
+    // that merely reads unhealthy (`unknown` after an election): removing it
+    // raises fault tolerance, removing the other would wait for the gate.
+    type Rank<'i> = (bool, bool, bool, bool, std::cmp::Reverse<u64>, &'i str);
+    let rank = |i: &'i Member<'i>| -> Rank<'i> {
+        let reachable = i
+            .node
+            .and_then(|n| n.raft.as_ref())
+            .is_some_and(|r| r.reachable);
         (
             i.link().is_some() && i.link() == self_link,
             i.config() == Some(d.hash.as_str()),
             i.healthy(),
+            reachable,
             std::cmp::Reverse(i.created_ms),
             i.id.as_str(),
         )

@@ -324,7 +324,10 @@ impl<'a> Planner<'a> {
                 {
                     return StepState::Done;
                 }
-                if n.state != NodeState::Ready {
+                if n.state == NodeState::Down {
+                    // Gone: the swarm reschedules a Down node's tasks itself.
+                    // Any other status (`unknown` for seconds after every
+                    // election, `disconnected`) is not "drained".
                     return StepState::Done;
                 }
                 if n.availability != Availability::Drain {
@@ -379,14 +382,7 @@ impl<'a> Planner<'a> {
                         n.id
                     ));
                 }
-                let reachable =
-                    n.raft.as_ref().is_some_and(|r| r.reachable) && n.state == NodeState::Ready;
-                let gate = if reachable {
-                    self.healthy_manager_gate(Some(&op.id))
-                } else {
-                    self.unreachable_manager_gate(Some(&op.id))
-                };
-                match gate {
+                match self.removal_gate(Some(n), Some(&op.id)) {
                     Some(no) if undisrupted(op, step) => {
                         // E.g. a manager became unreachable, or the surge
                         // member never joined: healing comes first and waits
@@ -443,13 +439,7 @@ impl<'a> Planner<'a> {
                     });
                 }
                 if n.manager_role {
-                    let reachable = n.raft.as_ref().is_some_and(|r| r.reachable);
-                    let gate = if reachable {
-                        self.healthy_manager_gate(Some(&op.id))
-                    } else {
-                        self.unreachable_manager_gate(Some(&op.id))
-                    };
-                    return match gate {
+                    return match self.removal_gate(Some(n), Some(&op.id)) {
                         Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
                             "demotion of former leader {} no longer safe: {no}",
                             n.id
@@ -490,6 +480,9 @@ impl<'a> Planner<'a> {
                     return wait("standing down: the next leader destroys this machine");
                 }
                 if victim_inst.is_some() {
+                    if let Some(state) = self.out_of_raft_first(op, node, &id) {
+                        return state;
+                    }
                     return StepState::Act(Action::Destroy {
                         op: op.id.clone(),
                         instance: id,
@@ -518,6 +511,44 @@ impl<'a> Planner<'a> {
                 })
             }
         }
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// What must happen before machine `id`, whose node is `node`, may be
+    /// destroyed: no machine is destroyed while its node is a raft member
+    /// (or may be one), whatever group declared it. A manager group's own
+    /// steps demote first; this catches a worker promoted by hand (demoted
+    /// here, through the manager gate) and a node that cannot be matched.
+    fn out_of_raft_first<'o>(
+        &self,
+        op: &'o Operation,
+        node: Option<&'a Node>,
+        id: &str,
+    ) -> Option<StepState<'o>>
+    where
+        'a: 'o,
+    {
+        if op.role == Role::Plain {
+            return None;
+        }
+        let Some(n) = node else {
+            return self.unmatched_member(id).map(StepState::Fail);
+        };
+        if n.manager_role {
+            return Some(match self.removal_gate(Some(n), Some(&op.id)) {
+                Some(no) => wait_for(move || {
+                    format!("node {} is a manager: its demotion waits: {no}", n.id)
+                }),
+                None => StepState::Act(Action::Demote {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                }),
+            });
+        }
+        n.raft
+            .is_some()
+            .then(|| wait_for(move || format!("waiting for node {} to leave the raft", n.id)))
     }
 }
 

@@ -1830,3 +1830,6 @@ fn a_manager_group_destroyed_retires_the_others_one_at_a_time_and_never_the_last
         describe(&p)
     );
 }
+
+/// Issue 15's planner flaws, each with the scenario that reproduced it.
+mod untidy;

@@ -36,6 +36,9 @@ pub(crate) struct World<'a> {
     pub(crate) leader: Option<&'a Node>,
     /// The first node waiting for its unlock key (autolock), if any.
     pub(crate) locked: Option<&'a Node>,
+    /// Positions of the raft's members and of nodes whose membership is
+    /// changing (a handful): what the quorum rules are judged on.
+    raft_positions: Vec<u32>,
 }
 
 impl<'a> World<'a> {
@@ -59,6 +62,7 @@ impl<'a> World<'a> {
             reachable: 0,
             leader: None,
             locked: None,
+            raft_positions: Vec::new(),
         };
         for (k, n) in nodes.iter().enumerate() {
             let k = k as u32;
@@ -80,6 +84,9 @@ impl<'a> World<'a> {
             }
             if n.locked && w.locked.is_none() {
                 w.locked = Some(n);
+            }
+            if n.raft.is_some() || n.manager_role {
+                w.raft_positions.push(k);
             }
             if let Some(r) = &n.raft {
                 w.members += 1;
@@ -167,6 +174,28 @@ impl<'a> World<'a> {
             })
         };
         by_id.get(id).map(|&k| &self.nodes[k as usize])
+    }
+
+    /// The raft's members and the nodes joining or leaving it, with their
+    /// positions in [`Self::nodes`].
+    pub(crate) fn raft_nodes(&self) -> impl Iterator<Item = (u32, &'a Node)> + '_ {
+        self.raft_positions
+            .iter()
+            .map(|&k| (k, &self.nodes[k as usize]))
+    }
+
+    /// The first node whose raft membership is changing, other than those
+    /// `mine` accepts: one demoted but still a member (leaving), or one
+    /// promoted but not a member yet (joining; a Down one is not joining).
+    /// Quorum is a raft fact (design rule 10): such a member is counted as
+    /// disrupted whether or not an operation of this controller's journal
+    /// explains it (a deposed controller's, an operator's by hand).
+    pub(crate) fn in_transition(&self, mine: impl Fn(&Node) -> bool) -> Option<&'a Node> {
+        self.raft_nodes().map(|(_, n)| n).find(|n| {
+            let leaving = n.raft.is_some() && !n.manager_role;
+            let joining = n.raft.is_none() && n.manager_role && n.state != NodeState::Down;
+            (leaving || joining) && !mine(n)
+        })
     }
 
     pub(crate) fn fault_tolerance(&self) -> Option<i64> {

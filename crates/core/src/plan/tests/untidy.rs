@@ -1,0 +1,324 @@
+//! The world as it is: node status `unknown` after an election, engines
+//! that lost their labels, workers promoted by hand, members leaving the
+//! raft with no journal entry, held managers. Each test is a scenario that
+//! made the planner break the safety contract before its fix.
+
+use super::*;
+
+fn demotes(p: &Plan, node: &str) -> bool {
+    has(
+        p,
+        |a| matches!(a, Action::Demote { node: n, .. } | Action::DemoteSelfAndLeave { node: n, .. } if n == node),
+    )
+}
+
+fn destroys_instance(p: &Plan, id: &str) -> bool {
+    has(
+        p,
+        |a| matches!(a, Action::Destroy { instance, .. } if instance == id),
+    )
+}
+
+/// `link`'s node reads `unknown` (as every node does for seconds after an
+/// election) while raft still counts it reachable.
+fn unknown_but_reachable(c: &mut Cluster, link: &str) {
+    c.node(link).state = NodeState::Unknown;
+}
+
+fn raft_unreachable(c: &mut Cluster, link: &str) {
+    c.node(link).raft.as_mut().expect("member").reachable = false;
+}
+
+// ------------------------------------------------------------ flaw 1
+
+#[test]
+fn an_unknown_but_raft_reachable_manager_is_gated_as_healthy_not_demoted_past_the_quorum() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    raft_unreachable(&mut c, "m3");
+    unknown_but_reachable(&mut c, "m2");
+    // Demoting m2 would leave a 2-member raft with 1 reachable: quorum lost.
+    for t in [0, 5 * SEC, 200 * SEC] {
+        let p = c.at(t);
+        assert!(!demotes(&p, "n-m2"), "at {t}: {}", describe(&p));
+    }
+}
+
+#[test]
+fn a_journaled_roll_of_a_manager_reading_unknown_after_an_election_steps_aside() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m2");
+    c.journal.push(op.clone());
+    // An election: a new controller, every node unknown for a while, and m3
+    // now unreachable in the raft.
+    c.forget();
+    raft_unreachable(&mut c, "m3");
+    for l in ["m1", "m2", "m3"] {
+        unknown_but_reachable(&mut c, l);
+    }
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-m2"), "{}", describe(&p));
+    assert!(
+        p.actions.contains(&Action::Complete { op: op.id.clone() }),
+        "the undisrupted roll steps aside: {}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_scale_in_with_two_members_down_retires_an_unreachable_one_never_the_unknown_one() {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    for l in ["m4", "m5"] {
+        let n = c.node(l);
+        n.state = NodeState::Down;
+        n.raft.as_mut().expect("member").reachable = false;
+    }
+    unknown_but_reachable(&mut c, "m2");
+    c.group_mut(MANAGERS).spec.allocation = crate::spec::Allocation::Size {
+        size: 3,
+        zones: Vec::new(),
+    };
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m2"), "{}", describe(&p));
+    let retired: Vec<&str> = begins(&p, MANAGERS)
+        .iter()
+        .filter(|o| o.kind == OpKind::Retire)
+        .map(|o| victim_link(o))
+        .collect();
+    assert!(
+        matches!(retired.as_slice(), ["m4"] | ["m5"]),
+        "an unreachable member goes first (it raises fault tolerance): {}",
+        describe(&p)
+    );
+}
+
+// ------------------------------------------------------------ flaw 2
+
+/// 3 current managers; `m3`'s engine restarted without drover's labels.
+fn manager_lost_its_labels() -> Cluster {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let n = c.node("m3");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c
+}
+
+#[test]
+fn a_raft_member_whose_engine_lost_its_labels_is_never_destroyed() {
+    let mut c = manager_lost_its_labels();
+    // Its machine reads "never joined"; past startup_timeout it used to be
+    // healed: demote skipped (no node), machine destroyed, raft member lost.
+    for t in [0, 301 * SEC, 400 * SEC, 1_000 * SEC] {
+        let p = c.at(t);
+        assert!(!destroys_instance(&p, "i-m3"), "at {t}: {}", describe(&p));
+        assert!(begins(&p, MANAGERS).is_empty(), "at {t}: {}", describe(&p));
+    }
+    let p = c.at(1_001 * SEC);
+    let why = reason(&p, MANAGERS);
+    assert!(
+        why.contains("cannot tell whether machine i-m3 is raft member n-m3"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_journaled_heal_of_a_machine_that_may_be_an_unmatched_raft_member_blocks_before_destroy() {
+    let mut c = manager_lost_its_labels();
+    c.at(0);
+    // A heal journaled by an earlier controller (or before the rule).
+    let mut p = c.at(301 * SEC);
+    c.unmatched_heal_journaled(&mut p);
+    let p = c.at(302 * SEC);
+    assert!(!destroys_instance(&p, "i-m3"), "{}", describe(&p));
+    assert_eq!(
+        status(&p, MANAGERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_machine_that_lost_its_link_tag_is_not_destroyed_while_its_node_is_a_raft_member() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    for i in c.instances(MANAGERS) {
+        if i.link() == Some("m3") {
+            i.tags.remove(tags::LINK);
+        }
+    }
+    for t in [0, 301 * SEC, 1_000 * SEC] {
+        let p = c.at(t);
+        assert!(!destroys_instance(&p, "i-m3"), "at {t}: {}", describe(&p));
+    }
+}
+
+impl Cluster {
+    /// Journals a heal of `i-m3` begun as the planner did before the
+    /// unmatched-member rule (victim without a node).
+    fn unmatched_heal_journaled(&mut self, _: &mut Plan) {
+        self.journal.push(Operation {
+            id: "managers-heal".into(),
+            group: MANAGERS.into(),
+            kind: OpKind::Heal,
+            role: crate::spec::Role::Manager,
+            victim: Some(crate::journal::Victim {
+                instance: Some("i-m3".into()),
+                link: Some("m3".into()),
+                node: None,
+                logical_id: None,
+                zone: None,
+                is_self: false,
+            }),
+            target: Some(crate::journal::Target {
+                logical_id: None,
+                zone: None,
+                attempt: 1,
+            }),
+            surge: false,
+            done: Default::default(),
+            intent: None,
+            collection: None,
+            provision_failures: 0,
+        });
+    }
+}
+
+// ------------------------------------------------------------ flaw 3
+
+#[test]
+fn a_worker_reading_unknown_is_drained_not_destroyed_with_its_tasks() {
+    let mut c = rolling_workers("", "");
+    let op = journal_first_roll(&mut c);
+    let link = victim_link(&op).to_string();
+    let n = c.node(&link);
+    n.state = NodeState::Unknown;
+    n.running_tasks = 3;
+    let p = c.at(SEC);
+    assert!(
+        !destroys_instance(&p, &format!("i-{link}")),
+        "{}",
+        describe(&p)
+    );
+    assert!(
+        has(
+            &p,
+            |a| matches!(a, Action::Drain { node, .. } if *node == format!("n-{link}"))
+        ),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_drain_timeout_with_on_timeout_block_blocks_a_worker_reading_unknown() {
+    let mut c = rolling_workers("", "  drain: {timeout: 30s, on_timeout: block}\n");
+    let op = journal_first_roll(&mut c);
+    let link = victim_link(&op).to_string();
+    let n = c.node(&link);
+    n.state = NodeState::Unknown;
+    n.availability = Availability::Drain;
+    n.running_tasks = 3;
+    c.at(SEC);
+    let p = c.at(32 * SEC);
+    assert!(
+        !destroys_instance(&p, &format!("i-{link}")),
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+}
+
+// ------------------------------------------------------------ flaw 4
+
+/// 3 managers and worker `w1` promoted to manager by hand (a 4-member raft),
+/// `w1` outdated and already drained.
+fn promoted_worker() -> Cluster {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n  update: {canaries: 0}\n");
+    c.add_worker("w1", OLD, None);
+    let n = c.node("w1");
+    n.manager_role = true;
+    n.raft = Some(RaftMember {
+        leader: false,
+        reachable: true,
+        addr: "w1:2377".into(),
+    });
+    n.availability = Availability::Drain;
+    c
+}
+
+#[test]
+fn a_worker_promoted_by_hand_is_not_destroyed_past_the_quorum_gate() {
+    let mut c = promoted_worker();
+    // 4 members, m3 unreachable: fault tolerance 0. Destroying w1 would
+    // leave 2 of 4 reachable.
+    raft_unreachable(&mut c, "m3");
+    for t in [0, SEC, 2 * SEC] {
+        let p = c.at(t);
+        for op in begins(&p, WORKERS) {
+            c.journal.push(op.clone());
+        }
+        assert!(!destroys_instance(&p, "i-w1"), "at {t}: {}", describe(&p));
+        assert!(!demotes(&p, "n-w1"), "at {t}: {}", describe(&p));
+    }
+}
+
+#[test]
+fn a_worker_promoted_by_hand_is_demoted_through_the_manager_gate_before_destroy() {
+    let mut c = promoted_worker();
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    c.journal.push(ops[0].clone());
+    let p = c.at(SEC);
+    assert!(!destroys_instance(&p, "i-w1"), "{}", describe(&p));
+    assert!(demotes(&p, "n-w1"), "{}", describe(&p));
+    // Demoted, still leaving the raft: still not destroyed.
+    c.node("w1").manager_role = false;
+    let p = c.at(2 * SEC);
+    assert!(!destroys_instance(&p, "i-w1"), "{}", describe(&p));
+    // Out of the raft: now it goes.
+    c.node("w1").raft = None;
+    let p = c.at(3 * SEC);
+    assert!(destroys_instance(&p, "i-w1"), "{}", describe(&p));
+}
+
+// ------------------------------------------------------------ flaw 5
+
+#[test]
+fn a_manager_leaving_the_raft_without_a_journal_entry_counts_as_disrupted() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    // A deposed controller demoted m3; its journal entry is not in ours.
+    c.node("m3").manager_role = false;
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m2"), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("node n-m3 is leaving the raft"),
+        "{}",
+        describe(&p)
+    );
+}
+
+// ------------------------------------------------------------ flaw 6
+
+#[test]
+fn the_leader_waits_for_a_held_outdated_manager() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    c.outdate_one(MANAGERS, "m2");
+    c.desired.held.insert("i-m2".into());
+    for t in [0, SEC, 600 * SEC] {
+        let p = c.at(t);
+        assert!(!demotes(&p, "n-m1"), "at {t}: {}", describe(&p));
+        assert!(begins(&p, MANAGERS).is_empty(), "at {t}: {}", describe(&p));
+    }
+}
