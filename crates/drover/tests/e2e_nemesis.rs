@@ -124,6 +124,10 @@ struct Run {
     t0: Instant,
     timeline: Vec<String>,
     failures: Vec<String>,
+    /// In-flight effects of the paused controller that finished after it
+    /// resumed, having begun in the world before it was stopped: the
+    /// window that remains (reported, see docs/safety.md).
+    windows: Vec<String>,
     /// Node ids the nemesis itself demoted, and when.
     demoted_by_nemesis: Vec<(String, u64)>,
     /// Machines whose engine the nemesis restarted: (id, from, to) ms.
@@ -335,6 +339,7 @@ impl Run {
         let pid = nemesis::controller_pid(&machine).expect("the acting controller's PID");
         let log = machine.socket.parent().unwrap().join("controller.log");
         let stopped = nemesis::Stopped::stop(pid);
+        let stopped_at = wall_ms();
         // Stopped: it writes nothing more until SIGCONT.
         let offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
         self.note(format!(
@@ -428,38 +433,83 @@ impl Run {
             .unwrap_or_default();
         let before = String::from_utf8_lossy(&text[..(offset as usize).min(text.len())]);
         let after = String::from_utf8_lossy(&text[(offset as usize).min(text.len())..]);
+        let started_before = |needle: &str| {
+            before
+                .lines()
+                .any(|l| l.contains("\"message\":\"starting\"") && l.contains(needle))
+        };
         let mut lines_after = Vec::new();
         for line in after.lines() {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
             };
-            let msg = v["fields"]["message"].as_str().unwrap_or("");
-            let effect = match msg {
-                "starting" => Some("started a side effect"),
-                "instance destroyed" => Some("destroyed a machine"),
-                "instance provisioned" => Some("provisioned a machine"),
-                "step finished" if v["fields"]["outcome"].as_str().is_some_and(|o| o == "ok") => {
-                    Some("completed a step")
+            lines_after.push(line.to_string());
+            let f = &v["fields"];
+            let field = |k: &str| f[k].as_str().unwrap_or("").to_string();
+            let at = rfc3339_ms(v["timestamp"].as_str().unwrap_or(""))
+                .map_or(0, |t| t.saturating_sub(took_over));
+            // What it did after SIGCONT, and whether that effect had begun
+            // in the world before SIGSTOP (an in-flight call finishing: the
+            // window that remains) or only now (a side effect of a deposed
+            // controller).
+            let verdict = match field("message").as_str() {
+                "starting" => Some(("started a side effect", false)),
+                "instance destroyed" => {
+                    let id = field("id");
+                    // The engine got its SIGTERM before the pause?
+                    let term = nemesis::kept_log(&self.keep, &id, "dockerd.log")
+                        .lines()
+                        .find(|l| l.contains("Processing signal 'terminated'"))
+                        .and_then(|l| {
+                            l.split("time=\"")
+                                .nth(1)?
+                                .split('"')
+                                .next()
+                                .map(str::to_string)
+                        })
+                        .and_then(|t| rfc3339_ms(&t));
+                    let began = started_before(&format!("destroy instance {id}"))
+                        && term.is_some_and(|t| t <= stopped_at);
+                    Some(("destroyed a machine", began))
+                }
+                "instance provisioned" => {
+                    let id = field("id");
+                    let made = self
+                        .lab
+                        .records()
+                        .into_iter()
+                        .find(|r| r.id == id)
+                        .map(|r| r.created_ms);
+                    Some((
+                        "provisioned a machine",
+                        made.is_some_and(|c| c <= stopped_at),
+                    ))
+                }
+                "step finished" if field("outcome") == "ok" => {
+                    let what = field("what");
+                    // Provider steps are judged by their own lines above;
+                    // engine steps by the engines' logs (unannounced removals).
+                    let began = started_before(&what) && started_before(&field("op"));
+                    Some(("completed a step", began))
                 }
                 _ => None,
             };
-            lines_after.push(line.to_string());
-            if let Some(what) = effect {
-                let op = v["fields"]["op"].as_str().unwrap_or("");
-                let in_flight = !op.is_empty()
-                    && before
-                        .lines()
-                        .any(|l| l.contains("\"starting\"") && l.contains(op));
-                self.failures.push(format!(
-                    "pause: the paused controller {holder} (epoch {epoch}) {what} after it was resumed, \
-                     {} ms after {holder2} took over with epoch {epoch2} ({}): {line}",
-                    rfc3339_ms(v["timestamp"].as_str().unwrap_or("")).map_or(0, |t| t.saturating_sub(took_over)),
-                    if in_flight {
-                        "an effect in flight when it was stopped"
-                    } else {
-                        "a new effect"
-                    }
-                ));
+            match verdict {
+                Some((what, true)) => {
+                    let w = format!(
+                        "pause: the resumed controller {holder} (epoch {epoch}) {what} {at} ms after \
+                         {holder2} took over (epoch {epoch2}); the call had begun before it was \
+                         stopped (in flight through the pause): {line}"
+                    );
+                    eprintln!("NEMESIS WINDOW {w}");
+                    self.windows.push(w);
+                }
+                Some((what, false)) => self.failures.push(format!(
+                    "pause: the paused controller {holder} (epoch {epoch}) {what} after it was \
+                     resumed, {at} ms after {holder2} took over with epoch {epoch2}, an effect \
+                     that had not begun before it was stopped: {line}"
+                )),
+                None => {}
             }
         }
         eprintln!(
@@ -676,6 +726,7 @@ async fn nemesis(swarm: bool) {
         t0: Instant::now(),
         timeline: Vec::new(),
         failures: Vec::new(),
+        windows: Vec::new(),
         demoted_by_nemesis: Vec::new(),
         restarted: Vec::new(),
         seen: seen.clone(),
@@ -766,6 +817,9 @@ async fn nemesis(swarm: bool) {
 /// the engines logged, for the test log.
 fn dump(run: &Run) {
     eprintln!("NEMESIS timeline:\n{}", run.timeline.join("\n"));
+    for w in &run.windows {
+        eprintln!("NEMESIS WINDOW {w}");
+    }
     let mut events: Vec<&Event> = run.events.values().collect();
     events.sort_by_key(|e| e.at_ms);
     for e in events {
