@@ -127,103 +127,176 @@ fn pos_of(m: &saphyr_parser::Marker) -> Pos {
     }
 }
 
-/// Parses the first document of `text` into a positioned tree.
+/// The largest file read, in bytes: a cluster file of a thousand groups is
+/// a few hundred kilobytes.
+pub const MAX_BYTES: usize = 1 << 20;
+/// The deepest nesting of lists and mappings: a cluster file nests about
+/// six levels deep.
+pub const MAX_DEPTH: usize = 64;
+/// The most nodes a document may hold once its aliases are expanded: a
+/// few hundred bytes of nested aliases can otherwise expand to billions.
+pub const MAX_NODES: usize = 250_000;
+
+/// Parses the one document of `text` into a positioned tree.
 ///
 /// Duplicate keys in one mapping are a syntax error: YAML forbids them and a
 /// silently shadowed key is exactly the kind of typo validation must catch.
-/// An empty document yields a null scalar.
+/// A second document is an error too (it would be ignored). An empty
+/// document yields a null scalar. Size, nesting depth and alias expansion
+/// are bounded ([`MAX_BYTES`], [`MAX_DEPTH`], [`MAX_NODES`]), so no input
+/// makes the parser use unbounded memory or time.
 pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+    let start = Pos { line: 1, col: 1 };
+    if text.len() > MAX_BYTES {
+        return Err(SyntaxError {
+            pos: start,
+            message: format!(
+                "the file is {} bytes, more than the {} KiB a cluster file may have",
+                text.len(),
+                MAX_BYTES / 1024
+            ),
+        });
+    }
     let mut builder = Builder::default();
+    let mut ended: Option<Node> = None;
     for item in Parser::new_from_str(text) {
         let (event, span) = item.map_err(|e| SyntaxError {
             pos: pos_of(e.marker()),
             message: e.info().to_string(),
         })?;
         let pos = pos_of(&span.start);
+        if ended.is_some() && !matches!(event, Event::StreamEnd | Event::Nothing) {
+            return Err(SyntaxError {
+                pos,
+                message: "a second document starts here: a cluster file holds exactly one (remove the `---` and what follows, or split the file)".into(),
+            });
+        }
         match event {
             Event::StreamStart | Event::DocumentStart(_) | Event::Nothing => {}
-            Event::DocumentEnd | Event::StreamEnd => {
-                if let Some(root) = builder.root.take() {
-                    return Ok(root);
-                }
-                if matches!(event, Event::StreamEnd) {
-                    break;
-                }
-            }
+            Event::DocumentEnd => ended = builder.root.take().or(Some(null_at(start))),
+            Event::StreamEnd => break,
             Event::Alias(id) => {
-                let node = builder.anchors.get(&id).cloned().ok_or(SyntaxError {
+                let size = builder.anchors.get(&id).map(|(_, size)| *size);
+                let size = size.ok_or(SyntaxError {
                     pos,
                     message: "alias refers to an unknown anchor".into(),
                 })?;
-                builder.push_value(node)?;
+                // Counted before the copy: an expansion past the bound is
+                // refused without being made.
+                builder.grow(size, pos)?;
+                let node = builder.anchors[&id].0.clone();
+                builder.push_value(node, size)?;
             }
             Event::Scalar(value, style, anchor, _tag) => {
+                builder.grow(1, pos)?;
                 let node = Node::Scalar {
                     value: value.into_owned(),
                     quoted: !matches!(style, ScalarStyle::Plain),
                     pos,
                 };
-                builder.anchor(anchor, &node);
-                builder.push_value(node)?;
+                builder.anchor(anchor, &node, 1);
+                builder.push_value(node, 1)?;
             }
-            Event::SequenceStart(anchor, _) => builder.stack.push(Open {
-                node: Node::Seq {
+            Event::SequenceStart(anchor, _) => builder.open(
+                Node::Seq {
                     items: Vec::new(),
                     pos,
                 },
                 anchor,
-                pending_key: None,
-            }),
-            Event::MappingStart(anchor, _) => builder.stack.push(Open {
-                node: Node::Map {
+            )?,
+            Event::MappingStart(anchor, _) => builder.open(
+                Node::Map {
                     entries: Vec::new(),
                     pos,
                 },
                 anchor,
-                pending_key: None,
-            }),
+            )?,
             Event::SequenceEnd | Event::MappingEnd => {
                 let open = builder.stack.pop().ok_or(SyntaxError {
                     pos,
                     message: "unbalanced collection end".into(),
                 })?;
-                builder.anchor(open.anchor, &open.node);
-                builder.push_value(open.node)?;
+                builder.anchor(open.anchor, &open.node, open.size);
+                builder.push_value(open.node, open.size)?;
             }
         }
     }
-    Ok(builder.root.unwrap_or(Node::Scalar {
+    Ok(ended.or(builder.root).unwrap_or_else(|| null_at(start)))
+}
+
+/// An empty (null) scalar at `pos`.
+fn null_at(pos: Pos) -> Node {
+    Node::Scalar {
         value: String::new(),
         quoted: false,
-        pos: Pos { line: 1, col: 1 },
-    }))
+        pos,
+    }
 }
 
 struct Open {
     node: Node,
     anchor: usize,
     pending_key: Option<(String, Pos)>,
+    /// Nodes in this collection so far, itself included.
+    size: usize,
 }
 
 #[derive(Default)]
 struct Builder {
     stack: Vec<Open>,
-    anchors: HashMap<usize, Node>,
+    /// Each anchor's node and how many nodes it holds.
+    anchors: HashMap<usize, (Node, usize)>,
     root: Option<Node>,
+    /// Nodes in the document so far, aliases expanded.
+    nodes: usize,
 }
 
 impl Builder {
-    fn anchor(&mut self, id: usize, node: &Node) {
+    fn anchor(&mut self, id: usize, node: &Node, size: usize) {
         if id != 0 {
-            self.anchors.insert(id, node.clone());
+            self.anchors.insert(id, (node.clone(), size));
         }
     }
 
-    fn push_value(&mut self, node: Node) -> Result<(), SyntaxError> {
+    /// Counts `size` more nodes at `pos`, refusing past [`MAX_NODES`].
+    fn grow(&mut self, size: usize, pos: Pos) -> Result<(), SyntaxError> {
+        self.nodes = self.nodes.saturating_add(size);
+        if self.nodes > MAX_NODES {
+            return Err(SyntaxError {
+                pos,
+                message: format!(
+                    "the document expands to more than {MAX_NODES} nodes (aliases included): use fewer or smaller aliases"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens a list or mapping at `node`'s position, refusing past [`MAX_DEPTH`].
+    fn open(&mut self, node: Node, anchor: usize) -> Result<(), SyntaxError> {
+        let pos = node.pos();
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(SyntaxError {
+                pos,
+                message: format!("lists and mappings nest deeper than {MAX_DEPTH} levels here"),
+            });
+        }
+        self.grow(1, pos)?;
+        self.stack.push(Open {
+            node,
+            anchor,
+            pending_key: None,
+            size: 1,
+        });
+        Ok(())
+    }
+
+    fn push_value(&mut self, node: Node, size: usize) -> Result<(), SyntaxError> {
         let Some(top) = self.stack.last_mut() else {
             self.root = Some(node);
             return Ok(());
         };
+        top.size = top.size.saturating_add(size);
         match &mut top.node {
             Node::Seq { items, .. } => items.push(node),
             Node::Map { entries, .. } => match top.pending_key.take() {
@@ -281,6 +354,35 @@ mod tests {
         let e = parse("a: 1\na: 2\n").unwrap_err();
         assert_eq!(e.pos.line, 2);
         assert!(e.message.contains("duplicate key `a`"));
+    }
+
+    /// "Billion laughs": nine levels of ten aliases each would expand a
+    /// few hundred bytes to a billion nodes.
+    #[test]
+    fn alias_expansion_nesting_size_and_documents_are_bounded() {
+        let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let p = i - 1;
+            doc += &format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            );
+        }
+        let e = parse(&doc).unwrap_err();
+        assert!(e.message.contains("more than 250000 nodes"), "{e:?}");
+        assert_eq!(e.pos.line, 6);
+
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let e = parse(&deep).unwrap_err();
+        assert!(e.message.contains("deeper than 64 levels"), "{e:?}");
+        assert_eq!(e.pos, Pos { line: 1, col: 65 });
+
+        let big = format!("a: \"{}\"\n", "x".repeat(MAX_BYTES));
+        assert!(parse(&big).unwrap_err().message.contains("1024 KiB"));
+
+        let e = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(e.message.contains("a second document"), "{e:?}");
+        assert_eq!(e.pos.line, 2);
+        assert!(parse("---\na: 1\n...\n").is_ok());
     }
 
     #[test]

@@ -240,3 +240,28 @@ fn json_good_specs_resolve_and_hash_like_their_yaml_twins() {
     }
     assert!(pairs >= 1, "no JSON good spec with a YAML twin");
 }
+
+/// Too many groups are refused whole, naming the limit, before any is decoded.
+#[test]
+fn a_cluster_of_more_groups_than_the_limit_is_rejected_naming_it() {
+    let group = |i: usize| {
+        format!(
+            "  - {{name: g{i}, role: plain, allocation: {{size: 1}}, instance: {{provider: local}}}}\n"
+        )
+    };
+    let text = |n: usize| format!("groups:\n{}", (0..n).map(group).collect::<String>());
+    let max = drover_core::spec::MAX_GROUPS;
+    assert!(parse_str(&text(max)).spec.is_some());
+    let diags: Vec<String> = parse_str(&text(max + 1))
+        .diagnostics
+        .iter()
+        .map(|d| d.render("SPEC"))
+        .collect();
+    assert_eq!(
+        diags,
+        [format!(
+            "SPEC:2:3: groups: declares {} groups, more than the {max} a cluster may have",
+            max + 1
+        )]
+    );
+}

@@ -174,8 +174,20 @@ impl Planner<'_> {
         let all_reachable = self.world.reachable == self.world.members;
         let after = quorum::fault_tolerance(self.world.members + 1, self.world.reachable);
         (!all_reachable && after < 0).then(|| {
+            // An unreachable member no machine carries is never healed by
+            // drover (it cannot tell which machine, if any, it is): say so,
+            // or the operator waits for a heal that cannot come.
+            let unhealable = self
+                .unmatched
+                .filter(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
+                .map_or(String::new(), |n| {
+                    format!(
+                        " (node {} carries no machine's link: if its machine is gone, `docker node demote {}` by hand)",
+                        n.id, n.id
+                    )
+                });
             format!(
-                "adding a manager while {} of {} members are unreachable could leave fault tolerance at {after}: heal the unreachable member first",
+                "adding a manager while {} of {} members are unreachable could leave fault tolerance at {after}: heal the unreachable member first{unhealable}",
                 self.world.members - self.world.reachable,
                 self.world.members
             )

@@ -200,31 +200,45 @@ impl Decoder {
         }
     }
 
-    /// A whole number `>= min`.
+    /// A whole number from `min` to [`MAX_COUNT`].
     fn count(&mut self, node: &Node, path: &str, min: u32) -> Option<u32> {
         let parsed = match node {
             Node::Scalar {
                 value,
                 quoted: false,
                 ..
-            } => value.parse::<i64>().ok(),
+            } => value.parse::<i64>().ok().or_else(|| {
+                // Digits too many for any integer: too large, not "not a number".
+                let digits = value.strip_prefix('-').unwrap_or(value);
+                (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(
+                    if value.starts_with('-') {
+                        i64::MIN
+                    } else {
+                        i64::MAX
+                    },
+                )
+            }),
             _ => None,
         };
         match parsed {
-            Some(n) if n >= i64::from(min) && n <= i64::from(u32::MAX) => Some(n as u32),
+            Some(n) if n >= i64::from(min) && n <= i64::from(MAX_COUNT) => Some(n as u32),
             Some(n) if n < i64::from(min) => {
+                let found = node_text(node);
                 self.error(
                     node.pos(),
                     path,
-                    format!("must be at least {min}, found {n}"),
+                    format!("must be at least {min}, found {found}"),
                 );
                 None
             }
-            Some(n) => {
+            Some(_) => {
+                let found = node_text(node);
                 self.error(
                     node.pos(),
                     path,
-                    format!("must be at most {}, found {n}", u32::MAX),
+                    format!(
+                        "must be at most {MAX_COUNT} (the largest group drover manages), found {found}"
+                    ),
                 );
                 None
             }
@@ -318,6 +332,17 @@ impl Decoder {
         };
         if items.is_empty() {
             self.error(groups_node.pos(), "groups", "declare at least one group");
+        }
+        if items.len() > MAX_GROUPS {
+            self.error(
+                groups_node.pos(),
+                "groups",
+                format!(
+                    "declares {} groups, more than the {MAX_GROUPS} a cluster may have",
+                    items.len()
+                ),
+            );
+            return None;
         }
         let decoded: Vec<Option<GroupSpec>> = items
             .iter()
@@ -982,6 +1007,21 @@ impl Decoder {
                 None
             }
         }
+    }
+}
+
+/// The largest count a spec may give (a group's size, `max_in_flight`,
+/// ...): far above any swarm, low enough that a typo of a few extra digits
+/// is caught before anything allocates for it.
+pub const MAX_COUNT: u32 = 100_000;
+/// The most groups a cluster file may declare.
+pub const MAX_GROUPS: usize = 1_000;
+
+/// A scalar's text as written (for messages), or its kind.
+fn node_text(node: &Node) -> String {
+    match node {
+        Node::Scalar { value, .. } => value.clone(),
+        other => other.kind().to_string(),
     }
 }
 

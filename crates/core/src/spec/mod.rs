@@ -8,7 +8,7 @@
 mod decode;
 mod diag;
 
-pub use decode::{load, parse_str};
+pub use decode::{MAX_COUNT, MAX_GROUPS, load, parse_str};
 pub use diag::{Diagnostic, Severity};
 
 use serde::{Deserialize, Serialize};

@@ -322,3 +322,19 @@ fn the_leader_waits_for_a_held_outdated_manager() {
         assert!(begins(&p, MANAGERS).is_empty(), "at {t}: {}", describe(&p));
     }
 }
+
+#[test]
+fn an_unreachable_raft_member_no_machine_carries_is_named_with_what_to_do() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    raft_unreachable(&mut c, "m3");
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let p = c.at(0);
+    let why = reason(&p, MANAGERS);
+    assert!(why.contains("`docker node demote n-m3` by hand"), "{why}");
+    assert!(!demotes(&p, "n-m3"), "{}", describe(&p));
+}
