@@ -576,21 +576,30 @@ impl Run {
             .filter(|(k, _)| !k.starts_with("drover."))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        nemesis::restart_engine(&dir, &victim, &without).await;
-        self.note(format!(
-            "LABELS: restarted {}'s engine with labels {without:?} (it had {engine_labels:?})",
-            victim.id
-        ));
+        if nemesis::restart_engine(&dir, &victim, &without)
+            .await
+            .is_none()
+        {
+            self.note(format!(
+                "LABELS: {} was destroyed by drover while its engine restarted without labels",
+                victim.id
+            ));
+        } else {
+            self.note(format!(
+                "LABELS: restarted {}'s engine with labels {without:?} (it had {engine_labels:?})",
+                victim.id
+            ));
+        }
         self.sleep(Duration::from_secs(STARTUP_TIMEOUT_S + 15))
             .await;
         let now = self.lab.records().into_iter().find(|r| r.id == victim.id);
         match now {
             Some(r) if nemesis::engine_pid(&r).is_some() => {
-                nemesis::restart_engine(&dir, &r, &engine_labels).await;
-                self.note(format!(
-                    "LABELS: restarted {}'s engine with its labels",
-                    r.id
-                ));
+                let what = match nemesis::restart_engine(&dir, &r, &engine_labels).await {
+                    Some(_) => "restarted with its labels",
+                    None => "destroyed by drover while its engine restarted",
+                };
+                self.note(format!("LABELS: {} {what}", r.id));
             }
             _ => self.note(format!(
                 "LABELS: {} is gone (drover replaced it)",

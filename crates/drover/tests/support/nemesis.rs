@@ -278,13 +278,20 @@ pub fn engine_pid(r: &InstanceRecord) -> Option<i32> {
 /// restarting docker would): SIGTERM to dockerd alone (by its verified PID;
 /// the controller beside it keeps running, as a systemd unit would), SIGKILL
 /// after 10 s, then a new dockerd on the same data root. The record gets the
-/// new PID, as the provider writes it. Returns the new PID.
+/// new PID, as the provider writes it. Returns the new PID, or `None` when
+/// drover destroyed the machine meanwhile (its record is gone: a roll may
+/// take a machine whose engine is restarting).
 pub async fn restart_engine(
     dir: &Path,
     r: &InstanceRecord,
     labels: &BTreeMap<String, String>,
-) -> i32 {
-    let pid = engine_pid(r).expect("the engine runs");
+) -> Option<i32> {
+    let inst = dir.join("instances").join(&r.id);
+    let gone = || !inst.join("instance.json").exists();
+    let Some(pid) = engine_pid(r) else {
+        assert!(gone(), "the engine of {} does not run", r.id);
+        return None;
+    };
     let p = nix::unistd::Pid::from_raw(pid);
     nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM dockerd");
     let t = Instant::now();
@@ -298,12 +305,20 @@ pub async fn restart_engine(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let inst = dir.join("instances").join(&r.id);
+    if gone() {
+        return None;
+    }
     let engine = drover_local::launcher::EngineProcess::start(&inst, labels).expect("restart");
-    engine
-        .wait_ready(Duration::from_secs(30))
-        .await
-        .expect("restarted engine answers");
+    if let Err(e) = engine.wait_ready(Duration::from_secs(30)).await {
+        // Destroyed by drover while it started (its destroy stops it)?
+        let (_, new) = engine.detach();
+        assert!(
+            gone(),
+            "the restarted engine {new} of {} does not answer: {e}",
+            r.id
+        );
+        return None;
+    }
     let (_, new) = engine.detach();
     let mut rec: InstanceRecord =
         serde_json::from_str(&std::fs::read_to_string(inst.join("instance.json")).unwrap())
@@ -313,7 +328,7 @@ pub async fn restart_engine(
     let tmp = inst.join("instance.json.nemesis");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
     std::fs::rename(tmp, inst.join("instance.json")).unwrap();
-    new
+    Some(new)
 }
 
 /// The `--label k=v` arguments machine `r`'s running dockerd was started with.
