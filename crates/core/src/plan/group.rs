@@ -200,18 +200,40 @@ impl<'a> Planner<'a> {
 
     /// The one group allowed to start roll operations: the first (managers
     /// first, then declared order) with outdated members or rolls in flight.
+    /// A manager group left with only the leader to roll yields to a later
+    /// group holding an outdated raft member (a worker promoted by hand):
+    /// the leader goes last among all raft members.
     fn rolling_group(&self) -> Option<usize> {
-        self.views.iter().position(|v| {
-            let rolling_op = self
-                .ops
+        let rolling_op = |v: &View<'_>| {
+            self.ops
                 .iter()
-                .any(|o| o.group == v.d.spec.name && o.kind == OpKind::Roll);
-            let outdated = v
-                .described
+                .any(|o| o.group == v.d.spec.name && o.kind == OpKind::Roll)
+        };
+        let outdated = |v: &View<'_>, keep: &dyn Fn(&Member<'_>) -> bool| {
+            v.described
                 .as_ref()
-                .is_ok_and(|insts| insts.iter().any(|i| !i.current()));
-            rolling_op || outdated
-        })
+                .is_ok_and(|insts| insts.iter().any(|i| !i.current() && keep(i)))
+        };
+        let first = self
+            .views
+            .iter()
+            .position(|v| rolling_op(v) || outdated(v, &|_| true))?;
+        if self.promoted.is_empty() {
+            return Some(first);
+        }
+        let v = &self.views[first];
+        let not_leader = |i: &Member<'_>| !(self.is_leader(i) || self.world.is_self(i.link()));
+        let only_the_leader =
+            v.d.spec.role == Role::Manager && !rolling_op(v) && !outdated(v, &not_leader);
+        let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
+        let promoted_outdated =
+            || (first + 1..self.views.len()).find(|&k| outdated(&self.views[k], &in_raft));
+        Some(
+            only_the_leader
+                .then(promoted_outdated)
+                .flatten()
+                .unwrap_or(first),
+        )
     }
 
     pub(crate) fn new_op_id(&mut self, group: &str) -> String {
@@ -467,12 +489,28 @@ impl<'a> Planner<'a> {
         } else {
             self.stale_nodes(&v)
         };
+        // A live node of this group that no listed machine carries means the
+        // describe may have left a machine out (a successful answer can be
+        // partial: eventual consistency): adding one for "its" slot could
+        // make a second machine for it. A node whose machine is really gone
+        // turns Down within ~15 s.
+        let unlisted = stale
+            .iter()
+            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable))
+            .map(|n| (n.id.clone(), n.link.clone().unwrap_or_default()));
         self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
         let missing = missing_slots(d, &live, &pending);
         for target in missing {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+                break;
+            }
+            if let Some((node, link)) = &unlisted {
+                self.wait(
+                    &name,
+                    format!("node {node} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down"),
+                );
                 break;
             }
             let bootstrap = is_manager
@@ -525,6 +563,9 @@ impl<'a> Planner<'a> {
                         inst.id
                     ),
                 );
+                break;
+            }
+            if is_manager && self.leader_waits(&name, inst) {
                 break;
             }
             if !self.may_disrupt(d, inst, None) {
@@ -583,14 +624,7 @@ impl<'a> Planner<'a> {
         let settled = Settled::count(&free);
         while let Some(Reverse((.., k))) = order.pop() {
             let inst = outdated[k];
-            if is_manager
-                && (self.is_leader(inst) || self.world.is_self(inst.link()))
-                && let Some(other) = self.manager_before_leader(&inst.id)
-            {
-                self.wait(
-                    &name,
-                    format!("the leader goes last: other managers are not all current yet ({other} is not current and healthy)"),
-                );
+            if is_manager && self.leader_waits(&name, inst) {
                 break;
             }
             if !self.may_disrupt(d, inst, Some(settled)) {
@@ -762,17 +796,42 @@ impl<'a> Planner<'a> {
     /// `leader` (the leader's or this controller's own machine) that is not
     /// current and healthy yet, held ones included: a hold keeps a member
     /// from being touched, not the leader from going last.
+    /// Raft members of other groups (workers promoted by hand) count too:
+    /// the leader goes last among all raft members.
     fn manager_before_leader(&self, leader: &str) -> Option<String> {
+        let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
         self.views
             .iter()
-            .filter(|v| v.d.spec.role == Role::Manager)
-            .find_map(|v| match &v.described {
-                Err(_) => Some(format!("group {}", v.d.spec.name)),
-                Ok(members) => members
+            .filter(|v| v.d.spec.role == Role::Manager || !self.promoted.is_empty())
+            .find_map(|v| match (&v.described, v.d.spec.role) {
+                (Err(_), Role::Manager) => Some(format!("group {}", v.d.spec.name)),
+                (Err(_), _) => None,
+                (Ok(members), Role::Manager) => members
                     .iter()
                     .find(|i| i.id != leader && !(i.current() && i.healthy()))
                     .map(|i| i.id.clone()),
+                (Ok(members), _) => members
+                    .iter()
+                    .find(|i| in_raft(i) && !i.current())
+                    .map(|i| i.id.clone()),
             })
+    }
+
+    /// True (and `group` waits, saying why) when `inst` is the leader or
+    /// this controller's own machine and another raft member is not current
+    /// and healthy yet: rolls and retires alike take the leader last.
+    fn leader_waits(&mut self, group: &str, inst: &Member<'_>) -> bool {
+        if !(self.is_leader(inst) || self.world.is_self(inst.link())) {
+            return false;
+        }
+        let Some(other) = self.manager_before_leader(&inst.id) else {
+            return false;
+        };
+        self.wait(
+            group,
+            format!("the leader goes last: other managers are not all current yet ({other} is not current and healthy)"),
+        );
+        true
     }
 
     /// Budget, zone and quorum checks for disrupting `inst` now.
@@ -1116,7 +1175,9 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 }
 
 /// Members to retire: undeclared logical ids and duplicates, or cattle over
-/// size. Preference: outdated, then unhealthy, then unreachable, then newest; from the fullest
+/// size. Preference: unhealthy (a broken member goes without the healthy
+/// manager gate, and a healthy one would wait for it), then outdated, then
+/// raft-unreachable, then newest; from the fullest
 /// zone; never the controller's own machine unless it is the last choice.
 fn excess_members<'i>(
     d: &DesiredGroup,
@@ -1124,9 +1185,9 @@ fn excess_members<'i>(
     count: usize,
     self_link: Option<&str>,
 ) -> Vec<&'i Member<'i>> {
-    // A raft member unreachable from the leader goes before a reachable one
-    // that merely reads unhealthy (`unknown` after an election): removing it
-    // raises fault tolerance, removing the other would wait for the gate.
+    // Among the unhealthy, a raft member unreachable from the leader goes
+    // before a reachable one that merely reads unknown (after an election):
+    // removing it raises fault tolerance, removing the other would wait.
     type Rank<'i> = (bool, bool, bool, bool, std::cmp::Reverse<u64>, &'i str);
     let rank = |i: &'i Member<'i>| -> Rank<'i> {
         let reachable = i
@@ -1135,8 +1196,8 @@ fn excess_members<'i>(
             .is_some_and(|r| r.reachable);
         (
             i.link().is_some() && i.link() == self_link,
-            i.config() == Some(d.hash.as_str()),
             i.healthy(),
+            i.config() == Some(d.hash.as_str()),
             reachable,
             std::cmp::Reverse(i.created_ms),
             i.id.as_str(),

@@ -338,3 +338,98 @@ fn an_unreachable_raft_member_no_machine_carries_is_named_with_what_to_do() {
     assert!(why.contains("`docker node demote n-m3` by hand"), "{why}");
     assert!(!demotes(&p, "n-m3"), "{}", describe(&p));
 }
+
+// ------------------------------------------------------------ found by the untidy simulator
+
+#[test]
+fn a_live_node_no_listed_machine_carries_holds_provisioning_for_its_group() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    c.add_worker("w1", &c.hash(WORKERS), None);
+    c.add_worker("w2", &c.hash(WORKERS), None);
+    // A successful describe that left w2 out (eventual consistency).
+    c.instances(WORKERS).retain(|i| i.link() != Some("w2"));
+    let p = c.at(0);
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+    assert!(reason(&p, WORKERS).contains("n-w2"), "{}", describe(&p));
+    // Its machine is really gone: the node turns Down, the slot is filled.
+    c.node("w2").state = NodeState::Down;
+    let p = c.at(20 * SEC);
+    assert_eq!(provisions(&p).len(), 1, "{}", describe(&p));
+}
+
+/// 3 pet managers `10.0.0.1..3` on `m1..m3` (`m1` leads), the spec now
+/// declaring `10.0.0.9` instead of `10.0.0.1`, with a new config.
+fn renamed_leader_pet() -> Cluster {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.desired = desired(
+        "groups:\n\
+         - name: managers\n  role: manager\n  allocation: {logical_ids: [10.0.0.9, 10.0.0.2, 10.0.0.3]}\n  instance: {provider: sim}\n\
+         - name: workers\n  role: worker\n  instance: {provider: sim}\n  allocation: {size: 1}\n",
+    );
+    for (k, i) in c.instances(MANAGERS).iter_mut().enumerate() {
+        i.tags
+            .insert(tags::LOGICAL_ID.into(), format!("10.0.0.{}", k + 1));
+        i.tags.insert(tags::CONFIG.into(), OLD.into());
+    }
+    c
+}
+
+#[test]
+fn an_undeclared_leader_is_retired_last_not_before_the_outdated_members() {
+    let mut c = renamed_leader_pet();
+    let p = c.at(0);
+    let add = begins(&p, MANAGERS)
+        .into_iter()
+        .find(|o| o.kind == OpKind::Provision)
+        .cloned()
+        .expect("the new logical id is provisioned first");
+    c.add_new_member(&add, true);
+    for i in c.instances(MANAGERS) {
+        if i.link() == Some(add.id.as_str()) {
+            i.tags.insert(tags::LOGICAL_ID.into(), "10.0.0.9".into());
+        }
+    }
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    let victims: Vec<&str> = begins(&p, MANAGERS)
+        .iter()
+        .map(|o| victim_link(o))
+        .collect();
+    assert!(
+        matches!(victims.as_slice(), ["m2"] | ["m3"]),
+        "an outdated follower goes before the leader: {}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn the_leader_waits_for_an_outdated_worker_promoted_into_the_raft_which_rolls_first() {
+    let mut c = promoted_worker();
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    let rolls = begins(&p, WORKERS);
+    assert_eq!(rolls.len(), 1, "{}", describe(&p));
+    assert_eq!(victim_link(rolls[0]), "w1");
+}
+
+#[test]
+fn a_scale_in_retires_a_never_joined_member_before_an_outdated_healthy_one() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let g = c.group_mut(MANAGERS);
+    g.spec.allocation = crate::spec::Allocation::Size {
+        size: 1,
+        zones: Vec::new(),
+    };
+    g.spec.update.strategy = crate::spec::Strategy::Surge;
+    c.outdate_one(MANAGERS, "m2");
+    // m3's machine never joined (no node).
+    c.nodes().retain(|n| n.link.as_deref() != Some("m3"));
+    let p = c.at(0);
+    let retired: Vec<&str> = begins(&p, MANAGERS)
+        .iter()
+        .filter(|o| o.kind == OpKind::Retire)
+        .map(|o| victim_link(o))
+        .collect();
+    assert_eq!(retired, ["m3"], "{}", describe(&p));
+}
