@@ -216,8 +216,21 @@ impl Run {
         if wait {
             args.push("--wait");
         }
-        let out = self.lab.drover_with(&args, LOG_ENV);
-        assert_eq!(out.status.code(), Some(0), "apply {label} failed");
+        // The swarm store's address is the first manager machine's engine,
+        // which may be one joining or leaving right now: retried then.
+        for _ in 0..10 {
+            let out = self.lab.drover_with(&args, LOG_ENV);
+            if out.status.code() == Some(0) {
+                return;
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("cannot open the store"),
+                "apply {label} failed: {err}"
+            );
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        panic!("apply {label}: the store could not be opened");
     }
 
     /// Commits the next spec (a new engine label: every machine is rolled).
@@ -552,7 +565,24 @@ impl Run {
     async fn labels_lost(&mut self) {
         self.ensure_rolling().await;
         let nodes = self.whole_raft(Duration::from_secs(120)).await;
-        let desired = support::desired_hashes(&self.lab);
+        // The published status's desired hash per group (read through the
+        // run's store handle, which moves to another manager when one fails).
+        let status = self
+            .call(|s| Box::pin(s.status()))
+            .await
+            .flatten()
+            .unwrap_or_default();
+        let desired: BTreeMap<String, String> = status["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| {
+                Some((
+                    g["name"].as_str()?.to_string(),
+                    g["desired_hash"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
         let followers: Vec<drover_local::InstanceRecord> = nodes
             .iter()
             .filter(|n| n.raft.as_ref().is_some_and(|r| !r.leader))
@@ -904,12 +934,11 @@ fn destroyed_members(run: &mut Run, seen: &Seen) {
                 .filter(|x| x.at_ms >= gone_at + 1_000)
                 .find_map(|x| {
                     x.members.as_ref()?.iter().find(|mem| {
+                        // (Unless that machine runs again: its engine only
+                        // stopped for a while. A new machine at the same
+                        // address is another node, so node ids decide.)
                         own.contains(&mem.node)
-                            && !x.machines.iter().any(|y| {
-                                y.running
-                                    && ((y.link.is_some() && y.link == mem.link)
-                                        || y.address == mem.addr)
-                            })
+                            && !x.machines.iter().any(|y| y.id == m.id && y.running)
                     })
                 });
             if let Some(mem) = later {
