@@ -1,69 +1,301 @@
-//! Turning a planned side effect into provider and swarm calls.
+//! Turning a planned side effect into provider and swarm calls, each
+//! started only once the store has confirmed, just before, that this
+//! controller's term is still current, and each acting only while that
+//! confirmation — a [`Lease`] — has not run out: the provider or engine
+//! checks it immediately before its irreversible operation.
 
 use crate::context::Context;
 use drover_core::model::tags;
 use drover_core::plan::{self, Action, Desired};
 use drover_core::spec::Role;
 use drover_core::template::BootContext;
-use drover_spi::{ProvisionRequest, Secret};
+use drover_spi::{
+    ClusterError, Epoch, Fence, InstanceProvider, LeaseExpired, ProviderError, ProvisionRequest,
+    Secret, Store, StoreError,
+};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long the store's confirmation of the term is good for, from the
+/// moment the store was *asked*: the [`Lease`] it makes expires then, and
+/// a provider or engine call checks it immediately before it acts. A
+/// confirmation that arrives later than this is asked for again. The
+/// process may be stopped (SIGSTOP, a stalled VM) anywhere between asking
+/// and acting, and another controller may take over meanwhile; the
+/// monotonic clock runs on while a process is stopped (SIGSTOP), so such a
+/// pause expires the lease; a VM whose guest clock stalls with it may not
+/// show it (docs/safety.md §5).
+pub(crate) const CONFIRMATION_FRESH: Duration = Duration::from_secs(1);
+
+/// Confirmations asked for before a slow store fails the step (it is
+/// planned again at the next pass); also how many times a call refused on
+/// an expired lease is started again under a new confirmation.
+const CONFIRMATION_ATTEMPTS: u32 = 3;
+
+/// Why a side effect failed, or was not started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StepError {
+    /// The store did not confirm this controller's term just before the
+    /// call (deposed, or the store could not be asked): nothing was started.
+    #[error("not started: the store did not confirm this controller's term: {0}")]
+    Unconfirmed(#[source] StoreError),
+    /// Every confirmation arrived too late to be trusted: nothing was started.
+    #[error(
+        "not started: the store's confirmation of this controller's term took longer than \
+         {} ms {CONFIRMATION_ATTEMPTS} times running",
+        CONFIRMATION_FRESH.as_millis()
+    )]
+    SlowConfirmation,
+    /// The provider or engine found the lease on the term expired right
+    /// before it would have acted, every time it was confirmed anew: it
+    /// did nothing.
+    #[error("not done: {0}")]
+    Expired(#[source] LeaseExpired),
+    /// The provider failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The swarm failed or refused.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// Not attempted: something the step needs is not there.
+    #[error("{0}")]
+    Unable(String),
+    /// Cut short: this controller stood down while the step ran.
+    #[error("cancelled: this controller stood down")]
+    Cancelled,
+    /// The step's task panicked.
+    #[error("the step's task failed: {0}")]
+    Panicked(String),
+}
+
+impl StepError {
+    /// The step ended for this controller's term, not for anything in the
+    /// world: it says nothing about the machine or node it was for.
+    pub(crate) fn is_for_the_term(&self) -> bool {
+        matches!(
+            self,
+            StepError::Unconfirmed(_)
+                | StepError::SlowConfirmation
+                | StepError::Expired(_)
+                | StepError::Cancelled
+        )
+    }
+
+    /// The store named a newer term: this controller was deposed.
+    pub(crate) fn is_deposed(&self) -> bool {
+        matches!(self, StepError::Unconfirmed(StoreError::Fenced { .. }))
+    }
+}
+
+/// The term a side effect runs under.
+pub(crate) struct Term {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) epoch: Epoch,
+}
+
+/// The store's word that a term is current, good until a monotonic
+/// deadline: [`CONFIRMATION_FRESH`] after the store was asked. Handed to
+/// the provider or engine call as its [`Fence`]; the call checks it
+/// immediately before its irreversible operation and does nothing once it
+/// has run out. It is never extended: a new one is had only by asking the
+/// store again ([`Term::confirm`]).
+///
+/// The deadline is a `tokio::time::Instant`: `std::time::Instant`
+/// (`CLOCK_MONOTONIC`, which runs on while the process is stopped) except
+/// under a test's paused clock.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    op: String,
+    epoch: Epoch,
+    valid_until: Instant,
+}
+
+impl Lease {
+    /// A lease on `epoch` for `op`, valid until `valid_until`.
+    pub(crate) fn new(op: &str, epoch: Epoch, valid_until: Instant) -> Self {
+        Lease {
+            op: op.to_string(),
+            epoch,
+            valid_until,
+        }
+    }
+}
+
+impl Fence for Lease {
+    fn check(&self) -> Result<(), LeaseExpired> {
+        let now = Instant::now();
+        if now <= self.valid_until {
+            tracing::info!(
+                op = %self.op,
+                epoch = self.epoch,
+                left_ms = (self.valid_until - now).as_millis() as u64,
+                "term confirmed"
+            );
+            return Ok(());
+        }
+        let late = now - self.valid_until;
+        tracing::warn!(
+            op = %self.op,
+            epoch = self.epoch,
+            late_ms = late.as_millis() as u64,
+            "the lease on this term expired; not acting"
+        );
+        Err(LeaseExpired(format!(
+            "term {} (operation {}) was confirmed more than {} ms ago ({} ms over)",
+            self.epoch,
+            self.op,
+            CONFIRMATION_FRESH.as_millis(),
+            late.as_millis()
+        )))
+    }
+}
+
+impl Term {
+    /// The store's word, fresh, that this term is still current, as a
+    /// lease for `op` valid [`CONFIRMATION_FRESH`] from the asking.
+    async fn confirm(&self, op: &str) -> Result<Lease, StepError> {
+        for _ in 0..CONFIRMATION_ATTEMPTS {
+            let asked = Instant::now();
+            self.store
+                .check_epoch(self.epoch)
+                .await
+                .map_err(StepError::Unconfirmed)?;
+            if asked.elapsed() <= CONFIRMATION_FRESH {
+                return Ok(Lease::new(op, self.epoch, asked + CONFIRMATION_FRESH));
+            }
+            tracing::warn!(
+                epoch = self.epoch,
+                "the store's confirmation of this term came late; asking again"
+            );
+        }
+        Err(StepError::SlowConfirmation)
+    }
+}
+
+/// One side effect, with everything its call needs gathered.
+enum Call<'a> {
+    Provision(Arc<dyn InstanceProvider>, Box<ProvisionRequest>),
+    Destroy(Arc<dyn InstanceProvider>, &'a str),
+    Drain(&'a str),
+    Demote(&'a str),
+    HandOver(&'a str),
+    RemoveNode(&'a str, bool),
+}
+
+impl Call<'_> {
+    /// Makes the call under `lease`, which the provider or engine checks
+    /// immediately before it acts.
+    async fn run(&self, ctx: &Context, lease: &Lease) -> Result<(), StepError> {
+        let result = match self {
+            Call::Provision(provider, req) => provider
+                .provision((**req).clone(), lease)
+                .await
+                .map(|_| ())
+                .map_err(Into::into),
+            Call::Destroy(provider, instance) => provider
+                .destroy_fenced(instance, lease)
+                .await
+                .map_err(Into::into),
+            Call::Drain(node) => ctx.cluster.drain(node, lease).await.map_err(Into::into),
+            Call::Demote(node) => ctx.cluster.demote(node, lease).await.map_err(Into::into),
+            // The lease is checked before the demotion, its first call; from
+            // there the protocol runs to its end (see `Controller::stand_down`).
+            Call::HandOver(node) => ctx
+                .cluster
+                .demote_self_and_leave(node, lease)
+                .await
+                .map_err(Into::into),
+            Call::RemoveNode(node, force) => ctx
+                .cluster
+                .remove_node(node, *force, lease)
+                .await
+                .map_err(Into::into),
+        };
+        result.map_err(|e| match e {
+            StepError::Provider(ProviderError::Fenced(e))
+            | StepError::Cluster(ClusterError::Fenced(e)) => StepError::Expired(e),
+            e => e,
+        })
+    }
+}
 
 /// Runs one side effect to its end (`op_group`: the group of the action's
-/// journaled operation). The error is a sentence for the event log.
+/// journaled operation) under `term`. What the call needs is gathered
+/// first (join material, the orphan's provider); the call itself starts
+/// only after [`Term::confirm`], and acts only while the [`Lease`] that
+/// confirmation gives has not run out: the provider or engine checks it
+/// immediately before its irreversible operation (and before each of its
+/// own retries). A call refused on an expired lease did nothing; it is
+/// started again under a new confirmation from the store (at most
+/// [`CONFIRMATION_ATTEMPTS`] times), so a deposed controller finds out it
+/// was deposed and a slow call is not failed for its slowness alone.
 pub(crate) async fn side_effect(
     ctx: &Context,
+    term: &Term,
     desired: &Desired,
     op_group: Option<&str>,
     action: &Action,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let group_provider = |group: &str| {
         let g = desired
             .groups
             .iter()
             .find(|g| g.spec.name == group)
-            .ok_or(format!("group {group} is not declared"))?;
+            .ok_or_else(|| StepError::Unable(format!("group {group} is not declared")))?;
         ctx.providers
             .get(&g.spec.instance.provider)
             .cloned()
-            .ok_or(format!(
-                "no provider `{}` configured",
-                g.spec.instance.provider
-            ))
+            .ok_or_else(|| {
+                StepError::Unable(format!(
+                    "no provider `{}` configured",
+                    g.spec.instance.provider
+                ))
+            })
     };
-    match action {
+    let call = match action {
         Action::Provision { group, .. } => {
             let req = provision_request(ctx, desired, action).await?;
-            group_provider(group)?
-                .provision(req)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            Call::Provision(group_provider(group)?, Box::new(req))
         }
         Action::Destroy { instance, .. } => {
-            let group = op_group.ok_or("the operation is not in the journal")?;
+            let group = op_group
+                .ok_or_else(|| StepError::Unable("the operation is not in the journal".into()))?;
             let provider = match group_provider(group) {
                 Ok(p) => p,
                 Err(_) => orphan_provider(ctx, desired, group, instance).await?,
             };
-            provider.destroy(instance).await.map_err(|e| e.to_string())
+            Call::Destroy(provider, instance)
         }
-        Action::Drain { node, .. } => ctx.cluster.drain(node).await.map_err(|e| e.to_string()),
-        Action::Demote { node, .. } => ctx.cluster.demote(node).await.map_err(|e| e.to_string()),
-        Action::DemoteSelfAndLeave { node, .. } => ctx
-            .cluster
-            .demote_self_and_leave(node)
-            .await
-            .map_err(|e| e.to_string()),
-        Action::RemoveNode { node, force, .. } => ctx
-            .cluster
-            .remove_node(node, *force)
-            .await
-            .map_err(|e| e.to_string()),
+        Action::Drain { node, .. } => Call::Drain(node),
+        Action::Demote { node, .. } => Call::Demote(node),
+        Action::DemoteSelfAndLeave { node, .. } => Call::HandOver(node),
+        Action::RemoveNode { node, force, .. } => Call::RemoveNode(node, *force),
         Action::Begin { .. }
         | Action::MarkDone { .. }
         | Action::Complete { .. }
-        | Action::Rollback { .. } => Ok(()),
+        | Action::Rollback { .. } => return Ok(()),
+    };
+    let op = action.op_id().unwrap_or_default();
+    let mut expired = None;
+    for _ in 0..CONFIRMATION_ATTEMPTS {
+        let lease = term.confirm(op).await?;
+        match call.run(ctx, &lease).await {
+            Err(StepError::Expired(e)) => {
+                tracing::warn!(
+                    op,
+                    epoch = term.epoch,
+                    "the call found its lease expired before it acted; asking the store again"
+                );
+                expired = Some(e);
+            }
+            result => return result,
+        }
     }
+    Err(StepError::Expired(expired.unwrap_or_else(|| {
+        LeaseExpired("no confirmation was asked for".into())
+    })))
 }
 
 /// The provider holding `instance` of undeclared `group` (an orphan): the
@@ -74,23 +306,20 @@ async fn orphan_provider(
     desired: &Desired,
     group: &str,
     instance: &str,
-) -> Result<std::sync::Arc<dyn drover_spi::InstanceProvider>, String> {
+) -> Result<Arc<dyn InstanceProvider>, StepError> {
     let filter = BTreeMap::from([
         (tags::CLUSTER.to_string(), desired.cluster_id.clone()),
         (tags::GROUP.to_string(), group.to_string()),
     ]);
     for provider in ctx.providers.values() {
-        let list = provider
-            .describe(&filter)
-            .await
-            .map_err(|e| e.to_string())?;
+        let list = provider.describe(&filter).await?;
         if list.iter().any(|i| i.id == instance) {
             return Ok(provider.clone());
         }
     }
-    Err(format!(
+    Err(StepError::Unable(format!(
         "no provider lists {instance} with this cluster's id and group {group}"
-    ))
+    )))
 }
 
 /// Everything the provider needs for one new machine. Join material is
@@ -99,7 +328,7 @@ async fn provision_request(
     ctx: &Context,
     desired: &Desired,
     action: &Action,
-) -> Result<ProvisionRequest, String> {
+) -> Result<ProvisionRequest, StepError> {
     let Action::Provision {
         op,
         group,
@@ -108,29 +337,28 @@ async fn provision_request(
         ..
     } = action
     else {
-        return Err("not a provision".into());
+        return Err(StepError::Unable("not a provision".into()));
     };
     let g = desired
         .groups
         .iter()
         .find(|g| g.spec.name == *group)
-        .ok_or(format!("group {group} is not declared"))?;
+        .ok_or_else(|| StepError::Unable(format!("group {group} is not declared")))?;
     let mut boot_env: Vec<(String, Secret)> = Vec::new();
     let (init, join_addr) = if *role == Role::Plain {
         (false, String::new())
     } else {
-        match ctx
-            .cluster
-            .join_material(*role)
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        match ctx.cluster.join_material(*role).await? {
             Some(m) => {
                 boot_env.push(("DROVER_JOIN_TOKEN".into(), m.token));
                 (false, m.addr)
             }
             None if *role == Role::Manager => (true, String::new()),
-            None => return Err("no swarm exists yet for a worker to join".into()),
+            None => {
+                return Err(StepError::Unable(
+                    "no swarm exists yet for a worker to join".into(),
+                ));
+            }
         }
     };
     if let Some(url) = &ctx.store_url {
@@ -164,4 +392,31 @@ async fn provision_request(
         boot_context,
         boot_env,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_store::MemStore;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_runs_out_a_second_after_the_store_was_asked() {
+        let store: Arc<dyn Store> = Arc::new(MemStore::default());
+        let epoch = store.campaign("a").await.unwrap();
+        let term = Term { store, epoch };
+        let lease = term.confirm("op-1").await.unwrap();
+        assert!(lease.check().is_ok());
+        tokio::time::sleep(CONFIRMATION_FRESH - Duration::from_millis(1)).await;
+        assert!(lease.check().is_ok(), "expired before its time");
+        // A stop (SIGSTOP) between the confirmation and the act.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let e = lease.check().expect_err("acting on an expired lease");
+        assert!(e.to_string().contains("op-1"), "{e}");
+        // A new lease only from the store: a deposed term gets none.
+        term.store.campaign("b").await.unwrap();
+        assert!(matches!(
+            term.confirm("op-1").await,
+            Err(e) if e.is_deposed()
+        ));
+    }
 }

@@ -16,6 +16,13 @@
 //! - Acts only while its engine's node is the swarm leader (or when no
 //!   swarm exists yet, to bootstrap), and only under an epoch won from the
 //!   store: a write refused as [`drover_spi::StoreError::Fenced`] stops it.
+//!   Its automatic rollback is such a write (`Store::commit_rollback`).
+//! - Plans a new term with the store as read *after* winning it, so the
+//!   deposed controller's last journal writes are in the plan.
+//! - Starts each side effect only once the store has confirmed, within the
+//!   last second, that its term is current (`Store::check_epoch`); standing
+//!   down cancels the side effects it started. What remains is written down
+//!   in `docs/safety.md` §5.
 //! - A `DemoteSelfAndLeave` it started runs to its end even after
 //!   leadership moved away: the journal entry written before the demotion
 //!   authorises exactly those steps. Meanwhile its passes observe nothing:

@@ -15,7 +15,7 @@ use drover_core::model::{Instance, SwarmView};
 use drover_core::plan::{MemberStatus, Phase, Plan};
 use drover_core::spec::Role;
 use drover_spi::{
-    Cluster, ClusterError, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
+    Cluster, ClusterError, Fence, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -331,14 +331,18 @@ const ENGINE: &str = "engine";
 
 #[async_trait]
 impl InstanceProvider for MeteredProvider {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
-        let f = self.inner.provision(req);
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError> {
+        let f = self.inner.provision(req, fence);
         self.metrics
             .timed(PROVIDER, "provision", f, Result::is_err)
             .await
     }
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
-        let f = self.inner.destroy(instance);
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
+        let f = self.inner.destroy_fenced(instance, fence);
         self.metrics
             .timed(PROVIDER, "destroy", f, Result::is_err)
             .await
@@ -356,8 +360,9 @@ impl InstanceProvider for MeteredProvider {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
     ) -> Result<(), ProviderError> {
-        let f = self.inner.label(instance, labels);
+        let f = self.inner.label(instance, labels, fence);
         self.metrics
             .timed(PROVIDER, "label", f, Result::is_err)
             .await
@@ -377,24 +382,33 @@ impl Cluster for MeteredCluster {
         let failed = |v: &SwarmView| matches!(v, SwarmView::Unavailable(_));
         self.metrics.timed(ENGINE, "observe", f, failed).await
     }
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
-        let f = self.inner.drain(node);
+    async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let f = self.inner.drain(node, fence);
         self.metrics.timed(ENGINE, "drain", f, Result::is_err).await
     }
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
-        let f = self.inner.demote(node);
+    async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let f = self.inner.demote(node, fence);
         self.metrics
             .timed(ENGINE, "demote", f, Result::is_err)
             .await
     }
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
-        let f = self.inner.demote_self_and_leave(node);
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        let f = self.inner.demote_self_and_leave(node, fence);
         self.metrics
             .timed(ENGINE, "demote_self_and_leave", f, Result::is_err)
             .await
     }
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
-        let f = self.inner.remove_node(node, force);
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        let f = self.inner.remove_node(node, force, fence);
         self.metrics
             .timed(ENGINE, "remove_node", f, Result::is_err)
             .await

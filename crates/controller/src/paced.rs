@@ -12,7 +12,7 @@
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 use drover_core::model::Instance;
-use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest};
+use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -114,12 +114,21 @@ impl Paced {
 
 #[async_trait]
 impl InstanceProvider for Paced {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
-        self.call(|| self.inner.provision(req.clone())).await
+    /// Each attempt, retries included, hands `fence` on: the inner provider
+    /// checks it right before it acts, so an attempt after the lease ran
+    /// out (a long pacing wait or backoff) does nothing and ends the call
+    /// (a refusal is not transient).
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError> {
+        self.call(|| self.inner.provision(req.clone(), fence)).await
     }
 
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
-        self.call(|| self.inner.destroy(instance)).await
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
+        self.call(|| self.inner.destroy_fenced(instance, fence))
+            .await
     }
 
     async fn describe(
@@ -133,8 +142,10 @@ impl InstanceProvider for Paced {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
     ) -> Result<(), ProviderError> {
-        self.call(|| self.inner.label(instance, labels)).await
+        self.call(|| self.inner.label(instance, labels, fence))
+            .await
     }
 }
 
@@ -163,10 +174,14 @@ mod tests {
 
     #[async_trait]
     impl InstanceProvider for Flaky {
-        async fn provision(&self, _: ProvisionRequest) -> Result<String, ProviderError> {
+        async fn provision(
+            &self,
+            _: ProvisionRequest,
+            _: &dyn Fence,
+        ) -> Result<String, ProviderError> {
             unreachable!("not used")
         }
-        async fn destroy(&self, _: &str) -> Result<(), ProviderError> {
+        async fn destroy_fenced(&self, _: &str, _: &dyn Fence) -> Result<(), ProviderError> {
             unreachable!("not used")
         }
         async fn describe(
@@ -179,7 +194,12 @@ mod tests {
             }
             Ok(Vec::new())
         }
-        async fn label(&self, _: &str, _: &BTreeMap<String, String>) -> Result<(), ProviderError> {
+        async fn label(
+            &self,
+            _: &str,
+            _: &BTreeMap<String, String>,
+            _: &dyn Fence,
+        ) -> Result<(), ProviderError> {
             unreachable!("not used")
         }
     }

@@ -1,7 +1,7 @@
 //! The reconcile loop: observe → plan → journal → act, event-driven.
 
 use crate::context::Context;
-use crate::execute;
+use crate::execute::{self, StepError, Term};
 use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{status_json, wall_ms};
@@ -9,13 +9,15 @@ use crate::takeover;
 use drover_core::journal::Intent;
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
+use drover_core::spec::validate_commit;
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 /// Consecutive passes allowed without sleeping.
@@ -39,7 +41,9 @@ struct Finished {
     /// The step was a provision call (a failure uses the slot's attempt budget).
     provision: bool,
     kind: String,
-    result: Result<(), String>,
+    /// The term it was started under.
+    epoch: Epoch,
+    result: Result<(), StepError>,
 }
 
 /// What one pass did.
@@ -62,7 +66,9 @@ pub struct Controller {
     started: Instant,
     memory: Memory,
     epoch: Option<Epoch>,
-    running: HashSet<String>,
+    /// Operations with a side effect running, each with the handle that
+    /// cancels it when this controller stands down (`None`: never cut short).
+    running: HashMap<String, Option<AbortHandle>>,
     done_tx: mpsc::UnboundedSender<Finished>,
     done_rx: mpsc::UnboundedReceiver<Finished>,
     last_publish: Option<Instant>,
@@ -82,6 +88,10 @@ pub struct Controller {
     refused: Option<String>,
     /// Groups reported blocked, with the reason last recorded as an event.
     blocked: BTreeMap<String, String>,
+    /// Groups whose automatic rollback this pass refused to commit (the
+    /// spec it would commit is not valid: `validate_commit`), with why:
+    /// reported blocked for as long as the planner asks for it.
+    rollback_refused: BTreeMap<String, String>,
     /// Where passes, steps and API calls are counted, when served.
     metrics: Option<Metrics>,
     /// Extra time every pass spends: see [`Controller::with_pass_delay`].
@@ -108,7 +118,7 @@ impl Controller {
             started: Instant::now(),
             memory: Memory::default(),
             epoch: None,
-            running: HashSet::new(),
+            running: HashMap::new(),
             done_tx,
             done_rx,
             last_publish: None,
@@ -120,6 +130,7 @@ impl Controller {
             last_beat: None,
             refused: None,
             blocked: BTreeMap::new(),
+            rollback_refused: BTreeMap::new(),
             metrics: None,
             pass_delay: Duration::ZERO,
             watching: tokio::sync::watch::Sender::new(false),
@@ -234,6 +245,13 @@ impl Controller {
         if self.handing_over.as_ref() == Some(&done.op) {
             self.handing_over = None;
         }
+        if let Err(e) = &done.result
+            && e.is_deposed()
+            && self.epoch == Some(done.epoch)
+        {
+            self.stand_down("the store named a newer term before a side effect");
+            self.fenced = true;
+        }
         let outcome = match &done.result {
             Ok(()) => "ok".to_string(),
             Err(e) => {
@@ -244,7 +262,7 @@ impl Controller {
             }
         };
         tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
-        if done.provision && done.result.is_err() {
+        if done.provision && done.result.as_ref().is_err_and(|e| !e.is_for_the_term()) {
             self.record_provision_failure(&done.op).await;
         }
         self.event(done.group, Some(done.op), "step", &done.what, outcome)
@@ -349,6 +367,18 @@ impl Controller {
         }
     }
 
+    /// Stops acting: forgets its term and memory, and cancels the side
+    /// effects it started (each stops at its next await; one whose call
+    /// already reached its engine or provider may have happened, which its
+    /// journaled intent tells the next leader). Except the leader's own
+    /// `DemoteSelfAndLeave`: once its node is demoted (its first call, the
+    /// only one that touches the raft, made after the term was confirmed)
+    /// the protocol must end with the leave, or the engine stays a
+    /// demoted-but-joined node that the next leader destroys only after
+    /// `LEAVE_BOUND` instead of on its `left` answer; and its demotion moves
+    /// leadership away, so the next leader's campaign soon refuses a write of
+    /// this one (a finished step's event) and stands it down while it still
+    /// leaves: were the hand-over cancellable, that would cut it in half.
     fn stand_down(&mut self, why: &str) {
         if self.epoch.is_some() {
             tracing::warn!(why, "standing down: another controller leads");
@@ -356,6 +386,12 @@ impl Controller {
         self.epoch = None;
         self.memory = Memory::default();
         self.watching.send_replace(false);
+        for (op, abort) in &self.running {
+            if let Some(abort) = abort {
+                tracing::info!(op = %op, "cancelling its step: this controller stood down");
+                abort.abort();
+            }
+        }
     }
 
     /// Should this controller act on what it sees? On a manager: only while
@@ -451,7 +487,7 @@ impl Controller {
             });
         }
         self.beat().await?;
-        let Some(stored) = observe::stored(&self.ctx).await? else {
+        let Some(mut stored) = observe::stored(&self.ctx).await? else {
             return Ok(PassReport {
                 acting: false,
                 fenced: false,
@@ -459,7 +495,7 @@ impl Controller {
                 progressed: false,
             });
         };
-        let observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
+        let mut observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
         let leads = self.leads(&observed.swarm);
         if let Some(m) = &self.metrics {
             m.acting(leads);
@@ -501,11 +537,29 @@ impl Controller {
                 self.watching.send_replace(true);
                 let took_over = takeover::event(&self.ctx.identity, e, &observed.swarm);
                 self.append(e, &took_over).await;
+                // The store was read before the term was won: the controller
+                // deposed by it may have journaled a Begin or an intent
+                // since, and a plan that cannot see it starts a second
+                // removal beside it. From now on its writes are refused, so
+                // this read is the last word on them.
+                let Some(fresh) = observe::stored(&self.ctx).await? else {
+                    return Ok(PassReport {
+                        acting: true,
+                        fenced: false,
+                        plan: None,
+                        progressed: false,
+                    });
+                };
+                if fresh.journal != stored.journal || fresh.revision.rev != stored.revision.rev {
+                    // The world as the new journal and spec sort it.
+                    observed = observe::world(&self.ctx, &fresh.desired, &fresh.journal).await;
+                }
+                stored = fresh;
                 e
             }
         };
         let nonce = RandomState::new().hash_one(self.passes);
-        let plan = plan::plan(PlanInput {
+        let mut plan = plan::plan(PlanInput {
             desired: &stored.desired,
             observed: &observed,
             journal: &stored.journal,
@@ -514,8 +568,17 @@ impl Controller {
             nonce,
         });
         self.memory = plan.memory.clone();
+        let acted = self.act(&stored, &plan, epoch).await;
+        // After acting: a refused rollback blocks its group in this very
+        // pass's status and events.
+        for (group, why) in &self.rollback_refused {
+            if let Some(g) = plan.groups.iter_mut().find(|g| g.name == *group) {
+                g.phase = Phase::Blocked;
+                g.reason = Some(why.clone());
+            }
+        }
         self.blocked_events(&plan).await;
-        let progressed = match self.act(&stored, &plan, epoch).await {
+        let progressed = match acted {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
                 self.fenced = true;
@@ -599,6 +662,7 @@ impl Controller {
     ) -> Result<bool, StoreError> {
         let mut journal = stored.journal.clone();
         let mut progressed = false;
+        self.rollback_refused.clear();
         for action in &plan.actions {
             if self.epoch != Some(epoch) {
                 // Fenced mid-plan (an event write was refused): act no further.
@@ -632,10 +696,12 @@ impl Controller {
                     self.ctx.store.journal_remove(epoch, op).await?;
                     journal.retain(|o| o.id != *op);
                 }
-                Action::Rollback { group, reason } => self.rollback(stored, group, reason).await?,
+                Action::Rollback { group, reason } => {
+                    self.rollback(stored, group, reason, epoch).await?
+                }
                 effect => {
                     let id = effect.op_id().unwrap_or_default();
-                    if self.running.contains(id) {
+                    if self.running.contains_key(id) {
                         continue;
                     }
                     // The intent, fenced by the epoch, just before the side
@@ -656,7 +722,7 @@ impl Controller {
                     if hand_over {
                         self.started(&journal, effect).await;
                     }
-                    self.spawn(stored, &journal, effect);
+                    self.spawn(stored, &journal, effect, epoch);
                     if !hand_over {
                         self.started(&journal, effect).await;
                     }
@@ -682,15 +748,15 @@ impl Controller {
         .await;
     }
 
-    /// Starts a side effect (its operation has none running).
+    /// Starts a side effect (its operation has none running) under `epoch`.
     fn spawn(
         &mut self,
         stored: &Stored,
         journal: &[drover_core::journal::Operation],
         action: &Action,
+        epoch: Epoch,
     ) {
         let op = action.op_id().unwrap_or_default().to_string();
-        self.running.insert(op.clone());
         let group = journal.iter().find(|o| o.id == op).map(|o| o.group.clone());
         let (ctx, desired, tx, action) = (
             self.ctx.clone(),
@@ -698,7 +764,8 @@ impl Controller {
             self.done_tx.clone(),
             action.clone(),
         );
-        if matches!(action, Action::DemoteSelfAndLeave { .. }) {
+        let hand_over = matches!(action, Action::DemoteSelfAndLeave { .. });
+        if hand_over {
             self.watching.send_replace(false);
             self.handing_over = Some(op.clone());
         }
@@ -707,36 +774,53 @@ impl Controller {
         if let Some(m) = &self.metrics {
             m.step_started(&kind);
         }
+        // The effect runs in a task of its own so that a panic in it is
+        // reported like a failure (a step that never reported its end would
+        // hold its operation, and a hand-over every pass, forever), and so
+        // that standing down can cancel it.
+        let effect = {
+            let (group, action) = (group.clone(), action.clone());
+            tokio::spawn(async move {
+                let term = Term {
+                    store: ctx.store.clone(),
+                    epoch,
+                };
+                execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action).await
+            })
+        };
+        self.running
+            .insert(op.clone(), (!hand_over).then(|| effect.abort_handle()));
         tokio::spawn(async move {
-            // The effect runs in a task of its own so that a panic in it is
-            // reported like a failure: a step that never reported its end
-            // would hold its operation, and a hand-over every pass, forever.
-            let effect = {
-                let (group, action) = (group.clone(), action.clone());
-                tokio::spawn(async move {
-                    execute::side_effect(&ctx, &desired, group.as_deref(), &action).await
-                })
+            let result = match effect.await {
+                Ok(r) => r,
+                Err(e) if e.is_cancelled() => Err(StepError::Cancelled),
+                Err(e) => Err(StepError::Panicked(e.to_string())),
             };
-            let result = effect
-                .await
-                .unwrap_or_else(|e| Err(format!("the step's task failed: {e}")));
             let _ = tx.send(Finished {
                 op,
                 group,
                 what: action.describe(),
                 provision: matches!(action, Action::Provision { .. }),
                 kind,
+                epoch,
                 result,
             });
         });
     }
 
-    /// Commits the last converged revision's spec of `group` as a rollback.
+    /// Commits the last converged revision's spec of `group` as a rollback,
+    /// fenced by `epoch`: a deposed controller's rollback is refused by the
+    /// store like any other write of its term. The spec it would commit
+    /// passes the one rule of every commit (`validate_commit`) or is never
+    /// committed: a converged revision stored by an older drover, or one
+    /// whose group no longer fits beside the current others, blocks the
+    /// group with the reason instead (an operator decides, with `apply`).
     async fn rollback(
         &mut self,
         stored: &Stored,
         group: &str,
         reason: &str,
+        epoch: Epoch,
     ) -> Result<(), StoreError> {
         let history = self.ctx.store.history().await?;
         let target = history
@@ -751,6 +835,20 @@ impl Controller {
         if let Some(g) = spec.groups.iter_mut().find(|g| g.name == group) {
             *g = old.clone();
         }
+        let target = target.map_or(0, |r| r.rev);
+        let spec = match validate_commit(Some(&stored.revision.spec), spec) {
+            Ok(spec) => spec,
+            Err(refused) => {
+                let why = format!(
+                    "automatic rollback to revision {target} refused, nothing committed ({refused}); fix {group} with drover apply. It was asked for because: {reason}"
+                );
+                if self.blocked.get(group) != Some(&why) {
+                    tracing::warn!(group, %why, "automatic rollback refused");
+                }
+                self.rollback_refused.insert(group.to_string(), why);
+                return Ok(());
+            }
+        };
         let provenance = Provenance {
             who: format!("controller {}", self.ctx.identity),
             at_ms: wall_ms(),
@@ -759,7 +857,7 @@ impl Controller {
         match self
             .ctx
             .store
-            .commit(stored.revision.rev, &spec, provenance, true)
+            .commit_rollback(epoch, stored.revision.rev, spec.spec(), provenance)
             .await
         {
             Ok(rev) => {
@@ -904,4 +1002,129 @@ fn watch_store(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use drover_core::spec::{Role, parse_str};
+    use drover_spi::{Cluster, ClusterError, JoinMaterial, Store};
+    use drover_store::MemStore;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::sync::Notify;
+
+    /// A swarm whose drain and self-demotion wait for `release`, recording
+    /// which ended.
+    #[derive(Default)]
+    struct Held {
+        release: Notify,
+        drained: AtomicBool,
+        left: AtomicBool,
+    }
+
+    #[async_trait]
+    impl Cluster for Held {
+        async fn observe(&self) -> SwarmView {
+            SwarmView::Absent
+        }
+        async fn drain(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+            self.release.notified().await;
+            self.drained.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn demote(
+            &self,
+            _: &str,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
+            Ok(())
+        }
+        async fn demote_self_and_leave(
+            &self,
+            _: &str,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
+            self.release.notified().await;
+            self.left.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn remove_node(
+            &self,
+            _: &str,
+            _: bool,
+            _fence: &dyn drover_spi::Fence,
+        ) -> Result<(), ClusterError> {
+            Ok(())
+        }
+        async fn join_material(&self, _: Role) -> Result<Option<JoinMaterial>, ClusterError> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn standing_down_cancels_every_step_but_the_leaders_own_hand_over() {
+        let store = Arc::new(MemStore::default());
+        store.init_cluster("c1").await.unwrap();
+        let spec = parse_str(
+            "groups:\n- name: m\n  role: manager\n  allocation: {size: 1}\n  instance: {provider: sim}\n",
+        )
+        .spec
+        .unwrap();
+        let who = Provenance {
+            who: "test".into(),
+            at_ms: 0,
+            message: "test".into(),
+        };
+        store.commit(0, &spec, who, false).await.unwrap();
+        let held = Arc::new(Held::default());
+        let ctx = Context {
+            providers: Default::default(),
+            cluster: held.clone(),
+            store: store.clone(),
+            self_link: None,
+            identity: "t".into(),
+            store_url: None,
+            resync: Duration::from_secs(2),
+        };
+        let mut c = Controller::new(ctx);
+        let epoch = store.campaign("t").await.unwrap();
+        c.epoch = Some(epoch);
+        let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+        let drain = Action::Drain {
+            op: "drain-op".into(),
+            node: "n2".into(),
+        };
+        let hand_over = Action::DemoteSelfAndLeave {
+            op: "leader-op".into(),
+            node: "n1".into(),
+        };
+        c.spawn(&stored, &[], &drain, epoch);
+        c.spawn(&stored, &[], &hand_over, epoch);
+        tokio::time::sleep(Duration::from_millis(10)).await; // both under way
+
+        c.stand_down("test");
+        held.release.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            held.left.load(Ordering::SeqCst),
+            "the hand-over was cut short"
+        );
+        assert!(!held.drained.load(Ordering::SeqCst), "the drain ran on");
+        let mut ends = BTreeMap::new();
+        for _ in 0..2 {
+            let done = c.done_rx.recv().await.unwrap();
+            ends.insert(done.op, done.result.map_err(|e| e.to_string()));
+        }
+        assert_eq!(
+            ends,
+            BTreeMap::from([
+                (
+                    "drain-op".to_string(),
+                    Err("cancelled: this controller stood down".to_string())
+                ),
+                ("leader-op".to_string(), Ok(())),
+            ])
+        );
+    }
 }

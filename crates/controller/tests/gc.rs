@@ -22,10 +22,18 @@ struct NoQuota;
 
 #[async_trait]
 impl InstanceProvider for NoQuota {
-    async fn provision(&self, _req: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        _req: ProvisionRequest,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         Err(ProviderError::Transient("quota exceeded".into()))
     }
-    async fn destroy(&self, _instance: &str) -> Result<(), ProviderError> {
+    async fn destroy_fenced(
+        &self,
+        _instance: &str,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
     async fn describe(
@@ -38,6 +46,7 @@ impl InstanceProvider for NoQuota {
         &self,
         _instance: &str,
         _labels: &BTreeMap<String, String>,
+        _fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
         Ok(())
     }
@@ -48,11 +57,19 @@ struct Panics;
 
 #[async_trait]
 impl InstanceProvider for Panics {
-    async fn provision(&self, _req: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        _req: ProvisionRequest,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         panic!("provider bug");
     }
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
-        NoQuota.destroy(instance).await
+    async fn destroy_fenced(
+        &self,
+        instance: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        NoQuota.destroy_fenced(instance, fence).await
     }
     async fn describe(
         &self,
@@ -64,8 +81,9 @@ impl InstanceProvider for Panics {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
-        NoQuota.label(instance, labels).await
+        NoQuota.label(instance, labels, fence).await
     }
 }
 

@@ -48,25 +48,41 @@ impl Cluster for Watched {
         self.cloud.observe().await
     }
 
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.drain(node).await
+    async fn drain(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.drain(node, fence).await
     }
 
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
-        self.cloud.demote(node).await
+    async fn demote(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.demote(node, fence).await
     }
 
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        // The real protocol checks the lease before its demote, its first
+        // call; the hold below stands for the wait and the leave after it,
+        // which the lease does not govern.
+        fence.check()?;
         self.leaving.store(true, Ordering::SeqCst);
         self.started.notify_one();
         self.release.notified().await;
-        let result = self.cloud.demote_self_and_leave(node).await;
+        let result = self
+            .cloud
+            .demote_self_and_leave(node, &drover_spi::Unfenced)
+            .await;
         self.leaving.store(false, Ordering::SeqCst);
         result
     }
 
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
-        self.cloud.remove_node(node, force).await
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        self.cloud.remove_node(node, force, fence).await
     }
 
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {

@@ -60,22 +60,79 @@ impl BootContext {
     }
 }
 
-/// Renders `template` with `ctx`. Unknown variables are errors, so a typo in
-/// a template is caught by `validate` rather than at 3 a.m. on a new machine.
-pub fn render(template: &str, ctx: &BootContext) -> Result<String, String> {
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.add_template("boot", template)
-        .map_err(|e| describe(&e))?;
-    env.get_template("boot")
-        .and_then(|t| t.render(minijinja::value::Serde(ctx)))
-        .map_err(|e| describe(&e))
+/// Why a template does not render, with where in the template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    /// The kind of problem, as the template engine names it ("syntax error").
+    pub kind: String,
+    /// The engine's detail, when it gives one ("unexpected end of input").
+    pub detail: Option<String>,
+    /// The failing expression as written (`join_token`), when known.
+    pub expr: Option<String>,
+    /// 1-based line and column in the template, when known.
+    pub at: Option<(usize, usize)>,
+    /// True when the template uses a variable that is not defined.
+    pub undefined: bool,
 }
 
-fn describe(e: &minijinja::Error) -> String {
-    match e.line() {
-        Some(line) => format!("{} (template line {line})", e.kind()),
-        None => e.kind().to_string(),
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.expr, self.undefined) {
+            (Some(expr), true) => write!(f, "`{expr}` is undefined")?,
+            _ => {
+                write!(f, "{}", self.kind)?;
+                if let Some(detail) = &self.detail {
+                    write!(f, ": {detail}")?;
+                }
+                if let Some(expr) = &self.expr {
+                    write!(f, " at `{expr}`")?;
+                }
+            }
+        }
+        match self.at {
+            Some((line, col)) => write!(f, " (template line {line}, column {col})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+/// Renders `template` with `ctx`. Unknown variables are errors, so a typo in
+/// a template is caught by `validate` rather than at 3 a.m. on a new machine.
+pub fn render(template: &str, ctx: &BootContext) -> Result<String, TemplateError> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // Debug mode keeps the failing expression's span, for the message.
+    env.set_debug(true);
+    env.add_template("boot", template)
+        .map_err(|e| describe(&e, template))?;
+    env.get_template("boot")
+        .and_then(|t| t.render(minijinja::value::Serde(ctx)))
+        .map_err(|e| describe(&e, template))
+}
+
+fn describe(e: &minijinja::Error, template: &str) -> TemplateError {
+    let range = e.range().filter(|r| template.get(r.clone()).is_some());
+    let at = match (&range, e.line()) {
+        (Some(r), _) => {
+            let before = &template[..r.start];
+            let line = 1 + before.matches('\n').count();
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            Some((line, 1 + before[line_start..].chars().count()))
+        }
+        (None, Some(line)) => Some((line, 1)),
+        (None, None) => None,
+    };
+    let undefined = e.kind() == minijinja::ErrorKind::UndefinedError;
+    TemplateError {
+        kind: e.kind().to_string(),
+        detail: e.detail().map(str::to_string),
+        expr: range
+            .map(|r| template[r].trim().to_string())
+            .filter(|x| !x.is_empty()),
+        at,
+        undefined,
     }
 }
 
@@ -95,7 +152,11 @@ mod tests {
 
     #[test]
     fn unknown_variable_is_an_error() {
-        let e = render("{{ nope }}", &BootContext::example(Role::Worker)).unwrap_err();
-        assert!(e.contains("undefined"), "{e}");
+        let e = render("a\nb {{ nope }}", &BootContext::example(Role::Worker)).unwrap_err();
+        assert!(e.undefined);
+        assert_eq!(
+            e.to_string(),
+            "`nope` is undefined (template line 2, column 6)"
+        );
     }
 }

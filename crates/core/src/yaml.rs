@@ -32,6 +32,10 @@ pub enum Node {
         value: String,
         /// True when the scalar was quoted or a block scalar (so it is a string).
         quoted: bool,
+        /// True for a literal block scalar (`|`): its lines are the file's
+        /// lines from `pos` on, at `pos`'s column, so a position inside its
+        /// text (a boot script's) maps to the file ([`Node::inner_pos`]).
+        literal: bool,
         /// Where it starts.
         pos: Pos,
     },
@@ -56,6 +60,21 @@ impl Node {
     pub fn pos(&self) -> Pos {
         match self {
             Node::Scalar { pos, .. } | Node::Seq { pos, .. } | Node::Map { pos, .. } => *pos,
+        }
+    }
+
+    /// Where line `line`, column `col` (1-based) of a literal block
+    /// scalar's text is in the file; `None` for any other node, whose text
+    /// does not keep the file's layout.
+    pub fn inner_pos(&self, line: usize, col: usize) -> Option<Pos> {
+        match self {
+            Node::Scalar {
+                literal: true, pos, ..
+            } if line >= 1 && col >= 1 => Some(Pos {
+                line: pos.line + line - 1,
+                col: pos.col + col - 1,
+            }),
+            _ => None,
         }
     }
 
@@ -160,9 +179,12 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
     let mut builder = Builder::default();
     let mut ended: Option<Node> = None;
     for item in Parser::new_from_str(text) {
-        let (event, span) = item.map_err(|e| SyntaxError {
-            pos: pos_of(e.marker()),
-            message: e.info().to_string(),
+        let (event, span) = item.map_err(|e| {
+            let pos = pos_of(e.marker());
+            tab_indent_near(text, pos.line).unwrap_or(SyntaxError {
+                pos,
+                message: e.info().to_string(),
+            })
         })?;
         let pos = pos_of(&span.start);
         if ended.is_some() && !matches!(event, Event::StreamEnd | Event::Nothing) {
@@ -192,6 +214,7 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
                 let node = Node::Scalar {
                     value: value.into_owned(),
                     quoted: !matches!(style, ScalarStyle::Plain),
+                    literal: matches!(style, ScalarStyle::Literal),
                     pos,
                 };
                 builder.anchor(anchor, &node, 1);
@@ -224,11 +247,32 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
     Ok(ended.or(builder.root).unwrap_or_else(|| null_at(start)))
 }
 
+/// A tab in the indentation of line `line` or the next: the parser trips
+/// over it at the end of the line before, naming neither the tab's line nor
+/// the fix.
+fn tab_indent_near(text: &str, line: usize) -> Option<SyntaxError> {
+    text.lines()
+        .enumerate()
+        .skip(line.saturating_sub(1))
+        .take(2)
+        .find_map(|(i, l)| {
+            let indent = &l[..l.len() - l.trim_start_matches([' ', '\t']).len()];
+            indent.find('\t').map(|col| SyntaxError {
+                pos: Pos {
+                    line: i + 1,
+                    col: col + 1,
+                },
+                message: "a tab indents this line; YAML indents with spaces only (replace the tab with spaces)".into(),
+            })
+        })
+}
+
 /// An empty (null) scalar at `pos`.
 fn null_at(pos: Pos) -> Node {
     Node::Scalar {
         value: String::new(),
         quoted: false,
+        literal: false,
         pos,
     }
 }
@@ -383,6 +427,15 @@ mod tests {
         assert!(e.message.contains("a second document"), "{e:?}");
         assert_eq!(e.pos.line, 2);
         assert!(parse("---\na: 1\n...\n").is_ok());
+    }
+
+    #[test]
+    fn a_tab_in_the_indentation_is_named_on_its_own_line() {
+        for (text, line) in [("a:\n  b: 1\n\tc: 2\n", 3), ("a:\n\tb: 1\n", 2)] {
+            let e = parse(text).unwrap_err();
+            assert!(e.message.contains("indents with spaces only"), "{e:?}");
+            assert_eq!(e.pos, Pos { line, col: 1 });
+        }
     }
 
     #[test]

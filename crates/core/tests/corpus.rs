@@ -1,5 +1,5 @@
-//! The spec corpus: every file under `tests/bad-specs` must be rejected with
-//! exactly the diagnostics in its `.expected` twin, and every file under
+//! The spec corpus, read as the commands read a file ([`load_bytes`]):
+//! every file under `tests/bad-specs` must be rejected with exactly the diagnostics in its `.expected` twin, and every file under
 //! `tests/good-specs` (and `examples/`) must be accepted with exactly the
 //! warnings in its `.warnings` twin (examples must have none).
 //!
@@ -8,7 +8,7 @@
 //! reason that says what to do.
 
 use drover_core::hash::config_hash;
-use drover_core::spec::{Severity, parse_str};
+use drover_core::spec::{Severity, load, load_bytes};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -38,8 +38,10 @@ fn name(path: &Path) -> String {
     path.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-fn read(path: &Path) -> String {
-    fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+/// The file's bytes: the commands read bytes, so a file that is not UTF-8
+/// is reported like any other mistake.
+fn read(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
 fn update_mode() -> bool {
@@ -48,7 +50,7 @@ fn update_mode() -> bool {
 
 /// The diagnostics of `path` of the given severity (`None` = all), rendered as `SPEC:...`.
 fn rendered(path: &Path, only: Option<Severity>) -> Vec<String> {
-    parse_str(&read(path))
+    load_bytes(&read(path))
         .diagnostics
         .iter()
         .filter(|d| only.is_none_or(|s| d.severity == s))
@@ -127,7 +129,7 @@ fn bad_specs_are_rejected_with_exactly_the_expected_diagnostics() {
     );
     let mut failures = Vec::new();
     for path in &files {
-        let loaded = parse_str(&read(path));
+        let loaded = load_bytes(&read(path));
         if loaded.spec.is_some() {
             failures.push(format!("{}: accepted, but it is a bad spec\n", name(path)));
         }
@@ -173,7 +175,7 @@ fn good_specs_are_accepted_with_exactly_the_expected_warnings() {
     assert!(files.len() >= 3, "only {} good specs", files.len());
     let mut failures = Vec::new();
     for path in &files {
-        let loaded = parse_str(&read(path));
+        let loaded = load_bytes(&read(path));
         if loaded.spec.is_none() {
             failures.push(format!(
                 "{}: rejected:\n  {}\n",
@@ -199,7 +201,7 @@ fn examples_validate_without_errors_or_warnings() {
     let mut failures = Vec::new();
     for path in &files {
         let diags = rendered(path, None);
-        if parse_str(&read(path)).spec.is_none() || !diags.is_empty() {
+        if load_bytes(&read(path)).spec.is_none() || !diags.is_empty() {
             failures.push(format!(
                 "examples/{}: not clean:\n  {}\n",
                 name(path),
@@ -219,8 +221,8 @@ fn json_good_specs_resolve_and_hash_like_their_yaml_twins() {
         }
         let yaml = json.with_extension("yaml");
         assert!(yaml.exists(), "{} has no YAML twin", name(&json));
-        let j = parse_str(&read(&json)).spec.expect("JSON twin parses");
-        let y = parse_str(&read(&yaml)).spec.expect("YAML twin parses");
+        let j = load_bytes(&read(&json)).spec.expect("JSON twin parses");
+        let y = load_bytes(&read(&yaml)).spec.expect("YAML twin parses");
         assert_eq!(
             j,
             y,
@@ -251,8 +253,8 @@ fn a_cluster_of_more_groups_than_the_limit_is_rejected_naming_it() {
     };
     let text = |n: usize| format!("groups:\n{}", (0..n).map(group).collect::<String>());
     let max = drover_core::spec::MAX_GROUPS;
-    assert!(parse_str(&text(max)).spec.is_some());
-    let diags: Vec<String> = parse_str(&text(max + 1))
+    assert!(load(&text(max)).spec.is_some());
+    let diags: Vec<String> = load(&text(max + 1))
         .diagnostics
         .iter()
         .map(|d| d.render("SPEC"))

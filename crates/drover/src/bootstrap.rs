@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use drover_core::model::SwarmView;
 use drover_core::spec::Role;
 use drover_local::LocalProvider;
-use drover_spi::{Cluster, ClusterError, JoinMaterial};
+use drover_spi::{Cluster, ClusterError, Fence, JoinMaterial};
 use drover_swarm::SwarmCluster;
 use std::sync::Arc;
 
@@ -62,17 +62,26 @@ impl Cluster for ProviderSwarm {
             },
         }
     }
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
-        self.with().await?.drain(node).await
+    async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        self.with().await?.drain(node, fence).await
     }
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
-        self.with().await?.demote(node).await
+    async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        self.with().await?.demote(node, fence).await
     }
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
-        self.with().await?.demote_self_and_leave(node).await
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        self.with().await?.demote_self_and_leave(node, fence).await
     }
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
-        self.with().await?.remove_node(node, force).await
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        self.with().await?.remove_node(node, force, fence).await
     }
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         match self.manager().await {

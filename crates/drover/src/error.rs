@@ -13,6 +13,16 @@ pub enum MainError {
     /// line per problem, printed as is; exit code 2.
     #[error("{}", .0.join("\n"))]
     InvalidSpec(Vec<String>),
+    /// What a command would commit is not a valid desired state
+    /// (`drover_core::spec::validate_commit`): every problem, one a line,
+    /// naming the field and its group; nothing was written; exit code 2.
+    #[error("{what}: the desired state it would commit is not valid; nothing was committed:{}", refused.problems.iter().map(|p| format!("\n  {p}")).collect::<String>())]
+    Refused {
+        /// The change, as the operator asked for it.
+        what: String,
+        /// Why it may not be committed.
+        refused: drover_core::spec::Refused,
+    },
     /// Anything else: exit code 1.
     #[error("{0:#}")]
     Failed(#[from] anyhow::Error),
@@ -22,7 +32,9 @@ impl MainError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            MainError::BadInput(_) | MainError::InvalidSpec(_) => ExitCode::from(2),
+            MainError::BadInput(_) | MainError::InvalidSpec(_) | MainError::Refused { .. } => {
+                ExitCode::from(2)
+            }
             MainError::Failed(_) => ExitCode::from(1),
         }
     }

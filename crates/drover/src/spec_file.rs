@@ -1,19 +1,19 @@
 //! Reading a cluster file: all problems at once, as `FILE:LINE:COL: path: reason`.
 
 use crate::error::MainError;
-use drover_core::spec::{ClusterSpec, Severity, parse_str};
+use drover_core::spec::{ClusterSpec, Severity, load_bytes};
 use std::path::Path;
 
 /// Reads and validates `path`. Warnings go to stderr; errors become one
 /// `BadInput` listing every problem.
 pub fn load(path: &Path) -> Result<ClusterSpec, MainError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         MainError::BadInput(format!(
             "cannot read -f {name}: {e}; give the path of a cluster file (YAML or JSON)"
         ))
     })?;
-    let loaded = parse_str(&text);
+    let loaded = load_bytes(&bytes);
     let (errors, warnings): (Vec<_>, Vec<_>) = loaded
         .diagnostics
         .iter()

@@ -48,7 +48,10 @@ pub fn local(args: &LocalArgs) -> Result<Option<Arc<LocalProvider>>, MainError> 
 pub fn providers(local: &Option<Arc<LocalProvider>>) -> Providers {
     let mut out = Providers::new();
     if let Some(l) = local {
-        out.insert("local".into(), l.clone() as Arc<dyn InstanceProvider>);
+        out.insert(
+            drover_core::spec::LOCAL_PROVIDER.into(),
+            l.clone() as Arc<dyn InstanceProvider>,
+        );
     }
     out
 }

@@ -169,15 +169,21 @@ async fn orphans(lab: &Lab, cluster: &str) {
             vec![],
         )
     };
-    let orphan = provider.provision(req(cluster)).await.expect("orphan");
+    let orphan = provider
+        .provision(req(cluster), &drover_spi::Unfenced)
+        .await
+        .expect("orphan");
     let foreign = provider
-        .provision(req("another-cluster"))
+        .provision(req("another-cluster"), &drover_spi::Unfenced)
         .await
         .expect("another cluster's engine");
     let mut untagged = req(cluster);
     untagged.tags.clear();
     untagged.engine_labels.clear();
-    let untagged = provider.provision(untagged).await.expect("untagged engine");
+    let untagged = provider
+        .provision(untagged, &drover_spi::Unfenced)
+        .await
+        .expect("untagged engine");
 
     let listed = lab.json(&["gc", "--dry-run", "--output", "json"]);
     let garbage = listed["garbage"].as_array().cloned().unwrap_or_default();

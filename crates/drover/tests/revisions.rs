@@ -241,3 +241,146 @@ async fn replace_records_a_request_for_a_listed_instance_and_forgets_gone_ones()
     let now = requested().await;
     assert!(now.contains("i-2") && !now.contains("i-1"), "{now:?}");
 }
+
+/// A store at `url` holding `specs` as revisions 1.., each converged, as a
+/// drover without `validate_commit` (or a hand-edited import) could leave
+/// it.
+async fn seed_unchecked(url: &str, specs: &[ClusterSpec]) {
+    let store = drover_store::open(url).await.expect("store");
+    store.init_cluster("c1").await.unwrap();
+    let epoch = store.campaign("test").await.unwrap();
+    for (i, spec) in specs.iter().enumerate() {
+        let who = Provenance {
+            who: "older drover".into(),
+            at_ms: 1,
+            message: format!("revision {}", i + 1),
+        };
+        let rev = store.commit(i as u64, spec, who, false).await.unwrap();
+        store.mark_converged(epoch, rev).await.unwrap();
+    }
+}
+
+/// Exit 2, stderr naming every `want`, and the history as it was.
+fn refused(url: &str, args: &[&str], want: &[&str]) {
+    let before = history(url);
+    let out = drover(url, args);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(code(&out), Some(2), "{args:?} was not refused");
+    for w in want {
+        assert!(err.contains(w), "{args:?}: `{w}` not in: {err}");
+    }
+    assert!(err.contains("nothing was committed"), "{err}");
+    assert_eq!(history(url), before, "{args:?} changed the history");
+}
+
+#[tokio::test]
+async fn rollback_restart_and_destroy_never_commit_an_invalid_state() {
+    let dir = tempfile::tempdir().unwrap();
+    // Revision 1's managers watch 0s (stored before the rule existed):
+    // rolling back to it is refused.
+    let url = store_url(dir.path(), "rollback.db");
+    let mut old = spec("v1");
+    old.groups[0].update.watch = std::time::Duration::ZERO;
+    let mut new = spec("v2");
+    new.groups[0].update.watch = std::time::Duration::from_secs(20);
+    seed_unchecked(&url, &[old, new]).await;
+    refused(
+        &url,
+        &["rollback", "managers"],
+        &[
+            "rollback of managers to revision 1",
+            "groups[0].update.watch (group managers): managers need a non-zero watch",
+        ],
+    );
+
+    // The current revision holds 4 managers and a reserved label: a restart
+    // or destroy would commit them again.
+    let url = store_url(dir.path(), "current.db");
+    let mut bad = spec("v2");
+    bad.groups[0].allocation = drover_core::spec::Allocation::Size {
+        size: 4,
+        zones: vec![],
+    };
+    bad.groups[1]
+        .flavor
+        .engine_labels
+        .insert("drover.group".into(), "x".into());
+    seed_unchecked(&url, &[spec("v1"), bad]).await;
+    let want = [
+        "groups[0].allocation.size (group managers): a manager group needs an odd number",
+        "groups[1].flavor.engine_labels.drover.group (group workers): labels starting with `drover.` are reserved",
+    ];
+    refused(&url, &["restart", "workers"], &want);
+    refused(&url, &["destroy", "workers", "--yes"], &want);
+
+    // A worker group turned plain (stored by an older drover): rolling back
+    // to the worker spec is a role change, refused; so is going back again.
+    let url = store_url(dir.path(), "role.db");
+    let plain = parse_str(
+        "groups:
+- name: managers
+  role: manager
+  allocation: {size: 3}
+  instance: {provider: local}
+- name: workers
+  role: plain
+  allocation: {size: 2}
+  instance: {provider: local}
+",
+    )
+    .spec
+    .unwrap();
+    seed_unchecked(&url, &[spec("v1"), plain]).await;
+    refused(
+        &url,
+        &["rollback", "workers"],
+        &[
+            "groups[1].role (group workers): group workers is a plain group now and a group's role never changes in place",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn import_of_a_hand_edited_export_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    let out = drover(&url, &["export"]);
+    assert_eq!(code(&out), Some(0));
+    let mut doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers = &mut doc["revisions"][1]["spec"]["groups"][1];
+    workers["name"] = "Bad_Name".into();
+    workers["update"]["watch"] = "0s".into();
+    workers["flavor"]["boot_script"] = "{{ nope(".into();
+    workers["flavor"]["engine_labels"]["drover.group"] = "x".into();
+    doc["revisions"][1]["spec"]["groups"][0]["allocation"] =
+        serde_json::json!({"size": {"size": 4, "zones": []}});
+    let file = dir.path().join("export.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+
+    let copy = store_url(dir.path(), "copy.db");
+    let out = drover(&copy, &["import", "-f", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(code(&out), Some(2), "{err}");
+    for want in [
+        "import of revision 2 of -f",
+        "groups[1].name (group Bad_Name): `Bad_Name` is not a valid name",
+        "groups[0].allocation.size (group managers): a manager group needs an odd number",
+        "groups[1].flavor.boot_script (group Bad_Name): template does not render",
+        "groups[1].flavor.engine_labels.drover.group (group Bad_Name)",
+        // Revision 1's `workers` is gone from revision 2.
+        "group workers is in the current desired state but not in this one",
+    ] {
+        assert!(err.contains(want), "`{want}` not in: {err}");
+    }
+    let store = drover_store::open(&copy).await.unwrap();
+    assert_eq!(
+        store.cluster_id().await.unwrap(),
+        None,
+        "the store was touched"
+    );
+    assert!(
+        store.history().await.unwrap().is_empty(),
+        "a revision was imported"
+    );
+}

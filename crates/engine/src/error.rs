@@ -1,6 +1,6 @@
 //! The engine's answers, classified.
 
-use drover_spi::ClusterError;
+use drover_spi::{ClusterError, LeaseExpired};
 
 /// Why an engine call failed, classified by what the caller can do about it.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +32,9 @@ pub enum EngineError {
     /// Anything else.
     #[error("engine error: {0}")]
     Other(String),
+    /// Nothing was sent: the caller's fence refused right before the request.
+    #[error("not sent: {0}")]
+    Fenced(#[from] LeaseExpired),
 }
 
 /// The refusal messages dockerd gives on precondition failures.
@@ -122,6 +125,7 @@ impl From<EngineError> for ClusterError {
             EngineError::NotFound(m) => ClusterError::NotFound(m),
             EngineError::NotManager(m) => ClusterError::Unavailable(m),
             EngineError::BadAddress(m) | EngineError::Other(m) => ClusterError::Other(m),
+            EngineError::Fenced(e) => ClusterError::Fenced(e),
         }
     }
 }

@@ -30,6 +30,7 @@ use bollard::query_parameters::{
 };
 use drover_core::model::{Availability, Node, NodeState, RaftMember, SwarmView, tags};
 use drover_spi::Secret;
+use drover_spi::{Fence, Unfenced};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -362,8 +363,24 @@ impl Engine {
 
     /// Re-reads the node and sends its full spec with `change` applied and
     /// the current version; retries (bounded, jittered) on "update out of
-    /// sequence". A no-op change is not sent.
+    /// sequence". A no-op change is not sent. Unfenced: for callers holding
+    /// no controller term (see [`Engine::update_node_spec_fenced`]).
     pub async fn update_node_spec<F>(&self, node: &str, change: F) -> Result<(), EngineError>
+    where
+        F: Fn(&mut bollard::models::NodeSpec) + Send + Sync,
+    {
+        self.update_node_spec_fenced(node, &Unfenced, change).await
+    }
+
+    /// [`Engine::update_node_spec`] under `fence`, checked in every attempt
+    /// after the node is re-read and immediately before the update is sent:
+    /// a refusal sends nothing and is not retried.
+    pub async fn update_node_spec_fenced<F>(
+        &self,
+        node: &str,
+        fence: &dyn Fence,
+        change: F,
+    ) -> Result<(), EngineError>
     where
         F: Fn(&mut bollard::models::NodeSpec) + Send + Sync,
     {
@@ -386,6 +403,7 @@ impl Engine {
             let opts = UpdateNodeOptionsBuilder::default()
                 .version(version as i64)
                 .build();
+            fence.check()?;
             bounded(CALL_TIMEOUT, self.docker.update_node(node, spec, opts)).await
         };
         attempt
@@ -396,17 +414,17 @@ impl Engine {
             .await
     }
 
-    /// `docker node update --availability drain`.
-    pub async fn drain(&self, node: &str) -> Result<(), EngineError> {
-        self.update_node_spec(node, |s| {
+    /// `docker node update --availability drain`, under `fence`.
+    pub async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), EngineError> {
+        self.update_node_spec_fenced(node, fence, |s| {
             s.availability = Some(NodeSpecAvailabilityEnum::DRAIN)
         })
         .await
     }
 
-    /// `docker node demote`.
-    pub async fn demote(&self, node: &str) -> Result<(), EngineError> {
-        self.update_node_spec(node, |s| s.role = Some(NodeSpecRoleEnum::WORKER))
+    /// `docker node demote`, under `fence`.
+    pub async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), EngineError> {
+        self.update_node_spec_fenced(node, fence, |s| s.role = Some(NodeSpecRoleEnum::WORKER))
             .await
     }
 
@@ -416,9 +434,16 @@ impl Engine {
             .await
     }
 
-    /// `docker node rm [--force]`. Absent is success.
-    pub async fn remove_node(&self, node: &str, force: bool) -> Result<(), EngineError> {
+    /// `docker node rm [--force]`, under `fence` (checked right before the
+    /// request is sent). Absent is success.
+    pub async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), EngineError> {
         let opts = DeleteNodeOptionsBuilder::default().force(force).build();
+        fence.check()?;
         match bounded(CALL_TIMEOUT, self.docker.delete_node(node, Some(opts))).await {
             Err(EngineError::NotFound(_)) => Ok(()),
             r => r,
@@ -503,10 +528,14 @@ impl Engine {
     ///    until the node is out of the raft or `ControlAvailable` is false;
     /// 3. `swarm leave` without force, each attempt allowed 45 s, retrying
     ///    on exactly the "participating as a manager" refusal, 90 s overall.
+    ///
+    /// `fence` is checked before the demote (step 1) only: once demoted, the
+    /// protocol must finish with its leave.
     pub async fn demote_self_and_leave(
         &self,
         node: &str,
         peers: &[String],
+        fence: &dyn Fence,
     ) -> Result<(), EngineError> {
         let info = self.info().await?;
         if info.state == LocalState::Inactive {
@@ -519,7 +548,7 @@ impl Engine {
             )));
         }
         if info.control_available {
-            self.demote(node).await?;
+            self.demote(node, fence).await?;
         }
         self.wait_out_of_raft(node, peers, Duration::from_secs(30))
             .await;

@@ -19,7 +19,7 @@ pub use launcher::{EnginePaths, EngineProcess};
 
 use async_trait::async_trait;
 use drover_core::model::Instance;
-use drover_spi::{Foreign, InstanceProvider, ProviderError, ProvisionRequest};
+use drover_spi::{Fence, Foreign, InstanceProvider, ProviderError, ProvisionRequest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -408,7 +408,15 @@ fn valid_id(id: &str) -> bool {
 
 #[async_trait]
 impl InstanceProvider for LocalProvider {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+    /// The fence is checked under the allocation lock, right before the
+    /// instance's directory and record are made and its engine started:
+    /// from there the provision runs to its end (a half-made machine would
+    /// be worse than a late one; the next leader judges it from the world).
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError> {
         // Allocate and write the record under the lock, so concurrent
         // provisions never pick the same address. The lock is a file lock:
         // several controllers (a bootstrapping CLI, the managers') may share
@@ -429,6 +437,7 @@ impl InstanceProvider for LocalProvider {
                 return Ok(existing.id.clone());
             }
             let addr = self.choose_address(&req, &taken)?;
+            fence.check()?;
             let id = format!("i{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
             let dir = self.dir_of(&id);
             std::fs::create_dir_all(&dir).map_err(|e| io_err("creating instance dir", e))?;
@@ -469,7 +478,9 @@ impl InstanceProvider for LocalProvider {
         Ok(rec.id)
     }
 
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+    /// The fence is checked right before the engine's processes are
+    /// signalled (nothing is stopped or removed when it refuses).
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
         let Some(rec) = self
             .record(instance)
             .map_err(|e| io_err("reading instance record", e))?
@@ -480,6 +491,7 @@ impl InstanceProvider for LocalProvider {
                     // A directory without a record: no engine was recorded;
                     // still stop anything naming the directory.
                     let paths = EnginePaths::new(&dir);
+                    fence.check()?;
                     tokio::task::spawn_blocking(move || {
                         launcher::stop_engine(&paths, None, None, procs::Owned::Named);
                         procs::remove_instance_dir(&paths.dir)
@@ -493,6 +505,7 @@ impl InstanceProvider for LocalProvider {
         };
         let paths = self.engine_paths(&rec);
         let own_dir = self.dir_of(&rec.id);
+        fence.check()?;
         tokio::task::spawn_blocking(move || {
             // An adopted engine, or one made before the mark: unmarked.
             let owned = if rec.marked {
@@ -543,6 +556,7 @@ impl InstanceProvider for LocalProvider {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
     ) -> Result<(), ProviderError> {
         let _g = self.alloc.lock().await;
         let mut rec = self
@@ -551,6 +565,7 @@ impl InstanceProvider for LocalProvider {
             .ok_or_else(|| ProviderError::NotFound(instance.to_string()))?;
         rec.tags
             .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        fence.check()?;
         self.write_record(&rec)
             .map_err(|e| io_err("writing instance record", e))
     }

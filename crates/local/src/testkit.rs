@@ -217,15 +217,10 @@ pub async fn first_manager(p: &crate::LocalProvider, cluster: &str) -> String {
     use drover_core::spec::Role;
     use drover_spi::InstanceProvider;
     let template = drover_core::template::default_boot_script(Role::Manager);
-    p.provision(request(
-        cluster,
-        "m",
-        Role::Manager,
-        template,
-        "",
-        true,
-        vec![],
-    ))
+    p.provision(
+        request(cluster, "m", Role::Manager, template, "", true, vec![]),
+        &drover_spi::Unfenced,
+    )
     .await
     .expect("first manager")
 }
@@ -245,15 +240,18 @@ pub async fn joined_member(
         .await
         .expect("join material")
         .expect("a swarm exists");
-    p.provision(request(
-        cluster,
-        group,
-        role,
-        drover_core::template::default_boot_script(role),
-        &jm.addr,
-        false,
-        vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
-    ))
+    p.provision(
+        request(
+            cluster,
+            group,
+            role,
+            drover_core::template::default_boot_script(role),
+            &jm.addr,
+            false,
+            vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+        ),
+        &drover_spi::Unfenced,
+    )
     .await
     .expect("member joins")
 }

@@ -5,7 +5,7 @@ use drover_core::spec::Role;
 use drover_core::template::default_boot_script;
 use drover_local::procs;
 use drover_local::testkit::{self, StateGuard};
-use drover_spi::{Cluster, InstanceProvider};
+use drover_spi::{Cluster, InstanceProvider, Unfenced};
 use drover_swarm::SwarmCluster;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,15 +62,18 @@ async fn five_engines_footprint() {
         let jm = c.join_material(role).await.unwrap().unwrap();
         let t0 = Instant::now();
         let id = p
-            .provision(testkit::request(
-                "c45",
-                role.as_str(),
-                role,
-                default_boot_script(role),
-                &jm.addr,
-                false,
-                vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
-            ))
+            .provision(
+                testkit::request(
+                    "c45",
+                    role.as_str(),
+                    role,
+                    default_boot_script(role),
+                    &jm.addr,
+                    false,
+                    vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+                ),
+                &Unfenced,
+            )
             .await
             .unwrap();
         eprintln!("{}: start+ready+join {:?}", role.as_str(), t0.elapsed());
@@ -78,15 +81,18 @@ async fn five_engines_footprint() {
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle = p
-        .provision(testkit::request(
-            "c45",
-            "plain",
-            Role::Plain,
-            default_boot_script(Role::Plain),
-            "",
-            false,
-            vec![],
-        ))
+        .provision(
+            testkit::request(
+                "c45",
+                "plain",
+                Role::Plain,
+                default_boot_script(Role::Plain),
+                "",
+                false,
+                vec![],
+            ),
+            &Unfenced,
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -6,7 +6,7 @@ use drover_core::spec::Role;
 use drover_core::template::default_boot_script;
 use drover_local::procs;
 use drover_local::testkit::{self, StateGuard};
-use drover_spi::{Cluster, InstanceProvider, Secret};
+use drover_spi::{Cluster, InstanceProvider, Secret, Unfenced};
 use drover_swarm::SwarmCluster;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -83,7 +83,7 @@ async fn describe_kill_destroy_and_no_secret_leak() {
         })
     };
     let t0 = Instant::now();
-    let id = p.provision(req).await.expect("provision");
+    let id = p.provision(req, &Unfenced).await.expect("provision");
     let took = t0.elapsed();
     stop.store(true, Ordering::Relaxed);
     let (leaks, saw_script) = scanner.join().unwrap();
@@ -107,7 +107,7 @@ async fn describe_kill_destroy_and_no_secret_leak() {
     assert_eq!(d[0].id, id);
     let other: BTreeMap<String, String> = [("x".to_string(), "y".to_string())].into();
     assert!(p.describe(&other).await.unwrap().is_empty());
-    p.label(&id, &other).await.unwrap();
+    p.label(&id, &other, &Unfenced).await.unwrap();
     assert_eq!(p.describe(&other).await.unwrap().len(), 1);
     // The engine carries the labels given at start.
     let engine = drover_engine::Engine::connect(&p.endpoint(&id).unwrap())
@@ -167,20 +167,20 @@ async fn destroy_running_engine_and_describe_errors() {
     );
     req.logical_id = Some("127.0.44.99".into());
     let t0 = Instant::now();
-    let id = p.provision(req).await.unwrap();
+    let id = p.provision(req, &Unfenced).await.unwrap();
     eprintln!("plain provision took {:?}", t0.elapsed());
     assert_eq!(p.record(&id).unwrap().unwrap().address, "127.0.44.99");
     // Same logical id again: refused, not a second engine.
     let mut again = testkit::request("c44", "g", Role::Plain, "true", "", false, vec![]);
     again.logical_id = Some("127.0.44.99".into());
-    assert!(p.provision(again).await.is_err());
+    assert!(p.provision(again, &Unfenced).await.is_err());
     // A non-loopback logical id is refused.
     let mut bad = testkit::request("c44", "g", Role::Plain, "true", "", false, vec![]);
     bad.logical_id = Some("10.1.2.3".into());
-    assert!(p.provision(bad).await.is_err());
+    assert!(p.provision(bad, &Unfenced).await.is_err());
     // A failing boot script: provision error, but the record stays.
     let failing = testkit::request("c44", "g", Role::Plain, "exit 3", "", false, vec![]);
-    assert!(p.provision(failing).await.is_err());
+    assert!(p.provision(failing, &Unfenced).await.is_err());
     let all = p.describe(&BTreeMap::new()).await.unwrap();
     assert_eq!(all.len(), 2, "{all:?}");
     let t0 = Instant::now();
@@ -214,15 +214,18 @@ async fn drain_moves_a_real_task_off_the_worker() {
         .unwrap()
         .expect("swarm exists");
     let w = p
-        .provision(testkit::request(
-            "c42",
-            "w",
-            Role::Worker,
-            default_boot_script(Role::Worker),
-            &jm.addr,
-            false,
-            vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
-        ))
+        .provision(
+            testkit::request(
+                "c42",
+                "w",
+                Role::Worker,
+                default_boot_script(Role::Worker),
+                &jm.addr,
+                false,
+                vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+            ),
+            &Unfenced,
+        )
         .await
         .expect("worker");
     let tar = testkit::busybox_tar().unwrap();
@@ -284,7 +287,7 @@ async fn drain_moves_a_real_task_off_the_worker() {
     .expect("one task running on the worker");
     eprintln!("2 tasks running after {:?}", t0.elapsed());
 
-    cluster.drain(&worker_node).await.unwrap();
+    cluster.drain(&worker_node, &Unfenced).await.unwrap();
     let t0 = Instant::now();
     testkit::wait_for(Duration::from_secs(60), || async {
         let nodes = engine.nodes().await.ok()?;
@@ -320,13 +323,81 @@ async fn provision_is_idempotent_on_the_link() {
         false,
         vec![],
     );
-    let (a, b) = tokio::join!(p.provision(req.clone()), p.provision(req.clone()));
+    let (a, b) = tokio::join!(
+        p.provision(req.clone(), &Unfenced),
+        p.provision(req.clone(), &Unfenced)
+    );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a, b, "one operation, one machine");
     assert_eq!(p.records().unwrap().len(), 1);
     assert_eq!(
-        p.provision(req).await.unwrap(),
+        p.provision(req, &Unfenced).await.unwrap(),
         a,
         "a retry finds the machine"
     );
+}
+
+/// A lease that ran out (a controller stopped between the store's
+/// confirmation and the act, then resumed after another took over).
+struct Expired;
+
+impl drover_spi::Fence for Expired {
+    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
+        Err(drover_spi::LeaseExpired("expired in the test".into()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_lease_expired_leaves_the_machines_alone() {
+    use drover_spi::ProviderError;
+    let state = testkit::short_tempdir("dx").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider(&state, "127.0.47.10-127.0.47.20");
+    let plain = || {
+        testkit::request(
+            "c47",
+            "g",
+            Role::Plain,
+            default_boot_script(Role::Plain),
+            "",
+            false,
+            vec![],
+        )
+    };
+    let id = p.provision(plain(), &Unfenced).await.unwrap();
+    let pid = p.record(&id).unwrap().unwrap().pid.expect("an engine pid");
+
+    // Destroy under an expired lease: refused, the engine keeps running.
+    let refused = p.destroy_fenced(&id, &Expired).await;
+    assert!(
+        Path::new(&format!("/proc/{pid}")).exists(),
+        "the engine was stopped under an expired lease ({refused:?})"
+    );
+    assert!(
+        matches!(refused, Err(ProviderError::Fenced(_))),
+        "{refused:?}"
+    );
+    let all = p.describe(&BTreeMap::new()).await.unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert!(all[0].running, "{all:?}");
+
+    // Provision and label under an expired lease: nothing made, nothing written.
+    let mut other = plain();
+    other
+        .tags
+        .insert(tags::LINK.to_string(), "another-op".to_string());
+    let refused = p.provision(other, &Expired).await;
+    assert!(
+        matches!(refused, Err(ProviderError::Fenced(_))),
+        "{refused:?}"
+    );
+    assert_eq!(p.describe(&BTreeMap::new()).await.unwrap().len(), 1);
+    let x: BTreeMap<String, String> = [("x".to_string(), "y".to_string())].into();
+    assert!(p.label(&id, &x, &Expired).await.is_err());
+    assert!(p.describe(&x).await.unwrap().is_empty());
+
+    p.destroy(&id).await.unwrap();
+    assert!(p.describe(&BTreeMap::new()).await.unwrap().is_empty());
 }

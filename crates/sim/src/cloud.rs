@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use drover_core::model::{Instance, SwarmView};
 use drover_core::spec::Role;
 use drover_spi::{
-    Cluster, ClusterError, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest, Secret,
+    Cluster, ClusterError, Fence, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
+    Secret,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,7 +50,14 @@ fn refused(e: String) -> ClusterError {
 
 #[async_trait]
 impl InstanceProvider for SimCloud {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError> {
+        // Checked when the call is made, like a real provider's before it
+        // starts the machine: the latency is the machine's boot.
+        fence.check()?;
         tokio::time::sleep(self.latency(|w| w.timings.provision)).await;
         let mut w = self.world();
         let link = req.tags.get(drover_core::model::tags::LINK).cloned();
@@ -69,7 +77,8 @@ impl InstanceProvider for SimCloud {
         Ok(w.provision(req.tags, role, false))
     }
 
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
+        fence.check()?;
         self.world().destroy(instance);
         Ok(())
     }
@@ -90,7 +99,9 @@ impl InstanceProvider for SimCloud {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
     ) -> Result<(), ProviderError> {
+        fence.check()?;
         let mut w = self.world();
         let i = w
             .instances
@@ -109,15 +120,22 @@ impl Cluster for SimCloud {
         self.world().swarm()
     }
 
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
+    async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        fence.check()?;
         self.world().drain(node).map_err(refused)
     }
 
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
+    async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        fence.check()?;
         self.world().demote(node).map_err(refused)
     }
 
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        fence.check()?;
         self.world().demote(node).map_err(refused)?;
         loop {
             tokio::time::sleep(self.latency(|w| w.timings.out_of_raft)).await;
@@ -128,7 +146,13 @@ impl Cluster for SimCloud {
         }
     }
 
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        fence.check()?;
         self.world().remove_node(node, force).map_err(refused)
     }
 

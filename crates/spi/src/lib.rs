@@ -27,6 +27,36 @@ use drover_core::model::{Instance, SwarmView};
 use drover_core::spec::Role;
 use std::collections::BTreeMap;
 
+/// Why a fenced call did nothing: the lease on the caller's term had run
+/// out when the call was about to act.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the lease on the controller's term had expired: {0}")]
+pub struct LeaseExpired(pub String);
+
+/// The caller's permission to act, checked by every side-effect call
+/// **immediately before its irreversible operation** (signalling or starting
+/// a process, sending a node update or removal): a call whose `check` fails
+/// must do nothing and return the failure. A controller passes a lease on
+/// its term, valid for a short time after the store confirmed it (see
+/// `drover_controller`'s `execute::Lease`); a process stopped (SIGSTOP) in
+/// between finds it expired when it resumes, since the monotonic clock runs
+/// on while it is stopped. A call's own retries check before each attempt.
+pub trait Fence: Send + Sync {
+    /// `Ok` while the caller may still act.
+    fn check(&self) -> Result<(), LeaseExpired>;
+}
+
+/// No fence: for callers that hold no controller term (an operator's own
+/// command, tests, the simulator's setup).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unfenced;
+
+impl Fence for Unfenced {
+    fn check(&self) -> Result<(), LeaseExpired> {
+        Ok(())
+    }
+}
+
 /// What a provider needs to create one machine.
 #[derive(Debug, Clone)]
 pub struct ProvisionRequest {
@@ -60,6 +90,9 @@ pub enum ProviderError {
     /// The instance is not there (destroying it again is success).
     #[error("no such instance: {0}")]
     NotFound(String),
+    /// Nothing was done: the caller's [`Fence`] refused right before the act.
+    #[error("not done: {0}")]
+    Fenced(#[from] LeaseExpired),
 }
 
 impl ProviderError {
@@ -85,21 +118,34 @@ pub struct Foreign {
 /// A source of machines.
 #[async_trait]
 pub trait InstanceProvider: Send + Sync {
-    /// Creates a machine, boots it with the rendered boot script, returns its id.
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError>;
+    /// Creates a machine, boots it with the rendered boot script, returns its
+    /// id. `fence` is checked right before anything is started.
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError>;
     /// Destroys a machine and everything it started. Absent is success.
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError>;
+    /// `fence` is checked right before the machine is stopped or removed.
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError>;
+    /// [`destroy_fenced`](Self::destroy_fenced) for a caller that holds no
+    /// controller term (an operator's `drover destroy`).
+    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+        self.destroy_fenced(instance, &Unfenced).await
+    }
     /// Every machine carrying all of `tags`. A failure must be an error,
     /// never an empty list.
     async fn describe(
         &self,
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError>;
-    /// Adds or changes tags on a machine.
+    /// Adds or changes tags on a machine; `fence` is checked right before
+    /// they are written.
     async fn label(
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
     ) -> Result<(), ProviderError>;
     /// Looks at a machine drover did not create, named by a provider-specific
     /// `reference`, without changing anything (`drover adopt --dry-run`).
@@ -145,6 +191,9 @@ pub enum ClusterError {
     /// Anything else the engine said.
     #[error("engine error: {0}")]
     Other(String),
+    /// Nothing was sent: the caller's [`Fence`] refused right before it.
+    #[error("not sent: {0}")]
+    Fenced(#[from] LeaseExpired),
 }
 
 impl ClusterError {
@@ -173,16 +222,29 @@ pub struct JoinMaterial {
 pub trait Cluster: Send + Sync {
     /// The node list, or why it could not be had (no leader, unavailable, absent).
     async fn observe(&self) -> SwarmView;
-    /// Set a node's availability to drain.
-    async fn drain(&self, node: &str) -> Result<(), ClusterError>;
+    /// Set a node's availability to drain. Every side-effect call here
+    /// checks `fence` right before it sends its request (after re-reading
+    /// the node, and again before each retry), and sends nothing when it
+    /// refuses.
+    async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError>;
     /// Demote a manager (through the leader).
-    async fn demote(&self, node: &str) -> Result<(), ClusterError>;
+    async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError>;
     /// The leader's own protocol: demote self, wait until out of the raft
     /// (seen from another manager), leave without force, retrying on the
-    /// "participating as a manager" refusal.
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError>;
+    /// "participating as a manager" refusal. `fence` is checked before the
+    /// demote only: once demoted, the protocol must finish with its leave.
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError>;
     /// `node rm`.
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError>;
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError>;
     /// Join token for `role` and a reachable manager address. `None` when no
     /// swarm exists yet (the first manager initialises one).
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError>;

@@ -243,6 +243,20 @@ pub trait Store: Send + Sync {
         provenance: Provenance,
         is_rollback: bool,
     ) -> Result<u64, StoreError>;
+    /// Commits `spec` as an automatic rollback (`is_rollback`), the one spec
+    /// write a controller makes: fenced like every controller write, and a
+    /// compare-and-swap on the revision like an operator's commit. Both
+    /// checks are made atomically with the write, the epoch first (a deposed
+    /// controller learns it is deposed rather than that it lost a race):
+    /// a stale epoch is [`StoreError::Fenced`], a stale `expected` is
+    /// [`StoreError::Conflict`], and neither changes anything.
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError>;
     /// Marks revision `rev` converged (fenced).
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError>;
 
@@ -264,6 +278,13 @@ pub trait Store: Send + Sync {
     async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError>;
     /// The current epoch and its holder.
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError>;
+    /// `Ok` while `epoch` is the current term, else [`StoreError::Fenced`];
+    /// writes nothing. A controller asks right before each side effect
+    /// starts: a side effect is no store write the store could fence, so
+    /// this is the last word the store has on it. Answered from the same
+    /// place a fenced write checks (the redb state, etcd's epoch key in a
+    /// txn, the swarm object), never from a cache or a lease that may lag.
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError>;
 
     /// Operations in flight.
     async fn journal(&self) -> Result<Vec<Operation>, StoreError>;

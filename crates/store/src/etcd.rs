@@ -383,6 +383,49 @@ impl EtcdStore {
         Ok(false)
     }
 
+    /// A commit's txn: the compare that revision `expected` is still
+    /// current, and the writes of revision `expected + 1` (the oldest
+    /// revisions beyond the history limit pruned).
+    fn commit_txn(
+        &self,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        is_rollback: bool,
+    ) -> (Compare, Vec<TxnOp>) {
+        let rev = expected + 1;
+        let revision = Revision {
+            rev,
+            spec: spec.clone(),
+            provenance,
+            is_rollback,
+            converged: false,
+        };
+        let rev_key = self.key("rev");
+        let mut ops = vec![
+            TxnOp::put(rev_key.as_str(), rev.to_string(), None),
+            TxnOp::put(self.rev_key(rev), self.json(&revision), None),
+        ];
+        // Keep the newest `history` revisions: delete [revs/0, revs/<rev-history+1>).
+        let keep_from = (rev + 1).saturating_sub(self.limits.history.max(1) as u64);
+        if keep_from > 1 {
+            ops.push(TxnOp::delete(
+                self.rev_key(0),
+                Some(DeleteOptions::new().with_range(self.rev_key(keep_from))),
+            ));
+        }
+        (value_is(&rev_key, expected), ops)
+    }
+
+    /// The refusal of a commit whose base `expected` is no longer current,
+    /// naming the store's revision (or why it could not be read).
+    async fn conflict(&self, expected: u64) -> StoreError {
+        match self.get_number("rev").await {
+            Ok(current) => StoreError::Conflict { expected, current },
+            Err(e) => e,
+        }
+    }
+
     fn rev_key(&self, rev: u64) -> String {
         self.key(&format!("revs/{rev:020}"))
     }
@@ -476,43 +519,31 @@ impl Store for EtcdStore {
         provenance: Provenance,
         is_rollback: bool,
     ) -> Result<u64, StoreError> {
-        let rev = expected + 1;
-        let revision = Revision {
-            rev,
-            spec: spec.clone(),
-            provenance,
-            is_rollback,
-            converged: false,
-        };
-        let rev_key = self.key("rev");
-        let mut ops = vec![
-            TxnOp::put(rev_key.as_str(), rev.to_string(), None),
-            TxnOp::put(self.rev_key(rev), self.json(&revision), None),
-        ];
-        // Keep the newest `history` revisions: delete [revs/0, revs/<rev-history+1>).
-        let keep_from = (rev + 1).saturating_sub(self.limits.history.max(1) as u64);
-        if keep_from > 1 {
-            ops.push(TxnOp::delete(
-                self.rev_key(0),
-                Some(DeleteOptions::new().with_range(self.rev_key(keep_from))),
-            ));
-        }
+        let (same_rev, ops) = self.commit_txn(expected, spec, provenance, is_rollback);
         let resp = self
             .kv()
-            .txn(
-                Txn::new()
-                    .when(vec![value_is(&rev_key, expected)])
-                    .and_then(ops),
-            )
+            .txn(Txn::new().when(vec![same_rev]).and_then(ops))
             .await
             .map_err(etcd_err)?;
         if resp.succeeded() {
-            return Ok(rev);
+            return Ok(expected + 1);
         }
-        Err(StoreError::Conflict {
-            expected,
-            current: self.get_number("rev").await?,
-        })
+        Err(self.conflict(expected).await)
+    }
+
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError> {
+        // One txn: the epoch compare first, then the revision's.
+        let (same_rev, ops) = self.commit_txn(expected, spec, provenance, true);
+        if self.fenced(epoch, vec![same_rev], ops).await? {
+            return Ok(expected + 1);
+        }
+        Err(self.conflict(expected).await)
     }
 
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
@@ -641,6 +672,12 @@ impl Store for EtcdStore {
             }
             None => None,
         })
+    }
+
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
+        // A txn of the epoch compare alone (not the leased `leader` record,
+        // which can expire while the epoch still stands): linearizable.
+        self.fenced(epoch, vec![], vec![]).await.map(|_| ())
     }
 
     async fn journal(&self) -> Result<Vec<Operation>, StoreError> {

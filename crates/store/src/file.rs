@@ -186,6 +186,20 @@ impl Store for FileStore {
         .await
     }
 
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError> {
+        let (spec, limits) = (spec.clone(), self.limits);
+        self.write(&[Meta, Revisions], move |s| {
+            s.commit_rollback(epoch, expected, &spec, provenance, limits)
+        })
+        .await
+    }
+
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
         self.write(&[Meta, Revisions], move |s| s.mark_converged(epoch, rev))
             .await
@@ -211,6 +225,11 @@ impl Store for FileStore {
 
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         Ok(self.read(&[Meta]).await?.leader())
+    }
+
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
+        // A read transaction sees every committed campaign.
+        self.read(&[Meta]).await?.fence(epoch)
     }
 
     async fn journal(&self) -> Result<Vec<Operation>, StoreError> {

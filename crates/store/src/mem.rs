@@ -71,6 +71,18 @@ impl Store for MemStore {
         self.changes.notify_waiters();
         Ok(rev)
     }
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError> {
+        let rev =
+            self.with(|s| s.commit_rollback(epoch, expected, spec, provenance, self.limits))?;
+        self.changes.notify_waiters();
+        Ok(rev)
+    }
     async fn changed(&self) -> Result<(), StoreError> {
         self.changes.notified().await;
         Ok(())
@@ -94,6 +106,9 @@ impl Store for MemStore {
     }
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         self.with(|s| Ok(s.leader()))
+    }
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
+        self.with(|s| s.fence(epoch))
     }
     async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
         self.with(|s| Ok(s.journal.values().cloned().collect()))

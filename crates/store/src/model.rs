@@ -202,6 +202,19 @@ impl State {
         Ok(rev)
     }
 
+    /// A fenced revision CAS (needs Meta and Revisions): the epoch first.
+    pub(crate) fn commit_rollback(
+        &mut self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+        limits: Limits,
+    ) -> Result<u64, StoreError> {
+        self.fence(epoch)?;
+        self.commit(expected, spec, provenance, true, limits)
+    }
+
     /// Epoch fencing (needs Meta). Epoch 0 was never won: always fenced.
     pub(crate) fn fence(&self, mine: Epoch) -> Result<(), StoreError> {
         if mine == 0 || mine != self.meta.epoch {

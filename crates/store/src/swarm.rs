@@ -326,6 +326,20 @@ impl Store for SwarmStore {
         .await
     }
 
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError> {
+        let limits = self.opts.limits;
+        self.write(&[Meta, Revisions], |s| {
+            s.commit_rollback(epoch, expected, spec, provenance.clone(), limits)
+        })
+        .await
+    }
+
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
         self.write(&[Meta, Revisions], |s| s.mark_converged(epoch, rev))
             .await
@@ -378,6 +392,13 @@ impl Store for SwarmStore {
 
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         Ok(self.read(&[Meta]).await?.leader())
+    }
+
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
+        // The swarm object as the raft leader holds it (swarmkit's control
+        // API forwards a follower's calls to the leader): what every
+        // fenced write of this store is checked against.
+        self.read(&[Meta]).await?.fence(epoch)
     }
 
     async fn journal(&self) -> Result<Vec<Operation>, StoreError> {

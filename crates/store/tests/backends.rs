@@ -22,13 +22,14 @@ fn prov() -> Provenance {
     }
 }
 
+/// A valid spec carrying `label` as an instance property. Set on the
+/// resolved spec: a cluster file of several MiB is refused by the parser
+/// (`yaml::MAX_BYTES`), while the store's own size limit is under test here.
 fn spec_with(label: &str) -> ClusterSpec {
-    let text = format!(
-        "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: 2\n    instance:\n      provider: local\n      properties:\n        blob: \"{label}\"\n"
-    );
-    drover_core::spec::parse_str(&text)
-        .spec
-        .expect("valid spec")
+    let text = "groups:\n  - name: web\n    role: worker\n    allocation:\n      size: 2\n    instance:\n      provider: local\n";
+    let mut spec = drover_core::spec::parse_str(text).spec.expect("valid spec");
+    spec.groups[0].instance.properties = serde_json::json!({ "blob": label });
+    spec
 }
 
 #[tokio::test]

@@ -267,7 +267,9 @@ async fn fencing((a, b): Pair) {
     a.commit(0, &spec(1), prov("o", "1"), false).await.unwrap();
     // No campaign yet: nobody may write.
     fenced(a.journal_put(0, &op("x")).await, 0, 0);
+    fenced(a.check_epoch(0).await, 0, 0);
     let old = a.campaign("ctl-a").await.unwrap();
+    a.check_epoch(old).await.unwrap();
     a.journal_put(old, &op("op-1")).await.unwrap();
     a.publish_status(old, status_json(&json!({"by": "a"})))
         .await
@@ -287,6 +289,9 @@ async fn fencing((a, b): Pair) {
         new,
     );
     fenced(a.append_event(old, &event(2, "by-a-again")).await, old, new);
+    // The check made before each side effect says the same, writing nothing.
+    fenced(a.check_epoch(old).await, old, new);
+    b.check_epoch(new).await.unwrap();
     // An epoch from the future is no better.
     fenced(a.journal_put(new + 1, &op("op-3")).await, new + 1, new);
     // Nothing of it landed.
@@ -299,6 +304,45 @@ async fn fencing((a, b): Pair) {
     b.mark_converged(new, 1).await.unwrap();
     assert!(a.journal().await.unwrap().is_empty());
     assert_eq!(a.leader().await.unwrap(), Some((new, "ctl-b".to_string())));
+}
+
+/// The controller's automatic rollback is a commit fenced by its epoch as
+/// well as a CAS on the revision: a deposed controller's is refused and
+/// nothing changes, even when its base revision is still current.
+async fn fenced_rollback((a, b): Pair) {
+    a.commit(0, &spec(1), prov("op@h", "one"), false)
+        .await
+        .unwrap();
+    let by_a = || prov("controller ctl-a", "automatic rollback");
+    fenced(a.commit_rollback(0, 1, &spec(2), by_a()).await, 0, 0);
+    let old = a.campaign("ctl-a").await.unwrap();
+    assert_eq!(
+        a.commit_rollback(old, 1, &spec(2), by_a()).await.unwrap(),
+        2
+    );
+    let before = b.history().await.unwrap();
+    assert!(before[1].is_rollback && !before[0].is_rollback);
+
+    let new = b.campaign("ctl-b").await.unwrap();
+    // Deposed, on the current revision: refused.
+    fenced(a.commit_rollback(old, 2, &spec(3), by_a()).await, old, new);
+    // Deposed and on a stale revision: the epoch is the refusal it hears.
+    fenced(a.commit_rollback(old, 1, &spec(3), by_a()).await, old, new);
+    assert_eq!(
+        b.history().await.unwrap(),
+        before,
+        "a refused commit landed"
+    );
+    assert_eq!(a.desired().await.unwrap().map(|r| r.rev), Some(2));
+    // The current leader on a stale revision loses the CAS.
+    match b.commit_rollback(new, 1, &spec(3), by_a()).await {
+        Err(StoreError::Conflict { expected, current }) => assert_eq!((expected, current), (1, 2)),
+        other => panic!("stale fenced commit: {other:?}"),
+    }
+    let by_b = prov("controller ctl-b", "automatic rollback");
+    assert_eq!(b.commit_rollback(new, 2, &spec(3), by_b).await.unwrap(), 3);
+    let last = a.desired().await.unwrap().unwrap();
+    assert!(last.is_rollback && last.spec == spec(3));
 }
 
 /// Runs every case, each on a fresh store from `fresh(case)`.
@@ -317,6 +361,7 @@ where
     status(fresh("status").await).await;
     events(fresh("events").await).await;
     fencing(fresh("fencing").await).await;
+    fenced_rollback(fresh("fenced-rollback").await).await;
 }
 
 #[tokio::test]

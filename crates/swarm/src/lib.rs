@@ -11,7 +11,7 @@ use drover_core::model::{Node, SwarmView};
 use drover_core::own_engine;
 use drover_core::spec::Role;
 use drover_engine::{Engine, EngineError, EngineInfo, LOCKED_MESSAGE, LocalState, PeerEndpoints};
-use drover_spi::{Cluster, ClusterError, JoinMaterial};
+use drover_spi::{Cluster, ClusterError, Fence, JoinMaterial};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -246,15 +246,21 @@ impl Cluster for SwarmCluster {
         }
     }
 
-    async fn drain(&self, node: &str) -> Result<(), ClusterError> {
-        Ok(self.engine().await?.drain(node).await?)
+    /// The fence is checked in the engine, after the node is re-read and
+    /// right before the update is sent (`Engine::update_node_spec_fenced`).
+    async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        Ok(self.engine().await?.drain(node, fence).await?)
     }
 
-    async fn demote(&self, node: &str) -> Result<(), ClusterError> {
-        Ok(self.engine().await?.demote(node).await?)
+    async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        Ok(self.engine().await?.demote(node, fence).await?)
     }
 
-    async fn demote_self_and_leave(&self, node: &str) -> Result<(), ClusterError> {
+    async fn demote_self_and_leave(
+        &self,
+        node: &str,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
         let engine = self.engine().await?;
         let peers = self
             .peers
@@ -262,11 +268,16 @@ impl Cluster for SwarmCluster {
             .map(|p| p.peer_endpoints())
             .unwrap_or_default();
         let _leaving = Leaving::start(&self.leaving);
-        Ok(engine.demote_self_and_leave(node, &peers).await?)
+        Ok(engine.demote_self_and_leave(node, &peers, fence).await?)
     }
 
-    async fn remove_node(&self, node: &str, force: bool) -> Result<(), ClusterError> {
-        Ok(self.engine().await?.remove_node(node, force).await?)
+    async fn remove_node(
+        &self,
+        node: &str,
+        force: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), ClusterError> {
+        Ok(self.engine().await?.remove_node(node, force, fence).await?)
     }
 
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {

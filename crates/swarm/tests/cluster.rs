@@ -8,7 +8,7 @@ use drover_core::spec::Role;
 use drover_core::template::default_boot_script;
 use drover_engine::{Engine, LocalState, PeerEndpoints};
 use drover_local::testkit::{self, StateGuard};
-use drover_spi::{Cluster, InstanceProvider};
+use drover_spi::{Cluster, InstanceProvider, Unfenced};
 use drover_swarm::SwarmCluster;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,15 +52,18 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
         assert_eq!(format!("{:?}", jm.token), "[redacted]");
         let t0 = Instant::now();
         let id = p
-            .provision(testkit::request(
-                "c43",
-                "m",
-                Role::Manager,
-                default_boot_script(Role::Manager),
-                &jm.addr,
-                false,
-                vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
-            ))
+            .provision(
+                testkit::request(
+                    "c43",
+                    "m",
+                    Role::Manager,
+                    default_boot_script(Role::Manager),
+                    &jm.addr,
+                    false,
+                    vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],
+                ),
+                &Unfenced,
+            )
             .await
             .expect("manager join");
         eprintln!("manager (start + join) {:?}", t0.elapsed());
@@ -120,7 +123,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     let follower_inst = ids[1].clone();
     let follower = node_of_inst[&follower_inst].clone();
     let t0 = Instant::now();
-    c1.demote(&follower).await.unwrap();
+    c1.demote(&follower, &Unfenced).await.unwrap();
     testkit::wait_for(Duration::from_secs(20), || async {
         let ns = nodes(c1.observe().await)?;
         ns.iter()
@@ -133,17 +136,17 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     let t0 = Instant::now();
     p.destroy(&follower_inst).await.unwrap();
     eprintln!("destroy of a manager instance {:?}", t0.elapsed());
-    c1.remove_node(&follower, true).await.unwrap();
+    c1.remove_node(&follower, true, &Unfenced).await.unwrap();
     let ns = nodes(c1.observe().await).unwrap();
     assert!(ns.iter().all(|n| n.id != follower), "node still listed");
     assert_eq!(ns.iter().filter(|n| n.raft.is_some()).count(), 2);
     // Removing it again is success.
-    c1.remove_node(&follower, true).await.unwrap();
+    c1.remove_node(&follower, true, &Unfenced).await.unwrap();
 
     // The leader leaves: demote self, wait out of raft from a peer, leave.
     let old_leader = node_of_inst[&m1].clone();
     let t0 = Instant::now();
-    c1.demote_self_and_leave(&old_leader)
+    c1.demote_self_and_leave(&old_leader, &Unfenced)
         .await
         .expect("leader demote+leave");
     eprintln!("leader demote_self_and_leave {:?}", t0.elapsed());

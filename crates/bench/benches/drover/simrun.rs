@@ -82,13 +82,21 @@ struct Counted {
 
 #[async_trait]
 impl InstanceProvider for Counted {
-    async fn provision(&self, req: ProvisionRequest) -> Result<String, ProviderError> {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
         self.calls.provision.fetch_add(1, Ordering::Relaxed);
-        self.cloud.provision(req).await
+        self.cloud.provision(req, fence).await
     }
-    async fn destroy(&self, instance: &str) -> Result<(), ProviderError> {
+    async fn destroy_fenced(
+        &self,
+        instance: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
         self.calls.destroy.fetch_add(1, Ordering::Relaxed);
-        self.cloud.destroy(instance).await
+        self.cloud.destroy_fenced(instance, fence).await
     }
     async fn describe(
         &self,
@@ -101,9 +109,10 @@ impl InstanceProvider for Counted {
         &self,
         instance: &str,
         labels: &BTreeMap<String, String>,
+        fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
         self.calls.label.fetch_add(1, Ordering::Relaxed);
-        self.cloud.label(instance, labels).await
+        self.cloud.label(instance, labels, fence).await
     }
 }
 

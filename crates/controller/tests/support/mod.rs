@@ -109,6 +109,18 @@ impl Store for Tapped {
             .commit(expected, spec, provenance, is_rollback)
             .await
     }
+    async fn commit_rollback(
+        &self,
+        epoch: Epoch,
+        expected: u64,
+        spec: &ClusterSpec,
+        provenance: Provenance,
+    ) -> Result<u64, StoreError> {
+        (self.tap)("commit_rollback");
+        self.inner
+            .commit_rollback(epoch, expected, spec, provenance)
+            .await
+    }
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError> {
         (self.tap)("mark_converged");
         self.inner.mark_converged(epoch, rev).await
@@ -132,6 +144,10 @@ impl Store for Tapped {
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         (self.tap)("leader");
         self.inner.leader().await
+    }
+    async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
+        (self.tap)("check_epoch");
+        self.inner.check_epoch(epoch).await
     }
     async fn journal(&self) -> Result<Vec<Operation>, StoreError> {
         (self.tap)("journal");
@@ -174,5 +190,59 @@ impl Store for Tapped {
     }
     fn set_write_format(&self, format: u32) {
         self.inner.set_write_format(format)
+    }
+}
+
+/// A test's own provision over the simulated cloud; everything else is the
+/// cloud's ([`Provisioning`]).
+#[async_trait]
+pub trait ProvisionHook: Send + Sync {
+    /// Provisions through `cloud` (or not), as the test needs.
+    async fn provision(
+        &self,
+        cloud: &SimCloud,
+        req: drover_spi::ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, drover_spi::ProviderError>;
+}
+
+/// The simulated cloud with `hook` deciding provisions: a test provider
+/// that differs from the cloud in one call only.
+pub struct Provisioning<H> {
+    /// The cloud behind every call.
+    pub cloud: SimCloud,
+    /// The test's provision.
+    pub hook: H,
+}
+
+#[async_trait]
+impl<H: ProvisionHook> drover_spi::InstanceProvider for Provisioning<H> {
+    async fn provision(
+        &self,
+        req: drover_spi::ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, drover_spi::ProviderError> {
+        self.hook.provision(&self.cloud, req, fence).await
+    }
+    async fn destroy_fenced(
+        &self,
+        instance: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), drover_spi::ProviderError> {
+        self.cloud.destroy_fenced(instance, fence).await
+    }
+    async fn describe(
+        &self,
+        tags: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<drover_core::model::Instance>, drover_spi::ProviderError> {
+        self.cloud.describe(tags).await
+    }
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), drover_spi::ProviderError> {
+        self.cloud.label(instance, labels, fence).await
     }
 }

@@ -147,6 +147,15 @@ pub struct Node {
     pub left: bool,
 }
 
+impl Node {
+    /// A raft member, or a node joining or leaving the raft (its role says
+    /// manager, or it is still a member after a demote): removing it is a
+    /// quorum decision, whatever group declared its machine.
+    pub fn in_raft(&self) -> bool {
+        self.raft.is_some() || self.manager_role
+    }
+}
+
 /// The swarm as seen through a manager.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SwarmView {

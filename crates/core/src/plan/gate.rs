@@ -34,26 +34,30 @@ impl Planner<'_> {
             return None;
         }
         match inst.node {
-            None => self.unmatched_member(&inst.id).or_else(|| {
+            None => self.unmatched_member(&inst.id, inst.link()).or_else(|| {
                 (role == Role::Manager)
-                    .then(|| self.unreachable_manager_gate(None))
+                    .then(|| self.unreachable_manager_gate(None, None))
                     .flatten()
             }),
-            Some(n) if role == Role::Manager || n.raft.is_some() || n.manager_role => {
-                self.removal_gate(Some(n), None)
-            }
+            Some(n) if role == Role::Manager || n.in_raft() => self.removal_gate(Some(n), None),
             Some(_) => None,
         }
     }
 
-    /// Why machine `id`, whose node cannot be found, may be a raft member:
-    /// some raft member is carried by no owned machine (an engine restarted
-    /// without drover's labels, a machine that lost its link tag). Taking
-    /// such a machine out of service without demoting it first could cost
-    /// the quorum, and drover cannot tell which machine it is: it blocks
-    /// and says so (design rules 1 and 10).
-    pub(crate) fn unmatched_member(&self, id: &str) -> Option<String> {
-        self.unmatched.map(|n| {
+    /// Why machine `id` (tagged with `link`), whose node cannot be found,
+    /// may be a raft member: a raft member carried by no owned machine
+    /// that could be this one's: a node without a link label (its engine
+    /// lost drover's labels) or, for a machine that lost its link tag, any.
+    /// A node labelled with another link is another machine's (gone, or
+    /// left out of the describe), never this one. Taking such a machine out
+    /// of service without demoting it first could cost the quorum, and
+    /// drover cannot tell: it blocks and says so (design rules 1 and 10).
+    pub(crate) fn unmatched_member(&self, id: &str, link: Option<&str>) -> Option<String> {
+        let could_be = self
+            .unmatched
+            .iter()
+            .find(|n| n.link.is_none() || link.is_none());
+        could_be.map(|n| {
             format!(
                 "cannot tell whether machine {id} is raft member {} (no machine carries that node's link {}): \
                  restore drover's engine labels on that engine, or demote and remove the member by hand",
@@ -80,17 +84,18 @@ impl Planner<'_> {
     /// is changing (one removal at a time, even when no journal entry
     /// explains the change). `except`'s own victim and new member are its
     /// business.
-    fn membership_changing(&self, except: Option<&str>) -> Option<String> {
+    fn membership_changing(&self, except: Option<&str>, own: Option<&Node>) -> Option<String> {
         let op = except.and_then(|id| self.ops.iter().find(|o| o.id == id));
         let mine = |n: &Node| {
-            op.is_some_and(|o| {
-                let link = n.link.as_deref();
-                link == Some(o.id.as_str())
-                    || o.victim.as_ref().is_some_and(|v| {
-                        (link.is_some() && v.link.as_deref() == link)
-                            || v.node.as_deref() == Some(n.id.as_str())
-                    })
-            })
+            own.is_some_and(|o| o.id == n.id)
+                || op.is_some_and(|o| {
+                    let link = n.link.as_deref();
+                    link == Some(o.id.as_str())
+                        || o.victim.as_ref().is_some_and(|v| {
+                            (link.is_some() && v.link.as_deref() == link)
+                                || v.node.as_deref() == Some(n.id.as_str())
+                        })
+                })
         };
         self.world.in_transition(mine).map(|n| {
             let how = if n.manager_role { "joining" } else { "leaving" };
@@ -109,20 +114,24 @@ impl Planner<'_> {
     /// consulted here.
     pub(crate) fn removal_gate(&self, node: Option<&Node>, except: Option<&str>) -> Option<String> {
         match node.and_then(|n| n.raft.as_ref()) {
-            Some(r) if r.reachable => self.healthy_manager_gate(except),
-            _ => self.unreachable_manager_gate(except),
+            Some(r) if r.reachable => self.healthy_manager_gate(except, node),
+            _ => self.unreachable_manager_gate(except, node),
         }
     }
 
     /// Why a healthy, reachable manager may not be disrupted now (or `None`: it may).
-    pub(crate) fn healthy_manager_gate(&self, except: Option<&str>) -> Option<String> {
+    pub(crate) fn healthy_manager_gate(
+        &self,
+        except: Option<&str>,
+        own: Option<&Node>,
+    ) -> Option<String> {
         if !self.world.swarm_ok() {
             return Some("the swarm has no leader or cannot be asked".into());
         }
         if let Some(id) = self.other_manager_op(except) {
             return Some(format!("manager operation {id} is still in flight"));
         }
-        if let Some(why) = self.membership_changing(except) {
+        if let Some(why) = self.membership_changing(except, own) {
             return Some(why);
         }
         if let Some(why) = &self.manager_trouble {
@@ -153,13 +162,17 @@ impl Planner<'_> {
 
     /// Why an unreachable manager may not be demoted now. Demoting it raises
     /// fault tolerance, so only quorum and one-at-a-time matter.
-    pub(crate) fn unreachable_manager_gate(&self, except: Option<&str>) -> Option<String> {
+    pub(crate) fn unreachable_manager_gate(
+        &self,
+        except: Option<&str>,
+        own: Option<&Node>,
+    ) -> Option<String> {
         if !self.world.swarm_ok() {
             return Some("the swarm has no leader: no voluntary action".into());
         }
         self.other_manager_op(except)
             .map(|id| format!("manager operation {id} is still in flight"))
-            .or_else(|| self.membership_changing(except))
+            .or_else(|| self.membership_changing(except, own))
     }
 
     /// Why a manager may not be added now. A join that enters the raft and
@@ -179,7 +192,8 @@ impl Planner<'_> {
             // or the operator waits for a heal that cannot come.
             let unhealable = self
                 .unmatched
-                .filter(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
+                .iter()
+                .find(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
                 .map_or(String::new(), |n| {
                     format!(
                         " (node {} carries no machine's link: if its machine is gone, `docker node demote {}` by hand)",

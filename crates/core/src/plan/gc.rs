@@ -184,7 +184,7 @@ impl Planner<'_> {
                     continue;
                 }
                 let node = self.world.node_for(inst.link());
-                if node.is_some_and(|n| n.manager_role || n.raft.is_some()) {
+                if node.is_some_and(Node::in_raft) {
                     self.note_garbage(group, &c, "kept: it is a swarm manager; drover never removes a manager it does not declare (demote and remove it by hand)".into());
                     continue;
                 }
@@ -296,7 +296,7 @@ impl Planner<'_> {
         }) {
             // No machine is destroyed while its node is (or may be) a raft
             // member: a manager is never collected this way.
-            if let Some(n) = node.filter(|n| n.manager_role || n.raft.is_some()) {
+            if let Some(n) = node.filter(|n| n.in_raft()) {
                 self.explanation.push(format!(
                     "{group}: orphan operation {} abandoned: node {} became a manager",
                     op.id, n.id
@@ -307,7 +307,7 @@ impl Planner<'_> {
             }
             if let Some(why) = node
                 .is_none()
-                .then(|| self.unmatched_member(&inst.id))
+                .then(|| self.unmatched_member(&inst.id, inst.link()))
                 .flatten()
             {
                 self.explanation
@@ -329,7 +329,7 @@ impl Planner<'_> {
         match node {
             // Its machine is gone; a manager's node is never removed here
             // (the quorum gates own that), so the operation ends.
-            Some(n) if n.manager_role || n.raft.is_some() => self.explanation.push(format!(
+            Some(n) if n.in_raft() => self.explanation.push(format!(
                 "{group}: orphan operation {} leaves node {}: it became a manager",
                 op.id, n.id
             )),

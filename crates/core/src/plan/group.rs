@@ -45,11 +45,12 @@ pub(crate) struct Planner<'a> {
     /// group declaring workers carries: promoted by hand. Their removal
     /// passes the manager gate (usually empty).
     pub(crate) promoted: Vec<&'a Node>,
-    /// The first raft member that no owned machine carries (its engine lost
-    /// drover's labels, or its machine lost its link tag) and that is not
-    /// another cluster's: while one exists, a machine whose node cannot be
-    /// found may be that member, and is never taken out of service.
-    pub(crate) unmatched: Option<&'a Node>,
+    /// The raft members that no owned machine carries (an engine that lost
+    /// drover's labels, a machine that lost its link tag, a partial
+    /// describe, a machine gone) and that are not another cluster's: a
+    /// machine whose node cannot be found may be one of them
+    /// ([`Self::unmatched_member`]). A handful at most.
+    pub(crate) unmatched: Vec<&'a Node>,
     /// By operation slot: where its members are in its group's view,
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
@@ -111,7 +112,8 @@ impl<'a> Planner<'a> {
             .raft_nodes()
             .filter(|(k, n)| n.raft.is_some() && unclaimed.binary_search(k).is_ok())
             .map(|(_, n)| n)
-            .find(|n| n.cluster.as_deref().is_none_or(|c| c == cluster));
+            .filter(|n| n.cluster.as_deref().is_none_or(|c| c == cluster))
+            .collect();
         Planner {
             input,
             world,
@@ -225,7 +227,7 @@ impl<'a> Planner<'a> {
         let not_leader = |i: &Member<'_>| !(self.is_leader(i) || self.world.is_self(i.link()));
         let only_the_leader =
             v.d.spec.role == Role::Manager && !rolling_op(v) && !outdated(v, &not_leader);
-        let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
+        let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
         let promoted_outdated =
             || (first + 1..self.views.len()).find(|&k| outdated(&self.views[k], &in_raft));
         Some(
@@ -496,8 +498,8 @@ impl<'a> Planner<'a> {
         // turns Down within ~15 s.
         let unlisted = stale
             .iter()
-            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable))
-            .map(|n| (n.id.clone(), n.link.clone().unwrap_or_default()));
+            .copied()
+            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable));
         self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
@@ -506,10 +508,10 @@ impl<'a> Planner<'a> {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
                 break;
             }
-            if let Some((node, link)) = &unlisted {
+            if let Some(n) = unlisted {
                 self.wait(
                     &name,
-                    format!("node {node} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down"),
+                    format!("node {} (link {}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down", n.id, n.link.as_deref().unwrap_or_default()),
                 );
                 break;
             }
@@ -742,7 +744,7 @@ impl<'a> Planner<'a> {
                 );
                 continue;
             }
-            let is_manager = n.raft.is_some() || n.manager_role;
+            let is_manager = n.in_raft();
             if let Some(no) = is_manager
                 .then(|| self.removal_gate(Some(n), None))
                 .flatten()
@@ -773,7 +775,13 @@ impl<'a> Planner<'a> {
                 id: self.new_op_id(name),
                 group: name.to_string(),
                 kind: OpKind::RemoveDead,
-                role: d.spec.role,
+                // A worker promoted by hand is removed as the manager it is
+                // (demoted first): its steps follow the node, not the group.
+                role: if n.in_raft() {
+                    Role::Manager
+                } else {
+                    d.spec.role
+                },
                 victim: Some(victim),
                 target: None,
                 surge: false,
@@ -798,8 +806,23 @@ impl<'a> Planner<'a> {
     /// from being touched, not the leader from going last.
     /// Raft members of other groups (workers promoted by hand) count too:
     /// the leader goes last among all raft members.
+    /// A raft member of this cluster no listed machine carries (a partial
+    /// describe) may be outdated too: the leader waits until it is matched.
+    /// A member with no cluster label may be a manager drover never made,
+    /// which would hold the leader for ever.
     fn manager_before_leader(&self, leader: &str) -> Option<String> {
-        let in_raft = |i: &Member<'_>| i.node.is_some_and(|n| n.raft.is_some() || n.manager_role);
+        let cluster = self.input.desired.cluster_id.as_str();
+        if let Some(n) = self
+            .unmatched
+            .iter()
+            .find(|n| n.cluster.as_deref() == Some(cluster))
+        {
+            return Some(format!(
+                "raft member {} (no listed machine carries it)",
+                n.id
+            ));
+        }
+        let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
         self.views
             .iter()
             .filter(|v| v.d.spec.role == Role::Manager || !self.promoted.is_empty())
@@ -855,13 +878,13 @@ impl<'a> Planner<'a> {
             // A surge roll adds first; its demotion is gated when it comes.
             let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
             let gate = if surge {
-                self.unreachable_manager_gate(None)
+                self.unreachable_manager_gate(None, None)
                     .or_else(|| self.manager_trouble.clone())
                     .or_else(|| self.add_manager_gate())
                     .or_else(|| {
                         inst.node
                             .is_none()
-                            .then(|| self.unmatched_member(&inst.id))
+                            .then(|| self.unmatched_member(&inst.id, inst.link()))
                             .flatten()
                     })
             } else {
@@ -1176,8 +1199,8 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 
 /// Members to retire: undeclared logical ids and duplicates, or cattle over
 /// size. Preference: unhealthy (a broken member goes without the healthy
-/// manager gate, and a healthy one would wait for it), then outdated, then
-/// raft-unreachable, then newest; from the fullest
+/// manager gate, and a healthy one would wait for it), then raft-unreachable,
+/// then outdated, then newest; from the fullest
 /// zone; never the controller's own machine unless it is the last choice.
 fn excess_members<'i>(
     d: &DesiredGroup,
@@ -1186,8 +1209,9 @@ fn excess_members<'i>(
     self_link: Option<&str>,
 ) -> Vec<&'i Member<'i>> {
     // Among the unhealthy, a raft member unreachable from the leader goes
-    // before a reachable one that merely reads unknown (after an election):
-    // removing it raises fault tolerance, removing the other would wait.
+    // before a reachable one that merely reads unknown (after an election),
+    // whatever their configs: removing it raises fault tolerance, removing
+    // the other would wait at the gate.
     type Rank<'i> = (bool, bool, bool, bool, std::cmp::Reverse<u64>, &'i str);
     let rank = |i: &'i Member<'i>| -> Rank<'i> {
         let reachable = i
@@ -1197,8 +1221,8 @@ fn excess_members<'i>(
         (
             i.link().is_some() && i.link() == self_link,
             i.healthy(),
-            i.config() == Some(d.hash.as_str()),
             reachable,
+            i.config() == Some(d.hash.as_str()),
             std::cmp::Reverse(i.created_ms),
             i.id.as_str(),
         )

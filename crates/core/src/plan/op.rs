@@ -417,7 +417,7 @@ impl<'a> Planner<'a> {
                 if self.world.is_self(vlink) {
                     let gate = n
                         .manager_role
-                        .then(|| self.healthy_manager_gate(Some(&op.id)));
+                        .then(|| self.healthy_manager_gate(Some(&op.id), Some(n)));
                     if let Some(Some(no)) = gate {
                         if undisrupted(op, step) {
                             return StepState::Abandon(format!(
@@ -499,7 +499,7 @@ impl<'a> Planner<'a> {
                 let Some(n) = node else {
                     return StepState::Done;
                 };
-                if n.raft.is_some() || n.manager_role {
+                if n.in_raft() {
                     return wait_for(move || {
                         format!("node {} is still a manager: demote first", n.id)
                     });
@@ -533,7 +533,8 @@ impl<'a> Planner<'a> {
             return None;
         }
         let Some(n) = node else {
-            return self.unmatched_member(id).map(StepState::Fail);
+            let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
+            return self.unmatched_member(id, link).map(StepState::Fail);
         };
         if n.manager_role {
             return Some(match self.removal_gate(Some(n), Some(&op.id)) {

@@ -267,6 +267,46 @@ fn victim_link(op: &Operation) -> &str {
         .expect("victim with a link")
 }
 
+/// A journaled replacement (victim `i-<link>`, then a new member) of group
+/// `managers` or `workers` by `role`, as an earlier controller wrote it.
+fn replacement_op(
+    id: &str,
+    kind: OpKind,
+    role: crate::spec::Role,
+    link: &str,
+    node: Option<&str>,
+) -> Operation {
+    let group = if role == crate::spec::Role::Manager {
+        MANAGERS
+    } else {
+        WORKERS
+    };
+    Operation {
+        id: id.into(),
+        group: group.into(),
+        kind,
+        role,
+        victim: Some(crate::journal::Victim {
+            instance: Some(format!("i-{link}")),
+            link: Some(link.into()),
+            node: node.map(str::to_string),
+            logical_id: None,
+            zone: None,
+            is_self: false,
+        }),
+        target: Some(crate::journal::Target {
+            logical_id: None,
+            zone: None,
+            attempt: 1,
+        }),
+        surge: false,
+        done: Default::default(),
+        intent: None,
+        collection: None,
+        provision_failures: 0,
+    }
+}
+
 fn has(p: &Plan, pred: impl Fn(&Action) -> bool) -> bool {
     p.actions.iter().any(pred)
 }
@@ -1051,30 +1091,13 @@ fn an_unobservable_swarm_never_completes_a_demote_or_drain_step() {
     let p = c.at(0);
     let manager_op = begins(&p, MANAGERS)[0].clone();
     c.journal.push(manager_op);
-    c.journal.push(Operation {
-        id: "workers-roll".into(),
-        group: WORKERS.into(),
-        kind: OpKind::Roll,
-        role: crate::spec::Role::Worker,
-        victim: Some(crate::journal::Victim {
-            instance: Some("i-w1".into()),
-            link: Some("w1".into()),
-            node: Some("n-w1".into()),
-            logical_id: None,
-            zone: None,
-            is_self: false,
-        }),
-        target: Some(crate::journal::Target {
-            logical_id: None,
-            zone: None,
-            attempt: 1,
-        }),
-        surge: false,
-        done: Default::default(),
-        intent: None,
-        collection: None,
-        provision_failures: 0,
-    });
+    c.journal.push(replacement_op(
+        "workers-roll",
+        OpKind::Roll,
+        crate::spec::Role::Worker,
+        "w1",
+        Some("n-w1"),
+    ));
     let n = c.node("w1");
     n.availability = Availability::Drain;
     n.running_tasks = 5;

@@ -85,7 +85,7 @@ impl<'a> World<'a> {
             if n.locked && w.locked.is_none() {
                 w.locked = Some(n);
             }
-            if n.raft.is_some() || n.manager_role {
+            if n.in_raft() {
                 w.raft_positions.push(k);
             }
             if let Some(r) = &n.raft {

@@ -20,9 +20,81 @@ pub struct Loaded {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Reads a cluster file (YAML or JSON: JSON is read as YAML, so positions work for both).
+/// Reads a cluster file as every command reading an operator's file does:
+/// all of [`parse_str`]'s rules, and each group's provider must be one
+/// drover ships ([`PROVIDERS`]), so a misspelt provider is caught by
+/// `validate` instead of leaving a group that nothing ever provisions.
+pub fn load(text: &str) -> Loaded {
+    decode_with(text, PROVIDERS)
+}
+
+/// [`load`] for a file's raw bytes: text that is not UTF-8 is one error at
+/// the line and column of its first invalid byte, so the operator can find
+/// it (a Latin-1 `é` pasted into a comment is the usual cause).
+pub fn load_bytes(bytes: &[u8]) -> Loaded {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => load(text),
+        Err(e) => {
+            let valid = &bytes[..e.valid_up_to()];
+            let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
+            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            // The valid prefix is UTF-8: the column counts characters.
+            let col = 1 + String::from_utf8_lossy(&valid[line_start..])
+                .chars()
+                .count();
+            let message = format!(
+                "not UTF-8 text: byte 0x{:02x} (offset {}) is not UTF-8; save the file as UTF-8",
+                bytes[e.valid_up_to()],
+                e.valid_up_to()
+            );
+            Loaded {
+                spec: None,
+                diagnostics: vec![Diagnostic {
+                    pos: Pos { line, col },
+                    path: "(document)".into(),
+                    severity: Severity::Error,
+                    message,
+                }],
+            }
+        }
+    }
+}
+
+/// Reads a cluster file (YAML or JSON: JSON is read as YAML, so positions
+/// work for both) with every rule except the provider names: for engines
+/// and tests that wire providers of their own names. Operators' files go
+/// through [`load`].
 pub fn parse_str(text: &str) -> Loaded {
-    let mut dec = Decoder::default();
+    decode(text, Decoder::default())
+}
+
+/// Decodes `text`, checking provider names against `providers`.
+fn decode_with(text: &str, providers: &[&str]) -> Loaded {
+    decode(
+        text,
+        Decoder {
+            providers: Some(providers),
+            ..Decoder::default()
+        },
+    )
+}
+
+/// Reads the cluster-file form of a resolved spec about to be committed
+/// ([`super::commit`]): as [`parse_str`], except that `size: 0` is accepted.
+/// That is a retired group, which `destroy` and `apply --prune` commit so
+/// the planner retires its members one safe step at a time, and which no
+/// cluster file may declare.
+pub(super) fn parse_committed(text: &str) -> Loaded {
+    decode(
+        text,
+        Decoder {
+            retired_ok: true,
+            ..Decoder::default()
+        },
+    )
+}
+
+fn decode(text: &str, mut dec: Decoder<'_>) -> Loaded {
     let spec = match yaml::parse(text) {
         Ok(root) => dec.cluster(&root),
         Err(e) => {
@@ -42,14 +114,13 @@ pub fn parse_str(text: &str) -> Loaded {
     }
 }
 
-/// Same as [`parse_str`]; named for the common call site.
-pub fn load(text: &str) -> Loaded {
-    parse_str(text)
-}
-
 #[derive(Default)]
-struct Decoder {
+struct Decoder<'p> {
     diags: Vec<Diagnostic>,
+    /// The provider names a group may use; `None` accepts any.
+    providers: Option<&'p [&'p str]>,
+    /// `size: 0` (a retired group) is accepted: see [`parse_committed`].
+    retired_ok: bool,
 }
 
 /// A mapping's fields, after the unknown ones were reported.
@@ -59,6 +130,12 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
+    /// True when the mapping uses a YAML merge key (`<<: *anchor`), which
+    /// is reported once: the fields it would bring are not called missing.
+    fn merges(&self) -> bool {
+        self.entries.iter().any(|(k, _, _)| k == MERGE_KEY)
+    }
+
     /// The value of `key`; an explicit `null` counts as absent.
     fn get(&self, key: &str) -> Option<&'a Node> {
         self.entries
@@ -68,7 +145,10 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// The path of `key` under `path`; an empty key is written `""`, so no
+/// finding has an empty path.
 fn join(path: &str, key: &str) -> String {
+    let key = if key.is_empty() { "\"\"" } else { key };
     if path.is_empty() {
         key.to_string()
     } else {
@@ -108,7 +188,7 @@ fn closest(key: &str, candidates: impl Iterator<Item = String>) -> Option<String
         .map(|(_, c)| c)
 }
 
-impl Decoder {
+impl Decoder<'_> {
     fn error(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
         self.push(pos, path, Severity::Error, message.into());
     }
@@ -152,6 +232,14 @@ impl Decoder {
             if known.contains(&key.as_str()) {
                 continue;
             }
+            if key == MERGE_KEY {
+                self.error(
+                    *kpos,
+                    &join(path, key),
+                    "merge keys (`<<`) are not supported: write the fields out in this mapping",
+                );
+                continue;
+            }
             let hint = closest(key, known.iter().map(|k| k.to_string()))
                 .or_else(|| {
                     closest(
@@ -180,7 +268,7 @@ impl Decoder {
         what: &str,
     ) -> Option<&'a Node> {
         let v = f.get(key);
-        if v.is_none() {
+        if v.is_none() && !f.merges() {
             self.error(f.pos, &join(path, key), format!("missing: {what}"));
         }
         v
@@ -269,14 +357,10 @@ impl Decoder {
             return Some(default);
         };
         let text = self.string(node, path)?;
-        match humantime::parse_duration(&text) {
+        match parse_duration(&text) {
             Ok(d) => Some(d),
             Err(e) => {
-                self.error(
-                    node.pos(),
-                    path,
-                    format!("`{text}` is not a duration ({e}); write e.g. 30s, 5m, 1h30m"),
-                );
+                self.error(node.pos(), path, format!("`{text}` is not a duration: {e}"));
                 None
             }
         }
@@ -417,7 +501,9 @@ impl Decoder {
         self.count(node, path, 1).map(MaxUnhealthy::Count)
     }
 
-    /// Rules that span groups: unique names, unique logical ids, one manager group.
+    /// Rules that span groups: unique names, unique logical ids, one manager
+    /// group, and a warning when workers have no manager group to make their
+    /// swarm.
     fn cross_group_checks(&mut self, items: &[Node], groups: &[Option<GroupSpec>]) {
         let mut names: HashMap<&str, usize> = HashMap::new();
         let mut ids: HashMap<String, (usize, usize)> = HashMap::new();
@@ -462,6 +548,29 @@ impl Decoder {
                     }
                 }
             }
+        }
+        // What applying the file would do is worth saying only of a file
+        // that can be applied.
+        if !self.diags.iter().any(|d| d.severity == Severity::Error) {
+            self.workers_without_managers(items, groups);
+        }
+    }
+
+    /// Only a manager group makes a swarm: without one, the planner adds
+    /// no worker until a swarm with a leader exists (it waits, saying
+    /// "waiting for the swarm to have a leader"). Plain groups need no swarm.
+    fn workers_without_managers(&mut self, items: &[Node], groups: &[Option<GroupSpec>]) {
+        let role = |g: &Option<GroupSpec>| g.as_ref().map(|g| g.role);
+        if groups.iter().any(|g| role(g) == Some(Role::Manager)) {
+            return;
+        }
+        if let Some(i) = groups.iter().position(|g| role(g) == Some(Role::Worker)) {
+            let node = &items[i];
+            self.warn(
+                field_pos(node, &["role"]).unwrap_or(node.pos()),
+                &format!("groups[{i}].role"),
+                "no manager group: no worker is added until a swarm with a leader exists, and only a manager group makes one (one already stored, which apply keeps, is enough); add a manager group",
+            );
         }
     }
 
@@ -519,17 +628,21 @@ impl Decoder {
         let instance = self
             .required(&f, "instance", path, "instance: provider and properties")
             .and_then(|n| self.instance(n, &join(path, "instance")));
-        let flavor =
-            role.and_then(|r| self.flavor(f.get("flavor"), &join(path, "flavor"), r, f.pos));
-        let update = role.and_then(|r| {
-            self.update(
-                f.get("update"),
-                &join(path, "update"),
-                r,
-                allocation.as_ref(),
-                f.pos,
-            )
-        });
+        if let (Some(Allocation::LogicalIds(slots)), Some(inst)) = (&allocation, &instance)
+            && inst.provider == LOCAL_PROVIDER
+        {
+            self.local_logical_ids(node, path, slots);
+        }
+        // Decoded even when the role is unknown, so a mistyped role hides
+        // none of the group's other problems (role-specific rules wait for it).
+        let flavor = self.flavor(f.get("flavor"), &join(path, "flavor"), role, f.pos);
+        let update = self.update(
+            f.get("update"),
+            &join(path, "update"),
+            role,
+            allocation.as_ref(),
+            f.pos,
+        );
         let health = self.health(f.get("health"), &join(path, "health"));
         let drain = self.drain(f.get("drain"), &join(path, "drain"));
         let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));
@@ -544,6 +657,24 @@ impl Decoder {
             drain: drain?,
             rollout_after: rollout_after?,
         })
+    }
+
+    /// The local provider runs each pet's engine on its logical id, so the
+    /// id must be an IPv4 loopback address (127.0.0.0/8).
+    fn local_logical_ids(&mut self, group: &Node, path: &str, slots: &[Slot]) {
+        for (j, slot) in slots.iter().enumerate() {
+            let id = slot.logical_id.as_deref().unwrap_or_default();
+            let usable = id
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.is_loopback());
+            if !usable {
+                self.error(
+                    seq_item_pos(group, j).unwrap_or(group.pos()),
+                    &format!("{path}.allocation.logical_ids[{j}]"),
+                    format!("`{id}` is not an address the local provider can use: its logical ids are IPv4 loopback addresses (127.0.0.0/8), e.g. 127.0.0.10"),
+                );
+            }
+        }
     }
 
     fn allocation(&mut self, node: &Node, path: &str, role: Option<Role>) -> Option<Allocation> {
@@ -562,10 +693,11 @@ impl Decoder {
                 None
             }
             (Some(size), None) => {
-                let size = self.count(size, &join(path, "size"), 1);
+                let min = if self.retired_ok { 0 } else { 1 };
+                let size = self.count(size, &join(path, "size"), min);
                 let zones = match f.get("zones") {
                     None => Some(Vec::new()),
-                    Some(z) => self.string_list(z, &join(path, "zones")),
+                    Some(z) => self.zones(z, &join(path, "zones")),
                 };
                 Some(Allocation::Size {
                     size: size?,
@@ -587,7 +719,9 @@ impl Decoder {
                 None => ("logical_ids", f.get("logical_ids").map_or(f.pos, Node::pos)),
             };
             let path = &join(path, key);
-            if n % 2 == 0 {
+            if n == 0 {
+                // Retired (committed state only): nothing left to count.
+            } else if n % 2 == 0 {
                 self.error(at, path, format!("a manager group needs an odd number of members (1, 3, 5 or 7): {n} managers tolerate no more failures than {} and add raft traffic", n - 1));
             } else if n == 1 {
                 self.warn(at, path, "one manager tolerates no failure: losing it loses the swarm's control plane; use 3 in production");
@@ -619,6 +753,45 @@ impl Decoder {
         out.into_iter().collect()
     }
 
+    /// `zones`: a list of distinct, non-empty names (a zone listed twice
+    /// would silently get twice its share of members).
+    fn zones(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {
+        let zones = self.string_list(node, path)?;
+        let Node::Seq { items, .. } = node else {
+            return None;
+        };
+        let mut ok = true;
+        for (i, (zone, item)) in zones.iter().zip(items).enumerate() {
+            let p = format!("{path}[{i}]");
+            if let Some(first) = zones[..i].iter().position(|z| z == zone) {
+                self.error(
+                    item.pos(),
+                    &p,
+                    format!(
+                        "duplicate zone `{zone}` (already {path}[{first}]): list each zone once"
+                    ),
+                );
+                ok = false;
+            } else {
+                ok &= self.zone_name(zone, item.pos(), &p);
+            }
+        }
+        ok.then_some(zones)
+    }
+
+    /// True when `zone` is a usable zone name; else reports it.
+    fn zone_name(&mut self, zone: &str, pos: Pos, path: &str) -> bool {
+        let ok = !zone.trim().is_empty();
+        if !ok {
+            self.error(
+                pos,
+                path,
+                "a zone name must not be empty; name the zone or leave it out",
+            );
+        }
+        ok
+    }
+
     fn logical_ids(&mut self, node: &Node, path: &str) -> Option<Vec<Slot>> {
         let Node::Seq { items, .. } = node else {
             self.error(
@@ -645,7 +818,10 @@ impl Decoder {
                     Node::Map { .. } => {
                         let f = self.fields(item, &p, &["id", "zone"])?;
                         let id = self.required(&f, "id", &p, "the logical id").and_then(|n| self.string(n, &join(&p, "id")));
-                        let zone = f.get("zone").map(|z| self.string(z, &join(&p, "zone")));
+                        let zone = f.get("zone").map(|z| {
+                            let zp = join(&p, "zone");
+                            self.string(z, &zp).filter(|name| self.zone_name(name, z.pos(), &zp))
+                        });
                         (id?, zone.map_or(Some(None), |z| z.map(Some))?)
                     }
                     _ => (self.string(item, &p)?, None),
@@ -664,7 +840,11 @@ impl Decoder {
         let f = self.fields(node, path, INSTANCE_FIELDS)?;
         let provider = self
             .required(&f, "provider", path, "the provider name (e.g. local)")
-            .and_then(|n| self.string(n, &join(path, "provider")));
+            .and_then(|n| {
+                let path = join(path, "provider");
+                let name = self.string(n, &path)?;
+                self.known_provider(&name, n.pos(), &path).then_some(name)
+            });
         let properties = match f.get("properties") {
             None => Some(serde_json::Value::Object(Default::default())),
             Some(p @ Node::Map { .. }) => Some(p.to_json()),
@@ -683,18 +863,42 @@ impl Decoder {
         })
     }
 
+    /// True when `name` is a provider this decoder accepts; else reports it.
+    fn known_provider(&mut self, name: &str, pos: Pos, path: &str) -> bool {
+        let Some(known) = self.providers else {
+            return true;
+        };
+        if known.contains(&name) {
+            return true;
+        }
+        let hint = closest(name, known.iter().map(|k| k.to_string()))
+            .map(|k| format!("did you mean `{k}`? "))
+            .unwrap_or_default();
+        self.error(
+            pos,
+            path,
+            format!(
+                "`{name}` is not a provider drover knows; {hint}the providers are: {}",
+                known.join(", ")
+            ),
+        );
+        false
+    }
+
     fn flavor(
         &mut self,
         node: Option<&Node>,
         path: &str,
-        role: Role,
+        role: Option<Role>,
         group_pos: Pos,
     ) -> Option<FlavorSpec> {
-        let expected = if role == Role::Plain {
-            FlavorKind::Vanilla
-        } else {
-            FlavorKind::Swarm
-        };
+        let expected = role.map(|r| {
+            if r == Role::Plain {
+                FlavorKind::Vanilla
+            } else {
+                FlavorKind::Swarm
+            }
+        });
         let empty = Node::Map {
             entries: Vec::new(),
             pos: group_pos,
@@ -707,9 +911,12 @@ impl Decoder {
                 ("swarm", FlavorKind::Swarm),
                 ("vanilla", FlavorKind::Vanilla),
             ],
-            expected,
-        )?;
-        if kind != expected {
+            expected.unwrap_or(FlavorKind::Swarm),
+        );
+        // An unknown kind hides none of the section's other problems.
+        if let (Some(k), Some(expected), Some(role)) = (kind, expected, role)
+            && k != expected
+        {
             let at = f.get("kind").map_or(f.pos, Node::pos);
             let want = if expected == FlavorKind::Swarm {
                 "swarm"
@@ -726,21 +933,27 @@ impl Decoder {
             );
         }
         let boot_script = match f.get("boot_script") {
-            None => Some(template::default_boot_script(role).to_string()),
+            None => role.map(|r| template::default_boot_script(r).to_string()),
             Some(n) => self.string(n, &join(path, "boot_script")),
-        }?;
+        };
         let mut rendered = true;
         for init in [false, true] {
+            let Some(script) = &boot_script else { break };
             let ctx = BootContext {
                 init,
-                ..BootContext::example(role)
+                ..BootContext::example(role.unwrap_or(Role::Worker))
             };
-            if let Err(e) = template::render(&boot_script, &ctx) {
-                let at = f.get("boot_script").map_or(f.pos, Node::pos);
+            if let Err(e) = template::render(script, &ctx) {
+                // At the failing expression itself when the script is a
+                // literal block, else at the script.
+                let at = f.get("boot_script").map_or(f.pos, |n| {
+                    e.at.and_then(|(line, col)| n.inner_pos(line, col))
+                        .unwrap_or(n.pos())
+                });
                 self.error(
                     at,
                     &join(path, "boot_script"),
-                    if e.contains("undefined") {
+                    if e.undefined {
                         format!("template does not render: {e}; templates may use only {TEMPLATE_VARIABLES} (the join token is never a variable: the script reads $DROVER_JOIN_TOKEN)")
                     } else {
                         format!("template does not render: {e}")
@@ -756,8 +969,8 @@ impl Decoder {
         };
         (rendered && kind == expected).then_some(())?;
         Some(FlavorSpec {
-            kind,
-            boot_script,
+            kind: expected?,
+            boot_script: boot_script?,
             engine_labels: labels?,
         })
     }
@@ -800,7 +1013,7 @@ impl Decoder {
         &mut self,
         node: Option<&Node>,
         path: &str,
-        role: Role,
+        role: Option<Role>,
         alloc: Option<&Allocation>,
         group_pos: Pos,
     ) -> Option<UpdatePolicy> {
@@ -813,7 +1026,7 @@ impl Decoder {
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
         let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
         let single_cattle_manager =
-            role == Role::Manager && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
+            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
         // A lone manager can only be rolled by adding its successor first.
         let default_strategy = if single_cattle_manager {
             Strategy::Surge
@@ -834,7 +1047,11 @@ impl Decoder {
         let canaries = f.get("canaries").map_or(Some(defaults::CANARIES), |n| {
             self.count(n, &join(path, "canaries"), 0)
         });
-        let watch = self.duration(f.get("watch"), &join(path, "watch"), defaults::watch(role));
+        let watch = self.duration(
+            f.get("watch"),
+            &join(path, "watch"),
+            defaults::watch(role.unwrap_or(Role::Worker)),
+        );
         let step_timeout = self.duration(
             f.get("step_timeout"),
             &join(path, "step_timeout"),
@@ -854,7 +1071,7 @@ impl Decoder {
             self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
         }
         if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc)
-            && role == Role::Manager
+            && role == Some(Role::Manager)
             && a.size() == 1
         {
             let fix = if a.is_pets() {
@@ -864,25 +1081,27 @@ impl Decoder {
             };
             self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
-        if role == Role::Manager && max_in_flight.is_some_and(|m| m != 1) {
+        if role == Some(Role::Manager) && max_in_flight.is_some_and(|m| m != 1) {
             self.error(
                 at("max_in_flight"),
                 &join(path, "max_in_flight"),
                 "managers are always rolled one at a time; remove max_in_flight or set it to 1",
             );
         }
-        if role == Role::Manager && watch.is_some_and(|w| w.is_zero()) {
+        if role == Some(Role::Manager) && watch.is_some_and(|w| w.is_zero()) {
             self.error(at("watch"), &join(path, "watch"), "managers need a non-zero watch so a rollout never outruns raft stabilisation; try 10s");
         }
+        // Without a role, an absent watch has no known default to compare.
         if let (Some(w), Some(t)) = (watch, step_timeout)
             && t <= w
+            && (role.is_some() || f.get("watch").is_some())
         {
             self.error(
                 at("step_timeout"),
                 &join(path, "step_timeout"),
                 format!(
                     "must be longer than watch ({}), or every step would time out",
-                    humantime::format_duration(w)
+                    format_duration(w)
                 ),
             );
         }
@@ -898,6 +1117,7 @@ impl Decoder {
                 ),
             );
         }
+        role?;
         Some(UpdatePolicy {
             strategy: strategy?,
             max_in_flight: max_in_flight?,
@@ -1016,6 +1236,10 @@ impl Decoder {
 pub const MAX_COUNT: u32 = 100_000;
 /// The most groups a cluster file may declare.
 pub const MAX_GROUPS: usize = 1_000;
+
+/// YAML 1.1's merge key, which drover does not expand: its rules for
+/// overriding and ordering are a trap in a file whose every field matters.
+const MERGE_KEY: &str = "<<";
 
 /// A scalar's text as written (for messages), or its kind.
 fn node_text(node: &Node) -> String {

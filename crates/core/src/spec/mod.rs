@@ -3,13 +3,28 @@
 //! Types here are the *resolved* spec: every default filled in, every
 //! duration parsed. [`decode`] turns a positioned YAML/JSON tree into these
 //! types, collecting every problem with its path and position;
-//! [`crate::hash`] hashes the part of a group whose change means a roll.
+//! [`crate::hash`] hashes the part of a group whose change means a roll;
+//! [`validate_commit`] is the one gate every write of the desired state
+//! passes (the same validation as a file, plus the transition rules).
 
+mod commit;
 mod decode;
 mod diag;
+mod duration;
 
-pub use decode::{MAX_COUNT, MAX_GROUPS, load, parse_str};
+pub use commit::{Committable, Problem, Refused, validate_commit};
+pub use decode::{MAX_COUNT, MAX_GROUPS, load, load_bytes, parse_str};
 pub use diag::{Diagnostic, Severity};
+pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
+
+/// The local provider's name: real dockerd processes on loopback
+/// addresses (`--local-dir`). Its logical ids must be such addresses.
+pub const LOCAL_PROVIDER: &str = "local";
+/// The simulator's name (`drover sim`, `plan --sim`).
+pub const SIM_PROVIDER: &str = "sim";
+/// The providers drover ships, by the name `instance.provider` uses: the
+/// one list [`load`] checks names against and the binary wires by.
+pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, SIM_PROVIDER];
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -18,12 +18,13 @@
 //! (which would provision a second set of machines).
 
 use crate::cli::AdoptArgs;
-use crate::cmd::apply::{commit, ensure_cluster_id, merge};
+use crate::cmd::apply::{ensure_cluster_id, merge};
+use crate::cmd::commit::{commit, validated};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
 use drover_core::hash::config_hash;
 use drover_core::model::{Node, SwarmView, tags};
-use drover_core::spec::{ClusterSpec, GroupSpec, Role};
+use drover_core::spec::{ClusterSpec, Committable, GroupSpec, Role};
 use drover_engine::Engine;
 use drover_spi::{Foreign, InstanceProvider, Store};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,6 +73,8 @@ pub async fn run(args: &AdoptArgs) -> Result<ExitCode, MainError> {
     let matches = match_machines(args, &spec, &nodes, local.as_ref()).await?;
     let matches = assign_slots(&spec, matches, local.as_ref(), cluster_id.as_deref()).await?;
     print_table(&matches, &nodes);
+    // Refused before any machine or node is touched.
+    let change = to_commit(store.as_ref(), &spec).await?;
     if args.dry_run {
         println!("(dry run: nothing changed)");
         return Ok(ExitCode::SUCCESS);
@@ -80,7 +83,10 @@ pub async fn run(args: &AdoptArgs) -> Result<ExitCode, MainError> {
     for m in &matches {
         adopt_one(m, &spec, &cluster_id, &engine, local.as_ref()).await?;
     }
-    commit_spec(store.as_ref(), &spec).await?;
+    if let Some((expected, spec)) = change {
+        let rev = commit(store.as_ref(), expected, &spec, "adopt", false).await?;
+        println!("committed revision {rev}");
+    }
     println!(
         "adopted {} machine(s) into cluster {cluster_id}; start `drover controller --engine <its socket>` next to each manager's engine",
         matches
@@ -356,16 +362,17 @@ async fn adopt_one(
     Ok(())
 }
 
-/// Commits the file's groups (keeping the store's others) unless the store
-/// already holds exactly that.
-async fn commit_spec(store: &dyn Store, file: &ClusterSpec) -> Result<(), MainError> {
+/// The file's groups (keeping the store's others) and the revision they
+/// replace, validated; `None` when the store already holds exactly that.
+async fn to_commit(
+    store: &dyn Store,
+    file: &ClusterSpec,
+) -> Result<Option<(u64, Committable)>, MainError> {
     let current = store.desired().await.map_err(anyhow::Error::from)?;
     let (spec, _) = merge(current.as_ref().map(|r| &r.spec), file, false);
     if current.as_ref().is_some_and(|r| r.spec == spec) {
-        return Ok(());
+        return Ok(None);
     }
-    let expected = current.as_ref().map_or(0, |r| r.rev);
-    let rev = commit(store, expected, &spec, "adopt").await?;
-    println!("committed revision {rev}");
-    Ok(())
+    let spec = validated(current.as_ref().map(|r| &r.spec), spec, "adopt")?;
+    Ok(Some((current.map_or(0, |r| r.rev), spec)))
 }

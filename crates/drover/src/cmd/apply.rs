@@ -2,13 +2,14 @@
 //! the first manager when no swarm exists, and optionally follow the rollout.
 
 use crate::cli::ApplyArgs;
+use crate::cmd::commit::{commit, validated};
 use crate::cmd::status::{FollowEnd, follow};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
 use drover_controller::{Context, Controller};
 use drover_core::hash::config_hash;
 use drover_core::spec::{Allocation, ClusterSpec, Role};
-use drover_spi::{Provenance, Store, StoreError};
+use drover_spi::Store;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +65,9 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     for l in &lines {
         println!("{l}");
     }
+    // Refused as a whole, dry run or not: a merge of valid files can still
+    // be an invalid state (a second manager group beside a kept one).
+    let spec = validated(current.as_ref().map(|r| &r.spec), spec, "apply")?;
     if args.dry_run {
         println!("(dry run: nothing committed)");
         return Ok(ExitCode::SUCCESS);
@@ -85,7 +89,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     }
     let cluster_id = ensure_cluster_id(store.as_ref()).await?;
     let expected = current.as_ref().map_or(0, |r| r.rev);
-    let rev = commit(store.as_ref(), expected, &spec, &args.message).await?;
+    let rev = commit(store.as_ref(), expected, &spec, &args.message, false).await?;
     println!("committed revision {rev} of cluster {cluster_id}");
     if bootstrap {
         println!(
@@ -122,28 +126,6 @@ pub(crate) async fn ensure_cluster_id(store: &dyn Store) -> Result<String, MainE
             println!("new cluster {id}");
             Ok(id)
         }
-    }
-}
-
-/// Commits `spec` if the desired state is still at revision `expected`
-/// (compare-and-swap: two operators never silently overwrite each other).
-pub(crate) async fn commit(
-    store: &dyn Store,
-    expected: u64,
-    spec: &ClusterSpec,
-    message: &str,
-) -> Result<u64, MainError> {
-    let provenance = Provenance {
-        who: operator(),
-        at_ms: drover_controller::wall_ms(),
-        message: message.to_string(),
-    };
-    match store.commit(expected, spec, provenance, false).await {
-        Ok(rev) => Ok(rev),
-        Err(StoreError::Conflict { current, .. }) => Err(MainError::BadInput(format!(
-            "someone else committed revision {current} while this change was planned against {expected}: run the command again to plan against it"
-        ))),
-        Err(e) => Err(MainError::Failed(e.into())),
     }
 }
 

@@ -13,7 +13,8 @@
 //! Running it again resumes where it stopped.
 
 use crate::cli::{LocalArgs, StoreArgs};
-use crate::cmd::revisions::{commit, current, declared, history, with_group};
+use crate::cmd::commit::{commit, validated};
+use crate::cmd::revisions::{current, declared, history, with_group};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{Context, snapshot, status_json, wall_ms};
@@ -45,6 +46,19 @@ pub async fn run(
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let g = declared(current, group)?;
+    let retired = g.allocation.size() == 0;
+    // What is committed is checked before anything else: a refusal changes nothing.
+    let what = format!("destroy {group}");
+    let gone = (!retired)
+        .then(|| {
+            let mut gone = g.clone();
+            gone.allocation = Allocation::Size {
+                size: 0,
+                zones: Vec::new(),
+            };
+            validated(Some(&current.spec), with_group(&current.spec, gone), &what)
+        })
+        .transpose()?;
     // A manager group's last machine is removed from here: everything that
     // needs is checked before anything is committed.
     let mut managers = None;
@@ -76,7 +90,6 @@ pub async fn run(
         }
         managers = Some(ctx);
     }
-    let retired = g.allocation.size() == 0;
     if !retired && !yes && !confirmed(g)? {
         println!("nothing changed");
         return Ok(ExitCode::SUCCESS);
@@ -100,24 +113,12 @@ pub async fn run(
             return Ok(code);
         }
     }
-    let (rev, spec) = if retired {
-        (current.rev, current.spec.clone())
-    } else {
-        let mut gone = g.clone();
-        gone.allocation = Allocation::Size {
-            size: 0,
-            zones: Vec::new(),
-        };
-        let spec = with_group(&current.spec, gone);
-        let rev = commit(
-            store.as_ref(),
-            current.rev,
-            &spec,
-            format!("destroy {group}"),
-            false,
-        )
-        .await?;
-        (rev, spec)
+    let (rev, spec) = match gone {
+        None => (current.rev, current.spec.clone()),
+        Some(gone) => {
+            let rev = commit(store.as_ref(), current.rev, &gone, &what, false).await?;
+            (rev, gone.spec().clone())
+        }
     };
     let Some(mut ctx) = managers else {
         println!("committed revision {rev}: every member of {group} is retired (drained first)");

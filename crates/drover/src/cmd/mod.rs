@@ -3,6 +3,7 @@
 mod adopt;
 mod apply;
 mod audit;
+mod commit;
 mod controller;
 pub mod demo;
 mod destroy;

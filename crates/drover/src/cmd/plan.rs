@@ -1,6 +1,8 @@
 //! `drover plan -f FILE --sim`: the ordered steps and the FT timeline.
 
 use crate::cli::{LocalArgs, Output, StoreArgs};
+use crate::cmd::apply::merge;
+use crate::cmd::commit::validated;
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
@@ -69,6 +71,15 @@ pub async fn live(
 ) -> Result<ExitCode, MainError> {
     let spec = spec_file::load(file)?;
     let ctx = wiring::observer(store, local, "plan").await?;
+    // What `apply` of this file would commit must be valid, or there is no
+    // plan to show: refused here as `apply` refuses it.
+    let current = ctx.store.desired().await.map_err(anyhow::Error::from)?;
+    let previous = current.as_ref().map(|r| &r.spec);
+    validated(
+        previous,
+        merge(previous, &spec, false).0,
+        "apply of this file",
+    )?;
     let plan = drover_controller::preview(&ctx, &spec)
         .await
         .map_err(anyhow::Error::from)?;

@@ -1,15 +1,17 @@
 //! Commands that commit a new desired revision derived from the history:
 //! `rollback`, `restart` (and `destroy`, in its own module); reading it: `diff`, `export`; and
-//! `import` into an empty store. Every change goes through the store's
-//! compare-and-swap commit, so the planner carries it out with the same
-//! safety rules as an `apply`.
+//! `import` into an empty store. Every change is validated as a whole
+//! (`cmd::commit::validated`: as a cluster file, plus the transition rules)
+//! and goes through the store's compare-and-swap commit, so the planner
+//! carries it out with the same safety rules as an `apply`.
 
 use crate::cli::StoreArgs;
+use crate::cmd::commit::{commit, validated};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::wall_ms;
 use drover_core::spec::{ClusterSpec, GroupSpec};
-use drover_spi::{Controls, Provenance, Revision, Store, StoreError};
+use drover_spi::{Controls, Revision, Store};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::ExitCode;
@@ -48,15 +50,13 @@ pub async fn rollback(
             target.rev
         ))
     })?;
-    let spec = with_group(&current.spec, old.clone());
-    let rev = commit(
-        store.as_ref(),
-        current.rev,
-        &spec,
-        format!("rollback of {group} to revision {}", target.rev),
-        true,
-    )
-    .await?;
+    let what = format!("rollback of {group} to revision {}", target.rev);
+    let spec = validated(
+        Some(&current.spec),
+        with_group(&current.spec, old.clone()),
+        &what,
+    )?;
+    let rev = commit(store.as_ref(), current.rev, &spec, &what, true).await?;
     println!(
         "committed revision {rev}: {group} as in revision {}",
         target.rev
@@ -71,15 +71,9 @@ pub async fn restart(group: &str, store: &StoreArgs) -> Result<ExitCode, MainErr
     let current = current(&history)?;
     let mut g = declared(current, group)?.clone();
     g.rollout_after = Some(wall_ms());
-    let spec = with_group(&current.spec, g);
-    let rev = commit(
-        store.as_ref(),
-        current.rev,
-        &spec,
-        format!("restart of {group}"),
-        false,
-    )
-    .await?;
+    let what = format!("restart of {group}");
+    let spec = validated(Some(&current.spec), with_group(&current.spec, g), &what)?;
+    let rev = commit(store.as_ref(), current.rev, &spec, &what, false).await?;
     println!(
         "committed revision {rev}: every member of {group} is rolled (follow with drover status)"
     );
@@ -233,6 +227,15 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
             doc.format
         )));
     }
+    // Each revision is a commit like any other: all are checked before the
+    // store is touched, each against the one before it.
+    let mut previous: Option<&ClusterSpec> = None;
+    let mut revisions = Vec::with_capacity(doc.revisions.len());
+    for r in &doc.revisions {
+        let what = format!("import of revision {} of -f {}", r.rev, file.display());
+        revisions.push((r, validated(previous, r.spec.clone(), &what)?));
+        previous = Some(&r.spec);
+    }
     let store = wiring::store(store_args).await?;
     if let Some(id) = store.cluster_id().await.map_err(anyhow::Error::from)? {
         return Err(MainError::BadInput(format!(
@@ -245,9 +248,9 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
         .await
         .map_err(anyhow::Error::from)?;
     let mut rev = 0;
-    for r in &doc.revisions {
+    for (r, spec) in &revisions {
         rev = store
-            .commit(rev, &r.spec, r.provenance.clone(), r.is_rollback)
+            .commit(rev, spec.spec(), r.provenance.clone(), r.is_rollback)
             .await
             .map_err(anyhow::Error::from)?;
     }
@@ -289,27 +292,6 @@ pub(crate) fn with_group(spec: &ClusterSpec, group: GroupSpec) -> ClusterSpec {
         *g = group;
     }
     out
-}
-
-pub(crate) async fn commit(
-    store: &dyn Store,
-    expected: u64,
-    spec: &ClusterSpec,
-    message: String,
-    is_rollback: bool,
-) -> Result<u64, MainError> {
-    let provenance = Provenance {
-        who: crate::cmd::apply::operator(),
-        at_ms: wall_ms(),
-        message,
-    };
-    match store.commit(expected, spec, provenance, is_rollback).await {
-        Ok(rev) => Ok(rev),
-        Err(StoreError::Conflict { current, .. }) => Err(MainError::BadInput(format!(
-            "someone committed revision {current} meanwhile: run the command again"
-        ))),
-        Err(e) => Err(MainError::Failed(e.into())),
-    }
 }
 
 #[cfg(test)]

@@ -129,9 +129,16 @@ fn a_raft_member_whose_engine_lost_its_labels_is_never_destroyed() {
 fn a_journaled_heal_of_a_machine_that_may_be_an_unmatched_raft_member_blocks_before_destroy() {
     let mut c = manager_lost_its_labels();
     c.at(0);
-    // A heal journaled by an earlier controller (or before the rule).
-    let mut p = c.at(301 * SEC);
-    c.unmatched_heal_journaled(&mut p);
+    c.at(301 * SEC);
+    // A heal journaled by an earlier controller, as the planner began it
+    // before the unmatched-member rule: a victim without a node.
+    c.journal.push(replacement_op(
+        "managers-heal",
+        OpKind::Heal,
+        crate::spec::Role::Manager,
+        "m3",
+        None,
+    ));
     let p = c.at(302 * SEC);
     assert!(!destroys_instance(&p, "i-m3"), "{}", describe(&p));
     assert_eq!(
@@ -153,37 +160,6 @@ fn a_machine_that_lost_its_link_tag_is_not_destroyed_while_its_node_is_a_raft_me
     for t in [0, 301 * SEC, 1_000 * SEC] {
         let p = c.at(t);
         assert!(!destroys_instance(&p, "i-m3"), "at {t}: {}", describe(&p));
-    }
-}
-
-impl Cluster {
-    /// Journals a heal of `i-m3` begun as the planner did before the
-    /// unmatched-member rule (victim without a node).
-    fn unmatched_heal_journaled(&mut self, _: &mut Plan) {
-        self.journal.push(Operation {
-            id: "managers-heal".into(),
-            group: MANAGERS.into(),
-            kind: OpKind::Heal,
-            role: crate::spec::Role::Manager,
-            victim: Some(crate::journal::Victim {
-                instance: Some("i-m3".into()),
-                link: Some("m3".into()),
-                node: None,
-                logical_id: None,
-                zone: None,
-                is_self: false,
-            }),
-            target: Some(crate::journal::Target {
-                logical_id: None,
-                zone: None,
-                attempt: 1,
-            }),
-            surge: false,
-            done: Default::default(),
-            intent: None,
-            collection: None,
-            provision_failures: 0,
-        });
     }
 }
 
@@ -432,4 +408,159 @@ fn a_scale_in_retires_a_never_joined_member_before_an_outdated_healthy_one() {
         .map(|o| victim_link(o))
         .collect();
     assert_eq!(retired, ["m3"], "{}", describe(&p));
+}
+
+#[test]
+fn the_leader_waits_while_a_raft_member_is_missing_from_the_describe() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    // A successful describe that left m3 out: it may be outdated too.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+}
+
+// ------------------------------------------------------------ found by reading against the contract
+
+/// Runs passes every 10 s up to `until` seconds, doing what the shell and
+/// the swarm do with each action at once (a provision makes a joined
+/// member, a demote takes the node out of the raft); true when some pass
+/// satisfied `seen`.
+fn run_until(c: &mut Cluster, until: Time, seen: impl Fn(&Plan) -> bool) -> (bool, Plan) {
+    let mut hit = false;
+    let mut last = c.at(0);
+    for s in (10..until).step_by(10) {
+        for a in &last.actions {
+            match a {
+                Action::Begin { op } => c.journal.push((**op).clone()),
+                Action::Complete { op } => c.journal.retain(|o| o.id != *op),
+                Action::Provision { op, .. } => {
+                    let o = c.journal.iter().find(|o| o.id == *op).cloned();
+                    if let Some(o) = o.filter(|o| {
+                        !c.instances(&o.group)
+                            .iter()
+                            .any(|i| i.link() == Some(o.id.as_str()))
+                    }) {
+                        c.add_new_member(&o, true);
+                    }
+                }
+                Action::Destroy { instance, .. } => {
+                    for d in c.observed.instances.values_mut() {
+                        if let Described::Ok(list) = d {
+                            list.retain(|i| i.id != *instance);
+                        }
+                    }
+                }
+                Action::Demote { node, .. } => {
+                    if let Some(n) = c.nodes().iter_mut().find(|n| n.id == *node) {
+                        n.manager_role = false;
+                        n.raft = None;
+                    }
+                }
+                Action::RemoveNode { node, .. } => c.nodes().retain(|n| n.id != *node),
+                _ => {}
+            }
+        }
+        hit |= seen(&last);
+        last = c.at(s * SEC);
+    }
+    (hit || seen(&last), last)
+}
+
+/// A worker promoted by hand whose machine the cloud then terminated.
+#[test]
+fn a_dead_worker_promoted_by_hand_is_demoted_when_reaped() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let h = c.hash(WORKERS);
+    c.add_worker("w1", &h, None);
+    c.add_worker("w2", &h, None);
+    let n = c.node("w2");
+    n.manager_role = true;
+    n.state = NodeState::Down;
+    n.raft = Some(RaftMember {
+        leader: false,
+        reachable: false,
+        addr: "w2:2377".into(),
+    });
+    c.instances(WORKERS).retain(|i| i.link() != Some("w2"));
+    let (demoted, p) = run_until(&mut c, 3_000, |p| demotes(p, "n-w2"));
+    assert!(demoted, "{}", describe(&p));
+}
+
+/// m4's machine is gone (its node Down, labels intact) while a heal of the
+/// never-joined i-m5 is journaled: i-m5 carries link m5, so it cannot be
+/// node n-m4; nothing waits for ever.
+#[test]
+fn a_dead_labelled_member_does_not_make_another_machine_unmatched() {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    c.nodes().retain(|n| n.link.as_deref() != Some("m5"));
+    c.journal.push(replacement_op(
+        "managers-heal",
+        OpKind::Heal,
+        crate::spec::Role::Manager,
+        "m5",
+        None,
+    ));
+    let n = c.node("m4");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m4"));
+    let (demoted, p) = run_until(&mut c, 3_000, |p| demotes(p, "n-m4"));
+    assert!(demoted, "{}", describe(&p));
+}
+
+/// A scale-in 5 → 3 with m4, m5 current but unreachable and m2 outdated
+/// but reading unknown: an unreachable one goes first, now.
+#[test]
+fn a_scale_in_retires_an_unreachable_current_member_before_an_outdated_unknown_one() {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    for l in ["m4", "m5"] {
+        let n = c.node(l);
+        n.state = NodeState::Down;
+        n.raft.as_mut().expect("member").reachable = false;
+    }
+    c.outdate_one(MANAGERS, "m2");
+    unknown_but_reachable(&mut c, "m2");
+    c.group_mut(MANAGERS).spec.allocation = crate::spec::Allocation::Size {
+        size: 3,
+        zones: Vec::new(),
+    };
+    let p = c.at(0);
+    let retired: Vec<&str> = begins(&p, MANAGERS)
+        .iter()
+        .filter(|o| o.kind == OpKind::Retire)
+        .map(|o| victim_link(o))
+        .collect();
+    assert!(
+        matches!(retired.as_slice(), ["m4"] | ["m5"]),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// A member stuck with the manager role outside the raft is healed: its
+/// own membership change does not hold its own replacement.
+#[test]
+fn a_member_stuck_joining_the_raft_is_healed_not_held_by_itself() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.node("m3").raft = None;
+    let (healed, p) = run_until(&mut c, 1_000, |p| !begins(p, MANAGERS).is_empty());
+    assert!(healed, "{}", describe(&p));
+}
+
+/// A manager joined by hand, with no drover labels at all, never holds the
+/// leader's roll (it carries no cluster label: it may not be drover's).
+#[test]
+fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let mut f = node("x", true, false);
+    f.id = "n-foreign".into();
+    f.link = None;
+    f.cluster = None;
+    f.group = None;
+    c.nodes().push(f);
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    assert!(demotes(&p, "n-m1"), "{}", describe(&p));
 }

@@ -1,0 +1,429 @@
+//! The one rule for every write of the desired state: whatever is about to
+//! be committed — by `apply`'s merge, `adopt`, `import`, `rollback`,
+//! `restart`, `destroy` and the controller's automatic rollback — is a
+//! [`Committable`], and the only way to make one is [`validate_commit`]:
+//!
+//! 1. **The whole spec passes the validation of a cluster file.** It is
+//!    rendered as the cluster file it means and read back through the one
+//!    decoder (`decode.rs`), so every rule a file is held to — those of
+//!    today and those added later — holds for every commit, with no second
+//!    copy of the rules to drift from the first. (Checking the resolved
+//!    types directly would need exactly that copy: the decoder checks each
+//!    field where it reads it, with its position.) The only thing a commit
+//!    may say that a file may not is a retired group (`size: 0`, what
+//!    `destroy` and `apply --prune` commit). And the spec must read back
+//!    as itself: nothing is committed that no cluster file could say.
+//! 2. **The transition from the current revision is allowed.** No group
+//!    disappears: a group leaves by being retired, so the planner drains
+//!    and removes its members one safe step at a time (an undeclared
+//!    group's machines are orphans, destroyed without draining). No group
+//!    changes role in place: its members would be removed as members of
+//!    the *new* role (a worker turned plain is destroyed without being
+//!    drained, a worker turned manager is "demoted" instead of drained), so
+//!    a new role is a new group (an addition) and the old group is retired
+//!    (a removal), both shown by `apply` and `drover plan`.
+
+use super::decode::parse_committed;
+use super::diag::Severity;
+use super::*;
+use serde_json::{Value, json};
+use std::time::UNIX_EPOCH;
+
+/// A spec that passed [`validate_commit`]: the only thing a commit takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committable(ClusterSpec);
+
+impl Committable {
+    /// The validated spec.
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.0
+    }
+}
+
+/// One reason a spec may not be committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The group concerned, when there is one.
+    pub group: Option<String>,
+    /// The offending field in the spec to commit, e.g. `groups[1].role`.
+    pub path: String,
+    /// What is wrong and what to do instead.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.group {
+            Some(g) => write!(f, "{} (group {g}): {}", self.path, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+/// Why a spec may not be committed: every problem, at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the desired state to commit is not valid: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct Refused {
+    /// Each problem, naming the field and what to do.
+    pub problems: Vec<Problem>,
+}
+
+/// The one rule (module docs): `next` may replace `previous` (the current
+/// revision's spec, `None` for the first commit) in the store.
+pub fn validate_commit(
+    previous: Option<&ClusterSpec>,
+    next: ClusterSpec,
+) -> Result<Committable, Refused> {
+    let mut problems = as_a_file(&next);
+    if let Some(previous) = previous {
+        problems.extend(transition(previous, &next));
+    }
+    if problems.is_empty() {
+        Ok(Committable(next))
+    } else {
+        Err(Refused { problems })
+    }
+}
+
+/// Rule 1: `spec`, written as a cluster file, is valid and reads back as itself.
+fn as_a_file(spec: &ClusterSpec) -> Vec<Problem> {
+    let text = to_file(spec).to_string();
+    let loaded = parse_committed(&text);
+    let group_of = |path: &str| {
+        let i: usize = path
+            .strip_prefix("groups[")?
+            .split(']')
+            .next()?
+            .parse()
+            .ok()?;
+        Some(spec.groups.get(i)?.name.clone())
+    };
+    let mut problems: Vec<Problem> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| Problem {
+            group: group_of(&d.path),
+            path: d.path.clone(),
+            message: d.message.clone(),
+        })
+        .collect();
+    let Some(read) = loaded.spec else {
+        return problems;
+    };
+    // Same number of groups (the decoder read each one), so pairwise.
+    for (i, (g, r)) in spec.groups.iter().zip(&read.groups).enumerate() {
+        if g != r {
+            problems.push(Problem {
+                group: Some(g.name.clone()),
+                path: format!("groups[{i}]"),
+                message: "holds a value no cluster file can give (it reads back differently): apply the group from a cluster file".into(),
+            });
+        }
+    }
+    if spec.gc != read.gc {
+        problems.push(Problem {
+            group: None,
+            path: "gc".into(),
+            message: "holds a value no cluster file can give (it reads back differently): apply gc from a cluster file".into(),
+        });
+    }
+    problems
+}
+
+/// Rule 2: no group disappears, no group changes role.
+fn transition(previous: &ClusterSpec, next: &ClusterSpec) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for old in &previous.groups {
+        let name = &old.name;
+        let retire =
+            format!("drover destroy {name}, or drover apply --prune with a file without it");
+        match next.groups.iter().position(|g| g.name == *name) {
+            None => problems.push(Problem {
+                group: Some(name.clone()),
+                path: "groups".into(),
+                message: format!("group {name} is in the current desired state but not in this one: a group leaves only by being retired ({retire}), so its members are drained and removed one safe step at a time"),
+            }),
+            Some(i) if next.groups[i].role != old.role => {
+                let new = next.groups[i].role;
+                problems.push(Problem {
+                    group: Some(name.clone()),
+                    path: format!("groups[{i}].role"),
+                    message: format!(
+                        "group {name} is a {} group now and a group's role never changes in place: its members would be removed as {} members are ({}), not as {} members must be ({}); declare the {} group under a new name and retire this one ({retire})",
+                        old.role.as_str(),
+                        new.as_str(),
+                        removal(new),
+                        old.role.as_str(),
+                        removal(old.role),
+                        new.as_str(),
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// How the planner removes a member of `role`.
+fn removal(role: Role) -> &'static str {
+    match role {
+        Role::Manager => "demoted out of the raft one at a time, destroyed, its node removed",
+        Role::Worker => "drained, destroyed, its node removed",
+        Role::Plain => "destroyed, without draining",
+    }
+}
+
+/// The cluster file `spec` means (as JSON, which the decoder reads as
+/// YAML): every field written out, defaults included.
+fn to_file(spec: &ClusterSpec) -> Value {
+    json!({
+        "groups": spec.groups.iter().map(group_file).collect::<Vec<_>>(),
+        "gc": {"orphan_grace": duration(spec.gc.orphan_grace)},
+    })
+}
+
+fn group_file(g: &GroupSpec) -> Value {
+    let allocation = match &g.allocation {
+        Allocation::Size { size, zones } if zones.is_empty() => json!({"size": size}),
+        Allocation::Size { size, zones } => json!({"size": size, "zones": zones}),
+        Allocation::LogicalIds(slots) => json!({"logical_ids": slots.iter().map(|s| match &s.zone {
+            Some(zone) => json!({"id": s.logical_id, "zone": zone}),
+            None => json!({"id": s.logical_id}),
+        }).collect::<Vec<_>>()}),
+    };
+    let max_unhealthy = match g.health.max_unhealthy {
+        MaxUnhealthy::Percent(p) => json!(format!("{p}%")),
+        MaxUnhealthy::Count(n) => json!(n),
+    };
+    let mut file = json!({
+        "name": g.name,
+        "role": g.role,
+        "allocation": allocation,
+        "instance": g.instance,
+        "flavor": g.flavor,
+        "update": {
+            "strategy": g.update.strategy,
+            "max_in_flight": g.update.max_in_flight,
+            "canaries": g.update.canaries,
+            "watch": duration(g.update.watch),
+            "step_timeout": duration(g.update.step_timeout),
+            "on_failure": g.update.on_failure,
+        },
+        "health": {
+            "startup_timeout": duration(g.health.startup_timeout),
+            "unhealthy_after": duration(g.health.unhealthy_after),
+            "max_attempts": g.health.max_attempts,
+            "max_unhealthy": max_unhealthy,
+        },
+        "drain": {
+            "timeout": duration(g.drain.timeout),
+            "on_timeout": g.drain.on_timeout,
+        },
+    });
+    if let Some(ms) = g.rollout_after {
+        file["rollout"] = json!({"after": timestamp(ms)});
+    }
+    file
+}
+
+/// A duration in the plainest unit that holds it exactly (`600s`, `1500ms`).
+fn duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.subsec_nanos().is_multiple_of(1_000_000) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}ns", d.as_nanos())
+    }
+}
+
+/// `rollout.after` as RFC 3339 with milliseconds; past year 9999 (no RFC
+/// 3339 time) as the bare number, which the decoder refuses.
+fn timestamp(ms: u64) -> Value {
+    const LAST_RFC3339_MS: u64 = 253_402_300_799_999;
+    if ms > LAST_RFC3339_MS {
+        return json!(ms);
+    }
+    let at = UNIX_EPOCH + Duration::from_millis(ms);
+    json!(humantime::format_rfc3339_millis(at).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::parse_str;
+
+    const FILE: &str = "groups:
+- name: managers
+  role: manager
+  allocation: {logical_ids: [{id: 127.0.0.1, zone: a}, 127.0.0.2, 127.0.0.3]}
+  instance: {provider: local, properties: {image: v1, cpus: 1.5, n: 3, on: true, list: [a, 1]}}
+- name: workers
+  role: worker
+  allocation: {size: 2, zones: [a, b]}
+  instance: {provider: local}
+  flavor: {engine_labels: {tier: web}}
+  update: {watch: 1500ms, step_timeout: 1h30m, on_failure: rollback, max_in_flight: 2}
+  health: {max_unhealthy: 1, unhealthy_after: 90s}
+  drain: {timeout: 1m, on_timeout: force}
+  rollout: {after: 2026-12-01T10:00:00.250Z}
+- name: edge
+  role: plain
+  allocation: {size: 1}
+  instance: {provider: local}
+gc: {orphan_grace: 15m}
+";
+
+    fn spec(text: &str) -> ClusterSpec {
+        let loaded = parse_str(text);
+        loaded
+            .spec
+            .unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics))
+    }
+
+    fn refused(previous: Option<&ClusterSpec>, next: ClusterSpec) -> Vec<Problem> {
+        validate_commit(previous, next)
+            .expect_err("committed")
+            .problems
+    }
+
+    #[test]
+    fn every_valid_file_reads_back_as_itself() {
+        let s = spec(FILE);
+        assert_eq!(validate_commit(Some(&s), s.clone()).unwrap().spec(), &s);
+        let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/good-specs");
+        for entry in std::fs::read_dir(corpus).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "warnings") {
+                continue;
+            }
+            let s = spec(&std::fs::read_to_string(&path).unwrap());
+            assert!(validate_commit(None, s).is_ok(), "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn a_retired_group_may_be_committed_a_file_may_not_declare_one() {
+        let mut s = spec(FILE);
+        for g in &mut s.groups {
+            g.allocation = Allocation::Size {
+                size: 0,
+                zones: vec![],
+            };
+        }
+        assert!(validate_commit(Some(&spec(FILE)), s).is_ok());
+        assert!(
+            parse_str(&FILE.replace("size: 2, zones: [a, b]", "size: 0"))
+                .spec
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn what_a_file_may_not_say_is_refused_naming_group_and_field() {
+        let mut s = spec(FILE);
+        s.groups[1].name = "Bad_Name".into();
+        s.groups[0].allocation = Allocation::LogicalIds(s.groups[0].slots()[..2].to_vec());
+        s.groups[0].update.watch = Duration::ZERO;
+        s.groups[2].flavor.boot_script = "{{ nope(".into();
+        s.groups[2]
+            .flavor
+            .engine_labels
+            .insert("drover.group".into(), "x".into());
+        let paths: Vec<String> = refused(None, s).iter().map(ToString::to_string).collect();
+        for want in [
+            "groups[1].name (group Bad_Name): `Bad_Name` is not a valid name",
+            "groups[0].allocation.logical_ids (group managers): a manager group needs an odd number",
+            "groups[0].update.watch (group managers): managers need a non-zero watch",
+            "groups[2].flavor.boot_script (group edge): template does not render",
+            "groups[2].flavor.engine_labels.drover.group (group edge): labels starting with `drover.`",
+        ] {
+            assert!(
+                paths.iter().any(|p| p.starts_with(want)),
+                "{want} not in {paths:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn cross_group_rules_hold_for_a_merged_state() {
+        let mut s = spec(FILE);
+        let mut control = s.groups[0].clone();
+        control.name = "control".into();
+        s.groups.push(control);
+        let problems = refused(Some(&spec(FILE)), s);
+        assert!(
+            problems.iter().any(|p| p.path == "groups[3].role"
+                && p.group.as_deref() == Some("control")
+                && p.message.contains("only one manager group")),
+            "{problems:#?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.message.contains("duplicate logical id `127.0.0.1`")),
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn a_value_no_file_can_give_is_refused() {
+        let mut s = spec(FILE);
+        s.groups[1].flavor.kind = FlavorKind::Vanilla;
+        let problems = refused(None, s);
+        assert_eq!(problems[0].path, "groups[1].flavor.kind", "{problems:#?}");
+        // Reads without error but as something else: a big id as a float.
+        let mut s = spec(FILE);
+        s.groups[0].instance.properties["n"] = json!(u64::MAX);
+        let problems = refused(None, s);
+        assert_eq!(problems[0].path, "groups[0]", "{problems:#?}");
+    }
+
+    #[test]
+    fn a_group_never_disappears_nor_changes_role() {
+        let previous = spec(FILE);
+        let mut s = previous.clone();
+        s.groups.remove(2);
+        let problems = refused(Some(&previous), s);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(problems[0].message.contains("drover destroy edge"));
+
+        for role in [Role::Plain, Role::Manager] {
+            let mut s = previous.clone();
+            s.groups[1].role = role;
+            s.groups[1].flavor = FlavorSpec {
+                kind: if role == Role::Plain {
+                    FlavorKind::Vanilla
+                } else {
+                    FlavorKind::Swarm
+                },
+                boot_script: crate::template::default_boot_script(role).into(),
+                engine_labels: Default::default(),
+            };
+            s.groups[1].update.max_in_flight = 1;
+            s.groups[1].allocation = Allocation::Size {
+                size: 1,
+                zones: vec![],
+            };
+            s.groups[1].update.strategy = Strategy::Surge;
+            let problems = refused(Some(&previous), s.clone());
+            let role_change: Vec<_> = problems
+                .iter()
+                .filter(|p| p.message.contains("never changes in place"))
+                .collect();
+            assert_eq!(role_change.len(), 1, "{problems:#?}");
+            assert_eq!(role_change[0].path, "groups[1].role");
+            assert!(
+                role_change[0].message.contains("drained")
+                    && role_change[0].message.contains("under a new name"),
+                "{problems:#?}"
+            );
+            // The same spec as a first commit has no transition to refuse.
+            if role == Role::Plain {
+                assert!(validate_commit(None, s).is_ok());
+            }
+        }
+    }
+}

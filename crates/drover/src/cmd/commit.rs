@@ -1,0 +1,51 @@
+//! The one way the binary writes the desired state: a spec becomes a
+//! [`Committable`] only through [`validated`] (the same validation as a
+//! cluster file plus the transition rules, [`validate_commit`]), and
+//! [`commit`] takes nothing else. `apply`, `adopt`, `import`, `rollback`,
+//! `restart` and `destroy` all go through here; a refusal is exit 2 with
+//! every problem named and nothing written.
+
+use crate::error::MainError;
+use drover_controller::wall_ms;
+use drover_core::spec::{ClusterSpec, Committable, validate_commit};
+use drover_spi::{Provenance, Store, StoreError};
+
+/// `next` checked against `previous` (the current revision's spec, `None`
+/// when the store holds none); `what` names the command's change in the
+/// refusal (e.g. `rollback of workers to revision 3`).
+pub(crate) fn validated(
+    previous: Option<&ClusterSpec>,
+    next: ClusterSpec,
+    what: &str,
+) -> Result<Committable, MainError> {
+    validate_commit(previous, next).map_err(|refused| MainError::Refused {
+        what: what.to_string(),
+        refused,
+    })
+}
+
+/// Commits `spec` if the desired state is still at revision `expected`
+/// (compare-and-swap: two operators never silently overwrite each other).
+pub(crate) async fn commit(
+    store: &dyn Store,
+    expected: u64,
+    spec: &Committable,
+    message: &str,
+    is_rollback: bool,
+) -> Result<u64, MainError> {
+    let provenance = Provenance {
+        who: crate::cmd::apply::operator(),
+        at_ms: wall_ms(),
+        message: message.to_string(),
+    };
+    match store
+        .commit(expected, spec.spec(), provenance, is_rollback)
+        .await
+    {
+        Ok(rev) => Ok(rev),
+        Err(StoreError::Conflict { current, .. }) => Err(MainError::BadInput(format!(
+            "someone else committed revision {current} while this change was planned against {expected}: run the command again to plan against it"
+        ))),
+        Err(e) => Err(MainError::Failed(e.into())),
+    }
+}
