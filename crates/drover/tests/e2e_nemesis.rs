@@ -379,7 +379,7 @@ impl Run {
             let engine = drover_engine::Engine::connect(&other.endpoint())
                 .await
                 .expect("connect");
-            match engine.demote(&own.id).await {
+            match engine.demote(&own.id, &drover_spi::Unfenced).await {
                 Ok(()) => break,
                 Err(e) => {
                     tries += 1;
