@@ -24,7 +24,11 @@
 //!    drover's engine labels (`drover.cluster`, `drover.group`,
 //!    `drover.link`), as configuration management rewriting `daemon.json`
 //!    would; held past the group's `startup_timeout`; then restarted with
-//!    them again (if its machine still exists).
+//!    them again (if its machine still exists). The victim is one the roll
+//!    has no reason to touch (on the desired config, named by no journaled
+//!    operation) and its machine stays up while its engine restarts, so
+//!    drover sees a running raft member that lost its labels (not a stopped
+//!    machine, which it heals at once).
 //!
 //! For all of them: the 200 ms quorum watcher never sees fewer reachable
 //! managers than quorum (the partitioned engine's own minority view is not
@@ -112,6 +116,8 @@ type StoreCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Sen
 /// actions, and the failures found (asserted at the end, after every fault
 /// ran, so one run shows them all).
 struct Run {
+    /// Drops before the lab: no controller runs while its teardown does.
+    _halt: nemesis::HaltControllers,
     lab: Lab,
     store: Option<Box<dyn Store>>,
     turn: usize,
@@ -133,6 +139,8 @@ struct Run {
     /// Machines whose engine the nemesis restarted: (id, from, to) ms.
     restarted: Vec<(String, u64, u64)>,
     seen: Arc<Mutex<Seen>>,
+    /// What the nemesis started itself, stopped by PID when the run ends.
+    spawned: nemesis::Spawned,
 }
 
 impl Run {
@@ -561,43 +569,31 @@ impl Run {
         ));
     }
 
-    /// Fault 2: a follower manager's engine restarted without drover's labels.
+    /// Fault 3: a follower manager's engine restarted without drover's labels.
+    ///
+    /// The victim is chosen so that the roll has no reason to touch it: a
+    /// follower already on the desired config, named by no journaled
+    /// operation (as victim or target), waited for while the roll makes
+    /// one. Its machine stays up while its engine restarts (see
+    /// `nemesis::restart_engine`), so what drover sees is exactly a running
+    /// raft member whose engine lost its labels.
     async fn labels_lost(&mut self) {
         self.ensure_rolling().await;
-        let nodes = self.whole_raft(Duration::from_secs(120)).await;
-        // The published status's desired hash per group (read through the
-        // run's store handle, which moves to another manager when one fails).
-        let status = self
-            .call(|s| Box::pin(s.status()))
-            .await
-            .flatten()
-            .unwrap_or_default();
-        let desired: BTreeMap<String, String> = status["groups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| {
-                Some((
-                    g["name"].as_str()?.to_string(),
-                    g["desired_hash"].as_str()?.to_string(),
-                ))
-            })
-            .collect();
-        let followers: Vec<drover_local::InstanceRecord> = nodes
-            .iter()
-            .filter(|n| n.raft.as_ref().is_some_and(|r| !r.leader))
-            .filter_map(|n| self.record_of(n))
-            .filter(|r| r.tags.get(tags::GROUP).map(String::as_str) == Some("managers"))
-            .collect();
-        // One already on the new config if there is one: the roll has no
-        // reason to touch it, only its lost labels (an outdated one would be
-        // rolled anyway, through an operation that already knows its node).
-        let victim = followers
-            .iter()
-            .find(|r| r.tags.get(tags::CONFIG) == desired.get("managers"))
-            .or(followers.first())
-            .expect("a follower manager")
-            .clone();
+        let t = Instant::now();
+        let victim = loop {
+            let nodes = self.whole_raft(Duration::from_secs(120)).await;
+            if let Some(v) = self.stable_follower(&nodes).await {
+                break v;
+            }
+            if t.elapsed() > Duration::from_secs(90) {
+                self.abort(
+                    "no follower manager on the desired config outside every operation \
+                     within 90s"
+                        .into(),
+                );
+            }
+            self.sleep(Duration::from_millis(500)).await;
+        };
         let dir = self.lab.dir.clone();
         let from = wall_ms();
         let engine_labels = nemesis::engine_labels(&victim);
@@ -606,30 +602,39 @@ impl Run {
             .filter(|(k, _)| !k.starts_with("drover."))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        if nemesis::restart_engine(&dir, &victim, &without)
-            .await
-            .is_none()
-        {
-            self.note(format!(
-                "LABELS: {} was destroyed by drover while its engine restarted without labels",
+        let first = nemesis::restart_engine(&dir, &victim, &without, &self.spawned).await;
+        let mut gone = false;
+        match first {
+            Ok(nemesis::Restart::Running(pid)) => self.note(format!(
+                "LABELS: restarted {}'s engine (now {pid}) with labels {without:?} (it had \
+                 {engine_labels:?})",
                 victim.id
-            ));
-        } else {
-            self.note(format!(
-                "LABELS: restarted {}'s engine with labels {without:?} (it had {engine_labels:?})",
-                victim.id
-            ));
+            )),
+            Ok(nemesis::Restart::Replaced(why)) => {
+                gone = true;
+                self.note(format!(
+                    "LABELS: {} went while its engine restarted without labels: {why}",
+                    victim.id
+                ));
+            }
+            Err(e) => self.abort(format!("LABELS: restarting {}: {e}", victim.id)),
         }
         self.sleep(Duration::from_secs(STARTUP_TIMEOUT_S + 15))
             .await;
         let now = self.lab.records().into_iter().find(|r| r.id == victim.id);
         match now {
-            Some(r) if nemesis::engine_pid(&r).is_some() => {
-                let what = match nemesis::restart_engine(&dir, &r, &engine_labels).await {
-                    Some(_) => "restarted with its labels",
-                    None => "destroyed by drover while its engine restarted",
-                };
-                self.note(format!("LABELS: {} {what}", r.id));
+            Some(r) if !gone && nemesis::engine_pid(&r).is_some() => {
+                match nemesis::restart_engine(&dir, &r, &engine_labels, &self.spawned).await {
+                    Ok(nemesis::Restart::Running(pid)) => self.note(format!(
+                        "LABELS: {} restarted with its labels (now {pid})",
+                        r.id
+                    )),
+                    Ok(nemesis::Restart::Replaced(why)) => self.note(format!(
+                        "LABELS: {} went while its engine restarted: {why}",
+                        r.id
+                    )),
+                    Err(e) => self.abort(format!("LABELS: restarting {}: {e}", r.id)),
+                }
             }
             _ => self.note(format!(
                 "LABELS: {} is gone (drover replaced it)",
@@ -640,7 +645,49 @@ impl Run {
         self.whole_raft(Duration::from_secs(120)).await;
     }
 
-    /// Fault 3: the leader's engine partitioned from the other managers.
+    /// A follower manager on the desired config that no journaled
+    /// operation names (as victim or target), if there is one now.
+    async fn stable_follower(
+        &mut self,
+        nodes: &[drover_core::model::Node],
+    ) -> Option<drover_local::InstanceRecord> {
+        // The published status's desired hash per group (read through the
+        // run's store handle, which moves to another manager when one fails).
+        let status = self.call(|s| Box::pin(s.status())).await.flatten()?;
+        let desired = status["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|g| g["name"].as_str() == Some("managers"))
+            .and_then(|g| g["desired_hash"].as_str())
+            .map(str::to_string)?;
+        let journal = self.call(|s| Box::pin(s.journal())).await?;
+        // Instance ids and links the journal names: each operation's victim,
+        // and its new member (whose link is the operation's id).
+        let named: BTreeSet<String> = journal
+            .iter()
+            .flat_map(|o| {
+                let v = o.victim.as_ref();
+                [
+                    v.and_then(|v| v.instance.clone()),
+                    v.and_then(|v| v.link.clone()),
+                    Some(o.id.clone()),
+                ]
+            })
+            .flatten()
+            .collect();
+        nodes
+            .iter()
+            .filter(|n| n.raft.as_ref().is_some_and(|r| !r.leader && r.reachable))
+            .filter_map(|n| self.record_of(n))
+            .filter(|r| r.tags.get(tags::GROUP).map(String::as_str) == Some("managers"))
+            .filter(|r| r.tags.get(tags::CONFIG) == Some(&desired))
+            .find(|r| {
+                !named.contains(&r.id) && r.tags.get(tags::LINK).is_none_or(|l| !named.contains(l))
+            })
+    }
+
+    /// Fault 2: the leader's engine partitioned from the other managers.
     async fn partition(&mut self) {
         self.ensure_rolling().await;
         let nodes = self.whole_raft(Duration::from_secs(120)).await;
@@ -753,6 +800,7 @@ async fn nemesis(swarm: bool) {
     let fault = Arc::new(Mutex::new(Fault::default()));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut run = Run {
+        _halt: nemesis::HaltControllers(lab.dir.clone()),
         lab,
         store: None,
         turn: 0,
@@ -769,6 +817,7 @@ async fn nemesis(swarm: bool) {
         demoted_by_nemesis: Vec::new(),
         restarted: Vec::new(),
         seen: seen.clone(),
+        spawned: nemesis::Spawned::default(),
     };
     let saved = SaveOnFailure {
         keep: keep.clone(),

@@ -259,6 +259,57 @@ pub fn controller_pid(r: &InstanceRecord) -> Option<i32> {
         })
 }
 
+/// Ends every machine's controller, and the restart loop around it, by
+/// verified PID, when dropped: declared before the lab in a run, so it
+/// drops first. The lab's teardown lists the machines' directories once;
+/// a controller still running then (a failed run stops mid-roll) could
+/// provision a machine after the listing, whose engine nothing would stop.
+pub struct HaltControllers(pub PathBuf);
+
+impl Drop for HaltControllers {
+    fn drop(&mut self) {
+        let provider = match LocalProvider::new(&self.0, Vec::new()) {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        let records = provider.records().unwrap_or_default();
+        let mut loops = Vec::new();
+        let mut controllers = Vec::new();
+        for r in &records {
+            let sock = r.socket.display().to_string();
+            for p in drover_local::procs::pids_matching(&sock) {
+                let Some(c) = drover_local::procs::cmdline(p) else {
+                    continue;
+                };
+                let mut argv = c.split(' ');
+                let (a0, a1) = (argv.next().unwrap_or(""), argv.next().unwrap_or(""));
+                if a0.ends_with("sh") && a1 == "-c" && c.contains("drover controller") {
+                    loops.push((p, sock.clone()));
+                } else if a0.ends_with("drover") && a1 == "controller" {
+                    controllers.push((p, sock.clone()));
+                }
+            }
+        }
+        // The loops first, so that no controller is started again.
+        for set in [loops, controllers] {
+            for (p, sock) in &set {
+                if drover_local::procs::is_ours(*p, sock) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(*p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+            let t = Instant::now();
+            while set.iter().any(|(p, _)| drover_local::procs::is_alive(*p))
+                && t.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
 /// The running dockerd of machine `r` (the recorded PID or the pidfile's,
 /// verified by command line).
 pub fn engine_pid(r: &InstanceRecord) -> Option<i32> {
@@ -273,62 +324,238 @@ pub fn engine_pid(r: &InstanceRecord) -> Option<i32> {
         .find(|&p| drover_local::procs::is_ours(p, &needle))
 }
 
+/// What [`restart_engine`] did.
+#[derive(Debug)]
+pub enum Restart {
+    /// The engine runs again, with the given labels, as this PID.
+    Running(i32),
+    /// The machine went away (drover destroyed it) during the restart:
+    /// nothing the nemesis started is left running; the reason said.
+    Replaced(String),
+}
+
+/// The processes the nemesis itself started (restarted engines, keepers),
+/// with the needle that identifies them: whatever is still alive and still
+/// theirs when the run ends (passed or failed) is stopped by its PID. A
+/// machine drover destroys takes its processes with it (they carry its
+/// mark); this is for one whose directory went while the nemesis was
+/// starting something in it.
+#[derive(Default)]
+pub struct Spawned(Mutex<Vec<(i32, String)>>);
+
+impl Spawned {
+    fn add(&self, pid: i32, needle: String) {
+        self.0.lock().unwrap().push((pid, needle));
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        for (pid, needle) in self.0.lock().unwrap().drain(..) {
+            stop_pid(pid, &needle);
+        }
+    }
+}
+
+/// Stops `pid` and its process group (it leads one) if it is alive and its
+/// command line still contains `needle` (a recycled PID is never touched):
+/// SIGTERM, SIGKILL after 10 s.
+fn stop_pid(pid: i32, needle: &str) {
+    use nix::sys::signal::{Signal, kill, killpg};
+    let p = nix::unistd::Pid::from_raw(pid);
+    if !drover_local::procs::is_ours(pid, needle) {
+        return;
+    }
+    let group = drover_local::procs::pgid_of(pid) == Some(pid);
+    let send = |sig| {
+        if group {
+            let _ = killpg(p, sig);
+        } else {
+            let _ = kill(p, sig);
+        }
+    };
+    send(Signal::SIGTERM);
+    let t = Instant::now();
+    while drover_local::procs::is_alive(pid) {
+        if t.elapsed() > Duration::from_secs(10) {
+            send(Signal::SIGKILL);
+        }
+        if t.elapsed() > Duration::from_secs(15) {
+            eprintln!("NEMESIS: process {pid} ({needle}) survived SIGKILL");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sets the PID (and process group) machine `inst`'s record names, as the
+/// provider writes it (a whole new file renamed into place), only while the
+/// record exists: false when it is gone (drover destroyed the machine), and
+/// never re-created.
+fn set_record_pid(inst: &Path, pid: i32) -> bool {
+    let file = inst.join("instance.json");
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return false;
+    };
+    let Ok(mut rec) = serde_json::from_str::<InstanceRecord>(&text) else {
+        return false;
+    };
+    rec.pid = Some(pid);
+    rec.pgid = Some(pid);
+    let tmp = inst.join("instance.json.nemesis");
+    if std::fs::write(&tmp, serde_json::to_vec_pretty(&rec).unwrap()).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return false;
+    }
+    if !file.exists() {
+        let _ = std::fs::remove_file(&tmp);
+        return false;
+    }
+    std::fs::rename(&tmp, &file).is_ok()
+}
+
+/// A stand-in for "the machine is up" while its engine restarts: a `sleep`
+/// whose command line names the machine's pidfile (what the local provider
+/// recognises its engine by) and that carries the machine's mark, recorded
+/// as the machine's PID for the few hundred ms between the old dockerd's
+/// exit and the new one's start. On a cloud a docker restart leaves the VM
+/// running; on the local provider the machine *is* its dockerd, and a
+/// describe in that gap reads "machine not running", which drover heals
+/// at once (correctly): the scenario would then be "a manager stopped", not
+/// "an engine restarted without its labels", and the heal would race the
+/// restart. A destroy stops the keeper with the machine's other processes.
+struct Keeper {
+    pid: i32,
+    needle: String,
+}
+
+impl Keeper {
+    fn start(inst: &Path) -> Result<Keeper, String> {
+        use std::os::unix::process::CommandExt;
+        let paths = drover_local::EnginePaths::new(inst);
+        let needle = paths.needle();
+        let mut child = Command::new("sleep")
+            .arg0(format!("drover-nemesis-keeper {needle}"))
+            .arg("600")
+            .env(drover_local::procs::MACHINE_ENV, paths.dir_needle())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("start a keeper: {e}"))?;
+        let pid = child.id() as i32;
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        Ok(Keeper { pid, needle })
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        stop_pid(self.pid, &self.needle);
+    }
+}
+
 /// Restarts machine `r`'s engine with `labels` instead of the ones it was
-/// made with (as configuration management rewriting `daemon.json` and
-/// restarting docker would): SIGTERM to dockerd alone (by its verified PID;
-/// the controller beside it keeps running, as a systemd unit would), SIGKILL
-/// after 10 s, then a new dockerd on the same data root. The record gets the
-/// new PID, as the provider writes it. Returns the new PID, or `None` when
-/// drover destroyed the machine meanwhile (its record is gone: a roll may
-/// take a machine whose engine is restarting).
+/// made with, as configuration management rewriting `daemon.json` and
+/// restarting docker on a running VM would: the machine stays up (a
+/// [`Keeper`] is its recorded PID meanwhile), SIGTERM goes to dockerd alone
+/// (by its verified PID; the controller beside it keeps running, as a
+/// systemd unit would), SIGKILL after 10 s, then a new dockerd on the same
+/// data root, which the record then names, as the provider writes it.
+///
+/// Drover may still destroy the machine meanwhile (a roll or heal that had
+/// chosen it): then [`Restart::Replaced`], with whatever the nemesis started
+/// for it stopped by PID. Everything it starts is also in `spawned`.
 pub async fn restart_engine(
     dir: &Path,
     r: &InstanceRecord,
     labels: &BTreeMap<String, String>,
-) -> Option<i32> {
+    spawned: &Spawned,
+) -> Result<Restart, String> {
     let inst = dir.join("instances").join(&r.id);
-    let gone = || !inst.join("instance.json").exists();
+    let record = inst.join("instance.json");
+    let needle = drover_local::EnginePaths::new(&inst).needle();
     let Some(pid) = engine_pid(r) else {
-        assert!(gone(), "the engine of {} does not run", r.id);
-        return None;
+        return gone_within(&record, "its engine had stopped before the restart").await;
     };
+    let keeper = Keeper::start(&inst)?;
+    spawned.add(keeper.pid, keeper.needle.clone());
+    if !set_record_pid(&inst, keeper.pid) {
+        return Ok(Restart::Replaced(
+            "its record went before the restart".into(),
+        ));
+    }
     let p = nix::unistd::Pid::from_raw(pid);
-    nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM dockerd");
+    let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM);
     let t = Instant::now();
     while drover_local::procs::is_alive(pid) {
         if t.elapsed() > Duration::from_secs(10) {
             let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "dockerd {pid} did not stop"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        if t.elapsed() > Duration::from_secs(20) {
+            return Err(format!("dockerd {pid} of {} did not stop", r.id));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    if gone() {
-        return None;
+    if !record.exists() {
+        return Ok(Restart::Replaced(
+            "destroyed while its engine stopped".into(),
+        ));
     }
-    let engine = drover_local::launcher::EngineProcess::start(&inst, labels).expect("restart");
-    if let Err(e) = engine.wait_ready(Duration::from_secs(30)).await {
-        // Destroyed by drover while it started (its destroy stops it)?
-        let (_, new) = engine.detach();
-        assert!(
-            gone(),
-            "the restarted engine {new} of {} does not answer: {e}",
-            r.id
-        );
-        return None;
-    }
+    let engine = drover_local::launcher::EngineProcess::start(&inst, labels)
+        .map_err(|e| format!("restart the engine of {}: {e}", r.id))?;
     let (_, new) = engine.detach();
-    let mut rec: InstanceRecord =
-        serde_json::from_str(&std::fs::read_to_string(inst.join("instance.json")).unwrap())
-            .unwrap();
-    rec.pid = Some(new);
-    rec.pgid = Some(new);
-    let tmp = inst.join("instance.json.nemesis");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
-    std::fs::rename(tmp, inst.join("instance.json")).unwrap();
-    Some(new)
+    spawned.add(new, needle.clone());
+    let ready = drover_local::launcher::wait_ready(
+        &drover_local::EnginePaths::new(&inst),
+        new,
+        Duration::from_secs(30),
+    )
+    .await;
+    match ready {
+        Ok(_) if set_record_pid(&inst, new) => {
+            drop(keeper);
+            Ok(Restart::Running(new))
+        }
+        Ok(_) => {
+            stop_blocking(new, needle).await;
+            Ok(Restart::Replaced(
+                "its record went while its engine restarted".into(),
+            ))
+        }
+        Err(e) => {
+            // Destroyed by drover while it started (a destroy stops what
+            // it finds and removes the directory under it)?
+            stop_blocking(new, needle).await;
+            drop(keeper);
+            gone_within(
+                &record,
+                &format!("the restarted engine {new} does not answer: {e}"),
+            )
+            .await
+        }
+    }
+}
+
+/// [`stop_pid`] off the runtime's worker threads (it may wait 15 s).
+async fn stop_blocking(pid: i32, needle: String) {
+    let _ = tokio::task::spawn_blocking(move || stop_pid(pid, &needle)).await;
+}
+
+/// `Replaced` if the machine's record goes within 30 s (a destroy under
+/// way), else the error `why`.
+async fn gone_within(record: &Path, why: &str) -> Result<Restart, String> {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        if !record.exists() {
+            return Ok(Restart::Replaced(format!("destroyed by drover ({why})")));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!("{}: {why}", record.display()))
 }
 
 /// The `--label k=v` arguments machine `r`'s running dockerd was started with.
