@@ -14,7 +14,11 @@
 //!    (kept past its machine) shows no step starting or finishing and no
 //!    machine made or destroyed, its events and journal intents stop at its
 //!    epoch, and every raft removal the engines log afterwards is one the
-//!    new term's events announced.
+//!    new term's events announced. The one exception is the window
+//!    docs/safety.md §5 keeps: an act whose lease check (`term confirmed`,
+//!    with its operation and epoch) had passed before the SIGSTOP may land
+//!    after the SIGCONT; it is reported as `NEMESIS WINDOW`. Any other
+//!    effect, and any lease check passed after the SIGCONT, fails the test.
 //! 2. **partition**: the leader's engine is cut off from the other managers'
 //!    swarm ports with iptables rules (see `support::nemesis::Partition` for
 //!    the rules and what `ss -tnp` showed about loopback source addresses),
@@ -448,87 +452,70 @@ impl Run {
         self.sleep(Duration::from_secs(12)).await;
         self.fault.lock().unwrap().on = false;
 
-        // Its own log after SIGCONT: nothing started, finished, made or destroyed.
+        // Its own log after SIGCONT: nothing started, confirmed, finished,
+        // made or destroyed, except an act whose lease check had passed
+        // before the SIGSTOP (docs/safety.md §5: the window that remains).
         let text = std::fs::read(&log)
             .or_else(|_| std::fs::read(self.keep.join(format!("{}.controller.log", machine.id))))
             .unwrap_or_default();
-        let before = String::from_utf8_lossy(&text[..(offset as usize).min(text.len())]);
-        let after = String::from_utf8_lossy(&text[(offset as usize).min(text.len())..]);
-        let started_before = |needle: &str| {
-            before
-                .lines()
-                .any(|l| l.contains("\"message\":\"starting\"") && l.contains(needle))
-        };
+        let cut = (offset as usize).min(text.len());
+        let before = parse_log(&String::from_utf8_lossy(&text[..cut]));
+        let after = String::from_utf8_lossy(&text[cut..]).into_owned();
+        let armed = armed_calls(&before, epoch);
+        for (op, step) in &armed {
+            self.note(format!(
+                "PAUSE: in flight at the SIGSTOP, its lease check passed: {op} {step}"
+            ));
+        }
         let mut lines_after = Vec::new();
         for line in after.lines() {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            let Some(l) = LogLine::parse(line) else {
                 continue;
             };
             lines_after.push(line.to_string());
-            let f = &v["fields"];
-            let field = |k: &str| f[k].as_str().unwrap_or("").to_string();
-            let at = rfc3339_ms(v["timestamp"].as_str().unwrap_or(""))
-                .map_or(0, |t| t.saturating_sub(took_over));
-            // What it did after SIGCONT, and whether that effect had begun
-            // in the world before SIGSTOP (an in-flight call finishing: the
-            // window that remains) or only now (a side effect of a deposed
-            // controller).
-            let verdict = match field("message").as_str() {
-                "starting" => Some(("started a side effect", false)),
-                "instance destroyed" => {
-                    let id = field("id");
-                    // The engine got its SIGTERM before the pause?
-                    let term = nemesis::kept_log(&self.keep, &id, "dockerd.log")
-                        .lines()
-                        .find(|l| l.contains("Processing signal 'terminated'"))
-                        .and_then(|l| {
-                            l.split("time=\"")
-                                .nth(1)?
-                                .split('"')
-                                .next()
-                                .map(str::to_string)
-                        })
-                        .and_then(|t| rfc3339_ms(&t));
-                    let began = started_before(&format!("destroy instance {id}"))
-                        && term.is_some_and(|t| t <= stopped_at);
-                    Some(("destroyed a machine", began))
-                }
-                "instance provisioned" => {
-                    let id = field("id");
-                    let made = self
-                        .lab
-                        .records()
-                        .into_iter()
-                        .find(|r| r.id == id)
-                        .map(|r| r.created_ms);
-                    Some((
-                        "provisioned a machine",
-                        made.is_some_and(|c| c <= stopped_at),
-                    ))
-                }
-                "step finished" if field("outcome") == "ok" => {
-                    let what = field("what");
-                    // Provider steps are judged by their own lines above;
-                    // engine steps by the engines' logs (unannounced removals).
-                    let began = started_before(&what) && started_before(&field("op"));
-                    Some(("completed a step", began))
-                }
+            let at = l.at_ms.map_or(0, |t| t.saturating_sub(took_over));
+            // The call this line is the effect of, if it is one: (what, the
+            // step whose lease check it needed).
+            let effect: Option<(&str, Option<&(String, String)>)> = match l.message.as_str() {
+                "starting" => Some(("started a side effect", None)),
+                "term confirmed" => Some(("passed a lease check", None)),
+                "instance destroyed" => Some((
+                    "destroyed a machine",
+                    armed
+                        .iter()
+                        .find(|(_, step)| *step == format!("destroy instance {}", l.id)),
+                )),
+                "instance provisioned" => Some((
+                    "provisioned a machine",
+                    armed
+                        .iter()
+                        .find(|(_, step)| step.starts_with("provision ")),
+                )),
+                "step finished" if l.outcome == "ok" => Some((
+                    "completed a step",
+                    armed
+                        .iter()
+                        .find(|(op, step)| *op == l.op && *step == l.what),
+                )),
                 _ => None,
             };
-            match verdict {
-                Some((what, true)) => {
+            match effect {
+                Some((what, Some((op, step)))) => {
                     let w = format!(
-                        "pause: the resumed controller {holder} (epoch {epoch}) {what} {at} ms after \
-                         {holder2} took over (epoch {epoch2}); the call had begun before it was \
-                         stopped (in flight through the pause): {line}"
+                        "pause: the resumed controller {holder} (epoch {epoch}) {what} {at} ms \
+                         after {holder2} took over (epoch {epoch2}); its lease check for {op} \
+                         ({step}) had passed before it was stopped (the act was in flight \
+                         through the pause){}: {line}",
+                        self.engine_term(&l, stopped_at)
                     );
                     eprintln!("NEMESIS WINDOW {w}");
                     self.windows.push(w);
                 }
-                Some((what, false)) => self.failures.push(format!(
+                Some((what, None)) => self.failures.push(format!(
                     "pause: the paused controller {holder} (epoch {epoch}) {what} after it was \
-                     resumed, {at} ms after {holder2} took over with epoch {epoch2}, an effect \
-                     that had not begun before it was stopped: {line}"
+                     resumed, {at} ms after {holder2} took over with epoch {epoch2}, with no \
+                     lease check passed before it was stopped{}: {line}",
+                    self.engine_term(&l, stopped_at)
                 )),
                 None => {}
             }
@@ -567,6 +554,36 @@ impl Run {
             lines_after.len(),
             resumed.saturating_sub(took_over)
         ));
+    }
+
+    /// For a destroy: when the machine's engine got its SIGTERM, against
+    /// the SIGSTOP (the world's side of the same act), for the report.
+    fn engine_term(&self, l: &LogLine, stopped_at: u64) -> String {
+        if l.message != "instance destroyed" {
+            return String::new();
+        }
+        let term = nemesis::kept_log(&self.keep, &l.id, "dockerd.log")
+            .lines()
+            .filter(|x| x.contains("Processing signal 'terminated'"))
+            .filter_map(|x| {
+                x.split("time=\"")
+                    .nth(1)?
+                    .split('"')
+                    .next()
+                    .and_then(rfc3339_ms)
+            })
+            .next_back();
+        match term {
+            Some(t) if t <= stopped_at => format!(
+                "; its engine got SIGTERM {} ms before the SIGSTOP",
+                stopped_at - t
+            ),
+            Some(t) => format!(
+                "; its engine got SIGTERM {} ms after the SIGSTOP",
+                t - stopped_at
+            ),
+            None => "; its engine logged no SIGTERM".into(),
+        }
     }
 
     /// Fault 3: a follower manager's engine restarted without drover's labels.
@@ -751,6 +768,72 @@ impl Run {
         self.sleep(Duration::from_secs(3)).await;
         self.fault.lock().unwrap().on = false;
     }
+}
+
+/// One JSON line of a controller's log (tracing's JSON format).
+#[derive(Debug, Default)]
+struct LogLine {
+    at_ms: Option<u64>,
+    message: String,
+    op: String,
+    /// `starting`'s step.
+    step: String,
+    /// `step finished`'s step and outcome.
+    what: String,
+    outcome: String,
+    /// The instance of `instance destroyed` / `instance provisioned`.
+    id: String,
+    epoch: Option<u64>,
+}
+
+impl LogLine {
+    fn parse(line: &str) -> Option<LogLine> {
+        let v = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        let f = &v["fields"];
+        let field = |k: &str| f[k].as_str().unwrap_or("").to_string();
+        Some(LogLine {
+            at_ms: rfc3339_ms(v["timestamp"].as_str().unwrap_or("")),
+            message: field("message"),
+            op: field("op"),
+            step: field("step"),
+            what: field("what"),
+            outcome: field("outcome"),
+            id: field("id"),
+            epoch: f["epoch"].as_u64(),
+        })
+    }
+}
+
+fn parse_log(text: &str) -> Vec<LogLine> {
+    text.lines().filter_map(LogLine::parse).collect()
+}
+
+/// The calls in flight when the log ends whose lease check had passed: for
+/// each operation whose last `starting` line is not followed by its `step
+/// finished`, that step, if a `term confirmed` line of the operation (at
+/// `epoch`) follows the `starting` one. (op, step).
+fn armed_calls(lines: &[LogLine], epoch: u64) -> Vec<(String, String)> {
+    let mut open: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    for l in lines {
+        match l.message.as_str() {
+            "starting" => {
+                open.insert(l.op.clone(), (l.step.clone(), false));
+            }
+            "term confirmed" if l.epoch == Some(epoch) => {
+                if let Some(o) = open.get_mut(&l.op) {
+                    o.1 = true;
+                }
+            }
+            "step finished" => {
+                open.remove(&l.op);
+            }
+            _ => {}
+        }
+    }
+    open.into_iter()
+        .filter(|(_, (_, confirmed))| *confirmed)
+        .map(|(op, (step, _))| (op, step))
+        .collect()
 }
 
 /// Every `manager removed from raft cluster` line in the kept dockerd logs:
