@@ -71,6 +71,8 @@ use support::{Lab, assert_converged_shape, bounded};
 
 const ETCD_NET: u8 = 86;
 const SWARM_NET: u8 = 87;
+/// The managers group's size.
+const MANAGERS: usize = 3;
 /// The managers' `health.startup_timeout` (the labels-lost hold outlasts it).
 const STARTUP_TIMEOUT_S: u64 = 20;
 /// Controllers log at info, as JSON: the paused controller's own log is
@@ -93,7 +95,7 @@ fn spec(lab: &Lab, label: &str) -> PathBuf {
         "groups:
 - name: managers
   role: manager
-  allocation: {{size: 3}}
+  allocation: {{size: {MANAGERS}}}
   instance: {{provider: local}}
   flavor: {{engine_labels: {{release: {label}}}}}
   update: {{strategy: surge, watch: 5s}}
@@ -590,22 +592,25 @@ impl Run {
     ///
     /// The victim is chosen so that the roll has no reason to touch it: a
     /// follower already on the desired config, named by no journaled
-    /// operation (as victim or target), waited for while the roll makes
-    /// one. Its machine stays up while its engine restarts (see
+    /// operation (as victim or target), at a moment the raft has exactly
+    /// the declared number of members (with a surplus member, a surge's
+    /// joined new one, a new term may retire one by scale-in, which ranks
+    /// an unreachable member first: the victim, while its engine restarts),
+    /// waited for while the roll makes one. Its machine stays up while its engine restarts (see
     /// `nemesis::restart_engine`), so what drover sees is exactly a running
     /// raft member whose engine lost its labels.
     async fn labels_lost(&mut self) {
-        self.ensure_rolling().await;
         let t = Instant::now();
         let victim = loop {
+            self.ensure_rolling().await;
             let nodes = self.whole_raft(Duration::from_secs(120)).await;
             if let Some(v) = self.stable_follower(&nodes).await {
                 break v;
             }
             if t.elapsed() > Duration::from_secs(90) {
                 self.abort(
-                    "no follower manager on the desired config outside every operation \
-                     within 90s"
+                    "no follower manager on the desired config outside every operation, \
+                     with no surplus raft member, within 90s"
                         .into(),
                 );
             }
@@ -638,6 +643,33 @@ impl Run {
         }
         self.sleep(Duration::from_secs(STARTUP_TIMEOUT_S + 15))
             .await;
+        // What drover saw meanwhile: a raft member at its address with no link.
+        let unlabelled: Vec<(u64, bool)> = self
+            .seen
+            .lock()
+            .unwrap()
+            .samples
+            .iter()
+            .filter(|x| x.at_ms >= from)
+            .filter_map(|x| {
+                let m = x
+                    .members
+                    .as_ref()?
+                    .iter()
+                    .find(|m| m.addr == victim.address)?;
+                m.link.is_none().then_some((x.at_ms, m.reachable))
+            })
+            .collect();
+        if let (Some(first), Some(last)) = (unlabelled.first(), unlabelled.last()) {
+            self.note(format!(
+                "LABELS: {} was a raft member without a link for {:.1}s (reachable in {} of {} \
+                 samples)",
+                victim.address,
+                (last.0 - first.0) as f64 / 1000.0,
+                unlabelled.iter().filter(|(_, r)| *r).count(),
+                unlabelled.len()
+            ));
+        }
         let now = self.lab.records().into_iter().find(|r| r.id == victim.id);
         match now {
             Some(r) if !gone && nemesis::engine_pid(&r).is_some() => {
@@ -663,11 +695,15 @@ impl Run {
     }
 
     /// A follower manager on the desired config that no journaled
-    /// operation names (as victim or target), if there is one now.
+    /// operation names (as victim or target), if there is one now and the
+    /// raft has no surplus member.
     async fn stable_follower(
         &mut self,
         nodes: &[drover_core::model::Node],
     ) -> Option<drover_local::InstanceRecord> {
+        if nodes.iter().filter(|n| n.raft.is_some()).count() != MANAGERS {
+            return None;
+        }
         // The published status's desired hash per group (read through the
         // run's store handle, which moves to another manager when one fails).
         let status = self.call(|s| Box::pin(s.status())).await.flatten()?;
@@ -1018,7 +1054,7 @@ async fn settled(lab: &Lab) -> bool {
         return false;
     };
     let members = nodes.iter().filter(|n| n.raft.is_some()).count();
-    members == 3
+    members == MANAGERS
         && nodes.len() == 5
         && nodes
             .iter()
