@@ -479,7 +479,26 @@ impl Run {
             // The call this line is the effect of, if it is one: (what, the
             // step whose lease check it needed).
             let effect: Option<(&str, Option<&(String, String)>)> = match l.message.as_str() {
-                "starting" => Some(("started a side effect", None)),
+                // A step whose intent was journaled before the SIGSTOP but
+                // that it spawned only after the SIGCONT: no act yet (the act
+                // comes after its lease check). It must be seen refused.
+                "starting" => {
+                    let refused = after.lines().filter_map(LogLine::parse).any(|x| {
+                        x.message == "step finished"
+                            && x.op == l.op
+                            && x.what == l.step
+                            && x.outcome != "ok"
+                    });
+                    if refused {
+                        self.note(format!(
+                            "PAUSE: {} ({}) spawned after the SIGCONT, ended without acting",
+                            l.op, l.step
+                        ));
+                        None
+                    } else {
+                        Some(("started a step not seen refused", None))
+                    }
+                }
                 "term confirmed" => Some(("passed a lease check", None)),
                 "instance destroyed" => Some((
                     "destroyed a machine",
