@@ -465,8 +465,16 @@ impl Run {
         let after = String::from_utf8_lossy(&text[cut..]).into_owned();
         let armed = armed_calls(&before, epoch);
         for (op, step) in &armed {
+            // Its last lease check, against the SIGSTOP.
+            let checked = before
+                .iter()
+                .rev()
+                .find(|l| l.message == "term confirmed" && l.op == *op)
+                .and_then(|l| l.at_ms)
+                .map_or("?".into(), |t| stopped_at.saturating_sub(t).to_string());
             self.note(format!(
-                "PAUSE: in flight at the SIGSTOP, its lease check passed: {op} {step}"
+                "PAUSE: in flight at the SIGSTOP, its lease check passed {checked} ms before \
+                 it: {op} {step}"
             ));
         }
         let mut lines_after = Vec::new();
