@@ -115,8 +115,18 @@ fn by_group(
                 Some((_, Err(e))) => Described::Failed(e.to_string()),
                 None => {
                     let known: Vec<&str> = described.iter().map(|(p, _)| *p).collect();
+                    let known = if known.is_empty() {
+                        "none is".to_string()
+                    } else {
+                        format!("configured: {}", known.join(", "))
+                    };
+                    let hint = if provider == drover_core::spec::LOCAL_PROVIDER {
+                        "; it needs --local-dir"
+                    } else {
+                        ""
+                    };
                     Described::Failed(format!(
-                        "no provider `{provider}` is configured here (known: {known:?})"
+                        "no provider `{provider}` is configured here ({known}){hint}"
                     ))
                 }
             };

@@ -1,5 +1,9 @@
 //! Command-line interface (clap). Every command has an example in `--help`.
 
+mod parse;
+
+pub use parse::command;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -45,12 +49,15 @@ pub enum LogFormat {
 pub enum Command {
     /// Check a cluster file: every problem at once, as FILE:LINE:COL: path: reason.
     #[command(
-        after_help = "Example:\n  drover validate -f examples/cluster.yaml\n\nExit codes: 0 valid (warnings may be printed), 2 invalid."
+        after_help = "Examples:\n  drover validate -f examples/cluster.yaml\n  generate-cluster | drover validate -f - -o json\n\nExit codes: 0 valid (warnings may be printed), 2 invalid."
     )]
     Validate {
-        /// The cluster file (YAML or JSON).
+        /// The cluster file (YAML or JSON); - reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// Output format: json prints {file, valid, groups, problems: [{file, line, col, path, severity, reason}]}.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: Output,
     },
     /// Show the ordered steps a change would take, with the manager
     /// fault-tolerance timeline and where leadership moves.
@@ -58,7 +65,7 @@ pub enum Command {
         after_help = "Examples:\n  drover plan -f examples/cluster-sim.yaml --sim\n  drover plan -f new.yaml --sim --from old.yaml --output json\n  drover plan -f cluster.yaml --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n\nAgainst a store it shows the next steps the leader's controller would take now.\nWith --sim the plan is computed against a simulated cluster built from --from\n(default: the same file with a forced roll), so it needs no Docker."
     )]
     Plan {
-        /// The desired cluster file.
+        /// The desired cluster file; - reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
         /// Plan against a simulated cluster (no Docker needed).
@@ -75,7 +82,7 @@ pub enum Command {
         #[command(flatten)]
         local: LocalArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Validate, show what changes, commit it to the store; bootstraps the
@@ -106,7 +113,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Run the reconciler next to a manager's engine (one per manager; only the leader's acts).
@@ -165,7 +172,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// The desired-state revisions, with who committed them, when and why.
@@ -175,7 +182,7 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Garbage collection: what the controller collects (dead nodes,
@@ -282,7 +289,7 @@ pub enum Command {
         after_help = "Example:\n  drover import -f cluster-backup.json --store file:///var/lib/drover/state.db"
     )]
     Import {
-        /// A file written by `drover export`.
+        /// A file written by `drover export`; - reads standard input.
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
         /// The store.
@@ -298,6 +305,13 @@ pub enum Command {
     /// The simulator: try drover without Docker.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Print drover's version, the git commit it was built from and what it was built with.
+    #[command(after_help = "Examples:\n  drover version\n  drover version -o json")]
+    Version {
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: Output,
+    },
     /// Print shell completions.
     #[command(after_help = "Example:\n  drover completions bash > /etc/bash_completion.d/drover")]
     Completions {
@@ -320,7 +334,7 @@ pub enum SimCommand {
 /// Arguments of `drover sim rollout`.
 #[derive(Debug, Args)]
 pub struct SimRollout {
-    /// The cluster file the simulated cluster starts from.
+    /// The cluster file the simulated cluster starts from; - reads standard input.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
     /// The cluster file to roll to (default: the same file, every member rolled).
@@ -345,7 +359,7 @@ pub struct SimRollout {
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub faults_for: std::time::Duration,
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }
 
@@ -357,6 +371,16 @@ pub struct StoreArgs {
     /// DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) or `swarm:ENDPOINT`.
     #[arg(long = "store", env = "DROVER_STORE", default_value = "swarm")]
     pub url: String,
+    /// How long opening the store (connecting and the first read) may take
+    /// before drover gives up and says what to check (e.g. 5s, 30s, 1m).
+    #[arg(
+        long = "store-timeout",
+        env = "DROVER_STORE_TIMEOUT",
+        default_value = "5s",
+        value_name = "DURATION",
+        value_parser = parse::positive_duration
+    )]
+    pub store_timeout: std::time::Duration,
 }
 
 /// The `local` provider's settings (real dockerd processes on loopback).
@@ -377,7 +401,7 @@ pub struct LocalArgs {
 /// Arguments of `drover apply`.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// The cluster file.
+    /// The cluster file; - reads standard input.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
     /// Show what would change; commit nothing.
@@ -406,7 +430,7 @@ pub struct ApplyArgs {
 /// Arguments of `drover adopt`.
 #[derive(Debug, Args)]
 pub struct AdoptArgs {
-    /// The cluster file: the groups the machines join.
+    /// The cluster file: the groups the machines join; - reads standard input.
     #[arg(short = 'f', long = "file")]
     pub file: PathBuf,
     /// A manager of the swarm to adopt.
@@ -453,7 +477,7 @@ pub struct GcArgs {
     #[command(flatten)]
     pub local: LocalArgs,
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }
 

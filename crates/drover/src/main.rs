@@ -10,7 +10,6 @@ mod metrics_server;
 mod spec_file;
 mod wiring;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 /// mimalloc rather than the system's malloc. A planning pass makes and
@@ -24,7 +23,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     quiet_panics();
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_args();
     let logs = tracing_subscriber::fmt()
         .with_env_filter(log_filter())
         .with_writer(std::io::stderr);

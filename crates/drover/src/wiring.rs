@@ -5,21 +5,51 @@ use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
 use drover_controller::Providers;
 use drover_local::LocalProvider;
-use drover_spi::{InstanceProvider, Store};
+use drover_spi::{InstanceProvider, Store, StoreError};
 use std::sync::Arc;
 
-/// Opens the store named by `--store`.
+/// Whether a command may create the store it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    /// The store must exist (every command that reads or changes a
+    /// cluster): a missing one is bad input, and none is created.
+    Existing,
+    /// A missing file store is created (commands that start a cluster).
+    OrCreate,
+    /// A missing file store reads as an empty one, and none is created
+    /// (dry runs, and commands that will refuse before they write).
+    OrEmpty,
+}
+
+/// Opens the existing store named by `--store`.
 pub async fn store(args: &StoreArgs) -> Result<Arc<dyn Store>, MainError> {
-    drover_store::open(&args.url)
-        .await
-        .map(Arc::from)
-        .map_err(|e| match e {
-            drover_spi::StoreError::BadAddress(m) => MainError::BadInput(m),
-            other => MainError::Failed(anyhow::anyhow!(
-                "cannot open the store {}: {other}",
-                args.url
-            )),
-        })
+    store_with(args, Open::Existing).await
+}
+
+/// Opens the store named by `--store`, creating it or not as `open` says.
+pub async fn store_with(args: &StoreArgs, open: Open) -> Result<Arc<dyn Store>, MainError> {
+    let options = drover_store::OpenOptions {
+        create: open == Open::OrCreate,
+        timeout: args.store_timeout,
+    };
+    match drover_store::open_with(&args.url, options).await {
+        Ok(store) => Ok(Arc::from(store)),
+        Err(StoreError::NotFound(_)) if open == Open::OrEmpty => {
+            Ok(Arc::new(drover_store::MemStore::default()))
+        }
+        Err(e) => Err(opening_failed(&args.url, e)),
+    }
+}
+
+/// The error of a store that could not be opened, as the user reads it:
+/// a wrong or missing address is bad input (exit 2); an unreachable store
+/// is one sentence naming it and what to check (exit 1).
+fn opening_failed(url: &str, e: StoreError) -> MainError {
+    match e {
+        StoreError::BadAddress(m) | StoreError::NotFound(m) => MainError::BadInput(m),
+        StoreError::Unavailable(m) => MainError::Failed(anyhow::anyhow!(m)),
+        other => MainError::Failed(anyhow::anyhow!("cannot open the store {url}: {other}")),
+    }
 }
 
 /// The local provider, when `--local-dir` is given.

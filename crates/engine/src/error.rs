@@ -71,6 +71,14 @@ impl EngineError {
     /// Classifies an engine answer from its status code and message.
     pub fn classify(status: u16, message: &str) -> EngineError {
         let m = message.trim().to_string();
+        if let Some(page) = web_page_title(&m) {
+            // Something else answers there (a web server, a proxy): its
+            // whole page in an error message helps nobody.
+            return EngineError::Other(format!(
+                "HTTP {status} with a web page ({page}), not a docker engine's answer: \
+                 check that the address is a docker engine's"
+            ));
+        }
         if m.contains("update out of sequence") {
             EngineError::OutOfSequence(m)
         } else if m.contains("does not have a leader") {
@@ -105,8 +113,10 @@ impl From<bollard::errors::Error> for EngineError {
                 let s = other.to_string();
                 // hyper-util's legacy client error (connect refused etc.)
                 // has no public variant worth matching on; its text does.
+                // Its innermost cause is the one to show: "Connection refused
+                // (os error 111)", not "client error (Connect)".
                 if s.contains("connect") || s.contains("Connection") || s.contains("client error") {
-                    EngineError::Unavailable(s)
+                    EngineError::Unavailable(root_cause(&other).unwrap_or(s))
                 } else {
                     EngineError::Other(s)
                 }
@@ -175,5 +185,87 @@ mod tests {
         assert!(!c(404, "x").is_transient());
         let ce: ClusterError = c(500, "The swarm does not have a leader").into();
         assert!(matches!(ce, ClusterError::NoLeader(_)));
+    }
+}
+
+/// The innermost cause of `e`, when it has one.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut inner = e.source()?;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    Some(inner.to_string())
+}
+
+/// The most characters of someone else's page an error message repeats.
+const PAGE_SUMMARY: usize = 80;
+
+/// When `body` is an HTML page (or any multi-line text no engine sends as
+/// an error): its title, else its first non-empty line, without tags,
+/// whitespace collapsed, at most [`PAGE_SUMMARY`] characters, quoted.
+fn web_page_title(body: &str) -> Option<String> {
+    let html = body.starts_with('<');
+    if !html && !body.contains('\n') {
+        return None;
+    }
+    let lower = body.to_ascii_lowercase();
+    let title = lower
+        .find("<title>")
+        .map(|start| start + "<title>".len())
+        .and_then(|start| {
+            let end = start + lower[start..].find("</title>")?;
+            Some(&body[start..end])
+        });
+    let text = title.unwrap_or_else(|| {
+        body.lines()
+            .map(strip_tags)
+            .find(|l| !l.trim().is_empty())
+            .map_or("", |l| l)
+    });
+    let text = strip_tags(text);
+    let mut words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if words.chars().count() > PAGE_SUMMARY {
+        words = words.chars().take(PAGE_SUMMARY).collect::<String>() + "…";
+    }
+    Some(format!("{words:?}"))
+}
+
+/// `text` up to its first tag, or the text between tags on a tagged line.
+fn strip_tags(line: &str) -> &str {
+    let mut rest = line;
+    while let Some(after) = rest.strip_prefix('<') {
+        rest = after.split_once('>').map_or("", |(_, r)| r);
+    }
+    rest.split('<').next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::*;
+
+    #[test]
+    fn a_web_page_is_summarised_by_its_title_bounded() {
+        let page = format!(
+            "<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n<body>{}</body></html>",
+            "x".repeat(5000)
+        );
+        let e = EngineError::classify(404, &page).to_string();
+        assert!(
+            e.contains("HTTP 404") && e.contains("\"404 Not Found\""),
+            "{e}"
+        );
+        assert!(e.len() < 250 && !e.contains('<'), "{e}");
+        let untitled = format!("<html><body><h1>{}</h1></body></html>", "y".repeat(500));
+        let e = EngineError::classify(502, &untitled).to_string();
+        assert!(
+            e.contains("HTTP 502") && e.contains('…') && e.len() < 250,
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_engine_message_is_kept_verbatim() {
+        let e = EngineError::classify(404, "node xyz not found");
+        assert!(matches!(e, EngineError::NotFound(m) if m == "node xyz not found"));
     }
 }

@@ -55,8 +55,11 @@ pub struct TraceLine {
     pub leader: Option<String>,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How a run ended. In JSON: `{"kind": "converged"}`, or
+/// `{"kind": "blocked" | "stuck" | "timed_out", "reason": "…"}`: a field a
+/// script can match on, not the Rust spelling of the variant.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "reason", rename_all = "snake_case")]
 pub enum Outcome {
     /// Every group converged with no operation left.
     Converged,
@@ -66,6 +69,17 @@ pub enum Outcome {
     Stuck(String),
     /// The deadline passed.
     TimedOut(String),
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Converged => write!(f, "Converged"),
+            Outcome::Blocked(why) => write!(f, "Blocked ({why})"),
+            Outcome::Stuck(why) => write!(f, "Stuck ({why})"),
+            Outcome::TimedOut(why) => write!(f, "Timed out ({why})"),
+        }
+    }
 }
 
 struct InFlight {

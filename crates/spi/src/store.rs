@@ -178,6 +178,11 @@ pub enum StoreError {
     /// The store address or its options are wrong (not retryable).
     #[error("bad store address: {0}")]
     BadAddress(String),
+    /// The address names no store (a file store whose file does not exist,
+    /// opened by a command that never creates one). The message names the
+    /// address and what to do; not retryable.
+    #[error("{0}")]
+    NotFound(String),
     /// The value is too large for the backend (after compression).
     #[error("too large: {0}")]
     TooLarge(String),

@@ -164,6 +164,40 @@ fn value_is(key: &str, n: u64) -> Compare {
     }
 }
 
+/// The endpoints as an operator wrote them (`10.0.0.1:2379, 10.0.0.2:2379`).
+fn endpoints_shown(eps: &[String]) -> String {
+    eps.iter()
+        .map(|e| e.split_once("://").map_or(e.as_str(), |(_, hp)| hp))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One sentence for an etcd that cannot be used at all, naming the
+/// endpoints and what to check: the transport library's error chain
+/// (`status: Unavailable, message: "tcp connect error", source: …`) says
+/// neither.
+fn unusable(endpoints: &str, e: &etcd_client::Error) -> StoreError {
+    // The client's error keeps its causes in the status it wraps.
+    let inner: &(dyn std::error::Error + 'static) = match e {
+        etcd_client::Error::GRpcStatus(s) => s,
+        other => other,
+    };
+    let cause = crate::model::root_cause(inner);
+    match e {
+        etcd_client::Error::GRpcStatus(s) if !crate::model::is_transport(inner) => {
+            StoreError::Unavailable(format!(
+                "etcd at {endpoints} refused the request ({}): check the user in --store \
+                 and DROVER_ETCD_PASSWORD",
+                s.message()
+            ))
+        }
+        _ => StoreError::Unavailable(format!(
+            "cannot reach etcd at {endpoints} ({cause}): check that etcd is running there \
+             and that --store names its client address (port 2379 by default)"
+        )),
+    }
+}
+
 /// Splits `etcd://h:p,h:p` / `etcds://...` into endpoints and TLS-ness.
 pub(crate) fn parse_endpoints(url: &str) -> Result<(Vec<String>, bool), StoreError> {
     let (rest, tls) = if let Some(r) = url.strip_prefix("etcds://") {
@@ -178,17 +212,43 @@ pub(crate) fn parse_endpoints(url: &str) -> Result<(Vec<String>, bool), StoreErr
     };
     let rest = rest.split(['?', '/']).next().unwrap_or("");
     let scheme = if tls { "https" } else { "http" };
-    let eps: Vec<String> = rest
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|h| format!("{scheme}://{h}"))
-        .collect();
+    let mut eps = Vec::new();
+    for hostport in rest.split(',').filter(|s| !s.is_empty()) {
+        check_endpoint(url, hostport)?;
+        eps.push(format!("{scheme}://{hostport}"));
+    }
     if eps.is_empty() {
         return Err(StoreError::BadAddress(format!(
             "{url:?} names no etcd endpoint: write etcd://host:port[,host:port]"
         )));
     }
     Ok((eps, tls))
+}
+
+/// `host:port` with a host and a numeric port: the etcd client would
+/// otherwise read `host:notaport` as `host` on port 80 and dial it.
+fn check_endpoint(url: &str, hostport: &str) -> Result<(), StoreError> {
+    let bad = |why: String| {
+        StoreError::BadAddress(format!(
+            "--store {url:?}: the etcd endpoint {hostport:?} {why}; write host:port, \
+             e.g. etcd://127.0.0.1:2379 (2379 is etcd's client port)"
+        ))
+    };
+    let Some((host, port)) = hostport.rsplit_once(':') else {
+        return Err(bad("has no port".into()));
+    };
+    let bracketed = host.starts_with('[') && host.ends_with(']');
+    if host.is_empty() || (host.contains(':') && !bracketed) {
+        return Err(bad(
+            "has no host (an IPv6 address goes in brackets: [::1]:2379)".into(),
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(bad(format!(
+            "has the port {port:?}, not a number from 1 to 65535"
+        ))),
+    }
 }
 
 impl EtcdStore {
@@ -231,7 +291,10 @@ impl EtcdStore {
                 "TLS files given for {endpoints}: use etcds:// to connect with TLS"
             )));
         }
-        let client = Client::connect(eps, Some(co)).await.map_err(etcd_err)?;
+        let shown = endpoints_shown(&eps);
+        let client = Client::connect(eps, Some(co))
+            .await
+            .map_err(|e| unusable(&shown, &e))?;
         let store = EtcdStore {
             client,
             prefix: options.prefix.trim_end_matches('/').to_string(),
@@ -240,7 +303,11 @@ impl EtcdStore {
             lease: Mutex::new(None),
             format: WriteFormat::default(),
         };
-        store.get(&store.key("rev")).await?;
+        store
+            .kv()
+            .get(store.key("rev"), None)
+            .await
+            .map_err(|e| unusable(&shown, &e))?;
         Ok(store)
     }
 

@@ -313,6 +313,38 @@ pub(crate) fn unavailable(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("{what}: {e}"))
 }
 
+/// The innermost cause of `e`, the one an operator can act on
+/// ("Connection refused (os error 111)"), without the layers above it.
+pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    inner.to_string()
+}
+
+/// True when an I/O error (refused, reset, unreachable, DNS) is among the
+/// causes of `e`: the server was not reached, whatever the outer layer says.
+pub(crate) fn is_transport(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if c.is::<std::io::Error>()
+            || [
+                "transport error",
+                "connect error",
+                "error trying to connect",
+            ]
+            .iter()
+            .any(|t| text.contains(t))
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,9 @@ pub struct SwarmStore {
 }
 
 fn engine(e: bollard::errors::Error) -> StoreError {
-    unavailable("docker engine", e)
+    // Through the engine's classification, so a page from something that
+    // is no engine is summarised, not repeated.
+    unavailable("docker engine", EngineError::from(e))
 }
 
 fn out_of_sequence(e: &bollard::errors::Error) -> bool {
@@ -115,12 +117,19 @@ impl SwarmStore {
             .await
             .map_err(|e| match e {
                 EngineError::BadAddress(m) => StoreError::BadAddress(m),
-                other => unavailable(&format!("docker engine {host}"), other),
+                EngineError::Unavailable(why) => StoreError::Unavailable(format!(
+                    "cannot reach the docker engine at {host} ({why}): check that dockerd \
+                     runs there and that --store (or DOCKER_HOST) names a swarm manager's engine"
+                )),
+                other => StoreError::Unavailable(format!(
+                    "cannot use the docker engine at {host} as the swarm store: {other}"
+                )),
             })?;
         // Only a manager can read or write the swarm object.
         docker.inspect_swarm().await.map_err(|e| {
             StoreError::Unavailable(format!(
-                "the engine at {host} is not a reachable swarm manager: {e}"
+                "the engine at {host} is not a reachable swarm manager: {}",
+                EngineError::from(e)
             ))
         })?;
         Ok(SwarmStore {

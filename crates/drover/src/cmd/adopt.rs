@@ -68,7 +68,12 @@ pub async fn run(args: &AdoptArgs) -> Result<ExitCode, MainError> {
             )));
         }
     };
-    let store = wiring::store(&args.store).await?;
+    let open = if args.dry_run {
+        wiring::Open::OrEmpty
+    } else {
+        wiring::Open::OrCreate
+    };
+    let store = wiring::store_with(&args.store, open).await?;
     let cluster_id = store.cluster_id().await.map_err(anyhow::Error::from)?;
     let matches = match_machines(args, &spec, &nodes, local.as_ref()).await?;
     let matches = assign_slots(&spec, matches, local.as_ref(), cluster_id.as_deref()).await?;

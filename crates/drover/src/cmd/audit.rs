@@ -1,6 +1,7 @@
 //! Operator controls and the audit trail: `pause`, `resume`, `events`, `history`.
 
 use crate::cli::{Output, StoreArgs};
+use crate::cmd::ago::ago;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::wall_ms;
@@ -19,6 +20,12 @@ pub async fn set_paused(
         .iter()
         .flat_map(|r| r.spec.groups.iter().map(|g| g.name.clone()))
         .collect();
+    if known.is_empty() {
+        return Err(MainError::BadInput(format!(
+            "no group named {group}: the store holds no desired state yet; apply a cluster \
+             file first (drover apply -f FILE)"
+        )));
+    }
     if !known.iter().any(|g| g == group) {
         return Err(MainError::BadInput(format!(
             "no group named {group} in the desired state (groups: {})",
@@ -118,6 +125,12 @@ async fn listed(store: &dyn drover_spi::Store, instance: &str) -> Result<Vec<Str
         .flatten()
         .filter_map(|i| i["id"].as_str().map(str::to_string))
         .collect();
+    if known.is_empty() {
+        return Err(MainError::BadInput(format!(
+            "no instance {instance}: the published status lists no instance (no controller \
+             has published one yet, or the cluster has none); see drover status"
+        )));
+    }
     if !known.iter().any(|k| k == instance) {
         return Err(MainError::BadInput(format!(
             "no instance {instance} in the published status (instances: {}); see drover status",
@@ -175,10 +188,7 @@ fn print_event(e: &drover_spi::Event, output: Output) -> Result<(), MainError> {
         println!("{}", serde_json::to_string(e).map_err(anyhow::Error::from)?);
         return Ok(());
     }
-    let ago = humantime::format_duration(Duration::from_secs(
-        wall_ms().saturating_sub(e.at_ms) / 1000,
-    ))
-    .to_string();
+    let ago = ago(e.at_ms, wall_ms());
     println!(
         "{:<9} {:<10} {:<28} {:<9} {:<40} {}",
         ago,
@@ -206,11 +216,9 @@ pub async fn history(store: &StoreArgs, output: Output) -> Result<ExitCode, Main
         "{:<5} {:<10} {:<9} {:<24} {:<22} MESSAGE",
         "REV", "CONVERGED", "ROLLBACK", "WHO", "AGO"
     );
+    let now = wall_ms();
     for r in &revisions {
-        let ago = humantime::format_duration(Duration::from_secs(
-            wall_ms().saturating_sub(r.provenance.at_ms) / 1000,
-        ))
-        .to_string();
+        let ago = ago(r.provenance.at_ms, now);
         println!(
             "{:<5} {:<10} {:<9} {:<24} {:<22} {}",
             r.rev,

@@ -30,7 +30,7 @@ pub async fn run(
     let ctx = Context {
         providers: wiring::providers(&local),
         cluster: Arc::new(SwarmCluster::new(engine, peers).acting_only_as_leader()),
-        store: wiring::store(store_args).await?,
+        store: wiring::store_with(store_args, wiring::Open::OrCreate).await?,
         identity: self_link
             .clone()
             .unwrap_or_else(|| format!("engine {}", info.node_id)),

@@ -129,7 +129,10 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
         timeout: args.timeout,
         prune: false,
         message: "drover demo up".into(),
-        store: StoreArgs { url: store.clone() },
+        store: StoreArgs {
+            url: store.clone(),
+            store_timeout: drover_store::DEFAULT_OPEN_TIMEOUT,
+        },
         local: LocalArgs {
             local_dir: Some(dir.join("machines")),
             local_pool: workers_pool,
@@ -137,7 +140,7 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     };
     // A demo that exists is left as it is: a second `up` must not undo the
     // changes the operator applied since (e.g. roll v2 back to v1).
-    let existing = crate::wiring::store(&apply_args.store)
+    let existing = crate::wiring::store_with(&apply_args.store, crate::wiring::Open::OrCreate)
         .await?
         .desired()
         .await

@@ -1,6 +1,7 @@
 //! One module per command; each returns the exit code on success.
 
 mod adopt;
+mod ago;
 mod apply;
 mod audit;
 mod commit;
@@ -16,6 +17,7 @@ mod sim;
 mod status;
 mod swarm_bootstrap;
 mod validate;
+mod version;
 
 use crate::cli::{Cli, Command, EngineCommand, SimCommand};
 use crate::error::MainError;
@@ -24,7 +26,8 @@ use std::process::ExitCode;
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
     match cli.command {
-        Command::Validate { file } => validate::run(&file),
+        Command::Validate { file, output } => validate::run(&file, output),
+        Command::Version { output } => version::run(output),
         Command::Plan {
             file,
             sim: true,
@@ -103,7 +106,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             engine,
         }) => runtime()?.block_on(engine::join(&role, &address, &remote, &engine)),
         Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut cmd = crate::cli::command();
             clap_complete::generate(shell, &mut cmd, "drover", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }

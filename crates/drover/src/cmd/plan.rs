@@ -26,13 +26,21 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
     let (runner, outcome) = simulate(&current, &desired, 1, Faults::default())?;
     let steps: Vec<&drover_sim::TraceLine> = runner.trace.iter().collect();
     if output == Output::Json {
-        let doc = serde_json::json!({ "outcome": format!("{outcome:?}"), "steps": steps });
+        let doc = serde_json::json!({ "outcome": outcome, "steps": steps });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
         );
         return Ok(ExitCode::SUCCESS);
     }
+    // No step, no change: the tolerance is the cluster's, not a default 0.
+    let Some(min) = steps.iter().flat_map(|t| [t.ft_before, t.ft_after]).min() else {
+        println!(
+            "no change: nothing to do; manager fault tolerance stays {}",
+            runner.world.settled_fault_tolerance()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
     println!("{:>4}  {:<10} {:<9} STEP", "#", "GROUP", "FT");
     let mut leader = steps.first().and_then(|t| t.leader.clone());
     for (i, t) in steps.iter().enumerate() {
@@ -54,9 +62,8 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
         }
     }
     println!(
-        "\n{} steps; minimum manager fault tolerance during the change: {}",
-        steps.len(),
-        steps.iter().map(|t| t.ft_after).min().unwrap_or(0)
+        "\n{} steps; minimum manager fault tolerance during the change: {min}",
+        steps.len()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -91,10 +98,12 @@ pub async fn live(
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "swarm: {} managers, {} reachable, fault tolerance {:?}{}",
+        "swarm: {} managers, {} reachable, fault tolerance {}{}",
         plan.swarm.members,
         plan.swarm.reachable,
-        plan.swarm.fault_tolerance,
+        plan.swarm
+            .fault_tolerance
+            .map_or_else(|| "unknown".to_string(), |ft| ft.to_string()),
         plan.swarm
             .problem
             .as_ref()
@@ -114,9 +123,9 @@ pub async fn live(
     }
     for g in &plan.groups {
         println!(
-            "{:<14} {:?}{}",
+            "{:<14} {}{}",
             g.name,
-            g.phase,
+            phase_name(g.phase),
             g.reason
                 .as_ref()
                 .map(|r| format!(": {r}"))
@@ -130,4 +139,12 @@ pub async fn live(
         "(the next steps only; `drover plan --sim` shows a whole rollout with its fault-tolerance timeline)"
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A phase as `status` and the JSON spell it (`unobservable`), not as Rust does.
+fn phase_name(phase: drover_core::plan::Phase) -> String {
+    serde_json::to_value(phase)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

@@ -208,22 +208,18 @@ pub async fn export(store: &StoreArgs) -> Result<ExitCode, MainError> {
 
 /// Recreates an exported cluster's specs and history in an empty store.
 pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, MainError> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
+    let (name, bytes) = crate::spec_file::read_input(
+        file,
+        "a file written by drover export, or - for standard input",
+    )?;
+    let doc: Export = serde_json::from_slice(&bytes).map_err(|e| {
         MainError::BadInput(format!(
-            "cannot read -f {}: {e}; give a file written by drover export",
-            file.display()
-        ))
-    })?;
-    let doc: Export = serde_json::from_str(&text).map_err(|e| {
-        MainError::BadInput(format!(
-            "-f {}: not a drover export ({e}); give a file written by drover export",
-            file.display()
+            "-f {name}: not a drover export ({e}); give a file written by drover export"
         ))
     })?;
     if doc.format != EXPORT_FORMAT {
         return Err(MainError::BadInput(format!(
-            "-f {}: format {} is not {EXPORT_FORMAT}; export it again with this drover",
-            file.display(),
+            "-f {name}: format {} is not {EXPORT_FORMAT}; export it again with this drover",
             doc.format
         )));
     }
@@ -232,11 +228,11 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
     let mut previous: Option<&ClusterSpec> = None;
     let mut revisions = Vec::with_capacity(doc.revisions.len());
     for r in &doc.revisions {
-        let what = format!("import of revision {} of -f {}", r.rev, file.display());
+        let what = format!("import of revision {} of -f {name}", r.rev);
         revisions.push((r, validated(previous, r.spec.clone(), &what)?));
         previous = Some(&r.spec);
     }
-    let store = wiring::store(store_args).await?;
+    let store = wiring::store_with(store_args, wiring::Open::OrCreate).await?;
     if let Some(id) = store.cluster_id().await.map_err(anyhow::Error::from)? {
         return Err(MainError::BadInput(format!(
             "the store {} already holds cluster {id}: import only into an empty store",

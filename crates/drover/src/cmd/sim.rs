@@ -33,7 +33,7 @@ pub fn simulate(
     let (runner, up, rolled) = drover_sim::rollout(from, to, seed, faults, Timings::default());
     if up != Outcome::Converged {
         return Err(MainError::Failed(anyhow::anyhow!(
-            "the simulated cluster did not come up: {up:?}"
+            "the simulated cluster did not come up: {up}"
         )));
     }
     Ok((runner, rolled))
@@ -74,7 +74,7 @@ pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
     let start = runner.trace.first().map_or(0, |t| t.at);
     if args.output == Output::Json {
         let doc = serde_json::json!({
-            "outcome": format!("{outcome:?}"),
+            "outcome": outcome,
             "violations": runner.violations,
             "steps": runner.trace,
         });
@@ -106,7 +106,7 @@ pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
         }
         let total = runner.trace.last().map_or(0, |t| t.at - start) as f64 / 1000.0;
         println!(
-            "\n{outcome:?} after {total:.1}s simulated, {} steps, {} controller passes, {} safety violations",
+            "\n{outcome} after {total:.1}s simulated, {} steps, {} controller passes, {} safety violations",
             runner.trace.len(),
             runner.passes,
             runner.violations.len()

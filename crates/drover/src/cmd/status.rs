@@ -1,6 +1,7 @@
 //! `drover status` and the `--wait` follower of `apply`.
 
 use crate::cli::{Output, StoreArgs};
+use crate::cmd::ago::ago;
 use crate::cmd::progress::Progress;
 use crate::error::MainError;
 use crate::wiring;
@@ -19,9 +20,16 @@ pub async fn run(
 ) -> Result<ExitCode, MainError> {
     let store = wiring::store(store).await?;
     let Some(raw) = store.status().await.map_err(anyhow::Error::from)? else {
-        println!(
-            "no controller has published a status yet (is a controller running on the managers?)"
-        );
+        const NONE_YET: &str =
+            "no controller has published a status yet (is a controller running on the managers?)";
+        // A script reads JSON on stdout whatever happened: `null`, the
+        // sentence on stderr, and the same exit code as the table.
+        if output == Output::Json {
+            println!("null");
+            eprintln!("drover: {NONE_YET}");
+        } else {
+            println!("{NONE_YET}");
+        }
         return Ok(ExitCode::from(1));
     };
     let doc: StatusDoc = serde_json::from_value(raw.clone()).map_err(anyhow::Error::from)?;
@@ -36,10 +44,11 @@ pub async fn run(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let age = Duration::from_millis(wall_ms().saturating_sub(doc.observed_at_ms));
+    let now = wall_ms();
+    let age = Duration::from_millis(now.saturating_sub(doc.observed_at_ms));
     println!(
         "observed {} ago by {} (epoch {}), desired revision {}",
-        humantime::format_duration(Duration::from_secs(age.as_secs())),
+        ago(doc.observed_at_ms, now),
         doc.controller,
         doc.epoch,
         doc.revision
@@ -47,7 +56,7 @@ pub async fn run(
     if age > STALE_AFTER {
         println!(
             "WARNING: no controller has published for {}: the leader's controller may be dead; this status may be stale",
-            humantime::format_duration(Duration::from_secs(age.as_secs()))
+            ago(doc.observed_at_ms, now)
         );
     }
     let swarm = &doc.swarm;
@@ -113,8 +122,7 @@ fn instances(doc: &StatusDoc, group: Option<&str>) {
     );
     let now = wall_ms();
     for i in rows {
-        let age =
-            Duration::from_secs(now.saturating_sub(i["created_ms"].as_u64().unwrap_or(now)) / 1000);
+        let age = ago(i["created_ms"].as_u64().unwrap_or(0), now);
         let mut health = match i["health_reason"].as_str() {
             Some(why) => format!("{} ({why})", i["health"].as_str().unwrap_or("")),
             None => i["health"].as_str().unwrap_or("").to_string(),
@@ -132,7 +140,7 @@ fn instances(doc: &StatusDoc, group: Option<&str>) {
             if i["leader"] == true { "yes" } else { "" },
             health,
             if i["current"] == true { "yes" } else { "no" },
-            humantime::format_duration(age)
+            age
         );
     }
 }

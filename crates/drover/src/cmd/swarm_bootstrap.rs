@@ -29,7 +29,14 @@ pub async fn open_store(
     dry_run: bool,
     who: &str,
 ) -> Result<Option<(Arc<dyn Store>, bool)>, MainError> {
-    let e = match wiring::store(args).await {
+    // Created only when this apply can go on to commit (not a dry run, a
+    // provider given): a refused apply leaves no empty store behind.
+    let open = if !dry_run && local.is_some() {
+        wiring::Open::OrCreate
+    } else {
+        wiring::Open::OrEmpty
+    };
+    let e = match wiring::store_with(args, open).await {
         Ok(store) => return Ok(Some((store, false))),
         Err(e) if args.url.starts_with("swarm") => e,
         Err(e) => return Err(e),

@@ -1,0 +1,195 @@
+//! Store addresses (`--store`): parsed and checked before anything is
+//! dialled, so a malformed one is bad input naming the argument, never a
+//! connection to somewhere else.
+
+use crate::etcd;
+use drover_spi::StoreError;
+use std::path::PathBuf;
+
+/// What [`crate::open`] accepts, for error messages.
+const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
+                     etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm (DOCKER_HOST) or \
+                     swarm:ENDPOINT (unix:///path/docker.sock, tcp://host:port, https://host:port)";
+
+/// A parsed store address.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Address {
+    File(PathBuf),
+    Etcd {
+        endpoints: String,
+        prefix: Option<String>,
+        ca: Option<PathBuf>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        user: Option<String>,
+    },
+    Swarm(Option<String>),
+}
+
+fn bad(url: &str, why: &str) -> StoreError {
+    StoreError::BadAddress(format!("--store {url:?}: {why}; accepted forms: {FORMS}"))
+}
+
+pub(crate) fn parse(url: &str) -> Result<Address, StoreError> {
+    if let Some(path) = url.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(bad(
+                url,
+                "a file store needs an absolute path (three slashes: file:///var/lib/drover/state.db)",
+            ));
+        }
+        return Ok(Address::File(PathBuf::from(path)));
+    }
+    if url == "swarm" {
+        return Ok(Address::Swarm(None));
+    }
+    if let Some(ep) = url.strip_prefix("swarm:") {
+        // The engine client checks the endpoint itself when connecting.
+        if ep.is_empty() {
+            return Err(bad(
+                url,
+                "name the engine after swarm: (swarm:unix:///var/run/docker.sock), \
+                 or write swarm alone for DOCKER_HOST",
+            ));
+        }
+        return Ok(Address::Swarm(Some(ep.to_string())));
+    }
+    if url.starts_with("etcd://") || url.starts_with("etcds://") {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        etcd::parse_endpoints(base)?;
+        let (mut prefix, mut ca, mut cert, mut key, mut user) = (None, None, None, None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "prefix" => prefix = Some(v.to_string()),
+                "ca" => ca = Some(PathBuf::from(v)),
+                "cert" => cert = Some(PathBuf::from(v)),
+                "key" => key = Some(PathBuf::from(v)),
+                "user" => user = Some(v.to_string()),
+                "password" => {
+                    return Err(bad(
+                        "etcd://…",
+                        "never put a password in the store address (it would show in \
+                         process listings); set DROVER_ETCD_PASSWORD instead",
+                    ));
+                }
+                other => {
+                    return Err(bad(
+                        url,
+                        &format!(
+                            "unknown etcd option {other:?} (known: prefix, ca, cert, key, user)"
+                        ),
+                    ));
+                }
+            }
+        }
+        return Ok(Address::Etcd {
+            endpoints: base.to_string(),
+            prefix,
+            ca,
+            cert,
+            key,
+            user,
+        });
+    }
+    Err(bad(url, "unknown store address"))
+}
+
+impl Address {
+    /// The store as one phrase, for messages ("etcd at 10.0.0.1:2379").
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Address::File(path) => format!("the file store {}", path.display()),
+            Address::Etcd { endpoints, .. } => {
+                let hosts = endpoints.split_once("://").map_or("", |(_, h)| h);
+                format!("etcd at {}", hosts.replace(',', ", "))
+            }
+            Address::Swarm(Some(ep)) => format!("the docker engine at {ep}"),
+            Address::Swarm(None) => format!(
+                "the docker engine at {}",
+                drover_engine::DockerEnv::from_process().host(None)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(url: &str) -> String {
+        match parse(url) {
+            Err(e) => e.to_string(),
+            Ok(a) => panic!("{url} parsed as {a:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(
+            parse("file:///var/lib/drover/state.db").unwrap(),
+            Address::File("/var/lib/drover/state.db".into())
+        );
+        assert_eq!(parse("swarm").unwrap(), Address::Swarm(None));
+        assert_eq!(
+            parse("swarm:unix:///run/d.sock").unwrap(),
+            Address::Swarm(Some("unix:///run/d.sock".into()))
+        );
+        assert_eq!(
+            parse("swarm:tcp://10.0.0.5:2376").unwrap(),
+            Address::Swarm(Some("tcp://10.0.0.5:2376".into()))
+        );
+        match parse("etcds://a:2379,b:2379?prefix=/drover/x&ca=/ca.pem&user=u").unwrap() {
+            Address::Etcd {
+                endpoints,
+                prefix,
+                ca,
+                user,
+                ..
+            } => {
+                assert_eq!(endpoints, "etcds://a:2379,b:2379");
+                assert_eq!(prefix.as_deref(), Some("/drover/x"));
+                assert_eq!(ca, Some(PathBuf::from("/ca.pem")));
+                assert_eq!(user.as_deref(), Some("u"));
+            }
+            a => panic!("{a:?}"),
+        }
+        assert_eq!(
+            etcd::parse_endpoints("etcd://127.0.0.1:2379,10.0.0.2:2379").unwrap(),
+            (
+                vec![
+                    "http://127.0.0.1:2379".to_string(),
+                    "http://10.0.0.2:2379".to_string()
+                ],
+                false
+            )
+        );
+    }
+
+    #[test]
+    fn refuses_the_rest_clearly() {
+        assert!(err("/var/lib/state.db").contains("--store"));
+        assert!(err("/var/lib/state.db").contains("file:///"));
+        assert!(err("file://state.db").contains("absolute path"));
+        assert!(err("swarm:").contains("DOCKER_HOST"));
+        assert!(err("etcd://").contains("no etcd endpoint"));
+        assert!(err("etcd://h:1?bogus=1").contains("unknown etcd option"));
+        let e = err("etcd://h:1?user=u&password=hunter2");
+        assert!(
+            e.contains("DROVER_ETCD_PASSWORD") && !e.contains("hunter2"),
+            "{e}"
+        );
+        assert!(err("redis://h").contains("unknown store address"));
+        for (url, why) in [
+            ("etcd://h:notaport", "not a number"),
+            ("etcd://h:0", "not a number"),
+            ("etcd://h:2379,g", "has no port"),
+            ("etcd://:2379", "has no host"),
+            ("etcd://::1:2379", "has no host"),
+        ] {
+            let e = err(url);
+            assert!(e.contains("--store") && e.contains(why), "{url}: {e}");
+        }
+        assert!(parse("etcd://[::1]:2379").is_ok());
+    }
+}
