@@ -237,9 +237,18 @@ impl Run {
             if out.status.code() == Some(0) {
                 return;
             }
+            // (How drover says the store could not be opened: the swarm
+            // store's engine unreachable, not a manager yet or any more, or
+            // not answering within --store-timeout; exit 1, never 2.)
             let err = String::from_utf8_lossy(&out.stderr);
+            let unopened = [
+                "cannot open the store",
+                "cannot reach the docker engine",
+                "is not a reachable swarm manager",
+                "did not answer within",
+            ];
             assert!(
-                err.contains("cannot open the store"),
+                out.status.code() == Some(1) && unopened.iter().any(|m| err.contains(m)),
                 "apply {label} failed: {err}"
             );
             std::thread::sleep(Duration::from_secs(2));
