@@ -544,7 +544,7 @@ impl Run {
                          after {holder2} took over (epoch {epoch2}); its lease check for {op} \
                          ({step}) had passed before it was stopped (the act was in flight \
                          through the pause){}: {line}",
-                        self.engine_term(&l, stopped_at)
+                        self.engine_term(&l, stopped_at, resumed)
                     );
                     eprintln!("NEMESIS WINDOW {w}");
                     self.windows.push(w);
@@ -553,7 +553,7 @@ impl Run {
                     "pause: the paused controller {holder} (epoch {epoch}) {what} after it was \
                      resumed, {at} ms after {holder2} took over with epoch {epoch2}, with no \
                      lease check passed before it was stopped{}: {line}",
-                    self.engine_term(&l, stopped_at)
+                    self.engine_term(&l, stopped_at, resumed)
                 )),
                 None => {}
             }
@@ -594,13 +594,15 @@ impl Run {
         ));
     }
 
-    /// For a destroy: when the machine's engine got its SIGTERM, against
-    /// the SIGSTOP (the world's side of the same act), for the report.
-    fn engine_term(&self, l: &LogLine, stopped_at: u64) -> String {
+    /// For a destroy: when the machine's engine logged a SIGTERM, against
+    /// the SIGSTOP and the SIGCONT (the world's side of the act; a SIGTERM
+    /// between them is not the paused controller's: the new term's own
+    /// destroy of the same machine, its intent judged from the world).
+    fn engine_term(&self, l: &LogLine, stopped_at: u64, resumed: u64) -> String {
         if l.message != "instance destroyed" {
             return String::new();
         }
-        let term = nemesis::kept_log(&self.keep, &l.id, "dockerd.log")
+        let terms: Vec<String> = nemesis::kept_log(&self.keep, &l.id, "dockerd.log")
             .lines()
             .filter(|x| x.contains("Processing signal 'terminated'"))
             .filter_map(|x| {
@@ -610,18 +612,16 @@ impl Run {
                     .next()
                     .and_then(rfc3339_ms)
             })
-            .next_back();
-        match term {
-            Some(t) if t <= stopped_at => format!(
-                "; its engine got SIGTERM {} ms before the SIGSTOP",
-                stopped_at - t
-            ),
-            Some(t) => format!(
-                "; its engine got SIGTERM {} ms after the SIGSTOP",
-                t - stopped_at
-            ),
-            None => "; its engine logged no SIGTERM".into(),
+            .map(|t| format!("{:+}", t as i64 - stopped_at as i64))
+            .collect();
+        if terms.is_empty() {
+            return "; its engine logged no SIGTERM".into();
         }
+        format!(
+            "; its engine logged SIGTERM at {} ms from the SIGSTOP (SIGCONT at +{} ms)",
+            terms.join(", "),
+            resumed.saturating_sub(stopped_at)
+        )
     }
 
     /// Fault 3: a follower manager's engine restarted without drover's labels.
