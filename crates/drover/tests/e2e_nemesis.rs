@@ -539,12 +539,25 @@ impl Run {
             };
             match effect {
                 Some((what, Some((op, step)))) => {
+                    // The new term's own lease checks for the same operation
+                    // (it redoes a journaled intent it judges not done).
+                    let theirs: Vec<String> = self
+                        .controller_log_of(&holder2)
+                        .iter()
+                        .filter(|x| {
+                            x.message == "term confirmed" && x.op == *op && x.epoch == Some(epoch2)
+                        })
+                        .filter_map(|x| x.at_ms)
+                        .map(|t| format!("{:+}", t as i64 - stopped_at as i64))
+                        .collect();
                     let w = format!(
                         "pause: the resumed controller {holder} (epoch {epoch}) {what} {at} ms \
                          after {holder2} took over (epoch {epoch2}); its lease check for {op} \
                          ({step}) had passed before it was stopped (the act was in flight \
-                         through the pause){}: {line}",
-                        self.engine_term(&l, stopped_at, resumed)
+                         through the pause){}; {holder2}'s own lease checks for {op} at [{}] ms \
+                         from the SIGSTOP: {line}",
+                        self.engine_term(&l, stopped_at, resumed),
+                        theirs.join(", ")
                     );
                     eprintln!("NEMESIS WINDOW {w}");
                     self.windows.push(w);
@@ -592,6 +605,20 @@ impl Run {
             lines_after.len(),
             resumed.saturating_sub(took_over)
         ));
+    }
+
+    /// The parsed log of the controller whose identity (its machine's
+    /// link) is `holder`, as kept so far.
+    fn controller_log_of(&self, holder: &str) -> Vec<LogLine> {
+        let Some(r) = self
+            .lab
+            .records()
+            .into_iter()
+            .find(|r| r.tags.get(tags::LINK).map(String::as_str) == Some(holder))
+        else {
+            return Vec::new();
+        };
+        parse_log(&nemesis::kept_log(&self.keep, &r.id, "controller.log"))
     }
 
     /// For a destroy: when the machine's engine logged a SIGTERM, against
