@@ -102,7 +102,7 @@ async fn rollback_restart_and_destroy_commit_revisions_through_the_store() {
         "restart does not roll"
     );
 
-    // Confirmation is required, and a manager group is refused.
+    // Confirmation is required; a manager group is refused while workers have members.
     assert_eq!(code(&drover(&url, &["destroy", "workers"])), Some(2));
     assert_eq!(
         code(&drover(&url, &["destroy", "managers", "--yes"])),
@@ -176,6 +176,10 @@ async fn diff_redacts_secrets_and_export_import_copies_the_history() {
     assert_eq!(b.len(), 2);
     assert_eq!(a[1].spec, b[1].spec);
     assert_eq!(a[1].provenance, b[1].provenance);
+    let converged = |h: &[Revision]| h.iter().map(|r| r.converged).collect::<Vec<_>>();
+    assert_eq!(converged(&b), [true, true], "converged flags kept");
+    // rollback's default target is the newest converged revision: the copy has one.
+    assert_eq!(code(&drover(&copy, &["rollback", "workers"])), Some(0));
 }
 
 #[tokio::test]

@@ -2,14 +2,18 @@
 //!
 //! A simulated cloud and swarm on a virtual clock, with the timings measured
 //! on real engines and injectable faults (provision failures and delays,
-//! machines that never join, engine crashes, leader changes, controller
-//! crashes, provider outages).
+//! machines that never join, engine crashes, leader changes and the
+//! `unknown` window after them, partitions, `disconnected` nodes, controller
+//! crashes, pauses and stale journals, provider outages and partial
+//! describes, engines restarted without labels, hand promotions, operator
+//! holds, replaces and pauses mid-roll).
 //!
 //! [`Runner`] drives drover's real planner against it the way the controller
 //! does, and checks every voluntary step against the world's own raft and
 //! cloud state: the independent oracle of the property tests.
 
 mod cloud;
+mod oracle;
 mod rng;
 mod runner;
 mod scenario;

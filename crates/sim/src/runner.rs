@@ -2,12 +2,36 @@
 //! way the controller does: plan, write the journal, start each op's next
 //! action (one at a time per op), wake on the next completion, world event
 //! or planner timer. Faults are injected from a seeded schedule, and every
-//! voluntary step is checked against the world's own state (the oracle).
+//! voluntary step is checked against the world's own state (the oracle,
+//! `oracle.rs`).
+//!
+//! # Stale observations and fairness
+//! A plan may be acted on only after the world moved (`stale_observation`,
+//! `paused_controller`): the runner then keeps `judge`, the world as the
+//! planner observed it with this plan's own steps applied, and every oracle
+//! check judges the step against it. A fault that struck in between (a
+//! crash, a partition, leadership moving, a hand promotion) is not the
+//! planner's doing: in the real world the step meets the simulated
+//! engine's own refusals (demote refused on loss of quorum, no leader), as
+//! production meets the real engine's. So "the planner did it" means the
+//! step was unsafe in the world it saw; "the fault did it" means only the
+//! real world made it so, and the trace shows what the engine did with it.
+//!
+//! # Fencing
+//! Every action carries the epoch of the controller that planned it. As in
+//! production, the store refuses a journal write with a stale epoch and the
+//! executor re-checks the epoch immediately before each side effect; the
+//! first refused action ends that controller's plan. What stays unmodelled
+//! is the window between that check and the call reaching the engine or
+//! provider (a controller stopped exactly there acts once on resuming), and
+//! side effects already running when the epoch moves (a provision in
+//! flight completes; the ex-leader's leave loop goes on): docs/testing.md.
 
+use crate::oracle;
 use crate::rng::Rng;
 use crate::world::{Timings, World};
-use drover_core::journal::Operation;
-use drover_core::model::{Availability, NodeState, Time, tags};
+use drover_core::journal::{Intent, Operation};
+use drover_core::model::{Time, tags};
 use drover_core::plan::{self, Action, Desired, DesiredGroup, Memory, Phase, Plan, PlanInput};
 use drover_core::spec::Role;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,8 +58,73 @@ pub struct Faults {
     /// Share of machine faults that make the machine vanish from the
     /// provider altogether (its node stays behind, Down), rather than crash.
     pub vanish_share: f64,
+    /// After every leader change each node reads `unknown` for 1 s up to
+    /// this many ms while raft counts it reachable (0: never). A property of
+    /// swarmkit rather than a fault: it stays on once faults stop.
+    pub unknown_window: Time,
+    /// Nodes reading `disconnected` for 2-10 s, per simulated minute.
+    pub disconnects_per_min: f64,
+    /// Managers cut off from the other managers for 3-12 s (engine alive,
+    /// status still Ready, raft-unreachable), per simulated minute.
+    pub partitions_per_min: f64,
+    /// Probability a pass's plan is acted on 0.2-5 s after its observation,
+    /// with one fault of the enabled kinds striking in between.
+    pub stale_observation: f64,
+    /// Probability the controller is stopped mid-plan (SIGSTOP) while its
+    /// engine's leadership moves away; it resumes 5-40 s later with the
+    /// rest of its plan and its old epoch.
+    pub paused_controller: f64,
+    /// Probability a successful describe leaves one machine out.
+    pub partial_describe: f64,
+    /// Engines restarted without drover's labels, per simulated minute
+    /// (the labels come back when faults stop: the operator fixed it).
+    pub label_losses_per_min: f64,
+    /// Workers promoted to manager by hand, per simulated minute.
+    pub hand_promotions_per_min: f64,
+    /// Operator holds, releases, replace requests, pauses and resumes, per
+    /// simulated minute (holds and pauses are lifted when faults stop).
+    pub operator_events_per_min: f64,
     /// No fault after this time.
     pub until: Time,
+}
+
+/// A kind of fault the nemesis strikes with.
+#[derive(Debug, Clone, Copy)]
+enum Nemesis {
+    Crash,
+    LeaderChange,
+    Partition,
+    Disconnect,
+    LoseLabels,
+    Promote,
+    Operator,
+}
+
+impl Faults {
+    /// The nemesis kinds on, with their rates per minute.
+    fn nemeses(&self) -> [(f64, Nemesis); 7] {
+        [
+            (self.crashes_per_min, Nemesis::Crash),
+            (self.leader_changes_per_min, Nemesis::LeaderChange),
+            (self.partitions_per_min, Nemesis::Partition),
+            (self.disconnects_per_min, Nemesis::Disconnect),
+            (self.label_losses_per_min, Nemesis::LoseLabels),
+            (self.hand_promotions_per_min, Nemesis::Promote),
+            (self.operator_events_per_min, Nemesis::Operator),
+        ]
+    }
+}
+
+/// The rest of a plan whose controller was stopped mid-way.
+struct Paused {
+    actions: Vec<Action>,
+    /// The epoch it planned under.
+    epoch: u64,
+    /// The world as it observed it, with its earlier steps applied.
+    judge: World,
+    /// The desired state it planned against.
+    desired: Desired,
+    resume_at: Time,
 }
 
 /// One line of the run's trace.
@@ -86,7 +175,7 @@ struct InFlight {
     op: String,
     action: Action,
     done_at: Time,
-    generation: u64,
+    epoch: u64,
 }
 
 /// A simulated cluster with a controller.
@@ -100,7 +189,22 @@ pub struct Runner {
     pub journal: Vec<Operation>,
     memory: Memory,
     controller_link: Option<String>,
-    generation: u64,
+    /// The store's epoch: bumped whenever another controller (or the same
+    /// one restarted) takes over.
+    epoch: u64,
+    /// The world as the acting plan observed it, when the real one moved
+    /// on before the plan was acted on (the oracle judges against it).
+    judge: Option<World>,
+    /// The desired state the acting plan was made against, when an
+    /// operator changed it before the plan was acted on.
+    judge_desired: Option<Desired>,
+    paused: Option<Paused>,
+    /// Nodes promoted to manager by hand (they may stay raft members).
+    promoted: BTreeSet<String>,
+    /// Faults were lifted (labels restored, holds and pauses released).
+    lifted: bool,
+    /// When the last plan's observation was made.
+    observed_at: Time,
     inflight: Vec<InFlight>,
     faults: Faults,
     rng: Rng,
@@ -125,7 +229,6 @@ impl Runner {
     pub fn new(desired: Desired, seed: u64, timings: Timings, faults: Faults) -> Self {
         let mut world = World::new(seed ^ 0x5eed, timings);
         world.groups = desired.groups.iter().map(|g| g.spec.name.clone()).collect();
-        world.describe_failure = faults.describe_failure;
         let mut r = Runner {
             world,
             desired,
@@ -133,7 +236,13 @@ impl Runner {
             journal: Vec::new(),
             memory: Memory::default(),
             controller_link: None,
-            generation: 0,
+            epoch: 0,
+            judge: None,
+            judge_desired: None,
+            paused: None,
+            promoted: BTreeSet::new(),
+            lifted: false,
+            observed_at: 0,
             inflight: Vec::new(),
             faults,
             rng: Rng::new(seed),
@@ -148,6 +257,7 @@ impl Runner {
             acting_for: None,
         };
         r.plant_foreign_machines();
+        r.set_faults(r.faults.clone());
         r
     }
 
@@ -183,7 +293,78 @@ impl Runner {
     /// Replaces the fault schedule (e.g. faults only during a rollout).
     pub fn set_faults(&mut self, faults: Faults) {
         self.world.describe_failure = faults.describe_failure;
+        self.world.partial_describe = faults.partial_describe;
+        self.world.unknown_window = faults.unknown_window;
+        self.lifted = false;
         self.faults = faults;
+    }
+
+    /// Once faults stop: observations are whole again, lost labels come back
+    /// and the operator lifts the holds and pauses it set, so that the run
+    /// can converge.
+    fn lift_faults(&mut self) {
+        self.lifted = true;
+        self.world.describe_failure = 0.0;
+        self.world.partial_describe = 0.0;
+        self.world.restore_labels();
+        self.desired.held.clear();
+        for g in &mut self.desired.groups {
+            g.paused = false;
+        }
+    }
+
+    /// Once faults stop, the operator undoes the hand promotions, as soon as
+    /// the engine lets them: a promoted worker that leads leaves the swarm
+    /// without a controller, so none would heal what blocks its demotion (in
+    /// production a deadlock until someone acts: sim-findings N4). Here the
+    /// operator starts the stopped machines of raft members (the engine
+    /// refuses a demotion that would lose the quorum while they are down),
+    /// moves the leadership to a manager-group member (`docker node demote`
+    /// of the leader, or restarting its engine, does that in production),
+    /// then demotes the promoted workers the engine allows.
+    fn undo_promotions(&mut self) {
+        let ft = self.world.settled_fault_tolerance();
+        if self.world.swarm_exists && !self.world.leader_runs_controller() {
+            let stopped: Vec<String> = self
+                .world
+                .instances
+                .iter()
+                .filter(|(_, i)| !i.inst.running)
+                .filter(|(_, i)| {
+                    let node = i.node.as_ref().and_then(|n| self.world.nodes.get(n));
+                    node.is_some_and(|n| n.node.raft.is_some() && !n.engine_alive)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in stopped {
+                self.world.restart(&id);
+                self.note(
+                    format!("operator: start stopped raft member machine {id}"),
+                    ft,
+                );
+            }
+            self.world.lead_from_a_manager();
+            self.note(
+                "operator: move leadership to a manager-group member".into(),
+                ft,
+            );
+        }
+        let in_raft: Vec<String> = self
+            .promoted
+            .iter()
+            .filter(|n| {
+                self.world
+                    .nodes
+                    .get(*n)
+                    .is_some_and(|m| m.node.raft.is_some() && m.out_of_raft_at.is_none())
+            })
+            .cloned()
+            .collect();
+        for node in in_raft {
+            if self.world.demote(&node).is_ok() {
+                self.note(format!("operator: demote hand-promoted {node}"), ft);
+            }
+        }
     }
 
     /// Commits a new spec for the groups (a rollout), keeping the old for rollback.
@@ -208,6 +389,12 @@ impl Runner {
     pub fn run_until(&mut self, deadline: Time) -> Outcome {
         let mut immediate = 0;
         loop {
+            if self.world.now >= self.faults.until {
+                if !self.lifted {
+                    self.lift_faults();
+                }
+                self.undo_promotions();
+            }
             let (plan, changed) = self.pass();
             if changed && immediate < 20 {
                 // The journal or the world changed: react now, not at the next tick.
@@ -215,7 +402,9 @@ impl Runner {
                 continue;
             }
             immediate = 0;
-            if self.world.now >= self.faults.until {
+            // Judged only on a plan that observed the world after faults
+            // stopped (a stale plan may have been observed before).
+            if self.observed_at >= self.faults.until {
                 if let Some(why) = plan
                     .groups
                     .iter()
@@ -224,9 +413,20 @@ impl Runner {
                 {
                     return Outcome::Blocked(why);
                 }
+                // The world settled too: an operator's demotion of a worker
+                // promoted by hand under way, or a partition not yet over,
+                // is not drover's to finish.
+                let (members, reachable) = self.world.raft();
+                let settled = members == reachable
+                    && self
+                        .world
+                        .nodes
+                        .values()
+                        .all(|n| n.out_of_raft_at.is_none());
                 let converged = plan.groups.iter().all(|g| g.phase == Phase::Converged)
                     && self.journal.is_empty()
-                    && self.inflight.is_empty();
+                    && self.inflight.is_empty()
+                    && settled;
                 if converged {
                     self.check_converged();
                     return Outcome::Converged;
@@ -241,6 +441,11 @@ impl Runner {
                 plan.wake_at,
                 self.world.next_event(),
                 self.fault_time(),
+                self.paused.as_ref().map(|p| p.resume_at),
+                // A plan observed before faults stopped but acted on after
+                // them is no verdict: look again.
+                (self.observed_at < self.faults.until && self.world.now >= self.faults.until)
+                    .then_some(self.world.now),
                 resync,
             ]
             .into_iter()
@@ -258,6 +463,9 @@ impl Runner {
             self.world.advance(t);
             self.complete_inflight();
             self.inject_faults();
+            if self.paused.as_ref().is_some_and(|p| p.resume_at <= t) {
+                self.resume();
+            }
         }
     }
 
@@ -265,7 +473,7 @@ impl Runner {
         if self.world.now >= self.faults.until {
             return None;
         }
-        let active = self.faults.crashes_per_min > 0.0 || self.faults.leader_changes_per_min > 0.0;
+        let active = self.faults.nemeses().iter().any(|(rate, _)| *rate > 0.0);
         // Wake when the next fault may strike, or at least when faults end.
         Some(if active {
             self.next_fault.max(self.world.now + 1)
@@ -279,17 +487,193 @@ impl Runner {
             return;
         }
         self.next_fault = self.world.now + 1_000;
-        let per_sec = |per_min: f64| per_min / 60.0;
-        if self.rng.chance(per_sec(self.faults.crashes_per_min)) {
-            self.crash_random_machine();
+        for (per_min, kind) in self.faults.nemeses() {
+            if self.rng.chance(per_min / 60.0) {
+                self.strike(kind);
+            }
         }
-        if self.rng.chance(per_sec(self.faults.leader_changes_per_min)) {
-            self.world.change_leader();
-            self.note(
-                "fault: leadership moved".into(),
-                self.world.settled_fault_tolerance(),
-            );
+    }
+
+    /// One fault of a kind the schedule has on, if any (the one that
+    /// strikes between a stale observation and its plan's steps).
+    fn strike_any(&mut self) {
+        let on: Vec<Nemesis> = self
+            .faults
+            .nemeses()
+            .into_iter()
+            .filter(|(rate, _)| *rate > 0.0)
+            .map(|(_, k)| k)
+            .collect();
+        if !on.is_empty() {
+            let k = on[self.rng.between(0, on.len() as u64 - 1) as usize];
+            self.strike(k);
         }
+    }
+
+    fn strike(&mut self, kind: Nemesis) {
+        let ft = self.world.settled_fault_tolerance();
+        match kind {
+            Nemesis::Crash => self.crash_random_machine(),
+            Nemesis::LeaderChange => {
+                self.world.change_leader();
+                self.note("fault: leadership moved".into(), ft);
+            }
+            Nemesis::Partition => {
+                // As with crashes: only while the quorum survives it.
+                let Some(node) = self.pick_node(|n| n.node.raft.is_some() && n.in_contact()) else {
+                    return;
+                };
+                if ft < 1 {
+                    return;
+                }
+                let until = self.world.now + self.rng.between(3_000, 12_000);
+                self.world.partition(&node, until);
+                self.note(format!("fault: {node} partitioned from the raft"), ft);
+            }
+            Nemesis::Disconnect => {
+                let Some(node) = self.pick_node(|n| !n.down) else {
+                    return;
+                };
+                let until = self.world.now + self.rng.between(2_000, 10_000);
+                self.world.disconnect(&node, until);
+                self.note(format!("fault: {node} reads disconnected"), ft);
+            }
+            Nemesis::LoseLabels => {
+                let Some(node) = self.pick_node(|n| n.node.link.is_some() && n.serving()) else {
+                    return;
+                };
+                // The engine's restart costs a member its raft contact briefly.
+                if self.world.nodes[&node].node.raft.is_some() && ft < 1 {
+                    return;
+                }
+                self.fault_in_group_of(&node);
+                self.world.lose_labels(&node);
+                self.note(
+                    format!("fault: engine of {node} restarted without drover's labels"),
+                    ft,
+                );
+            }
+            Nemesis::Promote => {
+                // A worker group's node (a manager-group machine demoted
+                // mid-roll is drover's to replace, not a recovery spare).
+                let workers: BTreeSet<String> = self
+                    .world
+                    .instances
+                    .values()
+                    .filter(|i| i.inst.tag("sim.role") == Some("worker"))
+                    .filter_map(|i| i.node.clone())
+                    .collect();
+                let Some(node) = self.pick_node(|n| {
+                    n.node.raft.is_none()
+                        && !n.node.manager_role
+                        && n.serving()
+                        && workers.contains(&n.node.id)
+                }) else {
+                    return;
+                };
+                self.fault_in_group_of(&node);
+                if self.world.promote(&node).is_ok() {
+                    self.promoted.insert(node.clone());
+                    self.note(format!("fault: worker {node} promoted by hand"), ft);
+                }
+            }
+            Nemesis::Operator => self.operator_event(),
+        }
+    }
+
+    /// A random node of this cluster matching `pick`.
+    fn pick_node(&mut self, pick: impl Fn(&crate::world::SimNode) -> bool) -> Option<String> {
+        let cluster = self.desired.cluster_id.as_str();
+        let ids: Vec<String> = self
+            .world
+            .nodes
+            .values()
+            .filter(|n| pick(n))
+            .filter(|n| {
+                let labelled = n.lost_labels.as_ref().map_or(&n.node.cluster, |l| &l[1]);
+                labelled.as_deref() == Some(cluster)
+            })
+            .map(|n| n.node.id.clone())
+            .collect();
+        (!ids.is_empty()).then(|| ids[self.rng.between(0, ids.len() as u64 - 1) as usize].clone())
+    }
+
+    /// Exempts the group of `node`'s machine from the capacity oracle.
+    fn fault_in_group_of(&mut self, node: &str) {
+        let group = self
+            .world
+            .instances
+            .values()
+            .find(|i| i.node.as_deref() == Some(node))
+            .and_then(|i| i.inst.tag(tags::GROUP));
+        if let Some(g) = group {
+            self.faulted_groups.insert(g.to_string());
+        }
+    }
+
+    /// An operator acting mid-roll: hold or release a machine, ask for one
+    /// to be replaced, pause or resume a group.
+    fn operator_event(&mut self) {
+        let ids: Vec<String> = self
+            .world
+            .instances
+            .values()
+            .filter(|i| {
+                i.inst.running
+                    && self
+                        .desired
+                        .groups
+                        .iter()
+                        .any(|g| i.inst.owned_by(&self.desired.cluster_id, &g.spec.name))
+            })
+            .map(|i| i.inst.id.clone())
+            .collect();
+        let ft = self.world.settled_fault_tolerance();
+        let groups = self.desired.groups.len() as u64;
+        let what = match self.rng.between(0, 3) {
+            0 | 1 if ids.is_empty() => return,
+            0 => {
+                let id = ids[self.rng.between(0, ids.len() as u64 - 1) as usize].clone();
+                let what = format!("operator: hold {id}");
+                self.desired.held.insert(id);
+                what
+            }
+            1 => {
+                let id = ids[self.rng.between(0, ids.len() as u64 - 1) as usize].clone();
+                let what = format!("operator: replace {id}");
+                self.desired.replace.insert(id);
+                what
+            }
+            2 => match self.desired.held.pop_first() {
+                Some(id) => format!("operator: release {id}"),
+                None => return,
+            },
+            _ => {
+                let g = &mut self.desired.groups[self.rng.between(0, groups - 1) as usize];
+                g.paused = !g.paused;
+                let verb = if g.paused { "pause" } else { "resume" };
+                format!("operator: {verb} {}", g.spec.name)
+            }
+        };
+        self.note(what, ft);
+    }
+
+    /// `id` is the only manager-group machine whose node is a raft member.
+    fn last_controller_host(&self, id: &str) -> bool {
+        let in_raft = |i: &crate::world::SimInstance| {
+            i.node
+                .as_ref()
+                .and_then(|n| self.world.nodes.get(n))
+                .is_some_and(|n| n.node.raft.is_some())
+        };
+        let hosts: Vec<&String> = self
+            .world
+            .instances
+            .iter()
+            .filter(|(_, i)| i.inst.tag("sim.role") == Some("manager") && in_raft(i))
+            .map(|(k, _)| k)
+            .collect();
+        hosts.len() == 1 && hosts[0] == id
     }
 
     fn crash_random_machine(&mut self) {
@@ -312,10 +696,17 @@ impl Runner {
             .node
             .as_ref()
             .and_then(|n| self.world.nodes.get(n))
-            .is_some_and(|n| n.node.raft.is_some() && n.engine_alive);
+            .is_some_and(|n| n.node.raft.is_some() && n.in_contact());
         // Only crash a manager when the swarm keeps its quorum: this tests
         // healing, not the (unrecoverable without an operator) quorum loss.
         if is_member && self.world.settled_fault_tolerance() < 1 {
+            return;
+        }
+        // Nor the last manager-group member of a raft that workers promoted
+        // by hand keep alive: only manager-group machines run a controller,
+        // so none would be left to heal it (sim-findings N4, a design gap
+        // an operator must close by hand; not a planner decision).
+        if self.last_controller_host(&id) {
             return;
         }
         let group = self.world.instances[&id]
@@ -348,20 +739,26 @@ impl Runner {
         });
     }
 
+    /// A different controller acts from now on (another leader's, or the
+    /// same restarted): a new epoch and empty memory.
+    fn take_over(&mut self) {
+        self.memory = Memory::default();
+        self.epoch += 1;
+    }
+
     /// One controller pass: observe, plan, execute.
     fn pass(&mut self) -> (Plan, bool) {
         let leader_link = self.world.leader_link();
         let bootstrap = !self.world.swarm_exists;
         if leader_link != self.controller_link && !bootstrap {
-            // A different controller acts now: it starts with empty memory.
+            // A different controller acts now: it starts with empty memory
+            // and reads the journal after winning the epoch (as production
+            // does since issue 15), so it sees the deposed one's last writes.
             self.controller_link = leader_link.clone();
-            self.memory = Memory::default();
-            self.generation += 1;
-        }
-        if self.world.now >= self.faults.until {
-            self.world.describe_failure = 0.0;
+            self.take_over();
         }
         let observed = self.world.observe(self.controller_link.clone());
+        self.observed_at = self.world.now;
         let nonce = self.rng.next_u64();
         let plan = plan::plan(PlanInput {
             desired: &self.desired,
@@ -372,34 +769,139 @@ impl Runner {
             nonce,
         });
         self.passes += 1;
-        self.memory = plan.memory.clone();
+        let can_act = bootstrap || self.world.leader_runs_controller();
+        // With no controller on the leader nobody plans: no timer runs.
+        if can_act {
+            self.memory = plan.memory.clone();
+        }
         self.mark_full_groups();
-        let can_act = bootstrap || self.world.leader.is_some();
         let mut changed = false;
+        let faulty = self.world.now < self.faults.until;
         let crash_after = self
             .rng
             .chance(self.faults.controller_crash)
             .then(|| self.rng.between(0, plan.actions.len() as u64) as usize);
+        let pause_after = (faulty && self.rng.chance(self.faults.paused_controller))
+            .then(|| self.rng.between(0, plan.actions.len() as u64) as usize);
+        if can_act && faulty && self.rng.chance(self.faults.stale_observation) {
+            self.act_late();
+        }
         if can_act {
             for (k, action) in plan.actions.iter().enumerate() {
-                if crash_after == Some(k) && self.world.now < self.faults.until {
-                    self.memory = Memory::default();
-                    self.generation += 1;
+                if crash_after == Some(k) && faulty {
+                    self.take_over();
                     self.note(
                         "fault: controller crashed mid-plan".into(),
                         self.world.settled_fault_tolerance(),
                     );
                     break;
                 }
-                changed |= self.execute(action);
+                if pause_after == Some(k) && self.pause(&plan.actions[k..]) {
+                    break;
+                }
+                match self.execute(action, self.epoch) {
+                    Some(c) => changed |= c,
+                    None => break,
+                }
             }
         }
+        self.judge = None;
+        self.judge_desired = None;
         self.last_plan = Some(plan.clone());
         (plan, changed)
     }
 
-    /// Executes one action; true when it changed the journal or started a step.
-    fn execute(&mut self, action: &Action) -> bool {
+    /// The world moves on between the observation and the plan's steps: the
+    /// oracle keeps the world as observed to judge them by.
+    fn act_late(&mut self) {
+        let ft = self.world.settled_fault_tolerance();
+        self.judge = Some(self.world.clone());
+        self.judge_desired = Some(self.desired.clone());
+        let gap = self.rng.between(200, 5_000);
+        self.world.advance(self.world.now + gap);
+        self.complete_inflight();
+        self.note(
+            format!("fault: this plan is acted on {gap} ms after its observation"),
+            ft,
+        );
+        if self.world.now < self.faults.until {
+            self.strike_any();
+        }
+    }
+
+    /// Stops the controller before `rest` of its plan while the nemesis
+    /// moves its engine's leadership away (as issue 15's nemesis does with
+    /// SIGSTOP and a demote from another manager). False when no other
+    /// manager could take the leadership (then it is not paused).
+    fn pause(&mut self, rest: &[Action]) -> bool {
+        let leader = self.world.leader.clone();
+        let successor = self.world.nodes.values().any(|n| {
+            n.node.raft.is_some() && n.in_contact() && Some(&n.node.id) != leader.as_ref()
+        });
+        if !successor {
+            return false;
+        }
+        let ft = self.world.settled_fault_tolerance();
+        self.paused = Some(Paused {
+            actions: rest.to_vec(),
+            epoch: self.epoch,
+            judge: self.judge.clone().unwrap_or_else(|| self.world.clone()),
+            desired: self
+                .judge_desired
+                .clone()
+                .unwrap_or_else(|| self.desired.clone()),
+            resume_at: self.world.now + self.rng.between(5_000, 40_000),
+        });
+        self.world.change_leader();
+        self.note(
+            format!(
+                "fault: controller paused before {} of its actions; leadership moved away",
+                rest.len()
+            ),
+            ft,
+        );
+        true
+    }
+
+    /// The paused controller goes on with the rest of its plan, under the
+    /// epoch it planned with, judged by the world it observed.
+    fn resume(&mut self) {
+        let Some(p) = self.paused.take() else {
+            return;
+        };
+        let ft = self.world.settled_fault_tolerance();
+        self.note(
+            format!("fault: paused controller (epoch {}) resumes", p.epoch),
+            ft,
+        );
+        self.judge = Some(p.judge);
+        self.judge_desired = Some(p.desired);
+        for action in &p.actions {
+            if self.execute(action, p.epoch).is_none() {
+                break;
+            }
+        }
+        self.judge = None;
+        self.judge_desired = None;
+    }
+
+    /// Executes one action planned under `epoch`; `Some(true)` when it
+    /// changed the journal or started a step, `None` when fencing refused
+    /// it (the controller then stops, as the planner's contract says).
+    fn execute(&mut self, action: &Action, epoch: u64) -> Option<bool> {
+        // The store refuses a journal write with a stale epoch; the executor
+        // re-checks the epoch immediately before each side effect.
+        if epoch != self.epoch {
+            self.note(
+                format!(
+                    "fenced: {} refused (epoch {epoch}, current {})",
+                    action.describe(),
+                    self.epoch
+                ),
+                self.world.settled_fault_tolerance(),
+            );
+            return None;
+        }
         match action {
             Action::Begin { op } => self.journal.push(op.as_ref().clone()),
             Action::MarkDone { op, step } => {
@@ -410,7 +912,7 @@ impl Runner {
             Action::Complete { op } => self.journal.retain(|o| o.id != *op),
             Action::Rollback { group, reason } => {
                 let Some(prev) = self.previous.remove(group) else {
-                    return false;
+                    return Some(false);
                 };
                 self.note(
                     format!("rollback of {group}: {reason}"),
@@ -430,12 +932,37 @@ impl Runner {
             }
             _ => {
                 let op = action.op_id().unwrap_or_default().to_string();
-                if self
-                    .inflight
-                    .iter()
-                    .any(|f| f.op == op && f.generation == self.generation)
-                {
-                    return false;
+                // A provider creates the machine when a provision call
+                // starts (the latency is its boot), so a second call with
+                // the same link while one is under way, even a deposed
+                // controller's, finds it: idempotent on the token, checked
+                // when the call starts (as the local provider does).
+                let same = |f: &InFlight| {
+                    f.op == op
+                        && (f.epoch == self.epoch
+                            || matches!(
+                                (&f.action, action),
+                                (Action::Provision { .. }, Action::Provision { .. })
+                            ))
+                };
+                if self.inflight.iter().any(same) {
+                    return Some(false);
+                }
+                // ... and the machine that call made, if it exists now.
+                let made = || {
+                    self.world
+                        .instances
+                        .values()
+                        .any(|i| i.inst.link() == Some(op.as_str()))
+                };
+                if matches!(action, Action::Provision { .. }) && made() {
+                    return Some(false);
+                }
+                // The intent, as the controller journals it just before
+                // the side effect.
+                let journaled = self.journal.iter_mut().find(|o| o.id == op);
+                if let (Some(o), Some(step)) = (journaled, action.step()) {
+                    o.intent = Some(Intent { step, epoch });
                 }
                 self.acting_for = self
                     .journal
@@ -448,96 +975,90 @@ impl Runner {
                     op,
                     action: action.clone(),
                     done_at,
-                    generation: self.generation,
+                    epoch: self.epoch,
                 });
             }
         }
-        true
+        Some(true)
+    }
+
+    /// The world the oracle judges the current step by.
+    fn judged(&self) -> &World {
+        self.judge.as_ref().unwrap_or(&self.world)
     }
 
     /// Starts a side effect; returns when its call returns. Effects apply at
     /// once (the engine acts when called), except a provision, whose machine
-    /// appears when the provider call returns.
+    /// appears when the provider call returns. Each step is judged by the
+    /// oracle before and after, against the world the planner observed.
     fn start(&mut self, action: &Action) -> Time {
         let t = self.world.timings.clone();
         let now = self.world.now;
+        if matches!(action, Action::Provision { .. }) {
+            return now + t.provision;
+        }
+        self.judge_before(action);
+        let ft = self.judged().settled_fault_tolerance();
+        // Every swarm call goes through the leader (a destroy does not).
+        let real = if self.world.leader.is_none() && !matches!(action, Action::Destroy { .. }) {
+            Err("The swarm does not have a leader".to_string())
+        } else {
+            apply(&mut self.world, action)
+        };
+        let judged = match self.judge.as_mut() {
+            Some(j) => apply(j, action),
+            None => real.clone(),
+        };
+        let outcome = real.err().unwrap_or_else(|| "ok".into());
+        self.judge_after(&format!("{} -> {outcome}", action.describe()), ft, judged);
         match action {
-            Action::Provision { .. } => now + t.provision,
-            Action::DemoteSelfAndLeave { node, .. } => {
-                self.demote(action, node);
+            Action::DemoteSelfAndLeave { .. } => {
                 // Leave follows once out of the raft; 1 in 6 leaves is refused once.
                 let retry = if self.rng.chance(1.0 / 6.0) { 1_000 } else { 0 };
                 now + t.out_of_raft + 200 + retry
             }
-            Action::Demote { node, .. } => {
-                self.demote(action, node);
-                now + t.api
-            }
-            Action::Destroy { instance, .. } => {
-                self.check_destroy(instance);
-                let node = self
-                    .world
-                    .instances
-                    .get(instance)
-                    .and_then(|i| i.node.clone());
-                self.check_disruption(action, node.as_ref());
-                let ft = self.world.settled_fault_tolerance();
-                self.world.destroy(instance);
-                self.after_disruption(&action.describe(), ft);
-                now + t.api
-            }
             Action::Drain { node, .. } => {
-                self.check_disruption(action, Some(node));
-                let ft = self.world.settled_fault_tolerance();
-                let res = self.world.drain(node);
-                self.note(
-                    format!(
-                        "{} -> {}",
-                        action.describe(),
-                        res.err().unwrap_or("ok".into())
-                    ),
-                    ft,
-                );
                 self.check_capacity(node);
                 now + t.api
             }
-            Action::RemoveNode { node, force, .. } => {
-                let ft = self.world.settled_fault_tolerance();
-                let res = self.world.remove_node(node, *force);
-                self.note(
-                    format!(
-                        "{} -> {}",
-                        action.describe(),
-                        res.err().unwrap_or("ok".into())
-                    ),
-                    ft,
-                );
-                now + t.api
-            }
-            _ => now,
+            _ => now + t.api,
         }
     }
 
-    /// A demotion, judged by the oracle before (leader last) and after (FT).
-    fn demote(&mut self, action: &Action, node: &str) {
-        self.check_disruption(action, Some(&node.to_string()));
-        let ft = self.world.settled_fault_tolerance();
-        let res = self.world.demote(node);
-        let outcome = res.err().unwrap_or_else(|| "ok".into());
-        self.after_disruption(&format!("{} -> {outcome}", action.describe()), ft);
+    /// Oracle, before a step: ownership, the leader last, and the raft's
+    /// own rules for removing a member (`oracle::manager_removal`).
+    fn judge_before(&mut self, action: &Action) {
+        if let Action::Destroy { instance, .. } = action {
+            self.check_destroy(instance);
+        }
+        let w = self.judged();
+        // Judged against what the plan was made from: an operator's request
+        // that arrives after it cannot bind it.
+        let desired = self.judge_desired.as_ref().unwrap_or(&self.desired);
+        let found = [
+            oracle::leader_last(w, desired, action),
+            oracle::manager_removal(w, desired, action),
+        ];
+        let now = self.world.now;
+        self.violations
+            .extend(found.into_iter().flatten().map(|v| format!("t={now} {v}")));
     }
 
-    /// Oracle: no voluntary step takes the raft's fault tolerance below 0,
-    /// and none is one the engine itself refuses as unsafe.
-    fn after_disruption(&mut self, what: &str, ft_before: i64) {
+    /// Oracle, after a step: no voluntary step takes the raft's fault
+    /// tolerance below 0, and none is one the engine itself refuses as
+    /// unsafe — in the world the planner observed (`judged`); a refusal only
+    /// the moved real world makes is the engine doing its job.
+    fn judge_after(&mut self, what: &str, ft_before: i64, judged: Result<(), String>) {
         self.note(what.to_string(), ft_before);
-        if what.contains("loss of quorum") || what.contains("last manager") {
+        if let Err(e) = judged
+            && (e.contains("loss of quorum") || e.contains("last manager"))
+        {
             self.violations.push(format!(
-                "t={} {what}: the planner attempted a step the engine refuses as unsafe",
+                "t={} {what}: the planner attempted a step the engine refuses as unsafe ({e})",
                 self.world.now
             ));
         }
-        let after = self.world.settled_fault_tolerance();
+        let after = self.judged().settled_fault_tolerance();
         if ft_before >= 0 && after < 0 {
             self.violations.push(format!(
                 "t={} {what}: fault tolerance went from {ft_before} to {after}",
@@ -545,7 +1066,6 @@ impl Runner {
             ));
         }
     }
-
     fn complete_inflight(&mut self) {
         let now = self.world.now;
         let (done, rest): (Vec<InFlight>, Vec<InFlight>) = std::mem::take(&mut self.inflight)
@@ -561,8 +1081,16 @@ impl Runner {
                     self.finish_provision(&f.action, op, *role);
                     self.acting_for = None;
                 }
-                // Refused while still in the raft: retry, as the shell does.
-                Action::DemoteSelfAndLeave { node, .. } if self.world.leave(node).is_err() => {
+                // Refused while still in the raft: retry, as the shell does
+                // (unless the demote itself was refused: the call failed).
+                Action::DemoteSelfAndLeave { node, .. }
+                    if self
+                        .world
+                        .nodes
+                        .get(node)
+                        .is_some_and(|n| n.out_of_raft_at.is_some() || n.node.raft.is_none())
+                        && self.world.leave(node).is_err() =>
+                {
                     self.inflight.push(InFlight {
                         done_at: now + 500,
                         ..f
@@ -635,7 +1163,28 @@ impl Runner {
         } else {
             g.spec.update.max_in_flight.max(g.spec.update.canaries) as usize
         };
-        let limit = g.spec.allocation.size() + slack;
+        // A scale-in still holds the machines of the previous size.
+        let before = self
+            .previous
+            .get(group)
+            .map_or(0, |p| p.spec.allocation.size());
+        // A worker whose engine lost drover's labels is, to drover, a worker
+        // it did not make (operators join those by hand): while a describe
+        // also leaves its machine out, its slot reads empty and is refilled
+        // (cattle have no identity), and the surplus is retired once both
+        // are visible again. Managers hold instead (the raft is at stake).
+        let unlabelled = if g.spec.role == Role::Worker {
+            self.world
+                .instances
+                .values()
+                .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
+                .filter_map(|i| self.world.nodes.get(i.node.as_ref()?))
+                .filter(|n| n.lost_labels.is_some())
+                .count()
+        } else {
+            0
+        };
+        let limit = g.spec.allocation.size().max(before) + slack + unlabelled;
         // Crashed machines awaiting their heal are dead weight, not a storm.
         let alive = self
             .world
@@ -655,50 +1204,9 @@ impl Runner {
         self.desired.groups.iter().find(|g| g.spec.name == name)
     }
 
-    /// Oracle: the leader is disrupted only when every other manager is current.
-    fn check_disruption(&mut self, action: &Action, node: Option<&String>) {
-        let Some(node) = node.and_then(|n| self.world.nodes.get(n)) else {
-            return;
-        };
-        let is_leader = self.world.leader.as_ref() == Some(&node.node.id);
-        if !is_leader || !node.engine_alive {
-            return;
-        }
-        let Some(group) = node.node.group.clone() else {
-            return;
-        };
-        let Some(hash) = self.group_of(&group).map(|g| g.hash.clone()) else {
-            return;
-        };
-        let leader_link = node.node.link.clone();
-        let stale: Vec<String> = self
-            .world
-            .instances
-            .values()
-            .filter(|i| {
-                i.inst.owned_by(&self.desired.cluster_id, &group)
-                    && i.inst.running
-                    && i.inst.link() != leader_link.as_deref()
-            })
-            .filter(|i| i.inst.config() != Some(hash.as_str()))
-            .map(|i| i.inst.id.clone())
-            .collect();
-        let rolling = matches!(
-            action,
-            Action::DemoteSelfAndLeave { .. } | Action::Demote { .. } | Action::Destroy { .. }
-        );
-        if rolling && !stale.is_empty() {
-            self.violations.push(format!(
-                "t={} {} disrupts the leader while {stale:?} are not current",
-                self.world.now,
-                action.describe()
-            ));
-        }
-    }
-
     /// Oracle: only machines tagged with this cluster and a declared group are destroyed.
     fn check_destroy(&mut self, id: &str) {
-        let Some(i) = self.world.instances.get(id) else {
+        let Some(i) = self.judged().instances.get(id) else {
             return;
         };
         let ours = i.inst.tag(tags::CLUSTER) == Some(self.desired.cluster_id.as_str());
@@ -723,7 +1231,7 @@ impl Runner {
     /// through drover's own steps (checked for groups no fault touched).
     fn check_capacity(&mut self, node: &str) {
         let Some(group) = self
-            .world
+            .judged()
             .nodes
             .get(node)
             .and_then(|n| n.node.group.clone())
@@ -740,8 +1248,14 @@ impl Runner {
             return;
         }
         let limit = g.spec.update.max_in_flight.max(g.spec.update.canaries) as usize;
-        let size = g.spec.allocation.size();
-        let serving = self.serving(&group);
+        // Scaled mid-roll: the group was full at its previous size, and a
+        // scale-out's new members are not missing capacity drover took away.
+        let size = self
+            .previous
+            .get(&group)
+            .map_or(usize::MAX, |p| p.spec.allocation.size())
+            .min(g.spec.allocation.size());
+        let serving = oracle::serving(self.judged(), &group);
         if size.saturating_sub(serving) > limit {
             self.violations.push(format!(
                 "t={} {group}: {} of {size} workers out of service (limit {limit})",
@@ -751,25 +1265,13 @@ impl Runner {
         }
     }
 
-    fn serving(&self, group: &str) -> usize {
-        self.world
-            .instances
-            .values()
-            .filter(|i| i.inst.tag(tags::GROUP) == Some(group) && i.inst.running)
-            .filter_map(|i| self.world.nodes.get(i.node.as_ref()?))
-            .filter(|n| {
-                n.node.state == NodeState::Ready && n.node.availability == Availability::Active
-            })
-            .count()
-    }
-
     /// Records which groups reached full strength (capacity checks start then).
     fn mark_full_groups(&mut self) {
         let full: Vec<String> = self
             .desired
             .groups
             .iter()
-            .filter(|g| self.serving(&g.spec.name) >= g.spec.allocation.size())
+            .filter(|g| oracle::serving(&self.world, &g.spec.name) >= g.spec.allocation.size())
             .map(|g| g.spec.name.clone())
             .collect();
         self.full_once.extend(full);
@@ -808,20 +1310,28 @@ impl Runner {
             let backed = self.world.instances.values().any(|i| {
                 i.inst.running && i.inst.link().is_some() && i.inst.link() == n.node.link.as_deref()
             });
-            if !backed || n.node.state != NodeState::Ready {
+            // By the simulator's truth: a node reading `unknown` after the
+            // last hand-over is not stale.
+            if !backed || !n.serving() {
                 problems.push(format!(
                     "stale node {} ({:?}, link {:?})",
                     n.node.id, n.node.state, n.node.link
                 ));
             }
         }
-        let desired_managers: usize = self
-            .desired
-            .groups
+        // A worker promoted by hand that drover kept (it was current) is an
+        // operator's extra member, not drover's.
+        let promoted = self
+            .promoted
             .iter()
-            .filter(|g| g.spec.role == Role::Manager)
-            .map(|g| g.spec.allocation.size())
-            .sum();
+            .filter(|n| {
+                self.world
+                    .nodes
+                    .get(*n)
+                    .is_some_and(|n| n.node.raft.is_some())
+            })
+            .count();
+        let desired_managers = oracle::declared_managers(&self.desired) + promoted;
         let (members, reachable) = self.world.raft();
         if members != desired_managers || reachable != members {
             problems.push(format!(
@@ -838,5 +1348,19 @@ impl Runner {
                 .into_iter()
                 .map(|p| format!("t={now} after convergence: {p}")),
         );
+    }
+}
+
+/// Performs a side effect on `w`, with the simulated engine's own preconditions.
+fn apply(w: &mut World, action: &Action) -> Result<(), String> {
+    match action {
+        Action::Demote { node, .. } | Action::DemoteSelfAndLeave { node, .. } => w.demote(node),
+        Action::Destroy { instance, .. } => {
+            w.destroy(instance);
+            Ok(())
+        }
+        Action::Drain { node, .. } => w.drain(node),
+        Action::RemoveNode { node, force, .. } => w.remove_node(node, *force),
+        _ => Ok(()),
     }
 }

@@ -75,6 +75,51 @@ pub struct SimNode {
     pub out_of_raft_at: Option<Time>,
     /// Tasks moved away at this time (after a drain).
     pub drained_at: Option<Time>,
+    /// It reached `Down` (left or dead past `down_after`); only a rejoin,
+    /// under a new node id, brings a machine back.
+    pub down: bool,
+    /// Cut off from the other managers until then (a partition): raft counts
+    /// it unreachable while its engine lives and its status may still read
+    /// Ready (the leader's heartbeat timeout is longer than the partition).
+    pub partitioned_until: Option<Time>,
+    /// Reads `unknown` until then: swarmkit's new leader lists every node so
+    /// until the node's agent re-registers, while raft counts it reachable.
+    pub unknown_until: Option<Time>,
+    /// Reads `disconnected` until then (a flapping agent session).
+    pub disconnected_until: Option<Time>,
+    /// drover's engine labels (link, cluster, group) as they were before the
+    /// engine restarted without them, to be put back by [`World::restore_labels`].
+    pub lost_labels: Option<[Option<String>; 3]>,
+}
+
+impl SimNode {
+    /// Raft can reach it: its engine lives and no partition cuts it off.
+    /// Deliberately not its status: after an election every node reads
+    /// `unknown` while raft counts it reachable (design rule 10).
+    pub fn in_contact(&self) -> bool {
+        self.engine_alive && self.partitioned_until.is_none()
+    }
+
+    /// It still runs: not dead, not left, not Down (an `unknown` or
+    /// `disconnected` node still serves its tasks).
+    pub fn serving(&self) -> bool {
+        self.engine_alive && !self.down && !self.node.left
+    }
+
+    /// Status from its overlays: Down is final; `unknown` and `disconnected`
+    /// windows hide a Ready node.
+    fn status(&self, now: Time) -> NodeState {
+        let within = |t: Option<Time>| t.is_some_and(|t| t > now);
+        if self.down {
+            NodeState::Down
+        } else if within(self.unknown_until) {
+            NodeState::Unknown
+        } else if within(self.disconnected_until) {
+            NodeState::Disconnected
+        } else {
+            NodeState::Ready
+        }
+    }
 }
 
 /// The whole simulated world.
@@ -98,6 +143,12 @@ pub struct World {
     pub groups: Vec<String>,
     /// Probability that one describe fails.
     pub describe_failure: f64,
+    /// Probability that one describe succeeds but leaves one machine out
+    /// (eventually consistent provider APIs do).
+    pub partial_describe: f64,
+    /// After every leader change each node reads `unknown` for a random
+    /// 1 s..=this many ms (0: never), as swarmkit's new leader shows them.
+    pub unknown_window: Time,
     pub(crate) rng: Rng,
     next_id: u64,
 }
@@ -115,6 +166,8 @@ impl World {
             swarm_exists: false,
             groups: Vec::new(),
             describe_failure: 0.0,
+            partial_describe: 0.0,
+            unknown_window: 0,
             rng: Rng::new(seed),
             next_id: 0,
         }
@@ -134,7 +187,7 @@ impl World {
             .collect();
         (
             members.len(),
-            members.iter().filter(|n| n.engine_alive).count(),
+            members.iter().filter(|n| n.in_contact()).count(),
         )
     }
 
@@ -144,28 +197,50 @@ impl World {
         quorum::fault_tolerance(m, r)
     }
 
-    /// Fault tolerance once demotions under way have taken effect (a demote
-    /// leaves the raft within a second). The oracle judges steps by it, and
-    /// the fault injector respects it so that it tests healing, not an
-    /// unrecoverable double failure.
-    pub fn settled_fault_tolerance(&self) -> i64 {
+    /// Raft members and how many are reachable once demotions under way
+    /// have taken effect (a demote leaves the raft within a second).
+    fn settled_raft(&self) -> (usize, usize) {
         let members: Vec<&SimNode> = self
             .nodes
             .values()
             .filter(|n| n.node.raft.is_some() && n.out_of_raft_at.is_none())
             .collect();
-        quorum::fault_tolerance(
+        (
             members.len(),
-            members.iter().filter(|n| n.engine_alive).count(),
+            members.iter().filter(|n| n.in_contact()).count(),
         )
     }
 
-    /// The leader's link label.
+    /// Fault tolerance once demotions under way have taken effect. The
+    /// oracle judges steps by it, and the fault injector respects it so that
+    /// it tests healing, not an unrecoverable double failure.
+    pub fn settled_fault_tolerance(&self) -> i64 {
+        let (members, reachable) = self.settled_raft();
+        quorum::fault_tolerance(members, reachable)
+    }
+
+    /// The link of the leader's machine: what the controller on it knows
+    /// itself by (from its own configuration, so even when its engine lost
+    /// drover's labels).
     pub fn leader_link(&self) -> Option<String> {
-        self.leader
-            .as_ref()
-            .and_then(|id| self.nodes.get(id))
-            .and_then(|n| n.node.link.clone())
+        let leader = self.leader.as_deref()?;
+        self.instances
+            .values()
+            .find(|i| i.node.as_deref() == Some(leader))
+            .and_then(|i| i.inst.link().map(str::to_string))
+    }
+
+    /// True when the leader's machine runs a controller: only machines of
+    /// manager groups do (their boot script starts it), so a worker promoted
+    /// by hand that becomes the leader leaves the swarm with no acting
+    /// controller.
+    pub fn leader_runs_controller(&self) -> bool {
+        let Some(leader) = self.leader.as_deref() else {
+            return false;
+        };
+        self.instances
+            .values()
+            .any(|i| i.node.as_deref() == Some(leader) && i.inst.tag("sim.role") == Some("manager"))
     }
 
     /// The earliest pending internal event.
@@ -185,6 +260,9 @@ impl World {
             take(n.down_at);
             take(n.out_of_raft_at);
             take(n.drained_at);
+            take(n.partitioned_until);
+            take(n.unknown_until);
+            take(n.disconnected_until);
         }
         t
     }
@@ -213,7 +291,10 @@ impl World {
             }
             if n.down_at.is_some_and(|t| t <= now) {
                 n.down_at = None;
-                n.node.state = NodeState::Down;
+                n.down = true;
+            }
+            if n.partitioned_until.is_some_and(|t| t <= now) {
+                n.partitioned_until = None;
             }
             if n.drained_at.is_some_and(|t| t <= now) {
                 n.drained_at = None;
@@ -224,12 +305,12 @@ impl World {
             let gone = self
                 .nodes
                 .get(l)
-                .is_none_or(|n| n.node.raft.is_none() || !n.engine_alive);
+                .is_none_or(|n| n.node.raft.is_none() || !n.in_contact());
             // A raft leader that cannot reach a quorum of members steps down.
             let alive = self
                 .nodes
                 .values()
-                .filter(|n| n.node.raft.is_some() && n.engine_alive)
+                .filter(|n| n.node.raft.is_some() && n.in_contact())
                 .count();
             let members = self
                 .nodes
@@ -260,11 +341,27 @@ impl World {
         let candidates: Vec<String> = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.node.raft.is_some() && n.engine_alive)
+            .filter(|(_, n)| n.node.raft.is_some() && n.in_contact())
             .map(|(id, _)| id.clone())
             .collect();
         let pick = self.rng.between(0, candidates.len() as u64 - 1) as usize;
         self.leader = Some(candidates[pick].clone());
+        self.new_leader_lists_nodes_unknown();
+    }
+
+    /// swarmkit's new leader lists every node `unknown` until its agent
+    /// re-registers (each on its own heartbeat: a random 1 s..=window).
+    fn new_leader_lists_nodes_unknown(&mut self) {
+        if self.unknown_window == 0 {
+            return;
+        }
+        let now = self.now;
+        let window = self.unknown_window.max(1_000);
+        for n in self.nodes.values_mut() {
+            if !n.down {
+                n.unknown_until = Some(now + self.rng.between(1_000, window));
+            }
+        }
     }
 
     /// Moves leadership to another reachable member at once (a demote of the
@@ -273,12 +370,39 @@ impl World {
         let next = self
             .nodes
             .iter()
-            .find(|(id, n)| id.as_str() != from && n.node.raft.is_some() && n.engine_alive)
+            .find(|(id, n)| {
+                id.as_str() != from
+                    && n.node.raft.is_some()
+                    && n.out_of_raft_at.is_none()
+                    && n.in_contact()
+            })
             .map(|(id, _)| id.clone());
         self.leader = next;
         if self.leader.is_none() {
             self.election_at
                 .get_or_insert(self.now + self.timings.election);
+        } else {
+            self.new_leader_lists_nodes_unknown();
+        }
+    }
+
+    /// The operator moves leadership onto a member whose machine runs a
+    /// controller (a manager-group machine), if one is in contact.
+    pub fn lead_from_a_manager(&mut self) {
+        let manager = self
+            .instances
+            .values()
+            .filter(|i| i.inst.tag("sim.role") == Some("manager"))
+            .filter_map(|i| i.node.clone())
+            .find(|id| {
+                self.nodes.get(id).is_some_and(|n| {
+                    n.node.raft.is_some() && n.out_of_raft_at.is_none() && n.in_contact()
+                })
+            });
+        if let Some(id) = manager {
+            self.leader = Some(id);
+            self.new_leader_lists_nodes_unknown();
+            self.refresh_raft_flags();
         }
     }
 
@@ -290,14 +414,19 @@ impl World {
         }
     }
 
+    /// Brings what `node ls` shows in line with the world: raft flags and
+    /// each node's status.
     fn refresh_raft_flags(&mut self) {
         let leader = self.leader.clone();
         let has_quorum = leader.is_some();
+        let now = self.now;
         for (id, n) in self.nodes.iter_mut() {
+            let contact = n.in_contact();
             if let Some(r) = &mut n.node.raft {
                 r.leader = Some(id) == leader.as_ref();
-                r.reachable = n.engine_alive && (has_quorum || r.reachable);
+                r.reachable = contact && (has_quorum || r.reachable);
             }
+            n.node.state = n.status(now);
         }
     }
 
@@ -353,6 +482,11 @@ impl World {
                 down_at: None,
                 out_of_raft_at: None,
                 drained_at: None,
+                down: false,
+                partitioned_until: None,
+                unknown_until: None,
+                disconnected_until: None,
+                lost_labels: None,
             },
         );
         if let Some(i) = self.instances.get_mut(instance) {
@@ -382,13 +516,19 @@ impl World {
             let described = if self.rng.chance(self.describe_failure) {
                 Described::Failed("simulated provider outage".into())
             } else {
-                Described::Ok(
-                    self.instances
-                        .values()
-                        .filter(|i| i.inst.tag(drover_core::model::tags::GROUP) == Some(g.as_str()))
-                        .map(|i| i.inst.clone())
-                        .collect(),
-                )
+                let mut listed: Vec<Instance> = self
+                    .instances
+                    .values()
+                    .filter(|i| i.inst.tag(drover_core::model::tags::GROUP) == Some(g.as_str()))
+                    .map(|i| i.inst.clone())
+                    .collect();
+                // A successful answer that misses a machine: the planner
+                // cannot tell it from a complete one.
+                if !listed.is_empty() && self.rng.chance(self.partial_describe) {
+                    let gone = self.rng.between(0, listed.len() as u64 - 1) as usize;
+                    listed.remove(gone);
+                }
+                Described::Ok(listed)
             };
             instances.insert(g, described);
         }
@@ -455,8 +595,8 @@ impl World {
             if let Some(r) = &mut n.node.raft {
                 r.reachable = false;
             }
-            if n.node.state == NodeState::Ready {
-                n.down_at = Some(now + down_after);
+            if !n.down {
+                n.down_at.get_or_insert(now + down_after);
             }
         }
     }
@@ -471,6 +611,88 @@ impl World {
             }
         }
         self.advance(self.now);
+    }
+
+    /// Starts a stopped machine again (the operator's hand): its engine
+    /// comes back with its node, which rejoins the raft if it was a member.
+    pub fn restart(&mut self, id: &str) {
+        if let Some(i) = self.instances.get_mut(id) {
+            i.inst.running = true;
+            if let Some(n) = i.node.clone().and_then(|n| self.nodes.get_mut(&n)) {
+                n.engine_alive = true;
+                n.down = false;
+                n.down_at = None;
+            }
+        }
+        self.advance(self.now);
+    }
+
+    /// Cuts manager `node` off from the other managers until `until` (a
+    /// fault): raft counts it unreachable (a leader steps down and the rest
+    /// elect one) while its engine lives and its status still reads Ready.
+    pub fn partition(&mut self, node: &str, until: Time) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.partitioned_until = Some(until);
+        }
+        self.advance(self.now);
+    }
+
+    /// `node` reads `disconnected` until `until` (a fault; raft unaffected).
+    pub fn disconnect(&mut self, node: &str, until: Time) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.disconnected_until = Some(until);
+        }
+        self.refresh_raft_flags();
+    }
+
+    /// `node`'s engine restarted without drover's labels (configuration
+    /// management rewrote `daemon.json`): same node, same raft membership,
+    /// but nothing links it to its machine any more. The restart costs a
+    /// manager its raft contact for a second.
+    pub fn lose_labels(&mut self, node: &str) {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if n.lost_labels.is_none() {
+            n.lost_labels = Some([
+                n.node.link.take(),
+                n.node.cluster.take(),
+                n.node.group.take(),
+            ]);
+        }
+        let back = self.now + 1_000;
+        if n.node.raft.is_some() {
+            n.partitioned_until = Some(back);
+        }
+        self.advance(self.now);
+    }
+
+    /// Puts back labels lost by [`World::lose_labels`] (the operator fixed the
+    /// engine's configuration and restarted it).
+    pub fn restore_labels(&mut self) {
+        for n in self.nodes.values_mut() {
+            if let Some([link, cluster, group]) = n.lost_labels.take() {
+                n.node.link = link;
+                n.node.cluster = cluster;
+                n.node.group = group;
+            }
+        }
+    }
+
+    /// `node promote` by hand (outside drover): a worker becomes a raft member.
+    pub fn promote(&mut self, node: &str) -> Result<(), String> {
+        let n = self.nodes.get_mut(node).ok_or("no such node")?;
+        if n.node.raft.is_some() || !n.serving() {
+            return Err("not a healthy worker".into());
+        }
+        n.node.manager_role = true;
+        n.node.raft = Some(RaftMember {
+            leader: false,
+            reachable: true,
+            addr: format!("{node}:2377"),
+        });
+        self.refresh_raft_flags();
+        Ok(())
     }
 
     /// `node update --availability drain`.
@@ -488,7 +710,9 @@ impl World {
 
     /// `node demote`, with the engine's own precondition.
     pub fn demote(&mut self, node: &str) -> Result<(), String> {
-        let (members, reachable) = self.raft();
+        // Raft applies membership changes one after another: a member whose
+        // removal is under way no longer counts.
+        let (members, reachable) = self.settled_raft();
         let n = self.nodes.get(node).ok_or("no such node")?;
         if n.out_of_raft_at.is_some() {
             return Ok(()); // already leaving the raft
@@ -497,7 +721,7 @@ impl World {
             self.nodes.get_mut(node).expect("present").node.manager_role = false;
             return Ok(());
         };
-        let after = if r.reachable {
+        let after = if r.reachable && n.in_contact() {
             reachable - 1
         } else {
             reachable
@@ -530,7 +754,7 @@ impl World {
         if n.node.raft.is_some() {
             return Err("You are attempting to leave the swarm on a node that is participating as a manager".into());
         }
-        if n.node.state == NodeState::Ready && n.down_at.is_none() {
+        if !n.down && n.down_at.is_none() {
             n.down_at = Some(self.now + down_after);
         }
         // Its own engine knows at once (drover's swarm adapter asks it).

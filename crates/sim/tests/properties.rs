@@ -1,28 +1,40 @@
 //! Seeded fault schedules against the real planner, judged by the
-//! simulator's own raft and cloud state (issue 2, "Proven in simulation").
+//! simulator's own raft and cloud state (issues 2 and 15).
 //!
 //! Every schedule asserts, at every step: no voluntary step makes manager
-//! fault tolerance negative; the leader is never disrupted before all other
-//! managers are current; never more workers out of service than
-//! max(max_in_flight, canaries); no duplicate logical ids; nothing destroyed
-//! that lacks this cluster's and group's tags; no provisioning storm on a
-//! failed describe; and, once faults stop, convergence to the new config with
+//! fault tolerance negative or is one the engine refuses as unsafe; heal
+//! first (no healthy manager disrupted while the raft is short of its
+//! declared size or another member is raft-unreachable); one manager removal
+//! at a time; no machine destroyed while its node is a raft member; the
+//! leader last across all manager groups; never more workers out of service
+//! than max(max_in_flight, canaries); no duplicate logical ids; nothing
+//! destroyed that lacks this cluster's and group's tags; no provisioning
+//! storm; and, once faults stop, convergence to the new config and size with
 //! no orphan machine and no stale node.
 //!
-//! A failure prints the whole schedule (seed included); replay it with
-//! `DROVER_SIM_REPLAY='<printed Schedule>'`-style by pasting it into `replay`.
+//! A failure prints the whole schedule (seed included) as JSON: add it with
+//! a one-line note to `tests/regressions.json`, which
+//! `schedules_found_failing_before_stay_fixed` replays on every run.
 
 use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::{Faults, Outcome, Timings, rollout};
 use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone)]
+/// One random rollout: a cluster shape before and after, and a fault mix.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Schedule {
     seed: u64,
     managers: usize,
+    /// The manager group's size in the new spec (scale in or out mid-roll).
+    managers_after: usize,
     manager_pets: bool,
+    /// Pets only: the new spec renames one logical id (one pet retired,
+    /// another added).
+    rename_pet: bool,
     manager_surge: bool,
     workers: usize,
+    workers_after: usize,
     max_in_flight: u32,
     canaries: u32,
     zones: usize,
@@ -30,7 +42,8 @@ struct Schedule {
     faults: FaultMix,
 }
 
-#[derive(Debug, Clone)]
+/// Each fault off or on; see `drover_sim::Faults` for what each does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct FaultMix {
     provision_failure: f64,
     never_join: f64,
@@ -39,7 +52,23 @@ struct FaultMix {
     controller_crash: f64,
     describe_failure: f64,
     vanish_share: f64,
+    unknown_window_ms: u64,
+    disconnects_per_min: f64,
+    partitions_per_min: f64,
+    stale_observation: f64,
+    paused_controller: f64,
+    partial_describe: f64,
+    label_losses_per_min: f64,
+    hand_promotions_per_min: f64,
+    operator_events_per_min: f64,
     minutes: u64,
+}
+
+/// A schedule that once failed, kept with why.
+#[derive(Debug, Deserialize)]
+struct Regression {
+    note: String,
+    schedule: Schedule,
 }
 
 /// The garbage-collection stops are opened wide here: random crashes can down
@@ -49,17 +78,26 @@ struct FaultMix {
 /// this property is about safety and convergence under transient faults.
 const GC_BUDGETS: &str = "max_attempts: 20, max_unhealthy: 100%";
 
-fn spec_text(s: &Schedule, image: &str) -> String {
+/// The spec before (`after == false`, image v1) or after (image v2, new sizes).
+fn spec_text(s: &Schedule, after: bool) -> String {
+    let (image, managers, workers) = if after {
+        ("v2", s.managers_after, s.workers_after)
+    } else {
+        ("v1", s.managers, s.workers)
+    };
     let allocation = if s.manager_pets {
-        let ids: Vec<String> = (0..s.managers)
-            .map(|i| format!("10.0.0.{}", i + 1))
+        let ids: Vec<String> = (0..managers)
+            .map(|i| {
+                let renamed = after && s.rename_pet && i == 0;
+                format!("10.0.0.{}", if renamed { 101 } else { i + 1 })
+            })
             .collect();
         format!("{{logical_ids: [{}]}}", ids.join(", "))
     } else {
-        format!("{{size: {}}}", s.managers)
+        format!("{{size: {managers}}}")
     };
     // A single cattle manager can only surge; pets can only replace.
-    let mstrategy = if (s.manager_surge || s.managers == 1) && !s.manager_pets {
+    let mstrategy = if (s.manager_surge || managers == 1) && !s.manager_pets {
         "surge"
     } else {
         "replace"
@@ -67,12 +105,11 @@ fn spec_text(s: &Schedule, image: &str) -> String {
     let mut text = format!(
         "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n"
     );
-    if s.workers > 0 {
+    if workers > 0 {
         let zones: Vec<String> = (0..s.zones).map(|z| format!("z{z}")).collect();
         let wstrategy = if s.worker_surge { "surge" } else { "replace" };
         text += &format!(
-            "- name: workers\n  role: worker\n  allocation: {{size: {}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n  drain: {{timeout: 30s, on_timeout: force}}\n",
-            s.workers,
+            "- name: workers\n  role: worker\n  allocation: {{size: {workers}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n  drain: {{timeout: 30s, on_timeout: force}}\n",
             zones.join(", "),
             s.max_in_flight,
             s.canaries
@@ -90,8 +127,8 @@ fn parse(text: &str) -> ClusterSpec {
 
 /// Runs one schedule; Err describes what went wrong.
 fn run(s: &Schedule) -> Result<(), String> {
-    let before = parse(&spec_text(s, "v1"));
-    let after = parse(&spec_text(s, "v2"));
+    let before = parse(&spec_text(s, false));
+    let after = parse(&spec_text(s, true));
     let f = &s.faults;
     let faults = Faults {
         provision_failure: f.provision_failure,
@@ -101,6 +138,15 @@ fn run(s: &Schedule) -> Result<(), String> {
         controller_crash: f.controller_crash,
         describe_failure: f.describe_failure,
         vanish_share: f.vanish_share,
+        unknown_window: f.unknown_window_ms,
+        disconnects_per_min: f.disconnects_per_min,
+        partitions_per_min: f.partitions_per_min,
+        stale_observation: f.stale_observation,
+        paused_controller: f.paused_controller,
+        partial_describe: f.partial_describe,
+        label_losses_per_min: f.label_losses_per_min,
+        hand_promotions_per_min: f.hand_promotions_per_min,
+        operator_events_per_min: f.operator_events_per_min,
         until: f.minutes * 60_000,
     };
     let (runner, up, rolled) = rollout(&before, &after, s.seed, faults, Timings::default());
@@ -127,7 +173,7 @@ fn diagnosis(runner: &drover_sim::Runner) -> String {
         .trace
         .iter()
         .rev()
-        .take(12)
+        .take(30)
         .rev()
         .map(|t| format!("{} {} (ft {}->{})", t.at, t.what, t.ft_before, t.ft_after))
         .collect();
@@ -138,54 +184,73 @@ fn diagnosis(runner: &drover_sim::Runner) -> String {
     )
 }
 
+/// A fault knob: off, or on at `on` (so proptest can shrink it to off).
+fn knob(on: f64) -> impl Strategy<Value = f64> {
+    prop_oneof![Just(0.0), Just(on)]
+}
+
 fn schedule() -> impl Strategy<Value = Schedule> {
+    let sizes = prop_oneof![Just(1usize), Just(3), Just(5), Just(7)];
     let shape = (
         any::<u64>(),
-        prop_oneof![Just(1usize), Just(3), Just(5)],
+        sizes.clone(),
+        // The new size: mostly the same, else any other (scale in or out).
+        prop_oneof![3 => Just(None), 2 => sizes.prop_map(Some)],
+        any::<bool>(),
         any::<bool>(),
         any::<bool>(),
         0usize..7,
+        prop_oneof![3 => Just(None), 2 => (1usize..7).prop_map(Some)],
         1u32..4,
         0u32..3,
         0usize..3,
         any::<bool>(),
     );
     let faults = (
-        prop_oneof![Just(0.0), Just(0.2)],
-        prop_oneof![Just(0.0), Just(0.15)],
+        knob(0.2),
+        knob(0.15),
         prop_oneof![Just(0.0), Just(1.0), Just(3.0)],
-        prop_oneof![Just(0.0), Just(1.0)],
-        prop_oneof![Just(0.0), Just(0.05)],
-        prop_oneof![Just(0.0), Just(0.3)],
+        knob(1.0),
+        knob(0.05),
+        knob(0.3),
         // Machines vanishing behind drover's back (also tests/reaper.rs).
-        prop_oneof![Just(0.0), Just(0.3)],
+        knob(0.3),
         1u64..6,
     );
-    (shape, faults).prop_map(
-        |(
-            (
-                seed,
-                managers,
-                manager_pets,
-                manager_surge,
-                workers,
-                max_in_flight,
-                canaries,
-                zones,
-                worker_surge,
-            ),
-            f,
-        )| Schedule {
+    let untidy = (
+        prop_oneof![Just(0u64), Just(8_000)],
+        knob(2.0),
+        knob(1.0),
+        knob(0.1),
+        knob(0.03),
+        knob(0.1),
+        knob(0.5),
+        knob(0.3),
+        knob(1.0),
+    );
+    (shape, faults, untidy).prop_map(|(shape, f, u)| {
+        let (seed, managers, m_after, pets, rename, surge, workers, w_after, mif, can, zones, ws) =
+            shape;
+        let managers_after = m_after.unwrap_or(managers);
+        Schedule {
             seed,
             managers,
+            managers_after,
             // A single pet manager cannot be rolled at all (validation says so).
-            manager_pets: manager_pets && managers > 1,
-            manager_surge,
+            manager_pets: pets && managers > 1 && managers_after > 1,
+            rename_pet: rename,
+            manager_surge: surge,
             workers,
-            max_in_flight,
-            canaries,
+            // A declared worker group is scaled, never dropped.
+            workers_after: if workers == 0 {
+                0
+            } else {
+                w_after.unwrap_or(workers)
+            },
+            max_in_flight: mif,
+            canaries: can,
             zones,
-            worker_surge,
+            worker_surge: ws,
             faults: FaultMix {
                 provision_failure: f.0,
                 never_join: f.1,
@@ -195,52 +260,58 @@ fn schedule() -> impl Strategy<Value = Schedule> {
                 describe_failure: f.5,
                 vanish_share: f.6,
                 minutes: f.7,
+                unknown_window_ms: u.0,
+                disconnects_per_min: u.1,
+                partitions_per_min: u.2,
+                stale_observation: u.3,
+                paused_controller: u.4,
+                partial_describe: u.5,
+                label_losses_per_min: u.6,
+                hand_promotions_per_min: u.7,
+                operator_events_per_min: u.8,
             },
-        },
-    )
+        }
+    })
+}
+
+/// The schedules' seed: fixed, so a CI run is reproducible and a red one is
+/// the change's fault, not the dice's; `DROVER_SIM_SEED=<u64>` explores
+/// other schedules (docs/testing.md), `DROVER_SIM_CASES` more of them.
+fn config() -> ProptestConfig {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    ProptestConfig {
+        cases: env("DROVER_SIM_CASES").map_or(2000, |n| n as u32),
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(env("DROVER_SIM_SEED").unwrap_or(1)),
+        ..ProptestConfig::default()
+    }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn rollouts_under_random_faults_are_safe_and_converge(s in schedule()) {
         if let Err(e) = run(&s) {
-            prop_assert!(false, "schedule {s:?} failed: {e}");
+            let json = serde_json::to_string(&s).expect("a schedule serialises");
+            prop_assert!(false, "schedule {json} failed: {e}");
         }
     }
 }
 
-/// Schedules the property once found failing, replayed on every run.
+/// Every schedule the property ever found failing, replayed on every run.
 #[test]
 fn schedules_found_failing_before_stay_fixed() {
-    // A surge-rolled single manager whose old machine's engine crashed: the
-    // old machine is surplus but not the swarm's last manager; a too-broad
-    // "never retire the last manager" wait once kept it forever.
-    let surplus_after_surge = Schedule {
-        seed: 8708614275278888478,
-        managers: 1,
-        manager_pets: false,
-        manager_surge: false,
-        workers: 0,
-        max_in_flight: 1,
-        canaries: 0,
-        zones: 0,
-        worker_surge: false,
-        faults: FaultMix {
-            provision_failure: 0.0,
-            never_join: 0.15,
-            crashes_per_min: 1.0,
-            leader_changes_per_min: 0.0,
-            controller_crash: 0.0,
-            describe_failure: 0.0,
-            vanish_share: 0.0,
-            minutes: 1,
-        },
-    };
-    for s in [surplus_after_surge] {
-        if let Err(e) = run(&s) {
-            panic!("schedule {s:?} failed again: {e}");
-        }
-    }
+    let kept: Vec<Regression> =
+        serde_json::from_str(include_str!("regressions.json")).expect("regressions.json parses");
+    assert!(!kept.is_empty());
+    let failed: Vec<String> = kept
+        .iter()
+        .filter_map(|r| {
+            run(&r.schedule)
+                .err()
+                .map(|e| format!("{} ({:?}) failed again: {e}", r.note, r.schedule))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }

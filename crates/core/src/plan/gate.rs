@@ -5,22 +5,30 @@
 
 use super::group::Planner;
 use super::view::Member;
-use crate::journal::Operation;
+use crate::journal::{Operation, Step};
 use crate::model::Node;
 use crate::quorum;
 use crate::spec::Role;
 
 impl Planner<'_> {
-    /// `op`, of a group declaring workers, works on a raft member
-    /// (promoted by hand): it changes the raft like a manager operation.
+    /// `op`, of a group declaring workers, is changing the raft like a
+    /// manager operation: its demotion of a raft member (a worker promoted
+    /// by hand) started (its intent, or a demote planned in this pass).
+    /// Until then it has touched nothing in the raft and waits at the gate
+    /// like any other: a heal goes first (a manager operation that has
+    /// disrupted nothing steps aside the same way), or the two wait on each
+    /// other for ever. The node is found by link or by the id the victim
+    /// recorded (an engine that lost drover's labels keeps its node id).
     pub(crate) fn removes_raft_member(&self, op: &Operation) -> bool {
+        let started = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote)
+            || self.demoting.contains(&op.id);
         op.role == Role::Worker
-            && !self.promoted.is_empty()
+            && started
             && op.victim.as_ref().is_some_and(|v| {
-                self.promoted.iter().any(|n| {
-                    v.node.as_deref() == Some(n.id.as_str())
-                        || (v.link.is_some() && v.link == n.link)
-                })
+                self.world
+                    .node_for(v.link.as_deref())
+                    .or_else(|| self.world.node_by_id(v.node.as_deref()))
+                    .is_some_and(Node::in_raft)
             })
     }
 
@@ -137,18 +145,8 @@ impl Planner<'_> {
         if let Some(why) = &self.manager_trouble {
             return Some(why.clone());
         }
-        if self.world.reachable < self.world.members {
-            return Some(format!(
-                "{} of {} raft members are unreachable: heal first",
-                self.world.members - self.world.reachable,
-                self.world.members
-            ));
-        }
-        if self.world.members < self.desired_managers {
-            return Some(format!(
-                "the raft has {} members, fewer than the {} declared: no disruption until it is whole",
-                self.world.members, self.desired_managers
-            ));
+        if let Some(why) = self.heal_first() {
+            return Some(why);
         }
         let after = quorum::ft_after_removing_healthy(self.world.members, self.world.reachable);
         if after < 0 {
@@ -158,6 +156,24 @@ impl Planner<'_> {
             ));
         }
         None
+    }
+
+    /// Why no healthy member may be disrupted (heal first): a raft member is
+    /// unreachable, or the raft is short of its declared size.
+    pub(crate) fn heal_first(&self) -> Option<String> {
+        if self.world.reachable < self.world.members {
+            return Some(format!(
+                "{} of {} raft members are unreachable: heal first",
+                self.world.members - self.world.reachable,
+                self.world.members
+            ));
+        }
+        (self.world.members < self.desired_managers).then(|| {
+            format!(
+                "the raft has {} members, fewer than the {} declared: no disruption until it is whole",
+                self.world.members, self.desired_managers
+            )
+        })
     }
 
     /// Why an unreachable manager may not be demoted now. Demoting it raises

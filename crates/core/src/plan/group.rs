@@ -51,6 +51,9 @@ pub(crate) struct Planner<'a> {
     /// machine whose node cannot be found may be one of them
     /// ([`Self::unmatched_member`]). A handful at most.
     pub(crate) unmatched: Vec<&'a Node>,
+    /// Operations of worker groups whose demotion of a promoted node was
+    /// planned in this pass ([`Self::removes_raft_member`]).
+    pub(crate) demoting: Vec<String>,
     /// By operation slot: where its members are in its group's view,
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
@@ -132,6 +135,7 @@ impl<'a> Planner<'a> {
             unclaimed,
             promoted,
             unmatched,
+            demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
         }
@@ -496,10 +500,33 @@ impl<'a> Planner<'a> {
         // partial: eventual consistency): adding one for "its" slot could
         // make a second machine for it. A node whose machine is really gone
         // turns Down within ~15 s.
+        // The same holds for a live raft member of this cluster that no
+        // listed machine carries and that carries no link at all (its engine
+        // lost drover's labels): it may be the member of the very slot that
+        // reads empty, so no manager is added while it is unmatched. For
+        // pets, even a dead one holds: its machine, stopped and left out of
+        // a describe, would share its logical id with the new one (drover
+        // cannot reap a member without labels; the message says what to do).
+        let alive =
+            |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
+        let pets = matches!(d.spec.allocation, Allocation::LogicalIds(_));
+        // For pets, a Down node holds too until it is reaped (the reaper
+        // needs it unmatched for its whole grace period, which a partial
+        // describe cannot fake): its stopped machine may be the one left out.
         let unlisted = stale
             .iter()
             .copied()
-            .find(|n| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable));
+            .find(|n| pets || alive(n))
+            .or_else(|| {
+                is_manager
+                    .then(|| {
+                        self.unmatched
+                            .iter()
+                            .copied()
+                            .find(|n| n.link.is_none() && (pets || alive(n)))
+                    })
+                    .flatten()
+            });
         self.reap_dead_nodes(d, stale);
 
         // 2. Fill empty slots.
@@ -509,11 +536,21 @@ impl<'a> Planner<'a> {
                 break;
             }
             if let Some(n) = unlisted {
-                self.wait(
-                    &name,
-                    format!("node {} (link {}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down", n.id, n.link.as_deref().unwrap_or_default()),
-                );
+                self.wait(&name, unlisted_why(n));
                 break;
+            }
+            // A pet's machine that never joined leaves no trace in the
+            // swarm: only time tells a partial describe from an empty slot.
+            // A group with no machine at all is being made, not refilled.
+            if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
+                let key = Timer::EmptySlot(format!("{name}/{id}"));
+                if !self.clock.elapsed(key, super::op::UNLISTED_BOUND) {
+                    self.wait(
+                        &name,
+                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", super::op::UNLISTED_BOUND.as_secs()),
+                    );
+                    continue;
+                }
             }
             let bootstrap = is_manager
                 && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
@@ -589,6 +626,11 @@ impl<'a> Planner<'a> {
         }
         if let Some(other) = ahead {
             self.wait(&name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
+            return;
+        }
+        if let Some(n) = unlisted.filter(|_| d.spec.update.strategy == Strategy::Surge) {
+            // A surge adds a machine too: the same doubt holds it.
+            self.wait(&name, unlisted_why(n));
             return;
         }
         if d.spec.update.strategy == Strategy::Surge && !excess_ids.is_empty() {
@@ -809,20 +851,43 @@ impl<'a> Planner<'a> {
     /// A raft member of this cluster no listed machine carries (a partial
     /// describe) may be outdated too: the leader waits until it is matched.
     /// A member with no cluster label may be a manager drover never made,
-    /// which would hold the leader for ever.
-    fn manager_before_leader(&self, leader: &str) -> Option<String> {
+    /// which would hold the leader for ever: it holds the leader only while
+    /// a running machine of ours has no node (an engine that lost drover's
+    /// labels: that member may be it) or a group cannot be described, and
+    /// until no such machine was seen for `UNLISTED_BOUND`.
+    pub(crate) fn manager_before_leader(&self, leader: &str) -> Option<String> {
         let cluster = self.input.desired.cluster_id.as_str();
-        if let Some(n) = self
-            .unmatched
-            .iter()
-            .find(|n| n.cluster.as_deref() == Some(cluster))
-        {
+        // A member with no cluster label is one of ours only if some running
+        // machine of ours has no node (its engine lost drover's labels), or
+        // a group could not be described (it may hold that machine).
+        let node_less = || {
+            self.views.iter().any(|v| match &v.described {
+                Ok(m) => m
+                    .iter()
+                    .any(|i| i.running && i.node.is_none() && i.id != leader),
+                Err(_) => true,
+            })
+        };
+        // Nor while it is new: a describe can leave its machine out, so
+        // only once no machine of ours has lacked a node for a while is it
+        // taken for a manager drover never made.
+        let doubtful = |n: &Node| {
+            node_less()
+                || !self
+                    .clock
+                    .elapsed(Timer::Unlabelled(n.id.clone()), super::op::UNLISTED_BOUND)
+        };
+        if let Some(n) = self.unmatched.iter().find(|n| match n.cluster.as_deref() {
+            Some(c) => c == cluster,
+            None => doubtful(n),
+        }) {
             return Some(format!(
                 "raft member {} (no listed machine carries it)",
                 n.id
             ));
         }
         let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
+        let requested = |i: &Member<'_>| self.input.desired.replace.contains(&i.id);
         self.views
             .iter()
             .filter(|v| v.d.spec.role == Role::Manager || !self.promoted.is_empty())
@@ -831,11 +896,11 @@ impl<'a> Planner<'a> {
                 (Err(_), _) => None,
                 (Ok(members), Role::Manager) => members
                     .iter()
-                    .find(|i| i.id != leader && !(i.current() && i.healthy()))
+                    .find(|i| i.id != leader && !(i.current() && i.healthy() && !requested(i)))
                     .map(|i| i.id.clone()),
                 (Ok(members), _) => members
                     .iter()
-                    .find(|i| in_raft(i) && !i.current())
+                    .find(|i| in_raft(i) && (!i.current() || requested(i)))
                     .map(|i| i.id.clone()),
             })
     }
@@ -877,9 +942,17 @@ impl<'a> Planner<'a> {
         if d.spec.role == Role::Manager {
             // A surge roll adds first; its demotion is gated when it comes.
             let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
+            // A surge adds first and demotes after; its demotion of a
+            // reachable member will wait for heal-first, so the addition
+            // does too (else each try adds a member, then steps aside).
+            let reachable = inst
+                .node
+                .and_then(|n| n.raft.as_ref())
+                .is_some_and(|r| r.reachable);
             let gate = if surge {
                 self.unreachable_manager_gate(None, None)
                     .or_else(|| self.manager_trouble.clone())
+                    .or_else(|| reachable.then(|| self.heal_first()).flatten())
                     .or_else(|| self.add_manager_gate())
                     .or_else(|| {
                         inst.node
@@ -1202,6 +1275,25 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 /// manager gate, and a healthy one would wait for it), then raft-unreachable,
 /// then outdated, then newest; from the fullest
 /// zone; never the controller's own machine unless it is the last choice.
+/// Why no machine is added while `n`, a live node that may be a member of
+/// the group, is carried by no listed machine.
+fn unlisted_why(n: &Node) -> String {
+    match &n.link {
+        Some(link) if n.state == NodeState::Down => format!(
+            "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
+            n.id
+        ),
+        Some(link) => format!(
+            "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
+            n.id
+        ),
+        None => format!(
+            "raft member {} carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back or it is demoted (docker node demote {}; a dead cattle member also once it is Down)",
+            n.id, n.id
+        ),
+    }
+}
+
 fn excess_members<'i>(
     d: &DesiredGroup,
     free: &[&'i Member<'i>],

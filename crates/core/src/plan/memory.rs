@@ -42,6 +42,14 @@ pub(crate) enum Timer {
     Orphan(String),
     /// A node (by id) has been Down with no machine carrying its link.
     Down(String),
+    /// An operation's victim (by operation id) has been missing from
+    /// successful describes, not destroyed by it.
+    Unlisted(String),
+    /// A pet slot (`group/logical id`) has read empty.
+    EmptySlot(String),
+    /// A raft member without drover's labels (by node id) has been seen
+    /// while every machine of ours had a node.
+    Unlabelled(String),
 }
 
 impl Memory {

@@ -17,6 +17,12 @@ use std::time::Duration;
 /// not-yet-left node is harmless to destroy once it is out of the raft.
 pub const LEAVE_BOUND: Duration = Duration::from_secs(45);
 
+/// How long a victim this operation never started destroying must stay
+/// out of successful describes before it counts as gone: a successful
+/// answer can leave a machine out (eventual consistency), and taking that
+/// for a destroy would make a second machine for its slot.
+pub const UNLISTED_BOUND: Duration = Duration::from_secs(30);
+
 enum StepState<'x> {
     Done,
     Act(Action),
@@ -132,6 +138,9 @@ impl<'a> Planner<'a> {
                     if self.clock.elapsed(key(), step_timeout) {
                         self.step_failed(op, step, "its action kept failing".into());
                     }
+                    if op.role == Role::Worker && matches!(action, Action::Demote { .. }) {
+                        self.demoting.push(op.id.clone());
+                    }
                     self.actions.push(action);
                 }
                 StepState::Wait(why) => {
@@ -220,7 +229,6 @@ impl<'a> Planner<'a> {
         } = *subjects;
         let victim_inst = victim_inst.as_ref();
         let d = view.d;
-        let owned = view.described.as_ref().expect("checked by advance");
         let victim = op.victim.as_ref();
         let vlink = victim.and_then(|v| v.link.as_deref());
         match step {
@@ -368,19 +376,8 @@ impl<'a> Planner<'a> {
                 if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
                     return StepState::Abandon(why);
                 }
-                let others_outdated = owned.iter().any(|i| {
-                    i.link() != vlink
-                        && i.link() != Some(op.id.as_str())
-                        && i.config() != Some(d.hash.as_str())
-                });
-                if n.raft.as_ref().is_some_and(|r| r.leader) && others_outdated {
-                    // Leadership moved onto the victim after the op was
-                    // written. Nothing was disrupted yet and the leader goes
-                    // last, so drop this op.
-                    return StepState::Abandon(format!(
-                        "node {} became the leader before its demotion; it will go last",
-                        n.id
-                    ));
+                if let Some(why) = self.leader_goes_last(op, step, n) {
+                    return why;
                 }
                 match self.removal_gate(Some(n), Some(&op.id)) {
                     Some(no) if undisrupted(op, step) => {
@@ -415,6 +412,9 @@ impl<'a> Planner<'a> {
                     return StepState::Abandon(why);
                 }
                 if self.world.is_self(vlink) {
+                    if let Some(why) = self.leader_goes_last(op, step, n) {
+                        return why;
+                    }
                     let gate = n
                         .manager_role
                         .then(|| self.healthy_manager_gate(Some(&op.id), Some(n)));
@@ -493,7 +493,29 @@ impl<'a> Planner<'a> {
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));
                 }
-                StepState::Done
+                // Started by this operation: its intent reached the destroy
+                // (or a later step), or the step was recorded done.
+                let steps = op.steps();
+                let at = |s: Step| steps.iter().position(|x| *x == s);
+                let destroyed = op.done.contains(&Step::Destroy)
+                    || op
+                        .intent
+                        .as_ref()
+                        .is_some_and(|i| at(i.step) >= at(Step::Destroy));
+                if destroyed
+                    || self
+                        .clock
+                        .elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND)
+                {
+                    StepState::Done
+                } else {
+                    wait_for(move || {
+                        format!(
+                            "{id} is not listed but was not destroyed by this operation: gone only once unlisted for {}s (a describe can be partial)",
+                            UNLISTED_BOUND.as_secs()
+                        )
+                    })
+                }
             }
             Step::RemoveNode => {
                 let Some(n) = node else {
@@ -532,9 +554,15 @@ impl<'a> Planner<'a> {
         if op.role == Role::Plain {
             return None;
         }
-        let Some(n) = node else {
-            let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
-            return self.unmatched_member(id, link).map(StepState::Fail);
+        let n = match node {
+            Some(n) if n.in_raft() || n.state != NodeState::Down => n,
+            // No node, or a Down one out of the raft: a Down node under the
+            // machine's link can be an older incarnation while the running
+            // engine, having lost drover's labels, is an unmatched member.
+            _ => {
+                let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
+                return self.unmatched_member(id, link).map(StepState::Fail);
+            }
         };
         if n.manager_role {
             return Some(match self.removal_gate(Some(n), Some(&op.id)) {
@@ -550,6 +578,29 @@ impl<'a> Planner<'a> {
         n.raft
             .is_some()
             .then(|| wait_for(move || format!("waiting for node {} to leave the raft", n.id)))
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// The leader's (or this controller's own) demotion, when another raft
+    /// member still has to be rolled first (not current and healthy, asked
+    /// to be replaced, held, or unmatched): leadership moved onto the victim
+    /// after the op was written, or the other member's state changed since
+    /// (an operator's replace request arrived). Nothing was disrupted yet
+    /// and the leader goes last, so the op steps aside.
+    fn leader_goes_last<'o>(&self, op: &Operation, step: Step, n: &Node) -> Option<StepState<'o>> {
+        // The journal's record, not the describe: a partial describe may
+        // leave the leader's own machine out.
+        let victim = op.victim.as_ref()?;
+        let leads = n.raft.as_ref().is_some_and(|r| r.leader);
+        if !(leads || self.world.is_self(victim.link.as_deref())) || !undisrupted(op, step) {
+            return None;
+        }
+        let other = self.manager_before_leader(victim.instance.as_deref().unwrap_or_default())?;
+        Some(StepState::Abandon(format!(
+            "node {} leads and {other} is not current and healthy yet: the leader goes last",
+            n.id
+        )))
     }
 }
 

@@ -197,10 +197,19 @@ impl Cluster {
         }
     }
 
-    /// The member's machine and node are gone (what a finished removal leaves).
+    /// The member's machine and node are gone (what a finished removal
+    /// leaves: the operation removing it journaled its destroy's intent).
     fn remove_member(&mut self, group: &str, link: &str) {
         self.instances(group).retain(|i| i.link() != Some(link));
         self.nodes().retain(|n| n.link.as_deref() != Some(link));
+        for o in &mut self.journal {
+            if o.victim.as_ref().and_then(|v| v.link.as_deref()) == Some(link) {
+                o.intent = Some(crate::journal::Intent {
+                    step: Step::Destroy,
+                    epoch: 1,
+                });
+            }
+        }
     }
 
     /// The machine `op` provisioned, on the desired config; with a Ready node

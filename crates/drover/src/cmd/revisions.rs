@@ -244,12 +244,17 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
         .await
         .map_err(anyhow::Error::from)?;
     let mut rev = 0;
+    let mut converged = Vec::new();
     for (r, spec) in &revisions {
         rev = store
             .commit(rev, spec.spec(), r.provenance.clone(), r.is_rollback)
             .await
             .map_err(anyhow::Error::from)?;
+        if r.converged {
+            converged.push(rev);
+        }
     }
+    mark_converged(store.as_ref(), &converged).await?;
     store
         .set_controls(&doc.controls)
         .await
@@ -260,6 +265,28 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
         doc.revisions.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Marks the imported revisions that had converged where they were
+/// exported: `rollback`'s default target is the newest converged one, so
+/// without the marks a copy would have nothing to roll back to. The mark is
+/// a controller's (fenced) write, so the import takes the new store's first
+/// epoch; a controller started later campaigns past it.
+async fn mark_converged(store: &dyn Store, revs: &[u64]) -> Result<(), MainError> {
+    if revs.is_empty() {
+        return Ok(());
+    }
+    let epoch = store
+        .campaign("drover import")
+        .await
+        .map_err(anyhow::Error::from)?;
+    for rev in revs {
+        store
+            .mark_converged(epoch, *rev)
+            .await
+            .map_err(anyhow::Error::from)?;
+    }
+    Ok(())
 }
 
 pub(crate) async fn history(store: &dyn Store) -> Result<Vec<Revision>, MainError> {

@@ -354,6 +354,13 @@ fn renamed_leader_pet() -> Cluster {
 fn an_undeclared_leader_is_retired_last_not_before_the_outdated_members() {
     let mut c = renamed_leader_pet();
     let p = c.at(0);
+    assert!(
+        !adds_manager(&p),
+        "a new slot reads empty for a while first: {}",
+        describe(&p)
+    );
+    let bound = crate::plan::op::UNLISTED_BOUND.as_millis() as u64;
+    let p = c.at(bound);
     let add = begins(&p, MANAGERS)
         .into_iter()
         .find(|o| o.kind == OpKind::Provision)
@@ -365,7 +372,7 @@ fn an_undeclared_leader_is_retired_last_not_before_the_outdated_members() {
             i.tags.insert(tags::LOGICAL_ID.into(), "10.0.0.9".into());
         }
     }
-    let p = c.at(SEC);
+    let p = c.at(bound + SEC);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
     let victims: Vec<&str> = begins(&p, MANAGERS)
         .iter()
@@ -445,7 +452,13 @@ fn run_until(c: &mut Cluster, until: Time, seen: impl Fn(&Plan) -> bool) -> (boo
                         c.add_new_member(&o, true);
                     }
                 }
-                Action::Destroy { instance, .. } => {
+                Action::Destroy { op, instance } => {
+                    if let Some(o) = c.journal.iter_mut().find(|o| o.id == *op) {
+                        o.intent = Some(crate::journal::Intent {
+                            step: Step::Destroy,
+                            epoch: 1,
+                        });
+                    }
                     for d in c.observed.instances.values_mut() {
                         if let Described::Ok(list) = d {
                             list.retain(|i| i.id != *instance);
@@ -549,8 +562,10 @@ fn a_member_stuck_joining_the_raft_is_healed_not_held_by_itself() {
     assert!(healed, "{}", describe(&p));
 }
 
-/// A manager joined by hand, with no drover labels at all, never holds the
-/// leader's roll (it carries no cluster label: it may not be drover's).
+/// A manager joined by hand, with no drover labels at all, does not hold
+/// the leader's roll for ever (it carries no cluster label: it may not be
+/// drover's): only for `UNLISTED_BOUND`, in which a describe that left its
+/// machine out would have listed it.
 #[test]
 fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
@@ -562,5 +577,418 @@ fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
     c.nodes().push(f);
     c.outdate_one(MANAGERS, "m1");
     let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
     assert!(demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A worker promoted by hand whose engine lost drover's labels, its machine
+/// left out of a describe: the leader does not take it for a foreigner.
+#[test]
+fn the_leader_waits_for_an_unlabelled_member_whose_machine_a_describe_left_out() {
+    let mut c = promoted_worker();
+    let n = c.node("w1");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.instances(WORKERS).clear();
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+// ------------------------------------------- simulator findings, second round
+
+fn adds_manager(p: &Plan) -> bool {
+    has(
+        p,
+        |a| matches!(a, Action::Provision { group, .. } if group == MANAGERS),
+    )
+}
+
+/// N7: a partial describe leaves out the machine of a raft member whose
+/// engine lost drover's labels: its slot reads empty, and nothing says the
+/// member is still there but the unlabelled live node.
+#[test]
+fn no_manager_is_added_while_a_live_raft_member_carries_no_labels() {
+    let mut c = manager_lost_its_labels();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let p = c.at(0);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("raft member n-m3 carries no drover.link"),
+        "{}",
+        describe(&p)
+    );
+    // Down and out of reach: no longer "live"; now the add-manager gate
+    // speaks (an unreachable member drover cannot heal), with what to do.
+    let n = c.nodes().iter_mut().find(|n| n.id == "n-m3").expect("n-m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("docker node demote n-m3"),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// N9: a promoted worker's roll waiting to demote it has touched nothing in
+/// the raft; a crashed manager's heal goes first instead of both waiting on
+/// each other for ever.
+#[test]
+fn a_crashed_manager_is_healed_while_a_promoted_workers_roll_waits_to_demote_it() {
+    let mut c = promoted_worker();
+    let p = c.at(0);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    c.journal.push(ops[0].clone());
+    c.instances(MANAGERS)
+        .iter_mut()
+        .find(|i| i.link() == Some("m3"))
+        .expect("m3")
+        .running = false;
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-w1"), "{}", describe(&p));
+    let heals: Vec<&str> = begins(&p, MANAGERS)
+        .iter()
+        .filter(|o| o.kind == OpKind::Heal)
+        .map(|o| victim_link(o))
+        .collect();
+    assert_eq!(heals, ["m3"], "{}", describe(&p));
+}
+
+/// Once the promoted worker's demotion started, it is a raft change in
+/// flight: nothing else changes the raft until it is over.
+#[test]
+fn a_promoted_workers_started_demotion_holds_other_manager_changes() {
+    let mut c = promoted_worker();
+    let p = c.at(0);
+    let mut op = begins(&p, WORKERS)[0].clone();
+    op.intent = Some(crate::journal::Intent {
+        step: Step::Demote,
+        epoch: 1,
+    });
+    c.journal.push(op);
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(SEC);
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+    assert!(!demotes(&p, "n-m2"), "{}", describe(&p));
+}
+
+/// A replace request for another member arriving while the leader's own
+/// roll waits to demote it: the leader's op steps aside (nothing was
+/// disrupted) and the requested member goes first.
+#[test]
+fn the_leaders_journaled_roll_steps_aside_for_a_replace_request_that_arrives() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m1");
+    c.journal.push(op.clone());
+    c.desired.replace.insert("i-m2".into());
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+    assert!(
+        p.actions.contains(&Action::Complete { op: op.id.clone() }),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// A manager surge adds first and demotes after; with a raft member
+/// unreachable (and no machine of the group unhealthy) the demotion would wait (heal first), so the addition
+/// waits too instead of adding a member and stepping aside again and again.
+#[test]
+fn a_manager_surge_adds_nothing_while_a_raft_member_is_unreachable() {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    c.group_mut(MANAGERS).spec.update.strategy = crate::spec::Strategy::Surge;
+    c.outdate_one(MANAGERS, "m2");
+    // The machine of an earlier surge's member vanished: its node is a
+    // Down, unreachable raft member no machine carries (reaped later).
+    let mut dead = node("m6", true, false);
+    dead.state = NodeState::Down;
+    dead.raft.as_mut().expect("member").reachable = false;
+    c.nodes().push(dead);
+    let p = c.at(0);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
+}
+
+/// A running machine whose engine lost drover's labels, while an older
+/// node under its link reads Down out of the raft: the machine reads
+/// unhealthy, but its engine may be the unlabelled raft member.
+#[test]
+fn a_machine_matched_to_a_stale_down_node_is_not_destroyed_while_a_member_is_unmatched() {
+    let mut c = manager_lost_its_labels();
+    let mut old = node("m3", false, false);
+    old.id = "n-m3-old".into();
+    old.state = NodeState::Down;
+    old.raft = None;
+    c.nodes().push(old);
+    let (destroyed, p) = run_until(&mut c, 1_000, |p| destroys_instance(p, "i-m3"));
+    assert!(!destroyed, "{}", describe(&p));
+}
+
+/// The same for the leader: an outdated worker promoted by hand whose
+/// engine lost drover's labels is an unlabelled raft member, and its
+/// machine has no node; the leader waits for it.
+#[test]
+fn the_leader_waits_for_an_unlabelled_member_while_a_machine_of_ours_has_no_node() {
+    let mut c = promoted_worker();
+    let n = c.node("w1");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A successful describe that leaves out the victim of a journaled heal
+/// this operation never destroyed: not taken for a destroy (a second
+/// machine for the slot) until it stays unlisted for `UNLISTED_BOUND`.
+#[test]
+fn a_victim_missing_from_one_describe_is_not_taken_for_destroyed() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.instances(MANAGERS)
+        .iter_mut()
+        .find(|i| i.link() == Some("m3"))
+        .expect("m3")
+        .running = false;
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(0);
+    let heal = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&heal), "m3");
+    c.journal.push(heal);
+    let stopped = c.instances(MANAGERS).clone();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.node("m3").manager_role = false;
+    c.node("m3").raft = None;
+    let p = c.at(SEC);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("not listed"),
+        "{}",
+        describe(&p)
+    );
+    // Listed again: it is destroyed by the heal, as it should be.
+    *c.instances(MANAGERS) = stopped;
+    let p = c.at(2 * SEC);
+    assert!(destroys_instance(&p, "i-m3"), "{}", describe(&p));
+    // Unlisted for the whole bound: gone (it vanished), the heal goes on.
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.at(3 * SEC);
+    let p = c.at(3 * SEC + crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    assert!(
+        has(&p, |a| matches!(
+            a,
+            Action::MarkDone {
+                step: Step::Destroy,
+                ..
+            }
+        )),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// Two workers promoted by hand whose engines then lost drover's labels
+/// (their nodes are found by the ids their operations recorded): their
+/// rolls reach the raft step in one pass, and only one demotes.
+#[test]
+fn two_unlabelled_promoted_workers_are_demoted_one_at_a_time() {
+    let mut c = Cluster::new(
+        5,
+        "  allocation: {size: 2}\n  update: {canaries: 0, max_in_flight: 2}\n",
+    );
+    for w in ["w1", "w2"] {
+        c.add_worker(w, OLD, None);
+        let n = c.node(w);
+        n.manager_role = true;
+        n.raft = Some(RaftMember {
+            leader: false,
+            reachable: true,
+            addr: format!("{w}:2377"),
+        });
+        n.availability = Availability::Drain;
+    }
+    // The planner begins one at a time; a deposed controller's second one,
+    // as the journal may hold it.
+    let p = c.at(0);
+    let first = begins(&p, WORKERS)[0].clone();
+    let mut second = first.clone();
+    let other = if victim_link(&first) == "w1" {
+        "w2"
+    } else {
+        "w1"
+    };
+    second.id = format!("{}-second", first.id);
+    second.victim = Some(crate::journal::Victim {
+        instance: Some(format!("i-{other}")),
+        link: Some(other.into()),
+        node: Some(format!("n-{other}")),
+        ..first.victim.clone().expect("a victim")
+    });
+    c.journal.extend([first, second]);
+    for w in ["w1", "w2"] {
+        let n = c.node(w);
+        n.link = None;
+        n.cluster = None;
+        n.group = None;
+    }
+    let p = c.at(SEC);
+    let demoted = ["n-w1", "n-w2"].iter().filter(|n| demotes(&p, n)).count();
+    assert_eq!(demoted, 1, "{}", describe(&p));
+}
+
+/// 5 current pet managers `10.0.0.1..5` on `m1..m5`.
+fn five_pets() -> Cluster {
+    let mut c = Cluster::new(5, "  allocation: {size: 1}\n");
+    c.desired = desired(
+        "groups:\n\
+         - name: managers\n  role: manager\n  allocation: {logical_ids: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5]}\n  instance: {provider: sim}\n\
+         - name: workers\n  role: worker\n  instance: {provider: sim}\n  allocation: {size: 1}\n",
+    );
+    let hash = c.hash(MANAGERS);
+    for (k, i) in c.instances(MANAGERS).iter_mut().enumerate() {
+        i.tags
+            .insert(tags::LOGICAL_ID.into(), format!("10.0.0.{}", k + 1));
+        i.tags.insert(tags::CONFIG.into(), hash.clone());
+    }
+    c
+}
+
+/// `m3` died (Down, raft-unreachable) and a describe left its stopped
+/// machine out.
+fn dead_pet_left_out(c: &mut Cluster) {
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    let n = c.nodes().iter_mut().find(|n| n.id == "n-m3").expect("n-m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+}
+
+/// Pets: a member whose engine lost drover's labels and then died, its
+/// stopped machine left out of a describe. Its slot is not refilled: a new
+/// machine would share the stopped one's logical id.
+#[test]
+fn a_pet_slot_is_not_refilled_while_an_unlabelled_dead_member_may_hold_it() {
+    let mut c = five_pets();
+    let n = c.node("m3");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    dead_pet_left_out(&mut c);
+    for t in [0, SEC, 100 * SEC] {
+        let p = c.at(t);
+        assert!(!adds_manager(&p), "at {t}: {}", describe(&p));
+    }
+}
+
+/// The same with its labels: its Down node holds the slot until it is
+/// reaped (unmatched for the whole grace period, which one partial
+/// describe cannot fake).
+#[test]
+fn a_pet_slot_is_not_refilled_while_its_down_node_is_unmatched_and_not_reaped() {
+    let mut c = five_pets();
+    dead_pet_left_out(&mut c);
+    for t in [0, SEC] {
+        let p = c.at(t);
+        assert!(!adds_manager(&p), "at {t}: {}", describe(&p));
+        assert!(reason(&p, MANAGERS).contains("n-m3"), "{}", describe(&p));
+    }
+}
+
+/// The leader's own machine left out of a describe does not let its
+/// journaled self-demotion skip leader-last: a worker promoted by hand,
+/// whose machine is also left out, may still be outdated.
+#[test]
+fn the_leader_goes_last_even_when_its_own_machine_is_missing_from_the_describe() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m1");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m1");
+    c.journal.push(op.clone());
+    let mut promoted = node("w9", true, false);
+    promoted.group = Some(WORKERS.into());
+    c.nodes().push(promoted);
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m1"));
+    let p = c.at(SEC);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A victim this operation destroyed, whose intent has moved on to the
+/// node removal, is gone at once (no wait for `UNLISTED_BOUND`).
+#[test]
+fn a_victim_destroyed_by_its_operation_is_gone_once_the_intent_moved_past_the_destroy() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let mut op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), "m2");
+    op.intent = Some(crate::journal::Intent {
+        step: Step::RemoveNode,
+        epoch: 1,
+    });
+    c.journal.push(op);
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m2"));
+    let n = c.node("m2");
+    n.manager_role = false;
+    n.raft = None;
+    let p = c.at(SEC);
+    assert!(
+        has(&p, |a| matches!(
+            a,
+            Action::MarkDone {
+                step: Step::Destroy,
+                ..
+            }
+        )),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// ... and while the group that may hold its machine cannot be described.
+#[test]
+fn the_leader_waits_for_an_unlabelled_member_while_a_group_cannot_be_described() {
+    let mut c = promoted_worker();
+    let n = c.node("w1");
+    n.link = None;
+    n.cluster = None;
+    n.group = None;
+    c.outdate_one(MANAGERS, "m1");
+    c.observed
+        .instances
+        .insert(WORKERS.into(), Described::Failed("throttled".into()));
+    let p = c.at(0);
+    assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
+}
+
+/// A pet machine that never joined leaves no node; a describe that leaves
+/// it out makes its slot read empty. The slot is refilled only once it has
+/// read empty for `UNLISTED_BOUND`.
+#[test]
+fn a_pet_slot_that_reads_empty_once_is_not_refilled_at_once() {
+    let mut c = five_pets();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.nodes().retain(|n| n.id != "n-m3");
+    let p = c.at(0);
+    assert!(!adds_manager(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("slot 10.0.0.3 reads empty"),
+        "{}",
+        describe(&p)
+    );
+    let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    assert!(adds_manager(&p), "{}", describe(&p));
 }

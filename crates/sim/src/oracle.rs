@@ -1,0 +1,152 @@
+//! The oracle's judgements of one voluntary step: pure functions of a
+//! [`World`] (the simulator's own raft, nodes and machines) and the declared
+//! state, never of anything the planner computes.
+//!
+//! The runner hands in the world *as the planner observed it*, with this
+//! plan's earlier steps applied (see `Runner::judge`): a fault that struck
+//! between the observation and the step is not the planner's doing, and the
+//! simulated engine's own refusals in the real world are what protect the
+//! swarm in that window.
+
+use crate::world::World;
+use drover_core::plan::{Action, Desired};
+use drover_core::spec::Role;
+
+/// The swarm node a step acts on: the demoted node, or the destroyed
+/// machine's node (the simulator knows it even when the labels are lost).
+pub(crate) fn target_node(w: &World, action: &Action) -> Option<String> {
+    match action {
+        Action::Demote { node, .. }
+        | Action::DemoteSelfAndLeave { node, .. }
+        | Action::Drain { node, .. } => Some(node.clone()),
+        Action::Destroy { instance, .. } => w.instances.get(instance)?.node.clone(),
+        _ => None,
+    }
+}
+
+/// Managers declared across all manager groups.
+pub(crate) fn declared_managers(desired: &Desired) -> usize {
+    desired
+        .groups
+        .iter()
+        .filter(|g| g.spec.role == Role::Manager)
+        .map(|g| g.spec.allocation.size())
+        .sum()
+}
+
+/// A step that removes a raft member, judged by the raft itself:
+/// - no machine is destroyed while its node is a raft member (demote, wait
+///   until out of the raft, then destroy);
+/// - one manager removal at a time: no member is demoted while another is
+///   still leaving the raft;
+/// - heal first: a healthy (raft-reachable) member is not disrupted while
+///   the raft has fewer members than declared or another member is
+///   raft-unreachable. Reachability is raft contact, never node status
+///   (design rule 10): a member that reads `unknown` after an election is
+///   healthy here, a partitioned one whose status reads Ready is not.
+pub(crate) fn manager_removal(w: &World, desired: &Desired, action: &Action) -> Option<String> {
+    let destroying = matches!(action, Action::Destroy { .. });
+    if !destroying
+        && !matches!(
+            action,
+            Action::Demote { .. } | Action::DemoteSelfAndLeave { .. }
+        )
+    {
+        return None;
+    }
+    let id = target_node(w, action)?;
+    let n = w.nodes.get(&id)?;
+    n.node.raft.as_ref()?;
+    let what = action.describe();
+    if destroying {
+        return Some(format!(
+            "{what} destroys the machine of raft member {id} (never destroyed before it left the raft)"
+        ));
+    }
+    if n.out_of_raft_at.is_some() {
+        return None; // a repeated demote of a member already leaving
+    }
+    let others = || {
+        w.nodes
+            .values()
+            .filter(|m| m.node.id != id && m.node.raft.is_some())
+    };
+    if let Some(leaving) = others().find(|m| m.out_of_raft_at.is_some()) {
+        return Some(format!(
+            "{what} while {} is still leaving the raft (one manager removal at a time)",
+            leaving.node.id
+        ));
+    }
+    if !n.in_contact() {
+        return None; // healing: removing an unreachable member raises FT
+    }
+    let declared = declared_managers(desired);
+    let (members, _) = w.raft();
+    if members < declared {
+        return Some(format!(
+            "{what} disrupts healthy manager {id} ({:?}) while the raft has {members} of {declared} declared members (heal first)",
+            n.node.state
+        ));
+    }
+    others().find(|m| !m.in_contact()).map(|u| {
+        format!(
+            "{what} disrupts healthy manager {id} ({:?}) while {} is raft-unreachable (heal first)",
+            n.node.state, u.node.id
+        )
+    })
+}
+
+/// The leader is the last raft member a roll disrupts: when a step
+/// demotes, self-demotes or destroys the leader, no other machine of the
+/// manager group, nor any other raft member's machine (a worker promoted by
+/// hand), may still be outdated or asked to be replaced (held ones included:
+/// a held outdated manager keeps the leader waiting).
+pub(crate) fn leader_last(w: &World, desired: &Desired, action: &Action) -> Option<String> {
+    if !matches!(
+        action,
+        Action::Demote { .. } | Action::DemoteSelfAndLeave { .. } | Action::Destroy { .. }
+    ) {
+        return None;
+    }
+    let id = target_node(w, action)?;
+    let n = w.nodes.get(&id)?;
+    if w.leader.as_deref() != Some(id.as_str()) || !n.in_contact() {
+        return None;
+    }
+    let in_raft = |node: Option<&String>| {
+        node.and_then(|x| w.nodes.get(x))
+            .is_some_and(|m| m.node.raft.is_some())
+    };
+    let stale: Vec<String> = desired
+        .groups
+        .iter()
+        .flat_map(|g| {
+            w.instances
+                .values()
+                .filter(|i| i.inst.owned_by(&desired.cluster_id, &g.spec.name))
+                .filter(|i| i.inst.running && i.node.as_deref() != Some(id.as_str()))
+                .filter(|i| g.spec.role == Role::Manager || in_raft(i.node.as_ref()))
+                .filter(|i| {
+                    i.inst.config() != Some(g.hash.as_str()) || desired.replace.contains(&i.inst.id)
+                })
+                .map(|i| i.inst.id.clone())
+        })
+        .collect();
+    (!stale.is_empty()).then(|| {
+        format!(
+            "{} disrupts the leader while {stale:?} are not current",
+            action.describe()
+        )
+    })
+}
+
+/// Workers of `group` still serving (by the simulator's truth: an
+/// `unknown` or `disconnected` node still runs its tasks).
+pub(crate) fn serving(w: &World, group: &str) -> usize {
+    w.instances
+        .values()
+        .filter(|i| i.inst.tag(drover_core::model::tags::GROUP) == Some(group) && i.inst.running)
+        .filter_map(|i| w.nodes.get(i.node.as_ref()?))
+        .filter(|n| n.serving() && n.node.availability == drover_core::model::Availability::Active)
+        .count()
+}
