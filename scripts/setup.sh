@@ -8,6 +8,8 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v busybox >/dev/null || need+=(busybox-static)
 command -v protoc >/dev/null || need+=(protobuf-compiler libprotobuf-dev)
 command -v ip >/dev/null || need+=(iproute2)
+# iptables (and ss, from iproute2): the nemesis partitions an engine (e2e_nemesis).
+command -v iptables >/dev/null || need+=(iptables)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v openssl >/dev/null || need+=(openssl)
 # A C compiler: the linker for Rust, and mimalloc (the binary's allocator) is C.

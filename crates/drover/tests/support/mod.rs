@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod nemesis;
+
 use drover_core::model::{Node, NodeState, SwarmView};
 use drover_core::quorum::quorum;
 use drover_local::testkit::{StateGuard, short_tempdir};
@@ -66,7 +68,7 @@ impl Lab {
     }
 
     /// Engines of running manager machines.
-    fn manager_endpoints(&self) -> Vec<String> {
+    pub fn manager_endpoints(&self) -> Vec<String> {
         let provider = self.provider();
         self.records()
             .into_iter()
@@ -124,6 +126,12 @@ impl Lab {
     }
 
     pub fn drover(&self, args: &[&str]) -> std::process::Output {
+        self.drover_with(args, &[])
+    }
+
+    /// `drover` with extra environment (e.g. `DROVER_LOG=info`, which the
+    /// controllers a bootstrapping `apply` starts inherit).
+    pub fn drover_with(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         let out = Command::new(env!("CARGO_BIN_EXE_drover"))
             .args(args)
             .env("DROVER_STORE", self.store_url())
@@ -133,6 +141,7 @@ impl Lab {
                 format!("127.0.{}.20-127.0.{}.60", self.net, self.net),
             )
             .env("DROVER_LOG", "warn")
+            .envs(env.iter().copied())
             .output()
             .expect("run drover");
         eprintln!(
