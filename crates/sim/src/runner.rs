@@ -349,22 +349,22 @@ impl Runner {
                 ft,
             );
         }
-        let in_raft: Vec<String> = self
-            .promoted
-            .iter()
-            .filter(|n| {
-                self.world
-                    .nodes
-                    .get(*n)
-                    .is_some_and(|m| m.node.raft.is_some() && m.out_of_raft_at.is_none())
-            })
-            .cloned()
-            .collect();
+        let in_raft: Vec<String> = self.promoted_in_raft().cloned().collect();
         for node in in_raft {
             if self.world.demote(&node).is_ok() {
                 self.note(format!("operator: demote hand-promoted {node}"), ft);
             }
         }
+    }
+
+    /// Nodes promoted by hand that are raft members and not leaving it.
+    fn promoted_in_raft(&self) -> impl Iterator<Item = &String> {
+        self.promoted.iter().filter(|n| {
+            self.world
+                .nodes
+                .get(*n)
+                .is_some_and(|m| m.node.raft.is_some() && m.out_of_raft_at.is_none())
+        })
     }
 
     /// Commits a new spec for the groups (a rollout), keeping the old for rollback.
@@ -1321,16 +1321,7 @@ impl Runner {
         }
         // A worker promoted by hand that drover kept (it was current) is an
         // operator's extra member, not drover's.
-        let promoted = self
-            .promoted
-            .iter()
-            .filter(|n| {
-                self.world
-                    .nodes
-                    .get(*n)
-                    .is_some_and(|n| n.node.raft.is_some())
-            })
-            .count();
+        let promoted = self.promoted_in_raft().count();
         let desired_managers = oracle::declared_managers(&self.desired) + promoted;
         let (members, reachable) = self.world.raft();
         if members != desired_managers || reachable != members {

@@ -100,11 +100,16 @@ fn a_scale_in_with_two_members_down_retires_an_unreachable_one_never_the_unknown
 /// 3 current managers; `m3`'s engine restarted without drover's labels.
 fn manager_lost_its_labels() -> Cluster {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
-    let n = c.node("m3");
+    lose_labels(&mut c, "m3");
+    c
+}
+
+/// `link`'s engine restarted without drover's labels (its node keeps its id).
+fn lose_labels(c: &mut Cluster, link: &str) {
+    let n = c.node(link);
     n.link = None;
     n.cluster = None;
     n.group = None;
-    c
 }
 
 #[test]
@@ -219,16 +224,21 @@ fn a_drain_timeout_with_on_timeout_block_blocks_a_worker_reading_unknown() {
 /// `w1` outdated and already drained.
 fn promoted_worker() -> Cluster {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n  update: {canaries: 0}\n");
-    c.add_worker("w1", OLD, None);
-    let n = c.node("w1");
+    add_promoted_worker(&mut c, "w1");
+    c
+}
+
+/// An outdated, drained worker `link` promoted to manager by hand.
+fn add_promoted_worker(c: &mut Cluster, link: &str) {
+    c.add_worker(link, OLD, None);
+    let n = c.node(link);
     n.manager_role = true;
     n.raft = Some(RaftMember {
         leader: false,
         reachable: true,
-        addr: "w1:2377".into(),
+        addr: format!("{link}:2377"),
     });
     n.availability = Availability::Drain;
-    c
 }
 
 #[test]
@@ -303,11 +313,8 @@ fn the_leader_waits_for_a_held_outdated_manager() {
 fn an_unreachable_raft_member_no_machine_carries_is_named_with_what_to_do() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
     raft_unreachable(&mut c, "m3");
-    let n = c.node("m3");
-    n.state = NodeState::Down;
-    n.link = None;
-    n.cluster = None;
-    n.group = None;
+    c.node("m3").state = NodeState::Down;
+    lose_labels(&mut c, "m3");
     c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
     let p = c.at(0);
     let why = reason(&p, MANAGERS);
@@ -587,10 +594,7 @@ fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
 #[test]
 fn the_leader_waits_for_an_unlabelled_member_whose_machine_a_describe_left_out() {
     let mut c = promoted_worker();
-    let n = c.node("w1");
-    n.link = None;
-    n.cluster = None;
-    n.group = None;
+    lose_labels(&mut c, "w1");
     c.instances(WORKERS).clear();
     c.outdate_one(MANAGERS, "m1");
     let p = c.at(0);
@@ -742,10 +746,7 @@ fn a_machine_matched_to_a_stale_down_node_is_not_destroyed_while_a_member_is_unm
 #[test]
 fn the_leader_waits_for_an_unlabelled_member_while_a_machine_of_ours_has_no_node() {
     let mut c = promoted_worker();
-    let n = c.node("w1");
-    n.link = None;
-    n.cluster = None;
-    n.group = None;
+    lose_labels(&mut c, "w1");
     c.outdate_one(MANAGERS, "m1");
     let p = c.at(0);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
@@ -811,15 +812,7 @@ fn two_unlabelled_promoted_workers_are_demoted_one_at_a_time() {
         "  allocation: {size: 2}\n  update: {canaries: 0, max_in_flight: 2}\n",
     );
     for w in ["w1", "w2"] {
-        c.add_worker(w, OLD, None);
-        let n = c.node(w);
-        n.manager_role = true;
-        n.raft = Some(RaftMember {
-            leader: false,
-            reachable: true,
-            addr: format!("{w}:2377"),
-        });
-        n.availability = Availability::Drain;
+        add_promoted_worker(&mut c, w);
     }
     // The planner begins one at a time; a deposed controller's second one,
     // as the journal may hold it.
@@ -840,10 +833,7 @@ fn two_unlabelled_promoted_workers_are_demoted_one_at_a_time() {
     });
     c.journal.extend([first, second]);
     for w in ["w1", "w2"] {
-        let n = c.node(w);
-        n.link = None;
-        n.cluster = None;
-        n.group = None;
+        lose_labels(&mut c, w);
     }
     let p = c.at(SEC);
     let demoted = ["n-w1", "n-w2"].iter().filter(|n| demotes(&p, n)).count();
@@ -882,10 +872,7 @@ fn dead_pet_left_out(c: &mut Cluster) {
 #[test]
 fn a_pet_slot_is_not_refilled_while_an_unlabelled_dead_member_may_hold_it() {
     let mut c = five_pets();
-    let n = c.node("m3");
-    n.link = None;
-    n.cluster = None;
-    n.group = None;
+    lose_labels(&mut c, "m3");
     dead_pet_left_out(&mut c);
     for t in [0, SEC, 100 * SEC] {
         let p = c.at(t);
@@ -962,10 +949,7 @@ fn a_victim_destroyed_by_its_operation_is_gone_once_the_intent_moved_past_the_de
 #[test]
 fn the_leader_waits_for_an_unlabelled_member_while_a_group_cannot_be_described() {
     let mut c = promoted_worker();
-    let n = c.node("w1");
-    n.link = None;
-    n.cluster = None;
-    n.group = None;
+    lose_labels(&mut c, "w1");
     c.outdate_one(MANAGERS, "m1");
     c.observed
         .instances
