@@ -5,6 +5,27 @@
 
 use super::*;
 
+/// Plans one pass at 0 and journals the manager roll it begins, of `victim`.
+fn journal_manager_roll(c: &mut Cluster, victim: &str) -> Operation {
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(victim_link(&op), victim, "{}", describe(&p));
+    c.journal.push(op.clone());
+    op
+}
+
+fn marks_destroy_done(p: &Plan) -> bool {
+    has(p, |a| {
+        matches!(
+            a,
+            Action::MarkDone {
+                step: Step::Destroy,
+                ..
+            }
+        )
+    })
+}
+
 fn demotes(p: &Plan, node: &str) -> bool {
     has(
         p,
@@ -48,10 +69,7 @@ fn an_unknown_but_raft_reachable_manager_is_gated_as_healthy_not_demoted_past_th
 fn a_journaled_roll_of_a_manager_reading_unknown_after_an_election_steps_aside() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
     c.outdate_one(MANAGERS, "m2");
-    let p = c.at(0);
-    let op = begins(&p, MANAGERS)[0].clone();
-    assert_eq!(victim_link(&op), "m2");
-    c.journal.push(op.clone());
+    let op = journal_manager_roll(&mut c, "m2");
     // An election: a new controller, every node unknown for a while, and m3
     // now unreachable in the raft.
     c.forget();
@@ -692,10 +710,7 @@ fn a_promoted_workers_started_demotion_holds_other_manager_changes() {
 fn the_leaders_journaled_roll_steps_aside_for_a_replace_request_that_arrives() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
     c.outdate_one(MANAGERS, "m1");
-    let p = c.at(0);
-    let op = begins(&p, MANAGERS)[0].clone();
-    assert_eq!(victim_link(&op), "m1");
-    c.journal.push(op.clone());
+    let op = journal_manager_roll(&mut c, "m1");
     c.desired.replace.insert("i-m2".into());
     let p = c.at(SEC);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
@@ -789,17 +804,7 @@ fn a_victim_missing_from_one_describe_is_not_taken_for_destroyed() {
     c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
     c.at(3 * SEC);
     let p = c.at(3 * SEC + crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
-    assert!(
-        has(&p, |a| matches!(
-            a,
-            Action::MarkDone {
-                step: Step::Destroy,
-                ..
-            }
-        )),
-        "{}",
-        describe(&p)
-    );
+    assert!(marks_destroy_done(&p), "{}", describe(&p));
 }
 
 /// Two workers promoted by hand whose engines then lost drover's labels
@@ -901,10 +906,7 @@ fn a_pet_slot_is_not_refilled_while_its_down_node_is_unmatched_and_not_reaped() 
 fn the_leader_goes_last_even_when_its_own_machine_is_missing_from_the_describe() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
     c.outdate_one(MANAGERS, "m1");
-    let p = c.at(0);
-    let op = begins(&p, MANAGERS)[0].clone();
-    assert_eq!(victim_link(&op), "m1");
-    c.journal.push(op.clone());
+    journal_manager_roll(&mut c, "m1");
     let mut promoted = node("w9", true, false);
     promoted.group = Some(WORKERS.into());
     c.nodes().push(promoted);
@@ -932,17 +934,7 @@ fn a_victim_destroyed_by_its_operation_is_gone_once_the_intent_moved_past_the_de
     n.manager_role = false;
     n.raft = None;
     let p = c.at(SEC);
-    assert!(
-        has(&p, |a| matches!(
-            a,
-            Action::MarkDone {
-                step: Step::Destroy,
-                ..
-            }
-        )),
-        "{}",
-        describe(&p)
-    );
+    assert!(marks_destroy_done(&p), "{}", describe(&p));
 }
 
 /// ... and while the group that may hold its machine cannot be described.
