@@ -192,6 +192,15 @@ pub struct Intent {
 }
 
 impl Operation {
+    /// This operation's own record says `step`'s side effect was started:
+    /// the step is recorded done, or the intent reached it or a later step.
+    pub fn reached(&self, step: Step) -> bool {
+        let steps = self.steps();
+        let at = |s: Step| steps.iter().position(|x| *x == s);
+        self.done.contains(&step)
+            || at(step).is_some_and(|k| self.intent.as_ref().and_then(|i| at(i.step)) >= Some(k))
+    }
+
     /// The steps, in order.
     pub fn steps(&self) -> Vec<Step> {
         let add = [Step::Provision, Step::AwaitHealthy];

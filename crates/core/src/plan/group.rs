@@ -5,6 +5,7 @@ use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
 use super::memory::{Clock, Timer};
+use super::op::UNLISTED_BOUND;
 use super::view::{Busy, Found, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
@@ -503,16 +504,16 @@ impl<'a> Planner<'a> {
         // The same holds for a live raft member of this cluster that no
         // listed machine carries and that carries no link at all (its engine
         // lost drover's labels): it may be the member of the very slot that
-        // reads empty, so no manager is added while it is unmatched. For
-        // pets, even a dead one holds: its machine, stopped and left out of
-        // a describe, would share its logical id with the new one (drover
-        // cannot reap a member without labels; the message says what to do).
+        // reads empty, so no manager is added while it is unmatched.
+        // For pets a dead node holds too: its stopped machine, left out of a
+        // describe, would share its logical id with the new one. A labelled
+        // one holds until it is reaped (unmatched for the whole grace
+        // period, which a partial describe cannot fake); an unlabelled one,
+        // which drover cannot reap, until the operator acts (the message
+        // says how).
         let alive =
             |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
         let pets = matches!(d.spec.allocation, Allocation::LogicalIds(_));
-        // For pets, a Down node holds too until it is reaped (the reaper
-        // needs it unmatched for its whole grace period, which a partial
-        // describe cannot fake): its stopped machine may be the one left out.
         let unlisted = stale
             .iter()
             .copied()
@@ -544,10 +545,10 @@ impl<'a> Planner<'a> {
             // A group with no machine at all is being made, not refilled.
             if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
                 let key = Timer::EmptySlot(format!("{name}/{id}"));
-                if !self.clock.elapsed(key, super::op::UNLISTED_BOUND) {
+                if !self.clock.elapsed(key, UNLISTED_BOUND) {
                     self.wait(
                         &name,
-                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", super::op::UNLISTED_BOUND.as_secs()),
+                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", UNLISTED_BOUND.as_secs()),
                     );
                     continue;
                 }
@@ -875,7 +876,7 @@ impl<'a> Planner<'a> {
             node_less()
                 || !self
                     .clock
-                    .elapsed(Timer::Unlabelled(n.id.clone()), super::op::UNLISTED_BOUND)
+                    .elapsed(Timer::Unlabelled(n.id.clone()), UNLISTED_BOUND)
         };
         if let Some(n) = self.unmatched.iter().find(|n| match n.cluster.as_deref() {
             Some(c) => c == cluster,
@@ -941,10 +942,10 @@ impl<'a> Planner<'a> {
         }
         if d.spec.role == Role::Manager {
             // A surge roll adds first; its demotion is gated when it comes.
+            // That demotion of a reachable member waits for heal-first, so
+            // the addition does too (else each try adds a member, then
+            // steps aside).
             let surge = settled.is_some() && d.spec.update.strategy == Strategy::Surge;
-            // A surge adds first and demotes after; its demotion of a
-            // reachable member will wait for heal-first, so the addition
-            // does too (else each try adds a member, then steps aside).
             let reachable = inst
                 .node
                 .and_then(|n| n.raft.as_ref())
@@ -1270,13 +1271,9 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
     }
 }
 
-/// Members to retire: undeclared logical ids and duplicates, or cattle over
-/// size. Preference: unhealthy (a broken member goes without the healthy
-/// manager gate, and a healthy one would wait for it), then raft-unreachable,
-/// then outdated, then newest; from the fullest
-/// zone; never the controller's own machine unless it is the last choice.
-/// Why no machine is added while `n`, a live node that may be a member of
-/// the group, is carried by no listed machine.
+/// Why no machine is added while `n`, a node that may be a member of the
+/// group (live, or for pets Down and not yet reaped), is carried by no
+/// listed machine.
 fn unlisted_why(n: &Node) -> String {
     match &n.link {
         Some(link) if n.state == NodeState::Down => format!(
@@ -1294,6 +1291,11 @@ fn unlisted_why(n: &Node) -> String {
     }
 }
 
+/// Members to retire: undeclared logical ids and duplicates, or cattle over
+/// size. Preference: unhealthy (a broken member goes without the healthy
+/// manager gate, and a healthy one would wait for it), then raft-unreachable,
+/// then outdated, then newest; from the fullest
+/// zone; never the controller's own machine unless it is the last choice.
 fn excess_members<'i>(
     d: &DesiredGroup,
     free: &[&'i Member<'i>],

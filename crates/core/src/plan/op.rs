@@ -493,16 +493,7 @@ impl<'a> Planner<'a> {
                         "instance {id} no longer carries this cluster's and group's tags: not destroying it"
                     ));
                 }
-                // Started by this operation: its intent reached the destroy
-                // (or a later step), or the step was recorded done.
-                let steps = op.steps();
-                let at = |s: Step| steps.iter().position(|x| *x == s);
-                let destroyed = op.done.contains(&Step::Destroy)
-                    || op
-                        .intent
-                        .as_ref()
-                        .is_some_and(|i| at(i.step) >= at(Step::Destroy));
-                if destroyed
+                if op.reached(Step::Destroy)
                     || self
                         .clock
                         .elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND)
@@ -579,9 +570,7 @@ impl<'a> Planner<'a> {
             .is_some()
             .then(|| wait_for(move || format!("waiting for node {} to leave the raft", n.id)))
     }
-}
 
-impl<'a> Planner<'a> {
     /// The leader's (or this controller's own) demotion, when another raft
     /// member still has to be rolled first (not current and healthy, asked
     /// to be replaced, held, or unmatched): leadership moved onto the victim
