@@ -172,13 +172,7 @@ fn kill_controller(lab: &Lab, link: &str) -> Option<i32> {
     let pgid = record.pgid?;
     let pid = drover_local::procs::group_members(pgid)
         .into_iter()
-        .find(|&p| {
-            drover_local::procs::cmdline(p).is_some_and(|c| {
-                let mut argv = c.split(' ');
-                argv.next().is_some_and(|a| a.ends_with("drover"))
-                    && argv.next() == Some("controller")
-            })
-        })?;
+        .find(|&p| support::is_controller(p))?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,

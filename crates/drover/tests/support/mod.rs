@@ -283,6 +283,15 @@ pub fn watch(
     })
 }
 
+/// Process `pid` is a `drover controller` (not the `sh -c …` restart loop
+/// around it, whose command line names the same socket).
+pub fn is_controller(pid: i32) -> bool {
+    drover_local::procs::cmdline(pid).is_some_and(|c| {
+        let mut argv = c.split(' ');
+        argv.next().is_some_and(|a| a.ends_with("drover")) && argv.next() == Some("controller")
+    })
+}
+
 pub fn leader(nodes: &[Node]) -> &Node {
     nodes
         .iter()

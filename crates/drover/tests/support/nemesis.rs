@@ -250,13 +250,7 @@ pub fn controller_pid(r: &InstanceRecord) -> Option<i32> {
     let sock = r.socket.display().to_string();
     drover_local::procs::pids_matching(&sock)
         .into_iter()
-        .find(|&p| {
-            drover_local::procs::cmdline(p).is_some_and(|c| {
-                let mut argv = c.split(' ');
-                argv.next().is_some_and(|a| a.ends_with("drover"))
-                    && argv.next() == Some("controller")
-            })
-        })
+        .find(|&p| super::is_controller(p))
 }
 
 /// Ends every machine's controller, and the restart loop around it, by
