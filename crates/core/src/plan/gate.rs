@@ -13,23 +13,28 @@ use crate::spec::Role;
 impl Planner<'_> {
     /// `op`, of a group declaring workers, is changing the raft like a
     /// manager operation: its demotion of a raft member (a worker promoted
-    /// by hand) started (its intent, or a demote planned in this pass).
-    /// Until then it has touched nothing in the raft and waits at the gate
-    /// like any other: a heal goes first (a manager operation that has
-    /// disrupted nothing steps aside the same way), or the two wait on each
-    /// other for ever. The node is found by link or by the id the victim
-    /// recorded (an engine that lost drover's labels keeps its node id).
+    /// by hand) is planned in this pass, or has landed (its intent says
+    /// Demote and the node no longer has the manager role). An intent alone
+    /// is not enough: the call may never have reached the swarm, and a
+    /// demote that did not happen must not hold a heal. Until then the op
+    /// has touched nothing in the raft and waits at the gate like any
+    /// other: a heal goes first (a manager operation that has disrupted
+    /// nothing steps aside the same way), or the two wait on each other for
+    /// ever. The node is found by link or by the id the victim recorded (an
+    /// engine that lost drover's labels keeps its node id).
     pub(crate) fn removes_raft_member(&self, op: &Operation) -> bool {
-        let started = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote)
-            || self.demoting.contains(&op.id);
-        op.role == Role::Worker
-            && started
-            && op.victim.as_ref().is_some_and(|v| {
-                self.world
-                    .node_for(v.link.as_deref())
-                    .or_else(|| self.world.node_by_id(v.node.as_deref()))
-                    .is_some_and(Node::in_raft)
-            })
+        if op.role != Role::Worker {
+            return false;
+        }
+        let Some(n) = op.victim.as_ref().and_then(|v| {
+            self.world
+                .node_for(v.link.as_deref())
+                .or_else(|| self.world.node_by_id(v.node.as_deref()))
+        }) else {
+            return false;
+        };
+        let landed = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote) && !n.manager_role;
+        n.in_raft() && (landed || self.demoting.contains(&op.id))
     }
 
     /// Why `inst`, a member of a `role` group, may not be taken out of

@@ -545,11 +545,16 @@ impl<'a> Planner<'a> {
         if op.role == Role::Plain {
             return None;
         }
+        // No node, or one that may be an older incarnation under the
+        // machine's link while the running engine, having lost drover's
+        // labels, is an unmatched raft member: a manager machine's node out
+        // of the raft (whatever its status: `unknown` after an election
+        // proves nothing), or a worker machine's Down node. A worker's live
+        // node out of the raft is the worker itself.
+        let incarnation =
+            |n: &Node| !n.in_raft() && (op.role == Role::Manager || n.state == NodeState::Down);
         let n = match node {
-            Some(n) if n.in_raft() || n.state != NodeState::Down => n,
-            // No node, or a Down one out of the raft: a Down node under the
-            // machine's link can be an older incarnation while the running
-            // engine, having lost drover's labels, is an unmatched member.
+            Some(n) if !incarnation(n) => n,
             _ => {
                 let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
                 return self.unmatched_member(id, link).map(StepState::Fail);

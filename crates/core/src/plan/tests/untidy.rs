@@ -968,3 +968,56 @@ fn a_pet_slot_that_reads_empty_once_is_not_refilled_at_once() {
     let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
     assert!(adds_manager(&p), "{}", describe(&p));
 }
+
+/// An older incarnation of the machine's node reading `unknown` after an
+/// election (not Down) is still no proof that the running engine, which lost
+/// drover's labels, is out of the raft: the destroy blocks the same way.
+#[test]
+fn a_machine_matched_to_a_stale_node_reading_unknown_is_not_destroyed_while_a_member_is_unmatched()
+{
+    let mut c = manager_lost_its_labels();
+    let mut old = node("m3", false, false);
+    old.id = "n-m3-old".into();
+    old.state = NodeState::Down;
+    old.raft = None;
+    c.nodes().push(old);
+    let (destroyed, _) = run_until(&mut c, 400, |p| destroys_instance(p, "i-m3"));
+    assert!(!destroyed);
+    let old = c
+        .nodes()
+        .iter_mut()
+        .find(|n| n.id == "n-m3-old")
+        .expect("old");
+    old.state = NodeState::Unknown;
+    let p = c.at(401 * SEC);
+    assert!(!destroys_instance(&p, "i-m3"), "{}", describe(&p));
+}
+
+/// A promoted worker's roll journaled its demote's intent, but the demote
+/// never landed (the controller died, the call failed); then a manager
+/// crashes. The heal goes first: an intent alone is not a raft change.
+#[test]
+fn a_demote_intent_that_never_landed_does_not_hold_a_managers_heal() {
+    let mut c = promoted_worker();
+    let p = c.at(0);
+    let mut op = begins(&p, WORKERS)[0].clone();
+    op.intent = Some(crate::journal::Intent {
+        step: Step::Demote,
+        epoch: 1,
+    });
+    c.journal.push(op);
+    c.instances(MANAGERS)
+        .iter_mut()
+        .find(|i| i.link() == Some("m3"))
+        .expect("m3")
+        .running = false;
+    let n = c.node("m3");
+    n.state = NodeState::Down;
+    n.raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    let heals = begins(&p, MANAGERS)
+        .iter()
+        .filter(|o| o.kind == OpKind::Heal)
+        .count();
+    assert_eq!(heals, 1, "{}", describe(&p));
+}
