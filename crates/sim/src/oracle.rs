@@ -167,8 +167,8 @@ pub(crate) fn tasks_moved(w: &World, desired: &Desired, action: &Action) -> Opti
     let i = w.instances.get(instance)?;
     let n = w.nodes.get(i.node.as_ref()?)?;
     // A node whose engine lost drover's labels cannot be told to be this
-    // machine's (docs/safety.md §8, the gap it names): judged only for nodes
-    // drover can identify.
+    // machine's (the known limit of docs/safety.md §10): judged only for
+    // nodes drover can identify.
     if !n.serving() || n.node.running_tasks == 0 || n.node.link.is_none() {
         return None;
     }
