@@ -186,23 +186,36 @@ impl Drop for EngineProcess {
 
 /// Stops an engine's processes (verified by command line; `owned` says
 /// whether they must also carry the machine's mark) and unmounts what it
-/// left under its directory. Does not remove the directory.
+/// left under its directory, without a fence. Does not remove the
+/// directory.
 pub fn stop_engine(
     paths: &EnginePaths,
     pid: Option<i32>,
     pgid: Option<i32>,
     owned: procs::Owned,
 ) -> usize {
-    // Group kill only when the leader is verified by its pidfile path;
-    // everything else only when its command line names the directory.
+    let tree = engine_tree(paths, pid, pgid, owned);
+    let _ = tree.terminate(&drover_spi::Unfenced);
+    finish_stop(paths, &tree)
+}
+
+/// An engine's processes, found and not yet signalled: the group only when
+/// its leader is verified by its pidfile path; everything else only when
+/// its command line names the directory.
+pub fn engine_tree(
+    paths: &EnginePaths,
+    pid: Option<i32>,
+    pgid: Option<i32>,
+    owned: procs::Owned,
+) -> procs::Tree {
     let verified = pid.filter(|p| procs::is_ours(*p, &paths.needle()));
-    let left = procs::stop_tree(
-        verified,
-        verified.and(pgid),
-        &paths.dir_needle(),
-        owned,
-        STOP_GRACE,
-    );
+    procs::Tree::find(verified, verified.and(pgid), &paths.dir_needle(), owned)
+}
+
+/// After the tree's SIGTERM: waits for it (SIGKILL after the grace) and
+/// unmounts what the engine left. Returns the processes still alive.
+pub fn finish_stop(paths: &EnginePaths, tree: &procs::Tree) -> usize {
+    let left = tree.reap(STOP_GRACE);
     let _ = procs::unmount_under(&paths.dir);
     left
 }

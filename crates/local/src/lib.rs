@@ -402,6 +402,37 @@ pub fn teardown(state_dir: &Path) {
     let _ = std::fs::remove_dir_all(state_dir);
 }
 
+/// Destroys one machine's processes and directories: finds the processes
+/// (a `/proc` scan, on a blocking thread), checks `fence` and SIGTERMs them
+/// ([`procs::Tree::terminate`]), then waits for them, SIGKILLs stragglers
+/// and removes the engine's directory and then `dirs` (blocking thread).
+async fn stop_and_remove(
+    instance: &str,
+    paths: EnginePaths,
+    (pid, pgid, owned): (Option<i32>, Option<i32>, procs::Owned),
+    dirs: Vec<PathBuf>,
+    fence: &dyn Fence,
+) -> Result<(), ProviderError> {
+    let scan = paths.clone();
+    let tree = tokio::task::spawn_blocking(move || launcher::engine_tree(&scan, pid, pgid, owned))
+        .await
+        .map_err(|e| io_err("destroy", e))?;
+    tree.terminate(fence)?;
+    tokio::task::spawn_blocking(move || {
+        let left = launcher::finish_stop(&paths, &tree);
+        if left > 0 {
+            return Err(std::io::Error::other(format!(
+                "{left} processes survived SIGKILL"
+            )));
+        }
+        procs::remove_instance_dir(&paths.dir)?;
+        dirs.iter().try_for_each(|d| procs::remove_instance_dir(d))
+    })
+    .await
+    .map_err(|e| io_err("destroy", e))?
+    .map_err(|e| io_err(&format!("destroying {instance}"), e))
+}
+
 fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 16 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
@@ -479,55 +510,35 @@ impl InstanceProvider for LocalProvider {
     }
 
     /// The fence is checked right before the engine's processes are
-    /// signalled (nothing is stopped or removed when it refuses).
+    /// signalled, after they were found (nothing is stopped or removed when
+    /// it refuses): between the check and the first `kill(2)` only the
+    /// other `kill(2)` calls run, no `/proc` scan and no thread hand-off.
     async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
         let Some(rec) = self
             .record(instance)
             .map_err(|e| io_err("reading instance record", e))?
         else {
-            if valid_id(instance) {
-                let dir = self.dir_of(instance);
-                if dir.exists() {
-                    // A directory without a record: no engine was recorded;
-                    // still stop anything naming the directory.
-                    let paths = EnginePaths::new(&dir);
-                    fence.check()?;
-                    tokio::task::spawn_blocking(move || {
-                        launcher::stop_engine(&paths, None, None, procs::Owned::Named);
-                        procs::remove_instance_dir(&paths.dir)
-                    })
-                    .await
-                    .map_err(|e| io_err("destroy", e))?
-                    .map_err(|e| io_err("removing instance dir", e))?;
-                }
+            if valid_id(instance) && self.dir_of(instance).exists() {
+                // A directory without a record: no engine was recorded;
+                // still stop anything naming the directory.
+                let paths = EnginePaths::new(&self.dir_of(instance));
+                let found = (None, None, procs::Owned::Named);
+                stop_and_remove(instance, paths, found, vec![], fence).await?;
             }
             return Ok(());
         };
+        // An adopted engine, or one made before the mark: unmarked.
+        let owned = if rec.marked {
+            procs::Owned::Marked
+        } else {
+            procs::Owned::Named
+        };
         let paths = self.engine_paths(&rec);
+        // An adopted engine's directory goes first: the record (in the
+        // instance's own directory) is what says the machine existed.
         let own_dir = self.dir_of(&rec.id);
-        fence.check()?;
-        tokio::task::spawn_blocking(move || {
-            // An adopted engine, or one made before the mark: unmarked.
-            let owned = if rec.marked {
-                procs::Owned::Marked
-            } else {
-                procs::Owned::Named
-            };
-            let left = launcher::stop_engine(&paths, rec.pid, rec.pgid, owned);
-            if left > 0 {
-                return Err(std::io::Error::other(format!(
-                    "{left} processes of {} survived SIGKILL",
-                    rec.id
-                )));
-            }
-            // An adopted engine's directory goes first: the record (in the
-            // instance's own directory) is what says the machine existed.
-            procs::remove_instance_dir(&paths.dir)?;
-            procs::remove_instance_dir(&own_dir)
-        })
-        .await
-        .map_err(|e| io_err("destroy", e))?
-        .map_err(|e| io_err(&format!("destroying {instance}"), e))?;
+        let found = (rec.pid, rec.pgid, owned);
+        stop_and_remove(instance, paths, found, vec![own_dir], fence).await?;
         tracing::info!(id = %instance, "instance destroyed");
         Ok(())
     }

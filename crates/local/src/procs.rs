@@ -2,6 +2,7 @@
 //! line (never trust a possibly recycled PID), signal them, unmount what
 //! an engine left behind.
 
+use drover_spi::{Fence, LeaseExpired, Unfenced};
 use nix::mount::{MntFlags, umount2};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -42,7 +43,7 @@ fn started_for(pid: i32, value: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
 }
 
-/// Which processes naming `needle` in their command line [`stop_tree`] stops.
+/// Which processes naming `needle` in their command line a [`Tree`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owned {
     /// Only those also marked with it in [`MACHINE_ENV`]: everything the
@@ -90,12 +91,117 @@ pub fn pgid_of(pid: i32) -> Option<i32> {
     rest.split(' ').nth(2)?.parse().ok()
 }
 
-/// Stops an engine: SIGTERM its process group (only when the group leader
-/// `pid` is verified by `needle` in its command line) and every process
-/// whose command line names `needle` and that `owned` selects (containerd,
-/// shims, the boot script, the controller and its restart loop); waits up
-/// to `grace`, then SIGKILLs what is left. Returns the
-/// number of processes still alive afterwards (0 on success).
+/// One machine's processes, found (by reading `/proc`) before any is
+/// signalled, so that a caller's last [`Fence`] check sits right before
+/// the first `kill(2)` with no scan in between: the process group of `pid`
+/// (only when the group leader is verified by `needle` in its command line)
+/// and every process whose command line names `needle` and that `owned`
+/// selects (containerd, shims, the boot script, the controller and its
+/// restart loop).
+#[derive(Debug)]
+pub struct Tree {
+    verified_group: Option<i32>,
+    found: Vec<i32>,
+    needle: String,
+    owned: Owned,
+}
+
+impl Tree {
+    /// Reads `/proc` for the machine's processes; signals nothing.
+    pub fn find(pid: Option<i32>, pgid: Option<i32>, needle: &str, owned: Owned) -> Tree {
+        let verified_group = match (pid, pgid) {
+            (Some(pid), Some(pgid)) if is_ours(pid, needle) && pgid_of(pid) == Some(pgid) => {
+                Some(pgid)
+            }
+            _ => None,
+        };
+        if owned == Owned::Marked {
+            warn_unmarked(needle);
+        }
+        Tree {
+            verified_group,
+            found: owned_pids(needle, owned),
+            needle: needle.to_string(),
+            owned,
+        }
+    }
+
+    /// Checks `fence`, then SIGTERMs what [`find`](Self::find) found: only
+    /// `kill(2)` calls follow the check. Nothing is signalled when it
+    /// refuses.
+    pub fn terminate(&self, fence: &dyn Fence) -> Result<(), LeaseExpired> {
+        fence.check()?;
+        self.signal(&self.found, Signal::SIGTERM);
+        Ok(())
+    }
+
+    /// After [`terminate`](Self::terminate): waits up to `grace` for the
+    /// tree to exit, then SIGKILLs what is left (found again, so a process
+    /// started in the meantime goes too). Returns the number of processes
+    /// still alive afterwards (0 on success).
+    pub fn reap(&self, grace: Duration) -> usize {
+        if self.wait_gone(grace) {
+            return 0;
+        }
+        self.signal(&owned_pids(&self.needle, self.owned), Signal::SIGKILL);
+        if self.wait_gone(Duration::from_secs(5)) {
+            return 0;
+        }
+        self.alive()
+    }
+
+    fn signal(&self, pids: &[i32], sig: Signal) {
+        if let Some(g) = self.verified_group {
+            let _ = killpg(Pid::from_raw(g), sig);
+        }
+        for p in pids {
+            let _ = kill(Pid::from_raw(*p), sig);
+        }
+    }
+
+    fn wait_gone(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.alive() == 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    fn alive(&self) -> usize {
+        let mut n = owned_pids(&self.needle, self.owned).len();
+        if let Some(g) = self.verified_group {
+            n += group_members(g)
+                .into_iter()
+                .filter(|p| cmdline(*p).is_some_and(|c| !c.contains(&self.needle)))
+                .count();
+        }
+        n
+    }
+}
+
+/// Processes naming a machine's directory that were not started for it (an
+/// operator's command naming it, or something started with a cleared
+/// environment) are left alone, but said, so a leak is never silent.
+fn warn_unmarked(needle: &str) {
+    let unmarked: Vec<i32> = pids_matching(needle)
+        .into_iter()
+        .filter(|p| !started_for(*p, needle))
+        .collect();
+    if !unmarked.is_empty() {
+        tracing::warn!(
+            ?unmarked,
+            dir = needle,
+            "processes naming a destroyed machine's directory without its mark are left running"
+        );
+    }
+}
+
+/// Stops a machine's processes without a fence ([`Tree`]: SIGTERM, up to
+/// `grace`, SIGKILL): for callers that hold no controller term (cleanup,
+/// the demo, tests). Returns the number of processes still alive.
 pub fn stop_tree(
     pid: Option<i32>,
     pgid: Option<i32>,
@@ -103,64 +209,9 @@ pub fn stop_tree(
     owned: Owned,
     grace: Duration,
 ) -> usize {
-    let mut verified_group = None;
-    if let (Some(pid), Some(pgid)) = (pid, pgid)
-        && is_ours(pid, needle)
-        && pgid_of(pid) == Some(pgid)
-    {
-        verified_group = Some(pgid);
-    }
-    if owned == Owned::Marked {
-        let unmarked: Vec<i32> = pids_matching(needle)
-            .into_iter()
-            .filter(|p| !started_for(*p, needle))
-            .collect();
-        if !unmarked.is_empty() {
-            // Not started for the machine (an operator's command naming it,
-            // or something started with a cleared environment): left alone,
-            // but said, so a leak is never silent.
-            tracing::warn!(
-                ?unmarked,
-                dir = needle,
-                "processes naming a destroyed machine's directory without its mark are left running"
-            );
-        }
-    }
-    let send = |sig: Signal| {
-        if let Some(g) = verified_group {
-            let _ = killpg(Pid::from_raw(g), sig);
-        }
-        for p in owned_pids(needle, owned) {
-            let _ = kill(Pid::from_raw(p), sig);
-        }
-    };
-    let alive = || {
-        let mut n = owned_pids(needle, owned).len();
-        if let Some(g) = verified_group {
-            n += group_members(g)
-                .into_iter()
-                .filter(|p| cmdline(*p).is_some_and(|c| !c.contains(needle)))
-                .count();
-        }
-        n
-    };
-    send(Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if alive() == 0 {
-            return 0;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    send(Signal::SIGKILL);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if alive() == 0 {
-            return 0;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    alive()
+    let tree = Tree::find(pid, pgid, needle, owned);
+    let _ = tree.terminate(&Unfenced);
+    tree.reap(grace)
 }
 
 /// Live (non-zombie) members of process group `pgid`.
@@ -238,6 +289,7 @@ pub fn remove_instance_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
 
     #[test]
     fn own_cmdline_and_pgid() {
@@ -245,6 +297,46 @@ mod tests {
         assert!(cmdline(me).is_some());
         assert!(pgid_of(me).is_some());
         assert!(cmdline(i32::MAX - 1).is_none());
+    }
+
+    struct Expired;
+
+    impl Fence for Expired {
+        fn check(&self) -> Result<(), LeaseExpired> {
+            Err(LeaseExpired("expired in the test".into()))
+        }
+    }
+
+    /// A machine's tree is found first and signalled only after the fence
+    /// is checked: under an expired lease nothing is signalled, however
+    /// recently the processes were found.
+    #[test]
+    fn a_found_tree_is_signalled_only_past_the_fence() {
+        use std::os::unix::process::CommandExt;
+        let needle = format!("/tmp/drover-procs-test-{}", std::process::id());
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 300; :", &needle])
+            .process_group(0)
+            .spawn()
+            .expect("sh");
+        let pid = child.id() as i32;
+        // Until it has exec'd, the child's command line is the test's own.
+        while !is_ours(pid, &needle) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let tree = Tree::find(Some(pid), Some(pid), &needle, Owned::Named);
+        assert_eq!(tree.found, vec![pid], "{tree:?}");
+
+        let refused = tree.terminate(&Expired);
+        assert!(refused.is_err());
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "signalled under an expired lease"
+        );
+
+        tree.terminate(&Unfenced).unwrap();
+        assert_eq!(child.wait().unwrap().signal(), Some(Signal::SIGTERM as i32));
+        assert_eq!(tree.reap(Duration::from_secs(5)), 0);
     }
 
     #[test]

@@ -150,3 +150,42 @@ pub(crate) fn serving(w: &World, group: &str) -> usize {
         .filter(|n| n.serving() && n.node.availability == drover_core::model::Availability::Active)
         .count()
 }
+
+/// A machine is destroyed only once its node's tasks moved: drained, or
+/// drained for longer than its group's `drain.timeout` (the spec's
+/// `on_timeout` then decides), or skipped by the operator (`replace
+/// --skip-drain`), or already lost with the node (engine dead, node Down or
+/// gone). By the simulator's truth: a node reading `unknown` or
+/// `disconnected` still runs its tasks.
+pub(crate) fn tasks_moved(w: &World, desired: &Desired, action: &Action) -> Option<String> {
+    let Action::Destroy { instance, .. } = action else {
+        return None;
+    };
+    if desired.skip_drain.contains(instance) {
+        return None;
+    }
+    let i = w.instances.get(instance)?;
+    let n = w.nodes.get(i.node.as_ref()?)?;
+    // A node whose engine lost drover's labels cannot be told to be this
+    // machine's (the known limit of docs/safety.md §10): judged only for
+    // nodes drover can identify.
+    if !n.serving() || n.node.running_tasks == 0 || n.node.link.is_none() {
+        return None;
+    }
+    let timeout = desired
+        .groups
+        .iter()
+        .find(|g| i.inst.owned_by(&desired.cluster_id, &g.spec.name))
+        .map_or(std::time::Duration::ZERO, |g| g.spec.drain.timeout);
+    let drained_for = n.drained_at.map(|done| w.now + w.timings.drain - done);
+    if drained_for.is_some_and(|t| t >= timeout.as_millis() as u64) {
+        return None;
+    }
+    Some(format!(
+        "{} while node {} still runs {} task(s) (drained for {})",
+        action.describe(),
+        n.node.id,
+        n.node.running_tasks,
+        drained_for.map_or("never".to_string(), |t| format!("{t} ms"))
+    ))
+}

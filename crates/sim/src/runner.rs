@@ -195,6 +195,9 @@ pub struct Runner {
     /// The world as the acting plan observed it, when the real one moved
     /// on before the plan was acted on (the oracle judges against it).
     judge: Option<World>,
+    /// Worker machines a provisioning plan saw without drover's labels
+    /// (`see_unlabelled`).
+    unlabelled_seen: BTreeSet<String>,
     /// The desired state the acting plan was made against, when an
     /// operator changed it before the plan was acted on.
     judge_desired: Option<Desired>,
@@ -238,6 +241,7 @@ impl Runner {
             controller_link: None,
             epoch: 0,
             judge: None,
+            unlabelled_seen: BTreeSet::new(),
             judge_desired: None,
             paused: None,
             promoted: BTreeSet::new(),
@@ -971,6 +975,9 @@ impl Runner {
                     .map(|o| o.group.clone());
                 let done_at = self.start(action);
                 self.acting_for = None;
+                if let Action::Provision { group, .. } = action {
+                    self.see_unlabelled(group);
+                }
                 self.inflight.push(InFlight {
                     op,
                     action: action.clone(),
@@ -1025,8 +1032,9 @@ impl Runner {
         }
     }
 
-    /// Oracle, before a step: ownership, the leader last, and the raft's
-    /// own rules for removing a member (`oracle::manager_removal`).
+    /// Oracle, before a step: ownership, the leader last, the raft's own
+    /// rules for removing a member (`oracle::manager_removal`), and no
+    /// machine destroyed with its tasks (`oracle::tasks_moved`).
     fn judge_before(&mut self, action: &Action) {
         if let Action::Destroy { instance, .. } = action {
             self.check_destroy(instance);
@@ -1038,6 +1046,7 @@ impl Runner {
         let found = [
             oracle::leader_last(w, desired, action),
             oracle::manager_removal(w, desired, action),
+            oracle::tasks_moved(w, desired, action),
         ];
         let now = self.world.now;
         self.violations
@@ -1155,6 +1164,7 @@ impl Runner {
         let Action::Provision { group, .. } = action else {
             return;
         };
+        self.see_unlabelled(group);
         let Some(g) = self.group_of(group) else {
             return;
         };
@@ -1168,22 +1178,12 @@ impl Runner {
             .previous
             .get(group)
             .map_or(0, |p| p.spec.allocation.size());
-        // A worker whose engine lost drover's labels is, to drover, a worker
-        // it did not make (operators join those by hand): while a describe
-        // also leaves its machine out, its slot reads empty and is refilled
-        // (cattle have no identity), and the surplus is retired once both
-        // are visible again. Managers hold instead (the raft is at stake).
-        let unlabelled = if g.spec.role == Role::Worker {
-            self.world
-                .instances
-                .values()
-                .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
-                .filter_map(|i| self.world.nodes.get(i.node.as_ref()?))
-                .filter(|n| n.lost_labels.is_some())
-                .count()
-        } else {
-            0
-        };
+        let unlabelled = self
+            .unlabelled_seen
+            .iter()
+            .filter_map(|id| self.world.instances.get(id))
+            .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
+            .count();
         let limit = g.spec.allocation.size().max(before) + slack + unlabelled;
         // Crashed machines awaiting their heal are dead weight, not a storm.
         let alive = self
@@ -1198,6 +1198,34 @@ impl Runner {
                 self.world.now
             ));
         }
+    }
+
+    /// A worker whose engine lost drover's labels is, to drover, a worker
+    /// it did not make (operators join those by hand): while a describe
+    /// also leaves its machine out, its slot reads empty and is refilled
+    /// (cattle have no identity), and the surplus stays until the excess is
+    /// retired, after the operations in flight (a roll's surge may still
+    /// add its machine). Managers hold instead (the raft is at stake), so
+    /// only a worker group's machines are noted: those read unlabelled in
+    /// the world a provisioning plan observed, for as long as they run.
+    fn see_unlabelled(&mut self, group: &str) {
+        if self.group_of(group).map(|g| g.spec.role) != Some(Role::Worker) {
+            return;
+        }
+        let seen = self.judged();
+        let ids: Vec<String> = seen
+            .instances
+            .values()
+            .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
+            .filter(|i| {
+                i.node
+                    .as_ref()
+                    .and_then(|n| seen.nodes.get(n))
+                    .is_some_and(|n| n.lost_labels.is_some())
+            })
+            .map(|i| i.inst.id.clone())
+            .collect();
+        self.unlabelled_seen.extend(ids);
     }
 
     fn group_of(&self, name: &str) -> Option<&DesiredGroup> {

@@ -6,7 +6,7 @@
 use super::group::Planner;
 use super::view::Member;
 use crate::journal::{Operation, Step};
-use crate::model::Node;
+use crate::model::{Node, NodeState};
 use crate::quorum;
 use crate::spec::Role;
 
@@ -26,15 +26,37 @@ impl Planner<'_> {
         if op.role != Role::Worker {
             return false;
         }
-        let Some(n) = op.victim.as_ref().and_then(|v| {
-            self.world
-                .node_for(v.link.as_deref())
-                .or_else(|| self.world.node_by_id(v.node.as_deref()))
-        }) else {
+        let Some(n) = op
+            .victim
+            .as_ref()
+            .and_then(|v| self.world.victim_node(v.link.as_deref(), v.node.as_deref()))
+        else {
             return false;
         };
         let landed = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote) && !n.manager_role;
         n.in_raft() && (landed || self.demoting.contains(&op.id))
+    }
+
+    /// Why `inst`'s node is in doubt: more than one node that is not Down
+    /// carries its link (its operation provisioned again after a machine
+    /// vanished whose node has not yet turned Down, or whose engine still
+    /// runs). Draining one and destroying the machine could take the
+    /// other's tasks, or its raft seat, away unprepared; a dead engine's
+    /// node turns Down within ~15 s.
+    pub(crate) fn node_in_doubt(&self, inst: &Member<'_>) -> Option<String> {
+        let live: Vec<&str> = self
+            .world
+            .with_link(inst.link())
+            .filter(|n| n.state != NodeState::Down)
+            .map(|n| n.id.as_str())
+            .collect();
+        (live.len() > 1).then(|| {
+            format!(
+                "nodes {} all carry its link {}: it waits until only one of them is live (a gone machine's node turns Down within ~15 s)",
+                live.join(", "),
+                inst.link().unwrap_or_default()
+            )
+        })
     }
 
     /// Why `inst`, a member of a `role` group, may not be taken out of
@@ -173,10 +195,19 @@ impl Planner<'_> {
                 self.world.members
             ));
         }
-        (self.world.members < self.desired_managers).then(|| {
+        // A worker promoted by hand counts for the quorum, not for the
+        // declared managers: it runs no controller, so a raft made whole by
+        // it could be handed over to nodes that finish nothing.
+        let by_hand = self.promoted.iter().filter(|n| n.raft.is_some()).count();
+        let declared = self.world.members.saturating_sub(by_hand);
+        (declared < self.desired_managers).then(|| {
+            let by_hand = match by_hand {
+                0 => String::new(),
+                k => format!(" ({k} more promoted by hand)"),
+            };
             format!(
-                "the raft has {} members, fewer than the {} declared: no disruption until it is whole",
-                self.world.members, self.desired_managers
+                "the raft has {declared} members{by_hand}, fewer than the {} declared: no disruption until it is whole",
+                self.desired_managers
             )
         })
     }

@@ -289,8 +289,7 @@ impl Planner<'_> {
         let cluster = &self.input.desired.cluster_id;
         let node = self
             .world
-            .node_for(victim.link.as_deref())
-            .or_else(|| self.world.node_by_id(victim.node.as_deref()));
+            .victim_node(victim.link.as_deref(), victim.node.as_deref());
         if let Some(inst) = list.iter().find(|i| {
             Some(i.id.as_str()) == victim.instance.as_deref() && i.owned_by(cluster, group)
         }) {

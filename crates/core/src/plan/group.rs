@@ -398,6 +398,20 @@ impl<'a> Planner<'a> {
         .map(|i| i.id.clone())
         .collect();
 
+        // A slot filled while the group was over its size: the fill already
+        // replaces a member that a describe left out and lists again.
+        let filling = self
+            .ops
+            .iter()
+            .any(|o| o.group == name && o.kind == OpKind::Provision);
+        let alive =
+            |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
+        // A live node of this group that no listed machine carries: the
+        // describe may have left a member out, so whether the group is over
+        // its size is not known (see 1b).
+        let left_out = stale.iter().copied().find(alive);
+        let by_count = matches!(d.spec.allocation, Allocation::Size { .. });
+
         // 1. Heal: lost, unhealthy past unhealthy_after, never joined past startup_timeout.
         let counter_before_heal = self.counter;
         for inst in &free {
@@ -437,7 +451,8 @@ impl<'a> Planner<'a> {
                 Health::Healthy | Health::Unknown => None,
             };
             let Some(why) = why else { continue };
-            if let Some(no) = self.member_gate(d.spec.role, inst) {
+            let gate = self.node_in_doubt(inst);
+            if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst)) {
                 self.wait(&name, format!("cannot heal {}: {no}", inst.id));
                 break;
             }
@@ -458,7 +473,26 @@ impl<'a> Planner<'a> {
                 }
                 _ => None,
             };
-            if never_joined.is_some() && excess_ids.contains(&inst.id) {
+            // Over the size, retiring the excess (step 3) comes before a heal
+            // that adds yet another machine: for a member that never joined
+            // and is the excess, or, in a group sized by count where zones
+            // pick another as the excess, once the group is back at its
+            // size (a pet in a declared slot is its slot's only machine);
+            // and while a slot fill is in flight (a describe left a member
+            // out, then listed it again, stopped).
+            let over = !excess_ids.is_empty();
+            let excess = excess_ids.contains(&inst.id) || (over && by_count);
+            if (never_joined.is_some() && excess) || (filling && over) {
+                continue;
+            }
+            // Nor while the describe may have left a member out: the group
+            // may be over its size without showing it. A machine that never
+            // joined serves nothing; its heal can wait for a full answer.
+            if let Some(n) = left_out.filter(|_| never_joined.is_some() && by_count) {
+                self.wait(
+                    &name,
+                    format!("cannot heal {} yet: {}", inst.id, unlisted_why(n)),
+                );
                 continue;
             }
             let (attempt, collection) = if let Some(evidence) = never_joined {
@@ -511,8 +545,6 @@ impl<'a> Planner<'a> {
         // period, which a partial describe cannot fake); an unlabelled one,
         // which drover cannot reap, until the operator acts (the message
         // says how).
-        let alive =
-            |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
         let pets = matches!(d.spec.allocation, Allocation::LogicalIds(_));
         let unlisted = stale
             .iter()
@@ -940,6 +972,10 @@ impl<'a> Planner<'a> {
             );
             return false;
         }
+        if let Some(no) = self.node_in_doubt(inst) {
+            self.wait(name, format!("{} waits: {no}", inst.id));
+            return false;
+        }
         if d.spec.role == Role::Manager {
             // A surge roll adds first; its demotion is gated when it comes.
             // That demotion of a reachable member waits for heal-first, so
@@ -1302,11 +1338,22 @@ fn excess_members<'i>(
     count: usize,
     self_link: Option<&str>,
 ) -> Vec<&'i Member<'i>> {
+    // A machine with no node (it never joined) serves nothing: it goes
+    // first, before a joined one that reads unhealthy for a moment (a node
+    // `disconnected` for seconds), which a heal of the other would keep.
     // Among the unhealthy, a raft member unreachable from the leader goes
     // before a reachable one that merely reads unknown (after an election),
     // whatever their configs: removing it raises fault tolerance, removing
     // the other would wait at the gate.
-    type Rank<'i> = (bool, bool, bool, bool, std::cmp::Reverse<u64>, &'i str);
+    type Rank<'i> = (
+        bool,
+        bool,
+        bool,
+        bool,
+        bool,
+        std::cmp::Reverse<u64>,
+        &'i str,
+    );
     let rank = |i: &'i Member<'i>| -> Rank<'i> {
         let reachable = i
             .node
@@ -1314,6 +1361,7 @@ fn excess_members<'i>(
             .is_some_and(|r| r.reachable);
         (
             i.link().is_some() && i.link() == self_link,
+            i.node.is_some(),
             i.healthy(),
             reachable,
             i.config() == Some(d.hash.as_str()),

@@ -99,13 +99,8 @@ impl<'a> Planner<'a> {
         let step_timeout = view.d.spec.update.step_timeout;
         // What the op works on, looked up once for all its steps.
         let victim = op.victim.as_ref();
-        let node = self
-            .world
-            .node_for(victim.and_then(|v| v.link.as_deref()))
-            .or_else(|| {
-                self.world
-                    .node_by_id(victim.and_then(|v| v.node.as_deref()))
-            });
+        let node =
+            victim.and_then(|v| self.world.victim_node(v.link.as_deref(), v.node.as_deref()));
         let found = self.found(slot, op, &view);
         let subjects = Subjects {
             node,

@@ -141,6 +141,30 @@ impl<'a> World<'a> {
             })
     }
 
+    /// An operation's victim's node: among the nodes carrying its `link`
+    /// and the node it `recorded` at Begin (an engine that lost drover's
+    /// labels keeps its node id), the raft member, else a Ready one, else
+    /// one not Down, preferring the recorded one on a tie. A rejoined
+    /// member leaves a stale Down entry with the same link; a member
+    /// reading `disconnected` is not Ready but still runs its tasks, and
+    /// must win over that stale entry.
+    pub(crate) fn victim_node(
+        &self,
+        link: Option<&str>,
+        recorded: Option<&str>,
+    ) -> Option<&'a Node> {
+        self.with_link(link)
+            .chain(self.node_by_id(recorded))
+            .max_by_key(|n| {
+                (
+                    n.raft.is_some(),
+                    n.state == NodeState::Ready,
+                    n.state != NodeState::Down,
+                    Some(n.id.as_str()) == recorded,
+                )
+            })
+    }
+
     /// Every node carrying `link` (none for no link).
     pub(crate) fn with_link(&self, link: Option<&str>) -> impl Iterator<Item = &'a Node> {
         let nodes = self.nodes;

@@ -1021,3 +1021,218 @@ fn a_demote_intent_that_never_landed_does_not_hold_a_managers_heal() {
         .count();
     assert_eq!(heals, 1, "{}", describe(&p));
 }
+
+/// A worker whose engine crashed is left out of one describe: its slot
+/// reads empty and is filled. Listed again (its machine stopped), it is
+/// over the size: retired, not healed with yet another machine (the
+/// untidy simulator found 8 machines for 5 workers with max_in_flight 2).
+#[test]
+fn a_stopped_member_listed_again_after_its_slot_was_filled_is_retired_not_replaced() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let h = c.hash(WORKERS);
+    c.add_worker("w1", &h, None);
+    c.add_worker("w2", &h, None);
+    c.node("w2").state = NodeState::Down;
+    let mut w2 = c
+        .instances(WORKERS)
+        .iter()
+        .find(|i| i.link() == Some("w2"))
+        .cloned()
+        .unwrap();
+    c.instances(WORKERS).retain(|i| i.link() != Some("w2"));
+    let p = c.at(0);
+    assert_eq!(provisions(&p).len(), 1, "{}", describe(&p));
+    for a in &p.actions {
+        if let Action::Begin { op } = a {
+            c.journal.push((**op).clone());
+        }
+    }
+    let fill = c.journal[0].clone();
+    c.add_new_member(&fill, false);
+    w2.running = false;
+    c.instances(WORKERS).push(w2);
+    let p = c.at(5 * SEC);
+    assert!(
+        provisions(&p).iter().all(|(op, _)| *op == fill.id),
+        "a second machine for the slot: {}",
+        describe(&p)
+    );
+    let retired = p.actions.iter().any(|a| {
+        matches!(a, Action::Begin { op } if op.kind == OpKind::Retire
+            && op.victim.as_ref().and_then(|v| v.link.as_deref()) == Some("w2"))
+    });
+    assert!(retired, "{}", describe(&p));
+}
+
+/// A surge's first machine vanished behind drover's back (its node not yet
+/// Down) and the operation provisioned again under the same link: two live
+/// nodes carry it. Rolling that machine waits until one is Down, rather
+/// than drain one node and destroy the machine of the other (the untidy
+/// simulator found the older node drained, the newer one's tasks killed).
+#[test]
+fn a_member_whose_link_two_live_nodes_carry_waits_until_one_is_down() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let h = c.hash(WORKERS);
+    c.add_worker("w1", &h, None);
+    c.add_worker("w2", &h, None);
+    c.desired.replace.insert("i-w2".into());
+    let mut older = node("w2", false, false);
+    older.id = "n-w2-older".into();
+    older.running_tasks = 2;
+    c.nodes().push(older);
+    let p = c.at(0);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+
+    c.nodes()
+        .iter_mut()
+        .find(|n| n.id == "n-w2-older")
+        .unwrap()
+        .state = NodeState::Down;
+    let p = c.at(20 * SEC);
+    let rolled = begins(&p, WORKERS);
+    assert_eq!(rolled.len(), 1, "{}", describe(&p));
+    let victim = rolled[0].victim.as_ref().and_then(|v| v.node.as_deref());
+    assert_eq!(victim, Some("n-w2"), "{}", describe(&p));
+}
+
+/// A worker's roll is journaled with its node n-w2, which then reads
+/// `disconnected` (still running its tasks) while a stale Down entry of an
+/// earlier incarnation carries the same link. The drain is judged on n-w2,
+/// not on the stale entry (which reads drained): the untidy simulator found
+/// the machine destroyed with n-w2's tasks.
+#[test]
+fn a_drain_is_judged_on_the_victims_node_not_a_stale_entry_with_its_link() {
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n");
+    let h = c.hash(WORKERS);
+    c.add_worker("w1", &h, None);
+    c.add_worker("w2", &h, None);
+    c.desired.replace.insert("i-w2".into());
+    let p = c.at(0);
+    let op = begins(&p, WORKERS)[0].clone();
+    assert_eq!(victim_link(&op), "w2", "{}", describe(&p));
+    c.journal.push(op.clone());
+    let n = c.node("w2");
+    n.state = NodeState::Disconnected;
+    n.running_tasks = 2;
+    let mut stale = node("w2", false, false);
+    stale.id = "n-0w2".into();
+    stale.state = NodeState::Down;
+    c.nodes().insert(0, stale);
+    let p = c.at(SEC);
+    let drained_done = p
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::MarkDone { op: o, step: Step::Drain } if *o == op.id));
+    assert!(!drained_done, "{}", describe(&p));
+    assert!(!destroys_instance(&p, "i-w2"), "{}", describe(&p));
+}
+
+#[test]
+fn workers_promoted_by_hand_do_not_make_the_raft_whole_for_a_leader_roll() {
+    // Three pets declared, two of them gone (their slots read empty for a
+    // while before they are refilled: a describe can be partial), two
+    // workers promoted by hand: a 3-member raft, but only the leader runs a
+    // controller. Its self-demotion would hand the swarm to nodes that
+    // finish nothing.
+    let mut c = Cluster::new(3, "  allocation: {size: 2}\n  update: {canaries: 0}\n");
+    c.desired = desired(
+        "groups:\n\
+         - name: managers\n  role: manager\n  allocation: {logical_ids: [10.0.0.1, 10.0.0.2, 10.0.0.3]}\n  instance: {provider: sim}\n\
+         - name: workers\n  role: worker\n  instance: {provider: sim}\n  allocation: {size: 2}\n  update: {canaries: 0}\n",
+    );
+    for (k, i) in c.instances(MANAGERS).iter_mut().enumerate() {
+        i.tags
+            .insert(tags::LOGICAL_ID.into(), format!("10.0.0.{}", k + 1));
+    }
+    c.outdate_one(MANAGERS, "m1");
+    c.remove_member(MANAGERS, "m2");
+    c.remove_member(MANAGERS, "m3");
+    let current = c.hash(WORKERS);
+    for w in ["w1", "w2"] {
+        c.add_worker(w, &current, None);
+        let n = c.node(w);
+        n.manager_role = true;
+        n.raft = Some(RaftMember {
+            leader: false,
+            reachable: true,
+            addr: format!("{w}:2377"),
+        });
+    }
+    let bound = crate::plan::op::UNLISTED_BOUND.as_millis() as u64;
+    for t in [0, SEC, bound] {
+        let p = c.at(t);
+        assert!(!demotes(&p, "n-m1"), "at {t}: {}", describe(&p));
+        assert!(
+            begins(&p, MANAGERS).iter().all(|o| o.victim.is_none()),
+            "at {t}: {}",
+            describe(&p)
+        );
+    }
+    // Once the empty slot has read empty long enough, it is refilled.
+    assert!(adds_manager(&c.at(bound)), "{}", describe(&c.at(bound)));
+}
+
+#[test]
+fn over_its_size_a_group_retires_the_machine_that_never_joined_not_a_disconnected_one() {
+    // Size 2; w1 never joined (no node), w2 and w3 joined, w3 the newest
+    // and reading `disconnected` for a moment. Retiring w3 and healing w1
+    // would add a machine to a group already over its size.
+    let mut c = Cluster::new(
+        1,
+        "  allocation: {size: 2}\n  health: {startup_timeout: 60s}\n",
+    );
+    let hash = c.hash(WORKERS);
+    c.instances(WORKERS)
+        .push(instance(WORKERS, "w1", &hash, None));
+    for w in ["w2", "w3"] {
+        c.add_worker(w, &hash, None);
+    }
+    for i in c.instances(WORKERS) {
+        if i.link() == Some("w3") {
+            i.created_ms = 30 * SEC;
+        }
+    }
+    c.node("w3").state = NodeState::Disconnected;
+    c.at(0);
+    let p = c.at(60 * SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Retire, "{}", describe(&p));
+    assert_eq!(victim_link(ops[0]), "w1", "{}", describe(&p));
+    assert!(provisions(&p).is_empty(), "{}", describe(&p));
+}
+
+#[test]
+fn a_machine_that_never_joined_is_not_healed_while_a_describe_left_a_live_member_out() {
+    // Size 2: w1 never joined, w2 listed, w3 left out of this describe
+    // while its node is live. The group may already hold three machines
+    // (w3's slot was refilled by w1 while w3 was left out before): healing
+    // w1 would keep the surplus. A full describe shows w1 as the excess.
+    let mut c = Cluster::new(
+        1,
+        "  allocation: {size: 2}\n  health: {startup_timeout: 60s}\n",
+    );
+    let hash = c.hash(WORKERS);
+    c.instances(WORKERS)
+        .push(instance(WORKERS, "w1", &hash, None));
+    for w in ["w2", "w3"] {
+        c.add_worker(w, &hash, None);
+    }
+    c.instances(WORKERS).retain(|i| i.link() != Some("w3"));
+    c.at(0);
+    let p = c.at(60 * SEC);
+    assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
+    assert!(
+        reason(&p, WORKERS).contains("cannot heal i-w1 yet"),
+        "{}",
+        describe(&p)
+    );
+    // Listed again: the group is over its size, and w1 is retired.
+    c.instances(WORKERS)
+        .push(instance(WORKERS, "w3", &hash, None));
+    let p = c.at(61 * SEC);
+    let ops = begins(&p, WORKERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&p));
+    assert_eq!(ops[0].kind, OpKind::Retire, "{}", describe(&p));
+    assert_eq!(victim_link(ops[0]), "w1", "{}", describe(&p));
+}
