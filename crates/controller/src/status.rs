@@ -1,48 +1,66 @@
 //! The status document the acting controller publishes (and `drover status` reads).
 
-use drover_core::plan::{GroupStatus, MemberStatus, Plan, SwarmStatus};
-use drover_spi::StatusJson;
+use drover_core::plan::{GroupStatus, MemberStatus, Phase, Plan, SwarmStatus};
+use drover_spi::{StatusJson, Store, StoreError};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// Published status. Field names are stable (documented in docs/status.md).
+///
+/// One type writes and reads it: the controller serialises it borrowing
+/// the pass's plan and members (no copy of every member, issue 7,
+/// controller memory), a reader deserialises it owned
+/// ([`StatusDoc::read`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StatusDoc {
+pub struct StatusDoc<'a> {
     /// When it was observed (wall clock, ms since the Unix epoch).
     pub observed_at_ms: u64,
     /// The controller that observed and acted (its identity).
-    pub controller: String,
+    pub controller: Cow<'a, str>,
     /// Its epoch.
     pub epoch: u64,
     /// The desired revision planned against.
     pub revision: u64,
     /// Per group.
-    pub groups: serde_json::Value,
+    pub groups: Cow<'a, [GroupStatus]>,
     /// The swarm's manager quorum.
-    pub swarm: serde_json::Value,
-    /// Per owned instance (`MemberStatus`); absent in documents of older controllers.
+    pub swarm: Cow<'a, SwarmStatus>,
+    /// Per owned instance; absent in documents of older controllers.
     #[serde(default)]
-    pub instances: serde_json::Value,
+    pub instances: Cow<'a, [MemberStatus]>,
     /// Operations in flight.
     pub operations: usize,
     /// Why the planner did what it did.
-    pub explanation: Vec<String>,
+    pub explanation: Cow<'a, [String]>,
 }
 
-/// The published document, borrowed from the pass that planned it and
-/// serialised straight to text: no `serde_json::Value` tree of every member
-/// is built (issue 7, controller memory). The same fields as [`StatusDoc`],
-/// which is how readers take it.
-#[derive(Serialize)]
-struct Published<'a> {
-    observed_at_ms: u64,
-    controller: &'a str,
-    epoch: u64,
-    revision: u64,
-    groups: &'a [GroupStatus],
-    swarm: &'a SwarmStatus,
-    instances: &'a [MemberStatus],
-    operations: usize,
-    explanation: &'a [String],
+impl StatusDoc<'_> {
+    /// The last status the store holds, if any. A document this version
+    /// cannot read is a corrupt record, as the store reports its own.
+    pub async fn read(store: &dyn Store) -> Result<Option<StatusDoc<'static>>, StoreError> {
+        let Some(raw) = store.status().await? else {
+            return Ok(None);
+        };
+        serde_json::from_value(raw)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt(format!("status document: {e}")))
+    }
+
+    /// Whether every group is converged.
+    pub fn all_converged(&self) -> bool {
+        self.groups.iter().all(|g| g.phase == Phase::Converged)
+    }
+
+    /// The first blocked group.
+    pub fn blocked(&self) -> Option<&GroupStatus> {
+        self.groups.iter().find(|g| g.phase == Phase::Blocked)
+    }
+
+    /// Keeps only `group`'s group and instances.
+    pub fn only_group(&mut self, group: &str) {
+        self.groups.to_mut().retain(|g| g.name == group);
+        self.instances.to_mut().retain(|i| i.group == group);
+    }
 }
 
 /// The status document of a plan and its members, as the store takes it.
@@ -54,16 +72,16 @@ pub fn status_json(
     instances: &[MemberStatus],
     operations: usize,
 ) -> StatusJson {
-    let doc = Published {
+    let doc = StatusDoc {
         observed_at_ms: wall_ms(),
-        controller,
+        controller: Cow::Borrowed(controller),
         epoch,
         revision,
-        groups: &plan.groups,
-        swarm: &plan.swarm,
-        instances,
+        groups: Cow::Borrowed(&plan.groups),
+        swarm: Cow::Borrowed(&plan.swarm),
+        instances: Cow::Borrowed(instances),
         operations,
-        explanation: &plan.explanation,
+        explanation: Cow::Borrowed(&plan.explanation),
     };
     // String keys and plain fields: serialising cannot fail.
     StatusJson::new(&doc).unwrap_or_else(|e| unreachable!("status document: {e}"))
@@ -123,19 +141,21 @@ mod tests {
         let json = status_json("c", 3, 9, &plan, std::slice::from_ref(&member), 2);
         let value = json.to_value().unwrap();
         let doc: StatusDoc = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(doc.groups.as_ref(), plan.groups.as_slice());
+        assert_eq!(doc.swarm.as_ref(), &plan.swarm);
+        assert_eq!(doc.instances.as_ref(), std::slice::from_ref(&member));
         assert_eq!(
             (
-                doc.controller.as_str(),
+                doc.controller.as_ref(),
                 doc.epoch,
                 doc.revision,
                 doc.operations
             ),
             ("c", 3, 9, 2)
         );
-        assert_eq!(doc.explanation, plan.explanation);
-        assert_eq!(doc.groups, serde_json::to_value(&plan.groups).unwrap());
-        assert_eq!(doc.swarm, serde_json::to_value(&plan.swarm).unwrap());
-        assert_eq!(doc.instances, serde_json::json!([member]));
+        assert_eq!(doc.explanation.as_ref(), plan.explanation.as_slice());
+        assert_eq!(value["groups"], serde_json::to_value(&plan.groups).unwrap());
+        assert_eq!(value["instances"], serde_json::json!([member]));
         let fields: Vec<&str> = value
             .as_object()
             .unwrap()

@@ -69,6 +69,27 @@ fn code(out: &Output) -> Option<i32> {
     out.status.code()
 }
 
+/// A status document, as a controller publishes it, listing `ids` (workers).
+fn status_listing(ids: &[&str]) -> StatusJson {
+    let instances: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "id": id, "group": "workers", "logical_id": null, "node_id": null,
+                "role": "worker", "leader": false, "health": "healthy",
+                "health_reason": null, "current": true, "created_ms": 0, "held": false
+            })
+        })
+        .collect();
+    StatusJson::new(&serde_json::json!({
+        "observed_at_ms": 0, "controller": "test", "epoch": 1, "revision": 1,
+        "groups": [], "swarm": {"members": 0, "reachable": 0, "fault_tolerance": null,
+        "leader_link": null, "problem": null},
+        "instances": instances, "operations": 0, "explanation": []
+    }))
+    .unwrap()
+}
+
 fn store_url(dir: &Path, name: &str) -> String {
     format!("file://{}", dir.join(name).display())
 }
@@ -190,9 +211,8 @@ async fn hold_and_release_an_instance_the_status_lists() {
     {
         let store = drover_store::open(&url).await.unwrap();
         let epoch = store.campaign("test").await.unwrap();
-        let status = serde_json::json!({"instances": [{"id": "i-1", "group": "workers"}]});
         store
-            .publish_status(epoch, StatusJson::new(&status).unwrap())
+            .publish_status(epoch, status_listing(&["i-1"]))
             .await
             .unwrap();
     }
@@ -221,12 +241,8 @@ async fn replace_records_a_request_for_a_listed_instance_and_forgets_gone_ones()
         async move {
             let store = drover_store::open(&url).await.unwrap();
             let epoch = store.campaign("test").await.unwrap();
-            let list: Vec<_> = ids.iter().map(|id| serde_json::json!({"id": id})).collect();
             store
-                .publish_status(
-                    epoch,
-                    StatusJson::new(&serde_json::json!({"instances": list})).unwrap(),
-                )
+                .publish_status(epoch, status_listing(ids))
                 .await
                 .unwrap();
         }

@@ -6,11 +6,11 @@ use super::Desired;
 use super::health::{Health, judge};
 use super::world::World;
 use crate::model::{Described, Observed};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One owned instance as one observation shows it. Field names are stable
 /// (docs/status.md).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberStatus {
     /// The provider's instance id.
     pub id: String,

@@ -265,7 +265,7 @@ impl Action {
 }
 
 /// A group's phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// At the declared shape, every member current and healthy.
@@ -284,8 +284,23 @@ pub enum Phase {
     Unobservable,
 }
 
+impl Phase {
+    /// Its name, as the status document spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Converged => "converged",
+            Phase::Rolling => "rolling",
+            Phase::Changing => "changing",
+            Phase::Waiting => "waiting",
+            Phase::Paused => "paused",
+            Phase::Blocked => "blocked",
+            Phase::Unobservable => "unobservable",
+        }
+    }
+}
+
 /// Status of one group after a planning pass.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GroupStatus {
     /// Group name.
     pub name: String,
@@ -310,7 +325,7 @@ pub struct GroupStatus {
 }
 
 /// The swarm's manager health.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
 pub struct SwarmStatus {
     /// Raft members.
     pub members: usize,

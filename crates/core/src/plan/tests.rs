@@ -1865,3 +1865,19 @@ fn a_manager_group_destroyed_retires_the_others_one_at_a_time_and_never_the_last
 
 /// Issue 15's planner flaws, each with the scenario that reproduced it.
 mod untidy;
+
+#[test]
+fn a_phase_is_named_as_the_status_document_spells_it() {
+    use Phase::*;
+    for p in [
+        Converged,
+        Rolling,
+        Changing,
+        Waiting,
+        Paused,
+        Blocked,
+        Unobservable,
+    ] {
+        assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+    }
+}

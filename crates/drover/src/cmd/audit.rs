@@ -4,7 +4,7 @@ use crate::cli::{Output, StoreArgs};
 use crate::cmd::ago::ago;
 use crate::error::MainError;
 use crate::wiring;
-use drover_controller::wall_ms;
+use drover_controller::{StatusDoc, wall_ms};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -114,16 +114,11 @@ pub async fn request_replace(
 
 /// The instance ids the published status lists; bad input unless `instance` is one.
 async fn listed(store: &dyn drover_spi::Store, instance: &str) -> Result<Vec<String>, MainError> {
-    let status = store
-        .status()
-        .await
-        .map_err(anyhow::Error::from)?
-        .unwrap_or_default();
-    let known: Vec<String> = status["instances"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["id"].as_str().map(str::to_string))
+    let status = StatusDoc::read(store).await.map_err(anyhow::Error::from)?;
+    let known: Vec<String> = status
+        .iter()
+        .flat_map(|s| s.instances.iter())
+        .map(|i| i.id.clone())
         .collect();
     if known.is_empty() {
         return Err(MainError::BadInput(format!(

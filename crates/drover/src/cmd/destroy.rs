@@ -17,7 +17,7 @@ use crate::cmd::commit::{commit, validated};
 use crate::cmd::revisions::{current, declared, history, with_group};
 use crate::error::MainError;
 use crate::wiring;
-use drover_controller::{Context, snapshot, status_json, wall_ms};
+use drover_controller::{Context, StatusDoc, snapshot, status_json, wall_ms};
 use drover_core::journal::Operation;
 use drover_core::model::{Instance, Observed, tags};
 use drover_core::plan::Desired;
@@ -345,15 +345,9 @@ async fn remove_last(
 
 /// A group the acting controller published as blocked, with its reason.
 async fn blocked(ctx: &Context) -> Option<(String, String)> {
-    let doc = ctx.store.status().await.ok()??;
-    let g = doc["groups"]
-        .as_array()?
-        .iter()
-        .find(|g| g["phase"] == "blocked")?;
-    Some((
-        g["name"].as_str().unwrap_or("").to_string(),
-        g["reason"].as_str().unwrap_or("").to_string(),
-    ))
+    let doc = StatusDoc::read(ctx.store.as_ref()).await.ok()??;
+    let g = doc.blocked()?;
+    Some((g.name.clone(), g.reason.clone().unwrap_or_default()))
 }
 
 /// Records the final step in the audit log. A store kept in the swarm

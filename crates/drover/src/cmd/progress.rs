@@ -3,6 +3,7 @@
 //! what it waits on, the swarm's fault tolerance); otherwise one plain line
 //! whenever anything changes, so logs and CI output stay readable.
 
+use crate::cmd::status::fault_tolerance;
 use drover_controller::StatusDoc;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
@@ -38,42 +39,45 @@ impl Progress {
 
     /// Shows the latest published status.
     pub fn update(&mut self, doc: &StatusDoc) {
-        let ft = &doc.swarm["fault_tolerance"];
-        let groups = doc.groups.as_array().cloned().unwrap_or_default();
+        let ft = fault_tolerance(doc.swarm.fault_tolerance);
         match self {
             Progress::Bars { all, bars } => {
-                for g in &groups {
-                    let name = g["name"].as_str().unwrap_or("").to_string();
-                    let bar = bars.entry(name.clone()).or_insert_with(|| {
+                for g in doc.groups.iter() {
+                    let bar = bars.entry(g.name.clone()).or_insert_with(|| {
                         let style = ProgressStyle::with_template(
                             "{prefix:<12} [{bar:20}] {pos}/{len} {msg}",
                         )
                         .unwrap_or_else(|_| ProgressStyle::default_bar())
                         .progress_chars("=> ");
-                        all.add(ProgressBar::new(0).with_style(style).with_prefix(name))
+                        all.add(
+                            ProgressBar::new(0)
+                                .with_style(style)
+                                .with_prefix(g.name.clone()),
+                        )
                     });
-                    bar.set_length(g["desired"].as_u64().unwrap_or(0));
-                    bar.set_position(g["current"].as_u64().unwrap_or(0));
+                    bar.set_length(g.desired as u64);
+                    bar.set_position(g.current as u64);
                     bar.set_message(format!(
                         "{} ft {ft}{}",
-                        g["phase"].as_str().unwrap_or(""),
-                        g["reason"]
-                            .as_str()
+                        g.phase.as_str(),
+                        g.reason
+                            .as_deref()
                             .map(|r| format!(" — {r}"))
                             .unwrap_or_default()
                     ));
                 }
             }
             Progress::Lines { last, start } => {
-                let line: Vec<String> = groups
+                let line: Vec<String> = doc
+                    .groups
                     .iter()
                     .map(|g| {
                         format!(
                             "{} {} {}/{} current, ft {ft}",
-                            g["name"].as_str().unwrap_or(""),
-                            g["phase"].as_str().unwrap_or(""),
-                            g["current"],
-                            g["desired"],
+                            g.name,
+                            g.phase.as_str(),
+                            g.current,
+                            g.desired,
                         )
                     })
                     .collect();

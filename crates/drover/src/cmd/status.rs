@@ -6,7 +6,7 @@ use crate::cmd::progress::Progress;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
-use drover_spi::Store;
+use drover_spi::{Store, StoreError};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,10 @@ pub async fn run(
     output: Output,
 ) -> Result<ExitCode, MainError> {
     let store = wiring::store(store).await?;
-    let Some(raw) = store.status().await.map_err(anyhow::Error::from)? else {
+    let Some(mut doc) = StatusDoc::read(store.as_ref())
+        .await
+        .map_err(anyhow::Error::from)?
+    else {
         const NONE_YET: &str =
             "no controller has published a status yet (is a controller running on the managers?)";
         // A script reads JSON on stdout whatever happened: `null`, the
@@ -32,15 +35,13 @@ pub async fn run(
         }
         return Ok(ExitCode::from(1));
     };
-    let doc: StatusDoc = serde_json::from_value(raw.clone()).map_err(anyhow::Error::from)?;
+    if let Some(want) = group {
+        doc.only_group(want);
+    }
     if output == Output::Json {
-        let mut raw = raw;
-        if let Some(want) = group {
-            only_group(&mut raw, want);
-        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&raw).map_err(anyhow::Error::from)?
+            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -60,59 +61,47 @@ pub async fn run(
         );
     }
     let swarm = &doc.swarm;
-    match swarm["problem"].as_str() {
+    match swarm.problem.as_deref() {
         Some(p) if p.contains("quorum") => {
             println!("\nQUORUM LOST: {p}\n{RUNBOOK}");
         }
         Some(p) => println!("swarm: {p}"),
         None => println!(
             "swarm: {} managers, {} reachable, fault tolerance {}",
-            swarm["members"], swarm["reachable"], swarm["fault_tolerance"]
+            swarm.members,
+            swarm.reachable,
+            fault_tolerance(swarm.fault_tolerance)
         ),
     }
     println!(
         "\n{:<14} {:<8} {:<10} {:>7} {:>7} {:>7}  {:<17} REASON",
         "GROUP", "ROLE", "PHASE", "MEMBERS", "CURRENT", "HEALTHY", "CONFIG"
     );
-    for g in doc.groups.as_array().into_iter().flatten() {
-        if group.is_some_and(|want| g["name"] != want) {
-            continue;
-        }
+    for g in doc.groups.iter() {
         println!(
             "{:<14} {:<8} {:<10} {:>7} {:>7} {:>7}  {:<17} {}",
-            g["name"].as_str().unwrap_or(""),
-            g["role"].as_str().unwrap_or(""),
-            g["phase"].as_str().unwrap_or(""),
-            format!("{}/{}", g["members"], g["desired"]),
-            g["current"].to_string(),
-            g["healthy"].to_string(),
-            g["desired_hash"].as_str().unwrap_or(""),
-            g["reason"].as_str().unwrap_or("")
+            g.name,
+            g.role.as_str(),
+            g.phase.as_str(),
+            format!("{}/{}", g.members, g.desired),
+            g.current,
+            g.healthy,
+            g.desired_hash,
+            g.reason.as_deref().unwrap_or("")
         );
     }
-    instances(&doc, group);
+    instances(&doc);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Keeps only `want`'s group and instances in a status document.
-fn only_group(doc: &mut serde_json::Value, want: &str) {
-    for key in ["groups", "instances"] {
-        let field = if key == "groups" { "name" } else { "group" };
-        if let Some(list) = doc[key].as_array_mut() {
-            list.retain(|x| x[field] == want);
-        }
-    }
+/// A fault tolerance as `status` and the follower show it.
+pub fn fault_tolerance(ft: Option<i64>) -> String {
+    ft.map_or_else(|| "unknown".into(), |f| f.to_string())
 }
 
 /// The per-instance table, like `docker node ls` joined to the machines.
-fn instances(doc: &StatusDoc, group: Option<&str>) {
-    let rows: Vec<&serde_json::Value> = doc
-        .instances
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| group.is_none_or(|want| i["group"] == want))
-        .collect();
+fn instances(doc: &StatusDoc) {
+    let rows = &doc.instances;
     if rows.is_empty() {
         return;
     }
@@ -121,25 +110,25 @@ fn instances(doc: &StatusDoc, group: Option<&str>) {
         "INSTANCE", "GROUP", "LOGICAL ID", "NODE", "ROLE", "LEADER", "HEALTH", "CURRENT"
     );
     let now = wall_ms();
-    for i in rows {
-        let age = ago(i["created_ms"].as_u64().unwrap_or(0), now);
-        let mut health = match i["health_reason"].as_str() {
-            Some(why) => format!("{} ({why})", i["health"].as_str().unwrap_or("")),
-            None => i["health"].as_str().unwrap_or("").to_string(),
+    for i in rows.iter() {
+        let age = ago(i.created_ms, now);
+        let mut health = match &i.health_reason {
+            Some(why) => format!("{} ({why})", i.health),
+            None => i.health.clone(),
         };
-        if i["held"] == true {
+        if i.held {
             health.push_str(", held");
         }
         println!(
             "{:<11} {:<10} {:<14} {:<26} {:<8} {:<7} {:<10} {:<8} {}",
-            i["id"].as_str().unwrap_or(""),
-            i["group"].as_str().unwrap_or(""),
-            i["logical_id"].as_str().unwrap_or("-"),
-            i["node_id"].as_str().unwrap_or("-"),
-            i["role"].as_str().unwrap_or(""),
-            if i["leader"] == true { "yes" } else { "" },
+            i.id,
+            i.group,
+            i.logical_id.as_deref().unwrap_or("-"),
+            i.node_id.as_deref().unwrap_or("-"),
+            i.role,
+            if i.leader { "yes" } else { "" },
             health,
-            if i["current"] == true { "yes" } else { "no" },
+            if i.current { "yes" } else { "no" },
             age
         );
     }
@@ -180,7 +169,7 @@ pub async fn follow(
             // marking the revision: show it as the final frame.
             for _ in 0..8 {
                 let doc = latest(store).await?;
-                if let Some(doc) = doc.filter(|d| d.revision == rev && all_converged(d)) {
+                if let Some(doc) = doc.filter(|d| d.revision == rev && d.all_converged()) {
                     progress.update(&doc);
                     break;
                 }
@@ -195,17 +184,11 @@ pub async fn follow(
         }
         if let Some(doc) = latest(store).await? {
             progress.update(&doc);
-            let blocked = doc
-                .groups
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|g| g["phase"] == "blocked");
-            if let (true, Some(g)) = (doc.revision == rev, blocked) {
+            if let (true, Some(g)) = (doc.revision == rev, doc.blocked()) {
                 return Ok(FollowEnd::Blocked(format!(
                     "{}: {}",
-                    g["name"].as_str().unwrap_or(""),
-                    g["reason"].as_str().unwrap_or("")
+                    g.name,
+                    g.reason.as_deref().unwrap_or("")
                 )));
             }
         }
@@ -216,17 +199,12 @@ pub async fn follow(
     }
 }
 
-/// The last published status document, if any (and readable).
-async fn latest(store: &dyn Store) -> Result<Option<StatusDoc>, MainError> {
-    Ok(store
-        .status()
-        .await
-        .map_err(anyhow::Error::from)?
-        .and_then(|v| serde_json::from_value::<StatusDoc>(v).ok()))
-}
-
-fn all_converged(doc: &StatusDoc) -> bool {
-    doc.groups
-        .as_array()
-        .is_some_and(|gs| gs.iter().all(|g| g["phase"] == "converged"))
+/// The last published status document, if any and readable (a document
+/// a newer controller wrote is waited past, not an error).
+async fn latest(store: &dyn Store) -> Result<Option<StatusDoc<'static>>, MainError> {
+    match StatusDoc::read(store).await {
+        Ok(doc) => Ok(doc),
+        Err(StoreError::Corrupt(_)) => Ok(None),
+        Err(e) => Err(anyhow::Error::from(e).into()),
+    }
 }
