@@ -9,8 +9,9 @@ use crate::takeover;
 use drover_core::journal::Intent;
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
+use drover_core::revision::{rollback_target, with_group};
 use drover_core::spec::validate_commit;
-use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, StoreError};
+use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, Revision, StoreError};
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -823,19 +824,15 @@ impl Controller {
         epoch: Epoch,
     ) -> Result<(), StoreError> {
         let history = self.ctx.store.history().await?;
-        let target = history
-            .iter()
-            .rev()
-            .find(|r| r.converged && r.rev < stored.revision.rev);
-        let Some(old) = target.and_then(|r| r.spec.group(group)) else {
+        let Some((target, old)) = rollback_target(
+            history.iter().map(Revision::past),
+            stored.revision.past(),
+            group,
+        ) else {
             tracing::warn!(group, "no converged revision to roll back to");
             return Ok(());
         };
-        let mut spec = stored.revision.spec.clone();
-        if let Some(g) = spec.groups.iter_mut().find(|g| g.name == group) {
-            *g = old.clone();
-        }
-        let target = target.map_or(0, |r| r.rev);
+        let spec = with_group(&stored.revision.spec, old.clone());
         let spec = match validate_commit(Some(&stored.revision.spec), spec) {
             Ok(spec) => spec,
             Err(refused) => {

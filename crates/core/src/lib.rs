@@ -22,6 +22,7 @@ pub mod model;
 pub mod own_engine;
 pub mod plan;
 pub mod quorum;
+pub mod revision;
 pub mod spec;
 pub mod teardown;
 pub mod template;

@@ -30,10 +30,12 @@
 use crate::oracle;
 use crate::rng::Rng;
 use crate::world::{Timings, World};
+use drover_core::hash::config_hash;
 use drover_core::journal::{Intent, Operation};
 use drover_core::model::{Time, tags};
 use drover_core::plan::{self, Action, Desired, DesiredGroup, Memory, Phase, Plan, PlanInput};
-use drover_core::spec::Role;
+use drover_core::revision::{Past, rollback_target};
+use drover_core::spec::{ClusterSpec, GcPolicy, Role};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The controller's periodic resync, ms.
@@ -184,7 +186,11 @@ pub struct Runner {
     pub world: World,
     /// Declared state.
     pub desired: Desired,
+    /// Each group as declared before the last commit (the oracle's "previous size").
     previous: BTreeMap<String, DesiredGroup>,
+    /// The declared revisions, as the store keeps them: the spec and
+    /// whether the cluster converged on it (what the rollback rule reads).
+    revisions: Vec<(ClusterSpec, bool)>,
     /// The journal as the store holds it.
     pub journal: Vec<Operation>,
     memory: Memory,
@@ -232,10 +238,12 @@ impl Runner {
     pub fn new(desired: Desired, seed: u64, timings: Timings, faults: Faults) -> Self {
         let mut world = World::new(seed ^ 0x5eed, timings);
         world.groups = desired.groups.iter().map(|g| g.spec.name.clone()).collect();
+        let revisions = vec![(spec_of(&desired), false)];
         let mut r = Runner {
             world,
             desired,
             previous: BTreeMap::new(),
+            revisions,
             journal: Vec::new(),
             memory: Memory::default(),
             controller_link: None,
@@ -387,6 +395,7 @@ impl Runner {
                 self.desired.groups.push(g);
             }
         }
+        self.revisions.push((spec_of(&self.desired), false));
     }
 
     /// Runs until converged, blocked, stuck or `deadline` (virtual ms).
@@ -432,6 +441,9 @@ impl Runner {
                     && self.inflight.is_empty()
                     && settled;
                 if converged {
+                    if let Some((_, converged)) = self.revisions.last_mut() {
+                        *converged = true;
+                    }
                     self.check_converged();
                     return Outcome::Converged;
                 }
@@ -915,8 +927,27 @@ impl Runner {
             }
             Action::Complete { op } => self.journal.retain(|o| o.id != *op),
             Action::Rollback { group, reason } => {
-                let Some(prev) = self.previous.remove(group) else {
+                let history = self
+                    .revisions
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (spec, c))| Past {
+                        rev: k as u64 + 1,
+                        converged: *c,
+                        spec,
+                    });
+                let target = history
+                    .clone()
+                    .next_back()
+                    .and_then(|current| rollback_target(history, current, group));
+                let Some((_, old)) = target else {
                     return Some(false);
+                };
+                let old = DesiredGroup {
+                    hash: config_hash(old),
+                    spec: old.clone(),
+                    paused: false,
+                    is_rollback: true,
                 };
                 self.note(
                     format!("rollback of {group}: {reason}"),
@@ -928,11 +959,9 @@ impl Runner {
                     .iter_mut()
                     .find(|g| g.spec.name == *group)
                 {
-                    *g = DesiredGroup {
-                        is_rollback: true,
-                        ..prev
-                    };
+                    *g = old;
                 }
+                self.revisions.push((spec_of(&self.desired), false));
             }
             _ => {
                 let op = action.op_id().unwrap_or_default().to_string();
@@ -1381,5 +1410,16 @@ fn apply(w: &mut World, action: &Action) -> Result<(), String> {
         Action::Drain { node, .. } => w.drain(node),
         Action::RemoveNode { node, force, .. } => w.remove_node(node, *force),
         _ => Ok(()),
+    }
+}
+
+/// The cluster file `desired` was made from, as far as the revision rules
+/// read it (its groups).
+fn spec_of(desired: &Desired) -> ClusterSpec {
+    ClusterSpec {
+        groups: desired.groups.iter().map(|g| g.spec.clone()).collect(),
+        gc: GcPolicy {
+            orphan_grace: desired.orphan_grace,
+        },
     }
 }

@@ -12,6 +12,7 @@
 
 use async_trait::async_trait;
 use drover_core::journal::Operation;
+use drover_core::revision::Past;
 use drover_core::spec::ClusterSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -78,6 +79,17 @@ pub struct Revision {
     pub is_rollback: bool,
     /// The cluster converged on this revision at some point.
     pub converged: bool,
+}
+
+impl Revision {
+    /// This revision as the revision rules (`drover_core::revision`) read it.
+    pub fn past(&self) -> Past<'_> {
+        Past {
+            rev: self.rev,
+            converged: self.converged,
+            spec: &self.spec,
+        }
+    }
 }
 
 /// Operator controls that are not part of the spec.

@@ -14,7 +14,7 @@
 
 use crate::cli::{LocalArgs, StoreArgs};
 use crate::cmd::commit::{commit, validated};
-use crate::cmd::revisions::{current, declared, history, with_group};
+use crate::cmd::revisions::{current, declared, history};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{Context, StatusDoc, snapshot, status_json, wall_ms};
@@ -22,6 +22,7 @@ use drover_core::journal::Operation;
 use drover_core::model::{Instance, Observed, tags};
 use drover_core::plan::Desired;
 use drover_core::plan::{Memory, PlanInput, member_status, plan};
+use drover_core::revision::with_group;
 use drover_core::spec::{Allocation, ClusterSpec, GroupSpec, Role};
 use drover_core::teardown::{LastManager, last_manager, others_remaining};
 use drover_spi::{Epoch, Event};

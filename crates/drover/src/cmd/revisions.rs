@@ -10,6 +10,7 @@ use crate::cmd::commit::{commit, validated};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::wall_ms;
+use drover_core::revision::{rollback_target, with_group};
 use drover_core::spec::{ClusterSpec, GroupSpec};
 use drover_spi::{Controls, Revision, Store};
 use serde::{Deserialize, Serialize};
@@ -26,41 +27,38 @@ pub async fn rollback(
     let store = wiring::store(store).await?;
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
-    let now = declared(current, group)?;
-    let target = match to {
-        Some(rev) => history.iter().find(|r| r.rev == rev).ok_or_else(|| {
-            MainError::BadInput(format!(
-                "--to {rev}: no such revision (revisions: 1..{}); see drover history",
-                current.rev
-            ))
-        })?,
-        None => history
-            .iter()
-            .rev()
-            .find(|r| r.rev < current.rev && r.converged && r.spec.group(group).is_some_and(|g| g != now))
-            .ok_or_else(|| {
+    declared(current, group)?;
+    let (target, old) = match to {
+        Some(rev) => {
+            let r = history.iter().find(|r| r.rev == rev).ok_or_else(|| {
+                MainError::BadInput(format!(
+                    "--to {rev}: no such revision (revisions: 1..{}); see drover history",
+                    current.rev
+                ))
+            })?;
+            let old = r.spec.group(group).ok_or_else(|| {
+                MainError::BadInput(format!(
+                    "group {group} does not exist in revision {rev}: choose another --to"
+                ))
+            })?;
+            (rev, old)
+        }
+        None => rollback_target(history.iter().map(Revision::past), current.past(), group).ok_or_else(
+            || {
                 MainError::BadInput(format!(
                     "group {group} has no earlier converged revision that differs from the current one: nothing to roll back to (see drover history)"
                 ))
-            })?,
+            },
+        )?,
     };
-    let old = target.spec.group(group).ok_or_else(|| {
-        MainError::BadInput(format!(
-            "group {group} does not exist in revision {}: choose another --to",
-            target.rev
-        ))
-    })?;
-    let what = format!("rollback of {group} to revision {}", target.rev);
+    let what = format!("rollback of {group} to revision {target}");
     let spec = validated(
         Some(&current.spec),
         with_group(&current.spec, old.clone()),
         &what,
     )?;
     let rev = commit(store.as_ref(), current.rev, &spec, &what, true).await?;
-    println!(
-        "committed revision {rev}: {group} as in revision {}",
-        target.rev
-    );
+    println!("committed revision {rev}: {group} as in revision {target}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -307,14 +305,6 @@ pub(crate) fn declared<'a>(rev: &'a Revision, group: &str) -> Result<&'a GroupSp
             known.join(", ")
         ))
     })
-}
-
-pub(crate) fn with_group(spec: &ClusterSpec, group: GroupSpec) -> ClusterSpec {
-    let mut out = spec.clone();
-    if let Some(g) = out.groups.iter_mut().find(|g| g.name == group.name) {
-        *g = group;
-    }
-    out
 }
 
 #[cfg(test)]
