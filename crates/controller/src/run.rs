@@ -41,7 +41,7 @@ struct Finished {
     what: String,
     /// The step was a provision call (a failure uses the slot's attempt budget).
     provision: bool,
-    kind: String,
+    kind: &'static str,
     /// The term it was started under.
     epoch: Epoch,
     result: Result<(), StepError>,
@@ -95,8 +95,6 @@ pub struct Controller {
     rollback_refused: BTreeMap<String, String>,
     /// Where passes, steps and API calls are counted, when served.
     metrics: Option<Metrics>,
-    /// Extra time every pass spends: see [`Controller::with_pass_delay`].
-    pass_delay: Duration,
     /// Whether the store's change watch should look: only while this
     /// controller acts and is not handing its engine's leadership over (a
     /// swarm store is read through that very engine, which must not be
@@ -133,19 +131,9 @@ impl Controller {
             blocked: BTreeMap::new(),
             rollback_refused: BTreeMap::new(),
             metrics: None,
-            pass_delay: Duration::ZERO,
             watching: tokio::sync::watch::Sender::new(false),
             handing_over: None,
         }
-    }
-
-    /// Makes every pass `delay` slower, blocking like that much computation
-    /// would (a virtual clock never sees it, a real one does). A benchmark
-    /// knob only: drover-bench injects 50 ms to prove its clock charges the
-    /// controller's own time. Nothing in drover sets it.
-    pub fn with_pass_delay(mut self, delay: Duration) -> Self {
-        self.pass_delay = delay;
-        self
     }
 
     /// Records into `metrics`: every pass, step, and provider and engine call.
@@ -257,7 +245,7 @@ impl Controller {
             Ok(()) => "ok".to_string(),
             Err(e) => {
                 if let Some(m) = &self.metrics {
-                    m.step_failed(&done.kind);
+                    m.step_failed(done.kind);
                 }
                 format!("failed: {e}")
             }
@@ -469,9 +457,6 @@ impl Controller {
 
     async fn guarded_pass(&mut self) -> Result<PassReport, StoreError> {
         self.passes += 1;
-        if !self.pass_delay.is_zero() {
-            std::thread::sleep(self.pass_delay);
-        }
         if self.handing_over.is_some() {
             // Its engine is demoting itself and leaving. Asked anything now
             // (`info` reaches the manager it stops), it holds that stop
@@ -771,9 +756,9 @@ impl Controller {
             self.handing_over = Some(op.clone());
         }
         tracing::info!(op = %op, step = %action.describe(), "starting");
-        let kind = step_kind(&action);
+        let kind = action.kind();
         if let Some(m) = &self.metrics {
-            m.step_started(&kind);
+            m.step_started(kind);
         }
         // The effect runs in a task of its own so that a panic in it is
         // reported like a failure (a step that never reported its end would
@@ -952,15 +937,6 @@ fn converged(stored: &Stored, plan: &Plan) -> bool {
     plan.groups.iter().all(|g| g.phase == Phase::Converged)
         && stored.journal.is_empty()
         && plan.actions.is_empty()
-}
-
-/// The action's kind as its serialized tag (`provision`, `drain`, …): the
-/// `kind` label of the step metrics.
-fn step_kind(action: &Action) -> String {
-    serde_json::to_value(action)
-        .ok()
-        .and_then(|v| v["action"].as_str().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Forwards the store's change notifications (a commit, new controls) for

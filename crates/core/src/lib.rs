@@ -9,7 +9,7 @@
 //! so every decision can be replayed, golden-tested and property-tested.
 //!
 //! ## Start here
-//! 1. [`spec::load`] (or [`spec::load_bytes`]) reads a cluster file into a
+//! 1. [`spec::load_bytes`] reads a cluster file into a
 //!    resolved [`spec::ClusterSpec`] or a list of [`spec::Diagnostic`]s, and
 //!    [`spec::validate_commit`] is the one rule for what may be committed.
 //! 2. The shell observes providers and the swarm into a [`model::Observed`].

@@ -8,7 +8,7 @@
 //! reason that says what to do.
 
 use drover_core::hash::config_hash;
-use drover_core::spec::{Severity, load, load_bytes};
+use drover_core::spec::{Severity, load_bytes};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -253,8 +253,8 @@ fn a_cluster_of_more_groups_than_the_limit_is_rejected_naming_it() {
     };
     let text = |n: usize| format!("groups:\n{}", (0..n).map(group).collect::<String>());
     let max = drover_core::spec::MAX_GROUPS;
-    assert!(load(&text(max)).spec.is_some());
-    let diags: Vec<String> = load(&text(max + 1))
+    assert!(load_bytes(text(max).as_bytes()).spec.is_some());
+    let diags: Vec<String> = load_bytes(text(max + 1).as_bytes())
         .diagnostics
         .iter()
         .map(|d| d.render("SPEC"))

@@ -13,6 +13,7 @@
 mod adopt;
 pub mod launcher;
 pub mod procs;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use launcher::{EnginePaths, EngineProcess};

@@ -24,6 +24,7 @@ mod format;
 mod mem;
 mod model;
 mod swarm;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use etcd::{EtcdOptions, EtcdStore};

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use drover_core::model::{Node, SwarmView};
 use drover_core::own_engine;
 use drover_core::spec::Role;
-use drover_engine::{Engine, EngineError, EngineInfo, LOCKED_MESSAGE, LocalState, PeerEndpoints};
+use drover_engine::{Engine, EngineInfo, LOCKED_MESSAGE, LocalState, PeerEndpoints};
 use drover_spi::{Cluster, ClusterError, Fence, JoinMaterial};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -310,9 +310,4 @@ impl Cluster for SwarmCluster {
         };
         Ok(Some(JoinMaterial { token, addr }))
     }
-}
-
-/// Maps an engine error to the SPI's (re-exported for callers).
-pub fn cluster_error(e: EngineError) -> ClusterError {
-    e.into()
 }

@@ -98,8 +98,8 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
 
     // The planner, given this world and a changed manager config, replaces
     // nothing and blocks the group with the reason.
-    let spec = drover_core::spec::load(
-        "groups:\n  - name: m\n    role: manager\n    allocation: {size: 3}\n    instance: {provider: local}\n",
+    let spec = drover_core::spec::load_bytes(
+        b"groups:\n  - name: m\n    role: manager\n    allocation: {size: 3}\n    instance: {provider: local}\n",
     )
     .spec
     .expect("valid spec");

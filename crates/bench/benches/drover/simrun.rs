@@ -78,6 +78,12 @@ impl Calls {
 struct Counted {
     cloud: SimCloud,
     calls: Arc<Calls>,
+    /// Every describe blocks this long, as that much computation would (a
+    /// virtual clock never sees it, a real one does). The controller
+    /// describes each provider once per pass, so this makes every pass
+    /// that much slower: the control proving the benchmark's clock charges
+    /// the controller's own time.
+    delay: Duration,
 }
 
 #[async_trait]
@@ -103,6 +109,9 @@ impl InstanceProvider for Counted {
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError> {
         self.calls.describe.fetch_add(1, Ordering::Relaxed);
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
         self.cloud.describe(tags).await
     }
     async fn label(
@@ -180,6 +189,7 @@ impl Bench {
         let provider = Counted {
             cloud: cloud.clone(),
             calls: calls.clone(),
+            delay,
         };
         let ctx = Context {
             providers: [(
@@ -197,9 +207,7 @@ impl Bench {
         let (nudge_tx, nudge_rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(node_events(cloud.clone(), nudge_tx));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let controller = Controller::new(ctx)
-            .with_triggers(nudge_rx)
-            .with_pass_delay(delay);
+        let controller = Controller::new(ctx).with_triggers(nudge_rx);
         let task = tokio::spawn(controller.run(async {
             let _ = stopped.await;
         }));

@@ -185,6 +185,23 @@ pub enum Action {
 }
 
 impl Action {
+    /// Its kind, as the serialised action's tag spells it (`provision`,
+    /// `demote_self_and_leave`, …): a metric label, an audit field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Begin { .. } => "begin",
+            Action::MarkDone { .. } => "mark_done",
+            Action::Complete { .. } => "complete",
+            Action::Provision { .. } => "provision",
+            Action::Drain { .. } => "drain",
+            Action::Demote { .. } => "demote",
+            Action::DemoteSelfAndLeave { .. } => "demote_self_and_leave",
+            Action::Destroy { .. } => "destroy",
+            Action::RemoveNode { .. } => "remove_node",
+            Action::Rollback { .. } => "rollback",
+        }
+    }
+
     /// The operation the action belongs to, if any.
     pub fn op_id(&self) -> Option<&str> {
         match self {

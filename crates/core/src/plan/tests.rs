@@ -1881,3 +1881,69 @@ fn a_phase_is_named_as_the_status_document_spells_it() {
         assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
     }
 }
+
+#[test]
+fn an_actions_kind_is_its_serialised_tag() {
+    use crate::spec::Role;
+    let op = || "op".to_string();
+    let node = || "n".to_string();
+    let journal_op = Operation {
+        id: op(),
+        group: WORKERS.into(),
+        kind: OpKind::Provision,
+        role: Role::Worker,
+        victim: None,
+        target: None,
+        surge: false,
+        done: Default::default(),
+        intent: None,
+        collection: None,
+        provision_failures: 0,
+    };
+    for a in [
+        Action::Begin {
+            op: Box::new(journal_op),
+        },
+        Action::MarkDone {
+            op: op(),
+            step: Step::Drain,
+        },
+        Action::Complete { op: op() },
+        Action::Provision {
+            op: op(),
+            group: WORKERS.into(),
+            role: Role::Worker,
+            logical_id: None,
+            zone: None,
+            config: OLD.into(),
+            attempt: 1,
+        },
+        Action::Drain {
+            op: op(),
+            node: node(),
+        },
+        Action::Demote {
+            op: op(),
+            node: node(),
+        },
+        Action::DemoteSelfAndLeave {
+            op: op(),
+            node: node(),
+        },
+        Action::Destroy {
+            op: op(),
+            instance: "i".into(),
+        },
+        Action::RemoveNode {
+            op: op(),
+            node: node(),
+            force: false,
+        },
+        Action::Rollback {
+            group: WORKERS.into(),
+            reason: "r".into(),
+        },
+    ] {
+        assert_eq!(serde_json::to_value(&a).unwrap()["action"], a.kind());
+    }
+}

@@ -24,7 +24,7 @@ pub struct Loaded {
 /// all of [`parse_str`]'s rules, and each group's provider must be one
 /// drover ships ([`PROVIDERS`]), so a misspelt provider is caught by
 /// `validate` instead of leaving a group that nothing ever provisions.
-pub fn load(text: &str) -> Loaded {
+fn load(text: &str) -> Loaded {
     decode_with(text, PROVIDERS)
 }
 
@@ -63,7 +63,7 @@ pub fn load_bytes(bytes: &[u8]) -> Loaded {
 /// Reads a cluster file (YAML or JSON: JSON is read as YAML, so positions
 /// work for both) with every rule except the provider names: for engines
 /// and tests that wire providers of their own names. Operators' files go
-/// through [`load`].
+/// through [`load_bytes`].
 pub fn parse_str(text: &str) -> Loaded {
     decode(text, Decoder::default())
 }
@@ -80,7 +80,7 @@ fn decode_with(text: &str, providers: &[&str]) -> Loaded {
 }
 
 /// Reads the cluster-file form of a resolved spec about to be committed
-/// ([`super::commit`]): as [`load`] (providers drover ships included: an
+/// ([`super::commit`]): as [`load_bytes`] (providers drover ships included: an
 /// edited export naming a misspelt one is refused at import), except that
 /// `size: 0` is accepted. That is a retired group, which `destroy` and
 /// `apply --prune` commit so the planner retires its members one safe step

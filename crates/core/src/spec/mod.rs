@@ -13,7 +13,7 @@ mod diag;
 mod duration;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
-pub use decode::{MAX_COUNT, MAX_GROUPS, load, load_bytes, parse_str};
+pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
 pub use diag::{Diagnostic, Severity};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 
@@ -23,7 +23,7 @@ pub const LOCAL_PROVIDER: &str = "local";
 /// The simulator's name (`drover sim`, `plan --sim`).
 pub const SIM_PROVIDER: &str = "sim";
 /// The providers drover ships, by the name `instance.provider` uses: the
-/// one list [`load`] checks names against and the binary wires by.
+/// one list [`load_bytes`] checks names against and the binary wires by.
 pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, SIM_PROVIDER];
 
 use serde::{Deserialize, Serialize};
