@@ -6,15 +6,15 @@ use super::health::Health;
 use super::in_flight::{InFlight, Ops};
 use super::memory::{Clock, Timer};
 use super::op::UNLISTED_BOUND;
-use super::view::{Busy, Found, Member, View};
+use super::view::{Found, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
-use crate::model::{Instance, Node, NodeState};
+use crate::model::{Node, NodeState};
 use crate::spec::{Allocation, Role, Strategy};
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashSet};
+
+use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub(crate) struct Planner<'a> {
     /// By operation slot: where its members are in its group's view,
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
-    counter: u32,
+    pub(crate) counter: u32,
 }
 
 impl<'a> Planner<'a> {
@@ -255,7 +255,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn begin(&mut self, op: Operation, why: String) {
+    pub(crate) fn begin(&mut self, op: Operation, why: String) {
         self.explanation.push(format!("{}: {why}", op.group));
         self.in_flight.add(&op);
         let slot = self.ops.push(op.clone());
@@ -274,7 +274,7 @@ impl<'a> Planner<'a> {
         self.begin(op, why);
     }
 
-    fn make_op(
+    pub(crate) fn make_op(
         &mut self,
         d: &DesiredGroup,
         kind: OpKind,
@@ -304,434 +304,6 @@ impl<'a> Planner<'a> {
             intent: None,
             collection: None,
             provision_failures: 0,
-        }
-    }
-
-    /// Starts new operations in group `gi`. `ahead` names the group that
-    /// rolls now when it is another one (groups roll one after another).
-    fn start_ops(&mut self, gi: usize, ahead: Option<String>) {
-        let v = Rc::clone(&self.views[gi]);
-        let d = v.d;
-        let name = d.spec.name.clone();
-        let Ok(insts) = &v.described else {
-            return;
-        };
-        if let Some(why) = v.shared_link.clone() {
-            // The link is how members are matched to nodes: with two machines
-            // on one link, any node step could hit the wrong machine's node.
-            self.block(&name, why);
-            return;
-        }
-        if d.spec.role == Role::Manager
-            && let Some(n) = self.world.locked
-        {
-            // Every manager step changes the raft; with a member waiting for
-            // its unlock key the real fault tolerance is unknown.
-            self.block(
-                &name,
-                format!(
-                    "manager node {} is locked (autolock): unlock it with `docker swarm unlock` on that machine",
-                    n.id
-                ),
-            );
-            return;
-        }
-        if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
-            return;
-        }
-        let stale = self.stale_nodes(&v);
-        if let Some(why) = self.meltdown(d, insts, stale.len()) {
-            self.block(&name, why);
-            return;
-        }
-        let (pending, live, free) = {
-            let in_group = || {
-                self.ops
-                    .iter_slots()
-                    .filter(|(_, o)| o.group == name)
-                    .map(|(slot, o)| (o, self.found(slot, o, &v)))
-            };
-            let pending: Vec<Target> = in_group()
-                .filter(|(o, f)| o.target.is_some() && f.replacement.is_none())
-                .filter_map(|(o, _)| o.target.clone())
-                .collect();
-            let busy = v.busy(in_group().map(|(_, f)| f));
-            let members = |keep: fn(&Busy) -> bool| -> Vec<&Member> {
-                insts
-                    .iter()
-                    .zip(&busy)
-                    .filter(|(_, b)| keep(b))
-                    .map(|(i, _)| i)
-                    .collect()
-            };
-            let live = members(|b| !b.victim);
-            // Members not owned by an operation in flight: candidates for new ones.
-            let free = members(|b| !b.victim && !b.replacement);
-            (pending, live, free)
-        };
-        // Held members still fill their slots, but nothing new touches them.
-        let held_ids = &self.input.desired.held;
-        let (held, free): (Vec<&Member>, Vec<&Member>) = if held_ids.is_empty() {
-            (Vec::new(), free)
-        } else {
-            free.into_iter().partition(|i| held_ids.contains(&i.id))
-        };
-        let stuck: Vec<&str> = held
-            .iter()
-            .filter(|i| !i.current() || !i.healthy())
-            .map(|i| i.id.as_str())
-            .collect();
-        if !stuck.is_empty() {
-            self.wait(&name, format!("held by an operator: {}", stuck.join(", ")));
-        }
-        let is_manager = d.spec.role == Role::Manager;
-        let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
-
-        // Members the spec no longer declares are retired (step 3), not healed.
-        let excess_ids: HashSet<String> = excess_members(
-            d,
-            &free,
-            live.len() + pending.len(),
-            self.world.observed.self_link.as_deref(),
-        )
-        .iter()
-        .map(|i| i.id.clone())
-        .collect();
-
-        // A slot filled while the group was over its size: the fill already
-        // replaces a member that a describe left out and lists again.
-        let filling = self
-            .ops
-            .iter()
-            .any(|o| o.group == name && o.kind == OpKind::Provision);
-        let alive =
-            |n: &&Node| n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable);
-        // A live node of this group that no listed machine carries: the
-        // describe may have left a member out, so whether the group is over
-        // its size is not known (see 1b).
-        let left_out = stale.iter().copied().find(alive);
-        let by_count = matches!(d.spec.allocation, Allocation::Size { .. });
-
-        // 1. Heal: lost, unhealthy past unhealthy_after, never joined past startup_timeout.
-        let counter_before_heal = self.counter;
-        for inst in &free {
-            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
-                break;
-            }
-            if self.world.is_self(inst.link()) {
-                continue;
-            }
-            let judged = inst.health;
-            let why = match judged {
-                Health::Unhealthy("machine not running") => Some("machine not running".to_string()),
-                Health::Unhealthy(what) => self
-                    .clock
-                    .elapsed(
-                        Timer::Unhealthy(inst.id.clone()),
-                        d.spec.health.unhealthy_after,
-                    )
-                    .then(|| {
-                        format!(
-                            "{what} for {}",
-                            humantime::format_duration(d.spec.health.unhealthy_after)
-                        )
-                    }),
-                Health::Pending => self
-                    .clock
-                    .elapsed(
-                        Timer::Pending(inst.id.clone()),
-                        d.spec.health.startup_timeout,
-                    )
-                    .then(|| {
-                        format!(
-                            "never joined within {}",
-                            humantime::format_duration(d.spec.health.startup_timeout)
-                        )
-                    }),
-                Health::Healthy | Health::Unknown => None,
-            };
-            let Some(why) = why else { continue };
-            let gate = self.node_in_doubt(inst);
-            if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst)) {
-                self.wait(&name, format!("cannot heal {}: {no}", inst.id));
-                break;
-            }
-            // A machine that stopped before its node ever appeared failed
-            // to join too: it uses the slot's attempt budget the same way.
-            let never_joined = match judged {
-                Health::Pending => Some(format!(
-                    "no swarm node carries its link {} {} after this controller first saw it",
-                    inst.link().unwrap_or("(none)"),
-                    humantime::format_duration(d.spec.health.startup_timeout)
-                )),
-                Health::Unhealthy("machine not running")
-                    if d.spec.role != Role::Plain
-                        && self.world.swarm_ok()
-                        && inst.node.is_none() =>
-                {
-                    Some("its machine stopped before a swarm node carried its link".into())
-                }
-                _ => None,
-            };
-            // Over the size, retiring the excess (step 3) comes before a heal
-            // that adds yet another machine: for a member that never joined
-            // and is the excess, or, in a group sized by count where zones
-            // pick another as the excess, once the group is back at its
-            // size (a pet in a declared slot is its slot's only machine);
-            // and while a slot fill is in flight (a describe left a member
-            // out, then listed it again, stopped).
-            let over = !excess_ids.is_empty();
-            let excess = excess_ids.contains(&inst.id) || (over && by_count);
-            if (never_joined.is_some() && excess) || (filling && over) {
-                continue;
-            }
-            // Nor while the describe may have left a member out: the group
-            // may be over its size without showing it. A machine that never
-            // joined serves nothing; its heal can wait for a full answer.
-            if let Some(n) = left_out.filter(|_| never_joined.is_some() && by_count) {
-                self.wait(
-                    &name,
-                    format!("cannot heal {} yet: {}", inst.id, unlisted_why(n)),
-                );
-                continue;
-            }
-            let (attempt, collection) = if let Some(evidence) = never_joined {
-                match self.next_attempt(d, inst) {
-                    Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
-                    Err(why) => {
-                        self.block(&name, why);
-                        return;
-                    }
-                }
-            } else {
-                (1, None)
-            };
-            let target = Target {
-                logical_id: inst.logical_id().map(str::to_string),
-                zone: inst.zone().map(str::to_string),
-                attempt,
-            };
-            let mut op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
-            if let Some(c) = collection {
-                self.note_garbage(&name, &c, "collecting".into());
-                op.collection = Some(c);
-            }
-            self.begin(op, format!("heal: replace {} ({why})", inst.id));
-        }
-
-        // 1b. Reap dead nodes: Down (not merely unknown) for the whole grace
-        // period as seen by this controller, carrying this cluster's and
-        // group's labels, and whose link no machine of a successful
-        // describe carries. A manager is demoted first, one at a time.
-        // The stale nodes the meltdown guard counted, unless a heal just
-        // claimed one of them.
-        let stale = if self.counter == counter_before_heal {
-            stale
-        } else {
-            self.stale_nodes(&v)
-        };
-        // A live node of this group that no listed machine carries means the
-        // describe may have left a machine out (a successful answer can be
-        // partial: eventual consistency): adding one for "its" slot could
-        // make a second machine for it. A node whose machine is really gone
-        // turns Down within ~15 s.
-        // The same holds for a live raft member of this cluster that no
-        // listed machine carries and that carries no link at all (its engine
-        // lost drover's labels): it may be the member of the very slot that
-        // reads empty, so no manager is added while it is unmatched.
-        // For pets a dead node holds too: its stopped machine, left out of a
-        // describe, would share its logical id with the new one. A labelled
-        // one holds until it is reaped (unmatched for the whole grace
-        // period, which a partial describe cannot fake); an unlabelled one,
-        // which drover cannot reap, until the operator acts (the message
-        // says how).
-        let pets = matches!(d.spec.allocation, Allocation::LogicalIds(_));
-        let unlisted = stale
-            .iter()
-            .copied()
-            .find(|n| pets || alive(n))
-            .or_else(|| {
-                is_manager
-                    .then(|| {
-                        self.unmatched
-                            .iter()
-                            .copied()
-                            .find(|n| n.link.is_none() && (pets || alive(n)))
-                    })
-                    .flatten()
-            });
-        self.reap_dead_nodes(d, stale);
-
-        // 2. Fill empty slots.
-        let missing = missing_slots(d, &live, &pending);
-        for target in missing {
-            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
-                break;
-            }
-            if let Some(n) = unlisted {
-                self.wait(&name, unlisted_why(n));
-                break;
-            }
-            // A pet's machine that never joined leaves no trace in the
-            // swarm: only time tells a partial describe from an empty slot.
-            // A group with no machine at all is being made, not refilled.
-            if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
-                let key = Timer::EmptySlot(format!("{name}/{id}"));
-                if !self.clock.elapsed(key, UNLISTED_BOUND) {
-                    self.wait(
-                        &name,
-                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", UNLISTED_BOUND.as_secs()),
-                    );
-                    continue;
-                }
-            }
-            let bootstrap = is_manager
-                && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
-                && live.is_empty();
-            if !bootstrap {
-                if !self.world.swarm_ok() && d.spec.role != Role::Plain {
-                    self.wait(
-                        &name,
-                        "waiting for the swarm to have a leader before adding members".into(),
-                    );
-                    break;
-                }
-                if let Some(no) = is_manager.then(|| self.add_manager_gate()).flatten() {
-                    self.wait(&name, format!("cannot add a manager: {no}"));
-                    break;
-                }
-            }
-            let op = self.make_op(d, OpKind::Provision, None, Some(target.clone()));
-            let what = target
-                .logical_id
-                .clone()
-                .unwrap_or_else(|| "a member".into());
-            self.begin(
-                op,
-                format!(
-                    "provision {what} ({} of {} present)",
-                    live.len() + pending.len(),
-                    d.spec.allocation.size()
-                ),
-            );
-        }
-
-        // 3. Retire what the spec no longer declares.
-        let excess = excess_members(
-            d,
-            &free,
-            live.len() + pending.len(),
-            self.world.observed.self_link.as_deref(),
-        );
-        for inst in excess {
-            let last = is_manager && self.world.members <= 1 && self.world.swarm_ok();
-            if last && d.spec.allocation.size() == 0 && self.is_leader(inst) {
-                // Only `drover destroy` commits a manager group below one
-                // member; the swarm's last one is removed from outside it.
-                self.wait(
-                    &name,
-                    format!(
-                        "{} is the swarm's last manager: `drover destroy {name}` removes it from outside the swarm",
-                        inst.id
-                    ),
-                );
-                break;
-            }
-            if is_manager && self.leader_waits(&name, inst) {
-                break;
-            }
-            if !self.may_disrupt(d, inst, None) {
-                break;
-            }
-            let op = self.make_op(d, OpKind::Retire, Some(inst), None);
-            self.begin(op, format!("retire {} (not declared any more)", inst.id));
-        }
-
-        // 4. Roll outdated members (only in the one rolling group).
-        let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
-        let outdated: Vec<&Member> = free
-            .iter()
-            .copied()
-            .filter(|i| !i.current() || requested(i))
-            .collect();
-        if outdated.is_empty() || (is_manager && manager_busy) {
-            return;
-        }
-        if let Some(other) = ahead {
-            self.wait(&name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
-            return;
-        }
-        if let Some(n) = unlisted.filter(|_| d.spec.update.strategy == Strategy::Surge) {
-            // A surge adds a machine too: the same doubt holds it.
-            self.wait(&name, unlisted_why(n));
-            return;
-        }
-        if d.spec.update.strategy == Strategy::Surge && !excess_ids.is_empty() {
-            // E.g. a surge roll stepped aside after its new member joined:
-            // that member is already the replacement. Adding yet another
-            // would grow the group each time; retiring the excess comes first.
-            self.wait(
-                &name,
-                format!(
-                    "{} member(s) over the declared size: retired before the roll adds another",
-                    excess_ids.len()
-                ),
-            );
-            return;
-        }
-        // The rollout order. The loop stops at the first member it may not
-        // disrupt (after about max_in_flight of them), so the order is
-        // produced lazily: a heap is built in O(n), where sorting every
-        // outdated member cost O(n log n). Ties keep the described order.
-        let mut order: BinaryHeap<Reverse<RollKey<'_>>> = outdated
-            .iter()
-            .copied()
-            .enumerate()
-            .map(|(k, i)| {
-                Reverse((
-                    self.world.is_self(i.link()) || self.is_leader(i),
-                    i.healthy(),
-                    i.zone(),
-                    i.logical_id(),
-                    IdOrder::of(&i.id),
-                    k,
-                ))
-            })
-            .collect();
-        let settled = Settled::count(&free);
-        while let Some(Reverse((.., k))) = order.pop() {
-            let inst = outdated[k];
-            if is_manager && self.leader_waits(&name, inst) {
-                break;
-            }
-            if !self.may_disrupt(d, inst, Some(settled)) {
-                break;
-            }
-            let target = Target {
-                logical_id: inst.logical_id().map(str::to_string),
-                zone: inst.zone().map(str::to_string),
-                attempt: 1,
-            };
-            let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
-            let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
-                " (the leader, self: last)"
-            } else if requested(inst) {
-                " (requested by an operator)"
-            } else {
-                ""
-            };
-            self.begin(
-                op,
-                format!(
-                    "roll: replace {}{leader} (config {} → {})",
-                    inst.id,
-                    inst.config().unwrap_or("none"),
-                    d.hash
-                ),
-            );
-            if is_manager {
-                break;
-            }
         }
     }
 
@@ -782,7 +354,7 @@ impl<'a> Planner<'a> {
             .collect()
     }
 
-    fn reap_dead_nodes(&mut self, d: &DesiredGroup, stale: Vec<&'a Node>) {
+    pub(crate) fn reap_dead_nodes(&mut self, d: &DesiredGroup, stale: Vec<&'a Node>) {
         let name = d.spec.name.as_str();
         let grace = d.spec.health.unhealthy_after;
         for n in stale {
@@ -869,7 +441,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn is_leader(&self, inst: &Member<'_>) -> bool {
+    pub(crate) fn is_leader(&self, inst: &Member<'_>) -> bool {
         self.world
             .leader
             .is_some_and(|l| l.link.as_deref() == inst.link() && inst.link().is_some())
@@ -941,7 +513,7 @@ impl<'a> Planner<'a> {
     /// True (and `group` waits, saying why) when `inst` is the leader or
     /// this controller's own machine and another raft member is not current
     /// and healthy yet: rolls and retires alike take the leader last.
-    fn leader_waits(&mut self, group: &str, inst: &Member<'_>) -> bool {
+    pub(crate) fn leader_waits(&mut self, group: &str, inst: &Member<'_>) -> bool {
         if !(self.is_leader(inst) || self.world.is_self(inst.link())) {
             return false;
         }
@@ -958,7 +530,7 @@ impl<'a> Planner<'a> {
     /// Budget, zone and quorum checks for disrupting `inst` now.
     /// `settled` (members no operation is working on) is given for rolls:
     /// until `canaries` of them are current and healthy, only canaries roll.
-    fn may_disrupt(
+    pub(crate) fn may_disrupt(
         &mut self,
         d: &DesiredGroup,
         inst: &Member<'_>,
@@ -1198,7 +770,7 @@ fn unclaimed_nodes(world: &World<'_>, views: &[View<'_>]) -> Vec<u32> {
 /// A roll candidate's place in the rollout order: the leader (or this
 /// controller's own machine) last, unhealthy members first, then by zone,
 /// logical id and id; last its position among the outdated members.
-type RollKey<'i> = (
+pub(crate) type RollKey<'i> = (
     bool,
     bool,
     Option<&'i str>,
@@ -1212,7 +784,7 @@ type RollKey<'i> = (
 /// and comparing the strings themselves reads every id's bytes from memory
 /// again, each time (a third of a pass over 100 000 outdated members).
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct IdOrder<'i> {
+pub(crate) struct IdOrder<'i> {
     /// The first eight bytes, big-endian, zero-padded: when two prefixes
     /// differ they order as the strings do (a shorter string pads with the
     /// lowest byte); when equal, `id` decides.
@@ -1221,7 +793,7 @@ struct IdOrder<'i> {
 }
 
 impl<'i> IdOrder<'i> {
-    fn of(id: &'i str) -> Self {
+    pub(crate) fn of(id: &'i str) -> Self {
         let mut head = [0u8; 8];
         let n = id.len().min(8);
         head[..n].copy_from_slice(&id.as_bytes()[..n]);
@@ -1243,7 +815,7 @@ pub(crate) struct Settled {
 }
 
 impl Settled {
-    fn count(settled: &[&Member<'_>]) -> Self {
+    pub(crate) fn count(settled: &[&Member<'_>]) -> Self {
         Settled {
             broken: settled
                 .iter()
@@ -1258,7 +830,11 @@ impl Settled {
 }
 
 /// Slots declared but neither filled nor being filled.
-fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> Vec<Target> {
+pub(crate) fn missing_slots(
+    d: &DesiredGroup,
+    live: &[&Member<'_>],
+    pending: &[Target],
+) -> Vec<Target> {
     match &d.spec.allocation {
         Allocation::LogicalIds(slots) => {
             let covered: HashSet<&str> = live
@@ -1310,7 +886,7 @@ fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> 
 /// Why no machine is added while `n`, a node that may be a member of the
 /// group (live, or for pets Down and not yet reaped), is carried by no
 /// listed machine.
-fn unlisted_why(n: &Node) -> String {
+pub(crate) fn unlisted_why(n: &Node) -> String {
     match &n.link {
         Some(link) if n.state == NodeState::Down => format!(
             "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
@@ -1332,7 +908,7 @@ fn unlisted_why(n: &Node) -> String {
 /// manager gate, and a healthy one would wait for it), then raft-unreachable,
 /// then outdated, then newest; from the fullest
 /// zone; never the controller's own machine unless it is the last choice.
-fn excess_members<'i>(
+pub(crate) fn excess_members<'i>(
     d: &DesiredGroup,
     free: &[&'i Member<'i>],
     count: usize,

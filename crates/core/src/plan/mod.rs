@@ -32,6 +32,7 @@ mod in_flight;
 mod members;
 mod memory;
 mod op;
+mod stage;
 #[cfg(test)]
 mod tests;
 mod view;

@@ -1,0 +1,71 @@
+//! Fill: empty slots get a machine, unless the describe may have left a
+//! member out, a pet's slot has not read empty long enough, or the swarm
+//! cannot take a member now.
+
+use super::super::group::{Planner, missing_slots, unlisted_why};
+use super::super::memory::Timer;
+use super::super::op::UNLISTED_BOUND;
+use super::Group;
+use crate::journal::OpKind;
+use crate::model::Node;
+use crate::spec::Role;
+
+impl Planner<'_> {
+    /// Fills `g`'s empty slots; `unlisted` holds every addition.
+    pub(super) fn fill(&mut self, g: &Group<'_, '_>, unlisted: Option<&Node>) {
+        let (d, name) = (g.d, g.name.as_str());
+        let (live, pending, is_manager) = (&g.live, &g.pending, g.is_manager);
+        let missing = missing_slots(d, live, pending);
+        for target in missing {
+            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+                break;
+            }
+            if let Some(n) = unlisted {
+                self.wait(name, unlisted_why(n));
+                break;
+            }
+            // A pet's machine that never joined leaves no trace in the
+            // swarm: only time tells a partial describe from an empty slot.
+            // A group with no machine at all is being made, not refilled.
+            if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
+                let key = Timer::EmptySlot(format!("{name}/{id}"));
+                if !self.clock.elapsed(key, UNLISTED_BOUND) {
+                    self.wait(
+                        name,
+                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", UNLISTED_BOUND.as_secs()),
+                    );
+                    continue;
+                }
+            }
+            let bootstrap = is_manager
+                && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+                && live.is_empty();
+            if !bootstrap {
+                if !self.world.swarm_ok() && d.spec.role != Role::Plain {
+                    self.wait(
+                        name,
+                        "waiting for the swarm to have a leader before adding members".into(),
+                    );
+                    break;
+                }
+                if let Some(no) = is_manager.then(|| self.add_manager_gate()).flatten() {
+                    self.wait(name, format!("cannot add a manager: {no}"));
+                    break;
+                }
+            }
+            let op = self.make_op(d, OpKind::Provision, None, Some(target.clone()));
+            let what = target
+                .logical_id
+                .clone()
+                .unwrap_or_else(|| "a member".into());
+            self.begin(
+                op,
+                format!(
+                    "provision {what} ({} of {} present)",
+                    live.len() + pending.len(),
+                    d.spec.allocation.size()
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Heal: a member lost, unhealthy past `unhealthy_after`, or never joined
+//! past `startup_timeout` is replaced, through the member gate.
+
+use super::super::group::{Planner, unlisted_why};
+use super::super::health::Health;
+use super::super::memory::Timer;
+use super::super::view::Member;
+use super::Group;
+use crate::journal::{OpKind, Target};
+use crate::spec::Role;
+
+impl Planner<'_> {
+    /// Heals `g`'s members; false when the group blocked (nothing else may
+    /// start in it this pass).
+    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> bool {
+        let (d, name) = (g.d, g.name.as_str());
+        let (is_manager, by_count, filling) = (g.is_manager, g.by_count, g.filling);
+        let (excess_ids, left_out) = (&g.excess_ids, g.left_out);
+        for inst in &g.free {
+            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+                break;
+            }
+            if self.world.is_self(inst.link()) {
+                continue;
+            }
+            let judged = inst.health;
+            let why = self.needs_heal(g, inst);
+            let Some(why) = why else { continue };
+            let gate = self.node_in_doubt(inst);
+            if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst)) {
+                self.wait(name, format!("cannot heal {}: {no}", inst.id));
+                break;
+            }
+            // A machine that stopped before its node ever appeared failed
+            // to join too: it uses the slot's attempt budget the same way.
+            let never_joined = match judged {
+                Health::Pending => Some(format!(
+                    "no swarm node carries its link {} {} after this controller first saw it",
+                    inst.link().unwrap_or("(none)"),
+                    humantime::format_duration(d.spec.health.startup_timeout)
+                )),
+                Health::Unhealthy("machine not running")
+                    if d.spec.role != Role::Plain
+                        && self.world.swarm_ok()
+                        && inst.node.is_none() =>
+                {
+                    Some("its machine stopped before a swarm node carried its link".into())
+                }
+                _ => None,
+            };
+            // Over the size, retiring the excess (the retire stage) comes before a heal
+            // that adds yet another machine: for a member that never joined
+            // and is the excess, or, in a group sized by count where zones
+            // pick another as the excess, once the group is back at its
+            // size (a pet in a declared slot is its slot's only machine);
+            // and while a slot fill is in flight (a describe left a member
+            // out, then listed it again, stopped).
+            let over = !excess_ids.is_empty();
+            let excess = excess_ids.contains(&inst.id) || (over && by_count);
+            if (never_joined.is_some() && excess) || (filling && over) {
+                continue;
+            }
+            // Nor while the describe may have left a member out: the group
+            // may be over its size without showing it. A machine that never
+            // joined serves nothing; its heal can wait for a full answer.
+            if let Some(n) = left_out.filter(|_| never_joined.is_some() && by_count) {
+                self.wait(
+                    name,
+                    format!("cannot heal {} yet: {}", inst.id, unlisted_why(n)),
+                );
+                continue;
+            }
+            let (attempt, collection) = if let Some(evidence) = never_joined {
+                match self.next_attempt(d, inst) {
+                    Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
+                    Err(why) => {
+                        self.block(name, why);
+                        return false;
+                    }
+                }
+            } else {
+                (1, None)
+            };
+            let target = Target {
+                logical_id: inst.logical_id().map(str::to_string),
+                zone: inst.zone().map(str::to_string),
+                attempt,
+            };
+            let mut op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
+            if let Some(c) = collection {
+                self.note_garbage(name, &c, "collecting".into());
+                op.collection = Some(c);
+            }
+            self.begin(op, format!("heal: replace {} ({why})", inst.id));
+        }
+        true
+    }
+
+    /// Why `inst` needs healing now, if it does: its machine stopped, or it
+    /// has been unhealthy longer than `unhealthy_after`, or has not joined
+    /// within `startup_timeout`, as this controller's clock saw it.
+    fn needs_heal(&mut self, g: &Group<'_, '_>, inst: &Member<'_>) -> Option<String> {
+        let health = &g.d.spec.health;
+        match inst.health {
+            Health::Unhealthy("machine not running") => Some("machine not running".to_string()),
+            Health::Unhealthy(what) => self
+                .clock
+                .elapsed(Timer::Unhealthy(inst.id.clone()), health.unhealthy_after)
+                .then(|| {
+                    format!(
+                        "{what} for {}",
+                        humantime::format_duration(health.unhealthy_after)
+                    )
+                }),
+            Health::Pending => self
+                .clock
+                .elapsed(Timer::Pending(inst.id.clone()), health.startup_timeout)
+                .then(|| {
+                    format!(
+                        "never joined within {}",
+                        humantime::format_duration(health.startup_timeout)
+                    )
+                }),
+            Health::Healthy | Health::Unknown => None,
+        }
+    }
+}

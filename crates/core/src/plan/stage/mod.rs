@@ -1,0 +1,201 @@
+//! One group's pass, in stages: heal, reap, fill, retire, roll. Each stage
+//! is a method over [`Group`], what every stage reads, computed once per
+//! pass; a stage's rules live in its file, next to its decision.
+
+mod fill;
+mod heal;
+mod reap;
+mod retire;
+mod roll;
+
+use super::DesiredGroup;
+use super::group::{Planner, excess_members};
+use super::view::{Busy, Member, View};
+use crate::journal::{OpKind, Target};
+use crate::model::{Node, NodeState};
+use crate::spec::{Allocation, Role};
+use std::collections::HashSet;
+use std::rc::Rc;
+
+/// What every stage of one group's pass reads, computed once.
+pub(crate) struct Group<'v, 'a> {
+    pub(crate) v: &'v View<'a>,
+    pub(crate) d: &'a DesiredGroup,
+    pub(crate) name: String,
+    /// Slots operations in flight are filling whose machine is not listed.
+    pub(crate) pending: Vec<Target>,
+    /// Members no operation is removing.
+    pub(crate) live: Vec<&'v Member<'a>>,
+    /// Members no operation works on and no operator holds: candidates
+    /// for new operations.
+    pub(crate) free: Vec<&'v Member<'a>>,
+    pub(crate) is_manager: bool,
+    /// A manager operation is in flight (any group's).
+    pub(crate) manager_busy: bool,
+    /// Members the spec no longer declares: retired (the retire stage), not healed.
+    pub(crate) excess_ids: HashSet<String>,
+    /// A slot fill of this group is in flight.
+    pub(crate) filling: bool,
+    /// A live node of this group that no listed machine carries: the
+    /// describe may have left a member out, so whether the group is over
+    /// its size is not known.
+    pub(crate) left_out: Option<&'a Node>,
+    /// The group is sized by count (cattle), not by logical ids.
+    pub(crate) by_count: bool,
+    /// The nodes that may be stale (the meltdown guard counted them).
+    pub(crate) stale: Vec<&'a Node>,
+}
+
+/// A node that may still carry a machine: not `Down`, or a reachable raft
+/// member.
+fn alive(n: &&Node) -> bool {
+    n.state != NodeState::Down || n.raft.as_ref().is_some_and(|r| r.reachable)
+}
+
+impl<'a> Planner<'a> {
+    /// Starts new operations in group `gi`. `ahead` names the group that
+    /// rolls now when it is another one (groups roll one after another).
+    pub(crate) fn start_ops(&mut self, gi: usize, ahead: Option<String>) {
+        let v = Rc::clone(&self.views[gi]);
+        let Some(g) = self.group(&v) else {
+            return;
+        };
+        let counter_before_heal = self.counter;
+        if !self.heal(&g) {
+            return;
+        }
+        let unlisted = self.reap(&g, counter_before_heal);
+        self.fill(&g, unlisted);
+        self.retire(&g);
+        self.roll(&g, unlisted, ahead);
+    }
+
+    /// The group's pass, or `None` when nothing may start in it (blocked,
+    /// paused, undescribed, its links shared, a manager locked, a meltdown).
+    fn group<'v>(&mut self, v: &'v View<'a>) -> Option<Group<'v, 'a>> {
+        let d = v.d;
+        let name = d.spec.name.clone();
+        let Ok(insts) = &v.described else {
+            return None;
+        };
+        if let Some(why) = v.shared_link.clone() {
+            // The link is how members are matched to nodes: with two machines
+            // on one link, any node step could hit the wrong machine's node.
+            self.block(&name, why);
+            return None;
+        }
+        if d.spec.role == Role::Manager
+            && let Some(n) = self.world.locked
+        {
+            // Every manager step changes the raft; with a member waiting for
+            // its unlock key the real fault tolerance is unknown.
+            self.block(
+                &name,
+                format!(
+                    "manager node {} is locked (autolock): unlock it with `docker swarm unlock` on that machine",
+                    n.id
+                ),
+            );
+            return None;
+        }
+        if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
+            return None;
+        }
+        let stale = self.stale_nodes(v);
+        if let Some(why) = self.meltdown(d, insts, stale.len()) {
+            self.block(&name, why);
+            return None;
+        }
+        let (pending, live, free) = self.by_operation(v, insts);
+        // Held members still fill their slots, but nothing new touches them.
+        let held_ids = &self.input.desired.held;
+        let (held, free): (Vec<&Member>, Vec<&Member>) = if held_ids.is_empty() {
+            (Vec::new(), free)
+        } else {
+            free.into_iter().partition(|i| held_ids.contains(&i.id))
+        };
+        let stuck: Vec<&str> = held
+            .iter()
+            .filter(|i| !i.current() || !i.healthy())
+            .map(|i| i.id.as_str())
+            .collect();
+        if !stuck.is_empty() {
+            self.wait(&name, format!("held by an operator: {}", stuck.join(", ")));
+        }
+        let is_manager = d.spec.role == Role::Manager;
+        let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
+
+        // Members the spec no longer declares are retired (the retire stage), not healed.
+        let excess_ids: HashSet<String> = excess_members(
+            d,
+            &free,
+            live.len() + pending.len(),
+            self.world.observed.self_link.as_deref(),
+        )
+        .iter()
+        .map(|i| i.id.clone())
+        .collect();
+
+        // A slot filled while the group was over its size: the fill already
+        // replaces a member that a describe left out and lists again.
+        let filling = self
+            .ops
+            .iter()
+            .any(|o| o.group == name && o.kind == OpKind::Provision);
+        // A live node of this group that no listed machine carries: the
+        // describe may have left a member out, so whether the group is over
+        // its size is not known (see the reap stage).
+        let left_out = stale.iter().copied().find(alive);
+        let by_count = matches!(d.spec.allocation, Allocation::Size { .. });
+        Some(Group {
+            v,
+            d,
+            name,
+            pending,
+            live,
+            free,
+            is_manager,
+            manager_busy,
+            excess_ids,
+            filling,
+            left_out,
+            by_count,
+            stale,
+        })
+    }
+
+    /// `v`'s members sorted by the operations in flight: the slots they are
+    /// filling whose machine is not listed yet, the members none removes
+    /// (live), and those none works on (free: candidates for new ones).
+    fn by_operation<'v>(
+        &self,
+        v: &'v View<'a>,
+        insts: &'v [Member<'a>],
+    ) -> (Vec<Target>, Vec<&'v Member<'a>>, Vec<&'v Member<'a>>) {
+        let name = &v.d.spec.name;
+        let in_group = || {
+            self.ops
+                .iter_slots()
+                .filter(|(_, o)| o.group == *name)
+                .map(|(slot, o)| (o, self.found(slot, o, v)))
+        };
+        let pending: Vec<Target> = in_group()
+            .filter(|(o, f)| o.target.is_some() && f.replacement.is_none())
+            .filter_map(|(o, _)| o.target.clone())
+            .collect();
+        let busy = v.busy(in_group().map(|(_, f)| f));
+        let members = |keep: fn(&Busy) -> bool| -> Vec<&Member> {
+            insts
+                .iter()
+                .zip(&busy)
+                .filter(|(_, b)| keep(b))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        (
+            pending,
+            members(|b| !b.victim),
+            members(|b| !b.victim && !b.replacement),
+        )
+    }
+}

@@ -1,0 +1,114 @@
+//! Roll: outdated members (or ones an operator asked to replace) are
+//! replaced, lazily in rollout order, within the group's budget; the leader
+//! last.
+
+use super::super::group::{IdOrder, Planner, RollKey, Settled, unlisted_why};
+use super::super::view::Member;
+use super::Group;
+use crate::journal::{OpKind, Target};
+use crate::model::{Instance, Node};
+use crate::spec::Strategy;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+impl Planner<'_> {
+    /// Rolls `g`'s outdated members, unless `ahead` (another group) rolls
+    /// now or `unlisted` holds a surge.
+    pub(super) fn roll(
+        &mut self,
+        g: &Group<'_, '_>,
+        unlisted: Option<&Node>,
+        ahead: Option<String>,
+    ) {
+        let (d, name) = (g.d, g.name.as_str());
+        let (free, is_manager, manager_busy) = (&g.free, g.is_manager, g.manager_busy);
+        let excess_ids = &g.excess_ids;
+        // Only in the one rolling group.
+        let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
+        let outdated: Vec<&Member> = g
+            .free
+            .iter()
+            .copied()
+            .filter(|i| !i.current() || requested(i))
+            .collect();
+        if outdated.is_empty() || (is_manager && manager_busy) {
+            return;
+        }
+        if let Some(other) = ahead {
+            self.wait(name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
+            return;
+        }
+        if let Some(n) = unlisted.filter(|_| d.spec.update.strategy == Strategy::Surge) {
+            // A surge adds a machine too: the same doubt holds it.
+            self.wait(name, unlisted_why(n));
+            return;
+        }
+        if d.spec.update.strategy == Strategy::Surge && !excess_ids.is_empty() {
+            // E.g. a surge roll stepped aside after its new member joined:
+            // that member is already the replacement. Adding yet another
+            // would grow the group each time; retiring the excess comes first.
+            self.wait(
+                name,
+                format!(
+                    "{} member(s) over the declared size: retired before the roll adds another",
+                    excess_ids.len()
+                ),
+            );
+            return;
+        }
+        // The rollout order. The loop stops at the first member it may not
+        // disrupt (after about max_in_flight of them), so the order is
+        // produced lazily: a heap is built in O(n), where sorting every
+        // outdated member cost O(n log n). Ties keep the described order.
+        let mut order: BinaryHeap<Reverse<RollKey<'_>>> = outdated
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(k, i)| {
+                Reverse((
+                    self.world.is_self(i.link()) || self.is_leader(i),
+                    i.healthy(),
+                    i.zone(),
+                    i.logical_id(),
+                    IdOrder::of(&i.id),
+                    k,
+                ))
+            })
+            .collect();
+        let settled = Settled::count(free);
+        while let Some(Reverse((.., k))) = order.pop() {
+            let inst = outdated[k];
+            if is_manager && self.leader_waits(name, inst) {
+                break;
+            }
+            if !self.may_disrupt(d, inst, Some(settled)) {
+                break;
+            }
+            let target = Target {
+                logical_id: inst.logical_id().map(str::to_string),
+                zone: inst.zone().map(str::to_string),
+                attempt: 1,
+            };
+            let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
+            let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
+                " (the leader, self: last)"
+            } else if requested(inst) {
+                " (requested by an operator)"
+            } else {
+                ""
+            };
+            self.begin(
+                op,
+                format!(
+                    "roll: replace {}{leader} (config {} → {})",
+                    inst.id,
+                    inst.config().unwrap_or("none"),
+                    d.hash
+                ),
+            );
+            if is_manager {
+                break;
+            }
+        }
+    }
+}
