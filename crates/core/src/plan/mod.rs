@@ -33,6 +33,7 @@ mod members;
 mod memory;
 mod op;
 mod stage;
+mod steps;
 #[cfg(test)]
 mod tests;
 mod view;

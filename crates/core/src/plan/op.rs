@@ -3,12 +3,11 @@
 
 use super::Action;
 use super::group::Planner;
-use super::health::Health;
 use super::memory::Timer;
 use super::view::{Member, View};
 use crate::journal::{OpKind, Operation, Step};
-use crate::model::{Availability, Node, NodeState};
-use crate::spec::{OnDrainTimeout, OnFailure, Role};
+use crate::model::{Node, NodeState};
+use crate::spec::{OnFailure, Role};
 use std::time::Duration;
 
 /// How long a new leader waits for the old leader's `swarm leave` to show
@@ -23,7 +22,7 @@ pub const LEAVE_BOUND: Duration = Duration::from_secs(45);
 /// for a destroy would make a second machine for its slot.
 pub const UNLISTED_BOUND: Duration = Duration::from_secs(30);
 
-enum StepState<'x> {
+pub(super) enum StepState<'x> {
     Done,
     Act(Action),
     Wait(Why<'x>),
@@ -36,7 +35,7 @@ enum StepState<'x> {
 /// step in most operations in flight and reads few of the reasons (a group
 /// keeps its first; only a step that timed out quotes its own). Formatting
 /// every one was a tenth of a pass over 10 000 operations.
-enum Why<'x> {
+pub(super) enum Why<'x> {
     Text(String),
     Later(Box<dyn Fn() -> String + 'x>),
 }
@@ -51,12 +50,12 @@ impl Why<'_> {
 }
 
 /// A wait whose reason `f` writes when read.
-fn wait_for<'x>(f: impl Fn() -> String + 'x) -> StepState<'x> {
+pub(super) fn wait_for<'x>(f: impl Fn() -> String + 'x) -> StepState<'x> {
     StepState::Wait(Why::Later(Box::new(f)))
 }
 
 /// A wait for a fixed reason.
-fn wait(why: impl Into<String>) -> StepState<'static> {
+pub(super) fn wait(why: impl Into<String>) -> StepState<'static> {
     StepState::Wait(Why::Text(why.into()))
 }
 
@@ -67,6 +66,22 @@ struct Subjects<'a> {
     node: Option<&'a Node>,
     victim: Option<Member<'a>>,
     replacement: Option<Member<'a>>,
+}
+
+/// One step of an operation and what it works on: what each step's
+/// judgement (`steps.rs`) reads.
+#[derive(Clone, Copy)]
+pub(super) struct StepOf<'v, 'o, 'a> {
+    pub(super) op: &'o Operation,
+    pub(super) step: Step,
+    /// Its group's view (the group's declaration, its machines).
+    pub(super) view: &'v View<'a>,
+    /// The victim's node, if it has one.
+    pub(super) node: Option<&'a Node>,
+    /// The victim's machine, if listed.
+    pub(super) victim_inst: Option<Member<'a>>,
+    /// The machine the operation provisioned, if listed.
+    pub(super) replacement: Option<Member<'a>>,
 }
 
 impl<'a> Planner<'a> {
@@ -193,7 +208,10 @@ impl<'a> Planner<'a> {
     /// member: otherwise fault tolerance would drop during the replacement.
     /// Nothing was disrupted yet, so the op steps aside (healing or scale-in
     /// take care of the failed successor).
-    fn surge_member_unready(op: &Operation, replacement: Option<&Member<'_>>) -> Option<String> {
+    pub(super) fn surge_member_unready(
+        op: &Operation,
+        replacement: Option<&Member<'_>>,
+    ) -> Option<String> {
         if !op.surge {
             return None;
         }
@@ -222,302 +240,23 @@ impl<'a> Planner<'a> {
             victim: victim_inst,
             replacement,
         } = *subjects;
-        let victim_inst = victim_inst.as_ref();
-        let d = view.d;
-        let victim = op.victim.as_ref();
-        let vlink = victim.and_then(|v| v.link.as_deref());
+        let s = StepOf {
+            op,
+            step,
+            view,
+            node,
+            victim_inst,
+            replacement,
+        };
         match step {
-            Step::Provision => {
-                if replacement.is_some() {
-                    return StepState::Done;
-                }
-                if op.role != Role::Plain
-                    && !self.world.swarm_ok()
-                    && !matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
-                {
-                    return wait("waiting for the swarm to have a leader before provisioning");
-                }
-                let add_gate = (op.role == Role::Manager && self.world.swarm_ok())
-                    .then(|| self.add_manager_gate());
-                if let Some(Some(no)) = add_gate {
-                    // Only additions remain: hand the slot back to the
-                    // missing-slot logic so healing (which waits for no
-                    // manager op) can go first.
-                    return StepState::Abandon(no);
-                }
-                let target = op.target.clone().unwrap_or(crate::journal::Target {
-                    logical_id: None,
-                    zone: None,
-                    attempt: 1,
-                });
-                let attempt = target.attempt + op.provision_failures;
-                match self.provision_gate(d, op, attempt) {
-                    Err(why) => return StepState::Fail(why),
-                    Ok(Some(why)) => return wait(why),
-                    Ok(None) => {}
-                }
-                StepState::Act(Action::Provision {
-                    op: op.id.clone(),
-                    group: op.group.clone(),
-                    role: op.role,
-                    logical_id: target.logical_id,
-                    zone: target.zone,
-                    config: d.hash.clone(),
-                    attempt,
-                })
-            }
-            Step::AwaitHealthy => {
-                let Some(new) = replacement else {
-                    // Provisioned, then lost: the slot is judged afresh next pass.
-                    return StepState::Done;
-                };
-                if new.config() != Some(d.hash.as_str()) {
-                    // Superseded by a newer spec: the roll will replace it.
-                    return StepState::Done;
-                }
-                match new.health {
-                    Health::Healthy => {
-                        let watch = d.spec.update.watch;
-                        let timer = Timer::Healthy(new.id.clone());
-                        if self.clock.elapsed(timer.clone(), watch) {
-                            StepState::Done
-                        } else {
-                            let so_far = self.clock.running_for(&timer).as_secs();
-                            wait_for(move || {
-                                format!(
-                                    "watching {}: healthy for {so_far}s of {}s",
-                                    new.id,
-                                    watch.as_secs()
-                                )
-                            })
-                        }
-                    }
-                    // A new member that died, stayed unhealthy or never
-                    // joined is handed to healing (same timers, so it does
-                    // not wait twice); the op does not wait on it forever.
-                    Health::Unhealthy("machine not running") => StepState::Done,
-                    Health::Unhealthy(why) => {
-                        let limit = d.spec.health.unhealthy_after;
-                        if self.clock.elapsed(Timer::Unhealthy(new.id.clone()), limit) {
-                            StepState::Done
-                        } else {
-                            wait_for(move || format!("new member {} is unhealthy: {why}", new.id))
-                        }
-                    }
-                    Health::Pending => {
-                        let limit = d.spec.health.startup_timeout;
-                        if self.clock.elapsed(Timer::Pending(new.id.clone()), limit) {
-                            StepState::Done
-                        } else {
-                            wait_for(move || format!("waiting for {} to join", new.id))
-                        }
-                    }
-                    Health::Unknown => {
-                        wait_for(move || format!("cannot tell yet whether {} joined", new.id))
-                    }
-                }
-            }
-            Step::Drain => {
-                let Some(n) = node else {
-                    return StepState::Done;
-                };
-                if victim
-                    .and_then(|v| v.instance.as_ref())
-                    .is_some_and(|id| self.input.desired.skip_drain.contains(id))
-                {
-                    return StepState::Done;
-                }
-                if n.state == NodeState::Down {
-                    // Gone: the swarm reschedules a Down node's tasks itself.
-                    // Any other status (`unknown` for seconds after every
-                    // election, `disconnected`) is not "drained".
-                    return StepState::Done;
-                }
-                if n.availability != Availability::Drain {
-                    return StepState::Act(Action::Drain {
-                        op: op.id.clone(),
-                        node: n.id.clone(),
-                    });
-                }
-                if n.running_tasks == 0 {
-                    return StepState::Done;
-                }
-                if self
-                    .clock
-                    .elapsed(Timer::Drain(op.id.clone()), d.spec.drain.timeout)
-                {
-                    return match d.spec.drain.on_timeout {
-                        OnDrainTimeout::Force => StepState::Done,
-                        OnDrainTimeout::Block => StepState::Fail(format!(
-                            "drain of node {} timed out with {} tasks still running (drain.on_timeout: block)",
-                            n.id, n.running_tasks
-                        )),
-                    };
-                }
-                wait_for(move || {
-                    format!(
-                        "node {} draining: {} tasks still running",
-                        n.id, n.running_tasks
-                    )
-                })
-            }
-            Step::Demote => {
-                let Some(n) = node else {
-                    return StepState::Done;
-                };
-                if !n.manager_role {
-                    return StepState::Done;
-                }
-                if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
-                    return StepState::Abandon(why);
-                }
-                if let Some(why) = self.leader_goes_last(op, step, n) {
-                    return why;
-                }
-                match self.removal_gate(Some(n), Some(&op.id)) {
-                    Some(no) if undisrupted(op, step) => {
-                        // E.g. a manager became unreachable, or the surge
-                        // member never joined: healing comes first and waits
-                        // for no other manager op, so step aside (nothing
-                        // was disrupted yet).
-                        StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
-                    }
-                    Some(no) => wait_for(move || format!("demote of {} waits: {no}", n.id)),
-                    None => StepState::Act(Action::Demote {
-                        op: op.id.clone(),
-                        node: n.id.clone(),
-                    }),
-                }
-            }
-            Step::AwaitOutOfRaft => match node {
-                Some(n) if n.raft.is_some() => {
-                    wait_for(move || format!("waiting for node {} to leave the raft", n.id))
-                }
-                _ => StepState::Done,
-            },
-            Step::DemoteSelfAndLeave => {
-                let Some(n) = node else {
-                    return StepState::Done;
-                };
-                if let Some(why) = n
-                    .manager_role
-                    .then(|| Self::surge_member_unready(op, replacement.as_ref()))
-                    .flatten()
-                {
-                    return StepState::Abandon(why);
-                }
-                if self.world.is_self(vlink) {
-                    if let Some(why) = self.leader_goes_last(op, step, n) {
-                        return why;
-                    }
-                    let gate = n
-                        .manager_role
-                        .then(|| self.healthy_manager_gate(Some(&op.id), Some(n)));
-                    if let Some(Some(no)) = gate {
-                        if undisrupted(op, step) {
-                            return StepState::Abandon(format!(
-                                "self-demotion no longer safe: {no}"
-                            ));
-                        }
-                        return wait_for(move || format!("self-demotion waits: {no}"));
-                    }
-                    return StepState::Act(Action::DemoteSelfAndLeave {
-                        op: op.id.clone(),
-                        node: n.id.clone(),
-                    });
-                }
-                // Another controller: the old leader journaled this, then
-                // either demoted itself or crashed before it could.
-                if n.raft.is_some() && !n.manager_role {
-                    return wait_for(move || {
-                        format!("waiting for former leader {} to leave the raft", n.id)
-                    });
-                }
-                if n.manager_role {
-                    return match self.removal_gate(Some(n), Some(&op.id)) {
-                        Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
-                            "demotion of former leader {} no longer safe: {no}",
-                            n.id
-                        )),
-                        Some(no) => wait_for(move || {
-                            format!("demote of former leader {} waits: {no}", n.id)
-                        }),
-                        None => StepState::Act(Action::Demote {
-                            op: op.id.clone(),
-                            node: n.id.clone(),
-                        }),
-                    };
-                }
-                let left =
-                    n.left || n.state == NodeState::Down || victim_inst.is_none_or(|i| !i.running);
-                if left || self.clock.elapsed(Timer::Leave(op.id.clone()), LEAVE_BOUND) {
-                    StepState::Done
-                } else {
-                    // The swarm lists a node that left Ready for another
-                    // 27-34 s: its leave is learnt by asking its engine,
-                    // once per question interval, so look again then rather
-                    // than at the next resync.
-                    self.clock.wake_within(crate::own_engine::ASK_EVERY);
-                    wait_for(move || {
-                        format!(
-                            "waiting (at most {}s) for former leader {} to leave",
-                            LEAVE_BOUND.as_secs(),
-                            n.id
-                        )
-                    })
-                }
-            }
-            Step::Destroy => {
-                let Some(id) = victim.and_then(|v| v.instance.clone()) else {
-                    return StepState::Done;
-                };
-                if self.world.is_self(vlink) {
-                    return wait("standing down: the next leader destroys this machine");
-                }
-                if victim_inst.is_some() {
-                    if let Some(state) = self.out_of_raft_first(op, node, &id) {
-                        return state;
-                    }
-                    return StepState::Act(Action::Destroy {
-                        op: op.id.clone(),
-                        instance: id,
-                    });
-                }
-                if view.foreign.contains(id.as_str()) {
-                    return StepState::Fail(format!(
-                        "instance {id} no longer carries this cluster's and group's tags: not destroying it"
-                    ));
-                }
-                if op.reached(Step::Destroy)
-                    || self
-                        .clock
-                        .elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND)
-                {
-                    StepState::Done
-                } else {
-                    wait_for(move || {
-                        format!(
-                            "{id} is not listed but was not destroyed by this operation: gone only once unlisted for {}s (a describe can be partial)",
-                            UNLISTED_BOUND.as_secs()
-                        )
-                    })
-                }
-            }
-            Step::RemoveNode => {
-                let Some(n) = node else {
-                    return StepState::Done;
-                };
-                if n.in_raft() {
-                    return wait_for(move || {
-                        format!("node {} is still a manager: demote first", n.id)
-                    });
-                }
-                StepState::Act(Action::RemoveNode {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                    force: n.state == NodeState::Ready,
-                })
-            }
+            Step::Provision => self.provision(s),
+            Step::AwaitHealthy => self.await_healthy(s),
+            Step::Drain => self.drain(s),
+            Step::Demote => self.demote(s),
+            Step::AwaitOutOfRaft => self.await_out_of_raft(s),
+            Step::DemoteSelfAndLeave => self.demote_self_and_leave(s),
+            Step::Destroy => self.destroy(s),
+            Step::RemoveNode => self.remove_node(s),
         }
     }
 }
@@ -528,7 +267,7 @@ impl<'a> Planner<'a> {
     /// (or may be one), whatever group declared it. A manager group's own
     /// steps demote first; this catches a worker promoted by hand (demoted
     /// here, through the manager gate) and a node that cannot be matched.
-    fn out_of_raft_first<'o>(
+    pub(super) fn out_of_raft_first<'o>(
         &self,
         op: &'o Operation,
         node: Option<&'a Node>,
@@ -577,7 +316,12 @@ impl<'a> Planner<'a> {
     /// after the op was written, or the other member's state changed since
     /// (an operator's replace request arrived). Nothing was disrupted yet
     /// and the leader goes last, so the op steps aside.
-    fn leader_goes_last<'o>(&self, op: &Operation, step: Step, n: &Node) -> Option<StepState<'o>> {
+    pub(super) fn leader_goes_last<'o>(
+        &self,
+        op: &Operation,
+        step: Step,
+        n: &Node,
+    ) -> Option<StepState<'o>> {
         // The journal's record, not the describe: a partial describe may
         // leave the leader's own machine out.
         let victim = op.victim.as_ref()?;
@@ -594,7 +338,7 @@ impl<'a> Planner<'a> {
 }
 
 /// True when no step before `step` disrupted anything (only additions ran).
-fn undisrupted(op: &Operation, step: Step) -> bool {
+pub(super) fn undisrupted(op: &Operation, step: Step) -> bool {
     op.steps()
         .iter()
         .take_while(|s| **s != step)

@@ -1,0 +1,394 @@
+//! Where each step of an operation stands: one function per step, each
+//! judging its step from the world (never from what the journal says was
+//! done), next to the rules that gate it.
+
+use super::Action;
+use super::group::Planner;
+use super::health::Health;
+use super::memory::Timer;
+use super::op::{LEAVE_BOUND, StepOf, StepState, UNLISTED_BOUND, undisrupted, wait, wait_for};
+use crate::journal::Step;
+use crate::model::{Availability, NodeState};
+use crate::spec::{OnDrainTimeout, Role};
+
+impl<'a> Planner<'a> {
+    /// Provision: done once the operation's machine is listed; otherwise its
+    /// call, unless the swarm cannot take a member now (then the slot goes back
+    /// to the fill stage) or the slot's attempt budget is spent.
+    pub(super) fn provision<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf {
+            op,
+            view,
+            replacement,
+            ..
+        } = s;
+        let d = view.d;
+        if replacement.is_some() {
+            return StepState::Done;
+        }
+        if op.role != Role::Plain
+            && !self.world.swarm_ok()
+            && !matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+        {
+            return wait("waiting for the swarm to have a leader before provisioning");
+        }
+        let add_gate =
+            (op.role == Role::Manager && self.world.swarm_ok()).then(|| self.add_manager_gate());
+        if let Some(Some(no)) = add_gate {
+            // Only additions remain: hand the slot back to the
+            // missing-slot logic so healing (which waits for no
+            // manager op) can go first.
+            return StepState::Abandon(no);
+        }
+        let target = op.target.clone().unwrap_or(crate::journal::Target {
+            logical_id: None,
+            zone: None,
+            attempt: 1,
+        });
+        let attempt = target.attempt + op.provision_failures;
+        match self.provision_gate(d, op, attempt) {
+            Err(why) => return StepState::Fail(why),
+            Ok(Some(why)) => return wait(why),
+            Ok(None) => {}
+        }
+        StepState::Act(Action::Provision {
+            op: op.id.clone(),
+            group: op.group.clone(),
+            role: op.role,
+            logical_id: target.logical_id,
+            zone: target.zone,
+            config: d.hash.clone(),
+            attempt,
+        })
+    }
+
+    /// AwaitHealthy: the new member must stay healthy for `update.watch`;
+    /// judged from its node, never from the journal.
+    pub(super) fn await_healthy<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf {
+            view, replacement, ..
+        } = s;
+        let d = view.d;
+        let Some(new) = replacement else {
+            // Provisioned, then lost: the slot is judged afresh next pass.
+            return StepState::Done;
+        };
+        if new.config() != Some(d.hash.as_str()) {
+            // Superseded by a newer spec: the roll will replace it.
+            return StepState::Done;
+        }
+        match new.health {
+            Health::Healthy => {
+                let watch = d.spec.update.watch;
+                let timer = Timer::Healthy(new.id.clone());
+                if self.clock.elapsed(timer.clone(), watch) {
+                    StepState::Done
+                } else {
+                    let so_far = self.clock.running_for(&timer).as_secs();
+                    wait_for(move || {
+                        format!(
+                            "watching {}: healthy for {so_far}s of {}s",
+                            new.id,
+                            watch.as_secs()
+                        )
+                    })
+                }
+            }
+            // A new member that died, stayed unhealthy or never
+            // joined is handed to healing (same timers, so it does
+            // not wait twice); the op does not wait on it forever.
+            Health::Unhealthy("machine not running") => StepState::Done,
+            Health::Unhealthy(why) => {
+                let limit = d.spec.health.unhealthy_after;
+                if self.clock.elapsed(Timer::Unhealthy(new.id.clone()), limit) {
+                    StepState::Done
+                } else {
+                    wait_for(move || format!("new member {} is unhealthy: {why}", new.id))
+                }
+            }
+            Health::Pending => {
+                let limit = d.spec.health.startup_timeout;
+                if self.clock.elapsed(Timer::Pending(new.id.clone()), limit) {
+                    StepState::Done
+                } else {
+                    wait_for(move || format!("waiting for {} to join", new.id))
+                }
+            }
+            Health::Unknown => {
+                wait_for(move || format!("cannot tell yet whether {} joined", new.id))
+            }
+        }
+    }
+
+    /// Drain: done when the victim's node holds no running task (or is
+    /// `Down`), never merely because it is not `Ready`.
+    pub(super) fn drain<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf { op, view, node, .. } = s;
+        let d = view.d;
+        let victim = op.victim.as_ref();
+        let Some(n) = node else {
+            return StepState::Done;
+        };
+        if victim
+            .and_then(|v| v.instance.as_ref())
+            .is_some_and(|id| self.input.desired.skip_drain.contains(id))
+        {
+            return StepState::Done;
+        }
+        if n.state == NodeState::Down {
+            // Gone: the swarm reschedules a Down node's tasks itself.
+            // Any other status (`unknown` for seconds after every
+            // election, `disconnected`) is not "drained".
+            return StepState::Done;
+        }
+        if n.availability != Availability::Drain {
+            return StepState::Act(Action::Drain {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            });
+        }
+        if n.running_tasks == 0 {
+            return StepState::Done;
+        }
+        if self
+            .clock
+            .elapsed(Timer::Drain(op.id.clone()), d.spec.drain.timeout)
+        {
+            return match d.spec.drain.on_timeout {
+                OnDrainTimeout::Force => StepState::Done,
+                OnDrainTimeout::Block => StepState::Fail(format!(
+                    "drain of node {} timed out with {} tasks still running (drain.on_timeout: block)",
+                    n.id, n.running_tasks
+                )),
+            };
+        }
+        wait_for(move || {
+            format!(
+                "node {} draining: {} tasks still running",
+                n.id, n.running_tasks
+            )
+        })
+    }
+
+    /// Demote: a manager victim leaves the raft through the removal gate,
+    /// the leader last.
+    pub(super) fn demote<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf {
+            op,
+            step,
+            node,
+            replacement,
+            ..
+        } = s;
+        let Some(n) = node else {
+            return StepState::Done;
+        };
+        if !n.manager_role {
+            return StepState::Done;
+        }
+        if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
+            return StepState::Abandon(why);
+        }
+        if let Some(why) = self.leader_goes_last(op, step, n) {
+            return why;
+        }
+        match self.removal_gate(Some(n), Some(&op.id)) {
+            Some(no) if undisrupted(op, step) => {
+                // E.g. a manager became unreachable, or the surge
+                // member never joined: healing comes first and waits
+                // for no other manager op, so step aside (nothing
+                // was disrupted yet).
+                StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
+            }
+            Some(no) => wait_for(move || format!("demote of {} waits: {no}", n.id)),
+            None => StepState::Act(Action::Demote {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            }),
+        }
+    }
+
+    /// AwaitOutOfRaft: waits until the demoted node is no raft member.
+    pub(super) fn await_out_of_raft<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf { node, .. } = s;
+        match node {
+            Some(n) if n.raft.is_some() => {
+                wait_for(move || format!("waiting for node {} to leave the raft", n.id))
+            }
+            _ => StepState::Done,
+        }
+    }
+
+    /// DemoteSelfAndLeave: the leader's own hand-over (demote self, wait
+    /// out of the raft, leave, stand down), or, seen by the next controller,
+    /// the former leader's remains.
+    pub(super) fn demote_self_and_leave<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf {
+            op,
+            step,
+            node,
+            victim_inst,
+            replacement,
+            ..
+        } = s;
+        let victim_inst = victim_inst.as_ref();
+        let victim = op.victim.as_ref();
+        let vlink = victim.and_then(|v| v.link.as_deref());
+        let Some(n) = node else {
+            return StepState::Done;
+        };
+        if let Some(why) = n
+            .manager_role
+            .then(|| Self::surge_member_unready(op, replacement.as_ref()))
+            .flatten()
+        {
+            return StepState::Abandon(why);
+        }
+        if self.world.is_self(vlink) {
+            if let Some(why) = self.leader_goes_last(op, step, n) {
+                return why;
+            }
+            let gate = n
+                .manager_role
+                .then(|| self.healthy_manager_gate(Some(&op.id), Some(n)));
+            if let Some(Some(no)) = gate {
+                if undisrupted(op, step) {
+                    return StepState::Abandon(format!("self-demotion no longer safe: {no}"));
+                }
+                return wait_for(move || format!("self-demotion waits: {no}"));
+            }
+            return StepState::Act(Action::DemoteSelfAndLeave {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            });
+        }
+        // Another controller: the old leader journaled this, then
+        // either demoted itself or crashed before it could.
+        if n.raft.is_some() && !n.manager_role {
+            return wait_for(move || {
+                format!("waiting for former leader {} to leave the raft", n.id)
+            });
+        }
+        if n.manager_role {
+            return match self.removal_gate(Some(n), Some(&op.id)) {
+                Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
+                    "demotion of former leader {} no longer safe: {no}",
+                    n.id
+                )),
+                Some(no) => {
+                    wait_for(move || format!("demote of former leader {} waits: {no}", n.id))
+                }
+                None => StepState::Act(Action::Demote {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                }),
+            };
+        }
+        let left = n.left || n.state == NodeState::Down || victim_inst.is_none_or(|i| !i.running);
+        if left || self.clock.elapsed(Timer::Leave(op.id.clone()), LEAVE_BOUND) {
+            StepState::Done
+        } else {
+            // The swarm lists a node that left Ready for another
+            // 27-34 s: its leave is learnt by asking its engine,
+            // once per question interval, so look again then rather
+            // than at the next resync.
+            self.clock.wake_within(crate::own_engine::ASK_EVERY);
+            wait_for(move || {
+                format!(
+                    "waiting (at most {}s) for former leader {} to leave",
+                    LEAVE_BOUND.as_secs(),
+                    n.id
+                )
+            })
+        }
+    }
+
+    /// Destroy: the victim's machine goes, only once its node is out of the
+    /// raft and only if it carries this cluster's and group's tags.
+    pub(super) fn destroy<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf {
+            op,
+            view,
+            node,
+            victim_inst,
+            ..
+        } = s;
+        let victim_inst = victim_inst.as_ref();
+        let victim = op.victim.as_ref();
+        let vlink = victim.and_then(|v| v.link.as_deref());
+        let Some(id) = victim.and_then(|v| v.instance.clone()) else {
+            return StepState::Done;
+        };
+        if self.world.is_self(vlink) {
+            return wait("standing down: the next leader destroys this machine");
+        }
+        if victim_inst.is_some() {
+            if let Some(state) = self.out_of_raft_first(op, node, &id) {
+                return state;
+            }
+            return StepState::Act(Action::Destroy {
+                op: op.id.clone(),
+                instance: id,
+            });
+        }
+        if view.foreign.contains(id.as_str()) {
+            return StepState::Fail(format!(
+                "instance {id} no longer carries this cluster's and group's tags: not destroying it"
+            ));
+        }
+        if op.reached(Step::Destroy)
+            || self
+                .clock
+                .elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND)
+        {
+            StepState::Done
+        } else {
+            wait_for(move || {
+                format!(
+                    "{id} is not listed but was not destroyed by this operation: gone only once unlisted for {}s (a describe can be partial)",
+                    UNLISTED_BOUND.as_secs()
+                )
+            })
+        }
+    }
+
+    /// RemoveNode: `node rm` of the victim's node once it is no manager.
+    pub(super) fn remove_node<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let StepOf { op, node, .. } = s;
+        let Some(n) = node else {
+            return StepState::Done;
+        };
+        if n.in_raft() {
+            return wait_for(move || format!("node {} is still a manager: demote first", n.id));
+        }
+        StepState::Act(Action::RemoveNode {
+            op: op.id.clone(),
+            node: n.id.clone(),
+            force: n.state == NodeState::Ready,
+        })
+    }
+}
