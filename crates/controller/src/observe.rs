@@ -2,10 +2,9 @@
 //! concurrently.
 
 use crate::context::Context;
-use drover_core::hash::config_hash;
 use drover_core::journal::Operation;
 use drover_core::model::{Described, Instance, Observed, tags};
-use drover_core::plan::{Desired, DesiredGroup};
+use drover_core::plan::Desired;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{Controls, ProviderError, Revision, StoreError};
 use futures_util::future::join_all;
@@ -18,30 +17,23 @@ pub(crate) struct Stored {
     pub(crate) journal: Vec<Operation>,
 }
 
-/// The planner's view of a spec: each group with its hash and pause flag.
+/// The planner's view of `spec` under the operator's controls.
 fn desired(
-    cluster_id: String,
+    cluster_id: &str,
     spec: &ClusterSpec,
-    controls: &Controls,
     is_rollback: bool,
+    controls: &Controls,
 ) -> Desired {
-    let groups = spec
-        .groups
-        .iter()
-        .map(|g| DesiredGroup {
-            spec: g.clone(),
-            hash: config_hash(g),
-            paused: controls.paused.contains(&g.name),
-            is_rollback,
-        })
-        .collect();
+    let mut desired = Desired::of_spec(cluster_id, spec);
+    for g in &mut desired.groups {
+        g.paused = controls.paused.contains(&g.spec.name);
+        g.is_rollback = is_rollback;
+    }
     Desired {
-        cluster_id,
-        groups,
-        orphan_grace: spec.gc.orphan_grace,
         held: controls.held.clone(),
         replace: controls.replace.clone(),
         skip_drain: controls.skip_drain.clone(),
+        ..desired
     }
 }
 
@@ -56,7 +48,7 @@ pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> 
     let (Some(cluster_id), Some(revision)) = (id, rev) else {
         return Ok(None);
     };
-    let desired = desired(cluster_id, &revision.spec, &controls, revision.is_rollback);
+    let desired = desired(&cluster_id, &revision.spec, revision.is_rollback, &controls);
     Ok(Some(Stored {
         revision,
         desired,
@@ -185,7 +177,7 @@ pub async fn snapshot(
         ctx.store.journal()
     )?;
     let cluster_id = id.unwrap_or_else(|| "(new cluster)".into());
-    let desired = desired(cluster_id, spec, &controls, false);
+    let desired = desired(&cluster_id, spec, false, &controls);
     let observed = world(ctx, &desired, &journal).await;
     Ok((desired, observed, journal))
 }
@@ -271,7 +263,7 @@ mod tests {
         )
         .spec
         .expect("valid spec");
-        drover_sim::desired_from_spec("c1", &spec)
+        Desired::of_spec("c1", &spec)
     }
 
     #[test]

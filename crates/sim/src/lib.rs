@@ -22,5 +22,5 @@ mod world;
 pub use cloud::SimCloud;
 pub use rng::Rng;
 pub use runner::{Faults, Outcome, Runner, TraceLine};
-pub use scenario::{desired_from_spec, rollout};
+pub use scenario::rollout;
 pub use world::{SimInstance, SimNode, Timings, World};

@@ -5,8 +5,9 @@
 //! replacement to healing and let the roll carry on to the next member.
 
 use drover_core::hash::config_hash;
+use drover_core::plan::Desired;
 use drover_core::spec::{ClusterSpec, parse_str};
-use drover_sim::{Faults, Outcome, Runner, Timings, desired_from_spec};
+use drover_sim::{Faults, Outcome, Runner, Timings};
 
 fn spec(image: &str, strategy: &str) -> ClusterSpec {
     spec_with(image, image, strategy)
@@ -41,7 +42,7 @@ fn broken_rollout(strategy: &str, minutes: u64) -> (Runner, ClusterSpec) {
 fn broken_rollout_to(v2: ClusterSpec, strategy: &str, minutes: u64) -> (Runner, ClusterSpec) {
     let v1 = spec("v1", strategy);
     let mut r = Runner::new(
-        desired_from_spec("c", &v1),
+        Desired::of_spec("c", &v1),
         11,
         Timings::default(),
         Faults::default(),
@@ -53,7 +54,7 @@ fn broken_rollout_to(v2: ClusterSpec, strategy: &str, minutes: u64) -> (Runner, 
         until: now + minutes * 60_000,
         ..Faults::default()
     });
-    r.commit(desired_from_spec("c", &v2).groups);
+    r.commit(Desired::of_spec("c", &v2).groups);
     let _ = r.run_until(now + minutes * 60_000);
     (r, v1)
 }

@@ -7,8 +7,9 @@
 //! destroy of an orphan before its grace period.
 
 use drover_core::model::tags;
+use drover_core::plan::Desired;
 use drover_core::spec::{ClusterSpec, Role, parse_str};
-use drover_sim::{Faults, Outcome, Runner, Timings, desired_from_spec};
+use drover_sim::{Faults, Outcome, Runner, Timings};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ fn spec(workers: &str) -> ClusterSpec {
 
 fn up(workers: &str) -> Runner {
     let mut r = Runner::new(
-        desired_from_spec("c", &spec(workers)),
+        Desired::of_spec("c", &spec(workers)),
         7,
         Timings::default(),
         Faults::default(),

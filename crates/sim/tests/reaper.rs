@@ -4,8 +4,9 @@
 //! demoted first. Judged by the simulator's own state at convergence.
 
 use drover_core::model::tags;
+use drover_core::plan::Desired;
 use drover_core::spec::{ClusterSpec, parse_str};
-use drover_sim::{Faults, Outcome, Runner, Timings, desired_from_spec};
+use drover_sim::{Faults, Outcome, Runner, Timings};
 
 fn spec() -> ClusterSpec {
     let text = "groups:
@@ -25,7 +26,7 @@ fn spec() -> ClusterSpec {
 
 fn up() -> Runner {
     let mut r = Runner::new(
-        desired_from_spec("c", &spec()),
+        Desired::of_spec("c", &spec()),
         5,
         Timings::default(),
         Faults::default(),

@@ -86,7 +86,7 @@ impl Fixture {
         let old_spec = parse_str(&spec_text(n, "v1")).spec.expect("bench spec");
         let new_spec = parse_str(&spec_text(n, "v2")).spec.expect("bench spec");
         let old = drover_core::hash::config_hash(&old_spec.groups[1]);
-        let desired = drover_sim::desired_from_spec(CLUSTER, &new_spec);
+        let desired = drover_core::plan::Desired::of_spec(CLUSTER, &new_spec);
         let new = desired.groups[1].hash.clone();
         let manager_hash = desired.groups[0].hash.clone();
         let mut managers = Vec::new();

@@ -82,6 +82,29 @@ pub struct Desired {
     pub skip_drain: std::collections::BTreeSet<String>,
 }
 
+impl Desired {
+    /// The planner's view of a committed spec: each group with its config
+    /// hash, nothing paused, held or asked for (operator controls are the
+    /// store's, applied by whoever read them).
+    pub fn of_spec(cluster_id: &str, spec: &crate::spec::ClusterSpec) -> Desired {
+        Desired {
+            cluster_id: cluster_id.to_string(),
+            groups: spec
+                .groups
+                .iter()
+                .map(|g| DesiredGroup {
+                    spec: g.clone(),
+                    hash: crate::hash::config_hash(g),
+                    paused: false,
+                    is_rollback: false,
+                })
+                .collect(),
+            orphan_grace: spec.gc.orphan_grace,
+            ..Desired::default()
+        }
+    }
+}
+
 /// Everything the planner looks at.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanInput<'a> {

@@ -1947,3 +1947,19 @@ fn an_actions_kind_is_its_serialised_tag() {
         assert_eq!(serde_json::to_value(&a).unwrap()["action"], a.kind());
     }
 }
+
+#[test]
+fn a_specs_desired_state_keeps_the_group_order_and_hashes_each_config() {
+    let spec = parse_str(&cluster_yaml(3, "  allocation: {size: 2}\n"))
+        .spec
+        .expect("test spec");
+    let d = Desired::of_spec(CLUSTER, &spec);
+    let names: Vec<&str> = d.groups.iter().map(|g| g.spec.name.as_str()).collect();
+    assert_eq!(names, [MANAGERS, WORKERS]);
+    for (g, s) in d.groups.iter().zip(&spec.groups) {
+        assert_eq!(g.hash, config_hash(s));
+        assert!(!g.paused && !g.is_rollback);
+    }
+    assert_eq!(d.orphan_grace, spec.gc.orphan_grace);
+    assert!(d.held.is_empty() && d.replace.is_empty() && d.skip_drain.is_empty());
+}
