@@ -1,5 +1,6 @@
 //! Command-line interface (clap). Every command has an example in `--help`.
 
+pub mod demo;
 mod parse;
 
 pub use parse::command;
@@ -298,7 +299,7 @@ pub enum Command {
     },
     /// A real local swarm to try drover on: `demo up`, `demo down`.
     #[command(subcommand)]
-    Demo(crate::cmd::demo::DemoCommand),
+    Demo(demo::DemoCommand),
     /// Engine-side helpers used by boot scripts.
     #[command(subcommand)]
     Engine(EngineCommand),

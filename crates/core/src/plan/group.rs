@@ -4,8 +4,8 @@
 use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
+use super::memory::UNLISTED_BOUND;
 use super::memory::{Clock, Timer};
-use super::op::UNLISTED_BOUND;
 use super::view::{Found, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};

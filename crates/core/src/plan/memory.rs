@@ -11,6 +11,18 @@ use crate::model::Time;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
+/// How long a new leader waits for the old leader's `swarm leave` to show
+/// (node Down, machine stopped) before concluding it cannot and moving on.
+/// swarm-facts: an ex-leader that left shows Down 27-34 s after; a demoted,
+/// not-yet-left node is harmless to destroy once it is out of the raft.
+pub const LEAVE_BOUND: Duration = Duration::from_secs(45);
+
+/// How long a victim this operation never started destroying must stay
+/// out of successful describes before it counts as gone: a successful
+/// answer can leave a machine out (eventual consistency), and taking that
+/// for a destroy would make a second machine for its slot.
+pub const UNLISTED_BOUND: Duration = Duration::from_secs(30);
+
 /// Timer first-sightings, keyed by condition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Memory {

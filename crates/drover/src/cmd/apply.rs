@@ -2,7 +2,7 @@
 //! the first manager when no swarm exists, and optionally follow the rollout.
 
 use crate::cli::ApplyArgs;
-use crate::cmd::commit::{commit, validated};
+use crate::cmd::commit::{commit, new_cluster_id, operator, validated};
 use crate::cmd::status::{FollowEnd, follow};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
@@ -189,19 +189,6 @@ pub(crate) fn merge(
         }
     }
     (spec, lines)
-}
-
-/// A fresh cluster id.
-pub(crate) fn new_cluster_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
-}
-
-pub(crate) fn operator() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    format!("{user}@{host}")
 }
 
 /// When no swarm exists yet, acts as an off-cluster controller until the

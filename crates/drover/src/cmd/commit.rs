@@ -34,7 +34,7 @@ pub(crate) async fn commit(
     is_rollback: bool,
 ) -> Result<u64, MainError> {
     let provenance = Provenance {
-        who: crate::cmd::apply::operator(),
+        who: operator(),
         at_ms: wall_ms(),
         message: message.to_string(),
     };
@@ -48,4 +48,18 @@ pub(crate) async fn commit(
         ))),
         Err(e) => Err(MainError::Failed(e.into())),
     }
+}
+
+/// A fresh cluster id.
+pub(crate) fn new_cluster_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
+}
+
+/// Who is committing: `user@host`, as revisions and events record it.
+pub(crate) fn operator() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    format!("{user}@{host}")
 }

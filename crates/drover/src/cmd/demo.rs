@@ -7,61 +7,18 @@
 //! controller next to every manager), the cluster files, and `demo.json`,
 //! the marker `down` insists on before it removes anything.
 
+use crate::cli::demo::{DemoCommand, DemoUp};
 use crate::cli::{ApplyArgs, LocalArgs, StoreArgs};
 use crate::cmd::apply;
 use crate::error::MainError;
 use crate::metrics_server::DEFAULT_PORT;
-use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const DEFAULT_DIR: &str = "/tmp/drover-demo";
 const MARKER: &str = "demo.json";
-
-/// `drover demo` commands.
-#[derive(Debug, Subcommand)]
-pub enum DemoCommand {
-    /// Build a real local swarm (dockerd engines on loopback, controllers on
-    /// the managers, etcd as the store) and print what to try next. Safe to
-    /// run twice.
-    #[command(
-        after_help = "Examples:\n  sudo drover demo up\n  sudo drover demo up --managers 5 --workers 1 --dir /tmp/d --pool 127.0.2.10-127.0.2.60 --etcd-port 23792\n\nNeeds root (it starts dockerd), dockerd and etcd. Managers take the first\naddresses of --pool (their logical ids), workers the rest.\nExit codes: 0 up, 2 bad input or missing software, 3 blocked, 4 timed out."
-    )]
-    Up(DemoUp),
-    /// Stop every process the demo started and remove its directory.
-    #[command(after_help = "Example:\n  sudo drover demo down --dir /tmp/drover-demo")]
-    Down {
-        /// The demo's directory.
-        #[arg(long, default_value = DEFAULT_DIR)]
-        dir: PathBuf,
-    },
-}
-
-/// Arguments of `drover demo up`.
-#[derive(Debug, Args)]
-pub struct DemoUp {
-    /// Managers (an odd number keeps fault tolerance whole).
-    #[arg(long, default_value_t = 3)]
-    pub managers: usize,
-    /// Workers.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// Where everything of the demo lives.
-    #[arg(long, default_value = DEFAULT_DIR)]
-    pub dir: PathBuf,
-    /// Loopback addresses the demo may use (`A-B`, or comma-separated entries).
-    #[arg(long, default_value = "127.0.1.10-127.0.1.60")]
-    pub pool: String,
-    /// etcd's client port on 127.0.0.1 (its peer port is this + 10).
-    #[arg(long, default_value_t = 23791)]
-    pub etcd_port: u16,
-    /// Give up waiting for the swarm after this long.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    pub timeout: Duration,
-}
 
 /// What `demo up` made, kept in `DIR/demo.json`.
 #[derive(Debug, Serialize, Deserialize)]

@@ -3,7 +3,6 @@
 //! what it waits on, the swarm's fault tolerance); otherwise one plain line
 //! whenever anything changes, so logs and CI output stay readable.
 
-use crate::cmd::status::fault_tolerance;
 use drover_controller::StatusDoc;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
@@ -98,4 +97,9 @@ impl Progress {
             }
         }
     }
+}
+
+/// A fault tolerance as `status` and the follower show it.
+pub fn fault_tolerance(ft: Option<i64>) -> String {
+    ft.map_or_else(|| "unknown".into(), |f| f.to_string())
 }

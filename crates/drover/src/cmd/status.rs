@@ -2,7 +2,7 @@
 
 use crate::cli::{Output, StoreArgs};
 use crate::cmd::ago::ago;
-use crate::cmd::progress::Progress;
+use crate::cmd::progress::{Progress, fault_tolerance};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
@@ -92,11 +92,6 @@ pub async fn run(
     }
     instances(&doc);
     Ok(ExitCode::SUCCESS)
-}
-
-/// A fault tolerance as `status` and the follower show it.
-pub fn fault_tolerance(ft: Option<i64>) -> String {
-    ft.map_or_else(|| "unknown".into(), |f| f.to_string())
 }
 
 /// The per-instance table, like `docker node ls` joined to the machines.

@@ -55,7 +55,7 @@ pub async fn open_store(
         );
         return Ok(None);
     }
-    let id = crate::cmd::apply::new_cluster_id();
+    let id = crate::cmd::commit::new_cluster_id();
     println!("new cluster {id}");
     Ok(Some((first_manager(spec, provider, &id, who).await?, true)))
 }

@@ -4,7 +4,7 @@
 
 use super::super::group::{Planner, missing_slots, unlisted_why};
 use super::super::memory::Timer;
-use super::super::op::UNLISTED_BOUND;
+use super::super::memory::UNLISTED_BOUND;
 use super::Group;
 use crate::journal::OpKind;
 use crate::model::Node;

@@ -384,7 +384,7 @@ fn an_undeclared_leader_is_retired_last_not_before_the_outdated_members() {
         "a new slot reads empty for a while first: {}",
         describe(&p)
     );
-    let bound = crate::plan::op::UNLISTED_BOUND.as_millis() as u64;
+    let bound = crate::plan::memory::UNLISTED_BOUND.as_millis() as u64;
     let p = c.at(bound);
     let add = begins(&p, MANAGERS)
         .into_iter()
@@ -603,7 +603,7 @@ fn a_manager_without_drover_labels_does_not_hold_the_leaders_roll() {
     c.outdate_one(MANAGERS, "m1");
     let p = c.at(0);
     assert!(!demotes(&p, "n-m1"), "{}", describe(&p));
-    let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    let p = c.at(crate::plan::memory::UNLISTED_BOUND.as_millis() as u64);
     assert!(demotes(&p, "n-m1"), "{}", describe(&p));
 }
 
@@ -803,7 +803,7 @@ fn a_victim_missing_from_one_describe_is_not_taken_for_destroyed() {
     // Unlisted for the whole bound: gone (it vanished), the heal goes on.
     c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
     c.at(3 * SEC);
-    let p = c.at(3 * SEC + crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    let p = c.at(3 * SEC + crate::plan::memory::UNLISTED_BOUND.as_millis() as u64);
     assert!(marks_destroy_done(&p), "{}", describe(&p));
 }
 
@@ -965,7 +965,7 @@ fn a_pet_slot_that_reads_empty_once_is_not_refilled_at_once() {
         "{}",
         describe(&p)
     );
-    let p = c.at(crate::plan::op::UNLISTED_BOUND.as_millis() as u64);
+    let p = c.at(crate::plan::memory::UNLISTED_BOUND.as_millis() as u64);
     assert!(adds_manager(&p), "{}", describe(&p));
 }
 
@@ -1158,7 +1158,7 @@ fn workers_promoted_by_hand_do_not_make_the_raft_whole_for_a_leader_roll() {
             addr: format!("{w}:2377"),
         });
     }
-    let bound = crate::plan::op::UNLISTED_BOUND.as_millis() as u64;
+    let bound = crate::plan::memory::UNLISTED_BOUND.as_millis() as u64;
     for t in [0, SEC, bound] {
         let p = c.at(t);
         assert!(!demotes(&p, "n-m1"), "at {t}: {}", describe(&p));
