@@ -61,6 +61,19 @@ pub struct PassReport {
     pub progressed: bool,
 }
 
+impl PassReport {
+    /// A pass that planned nothing: `acting` when this controller holds
+    /// the term, `fenced` when the store refused it.
+    fn empty(acting: bool, fenced: bool) -> Self {
+        PassReport {
+            acting,
+            fenced,
+            plan: None,
+            progressed: false,
+        }
+    }
+}
+
 /// A controller. One per manager; only the leader's acts.
 pub struct Controller {
     ctx: Arc<Context>,
@@ -465,21 +478,11 @@ impl Controller {
             // the step's own task could tell the swarm adapter to stop
             // asking. Nothing to act on meanwhile: the step ends with this
             // controller standing down.
-            return Ok(PassReport {
-                acting: false,
-                fenced: false,
-                plan: None,
-                progressed: false,
-            });
+            return Ok(PassReport::empty(false, false));
         }
         self.beat().await?;
         let Some(mut stored) = observe::stored(&self.ctx).await? else {
-            return Ok(PassReport {
-                acting: false,
-                fenced: false,
-                plan: None,
-                progressed: false,
-            });
+            return Ok(PassReport::empty(false, false));
         };
         let mut observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
         let leads = self.leads(&observed.swarm);
@@ -491,12 +494,7 @@ impl Controller {
                 return self.report_only(&stored, &observed, epoch).await;
             }
             self.stand_down("not the swarm leader");
-            return Ok(PassReport {
-                acting: false,
-                fenced: false,
-                plan: None,
-                progressed: false,
-            });
+            return Ok(PassReport::empty(false, false));
         }
         // A newer term anywhere means this controller was deposed: stop at once,
         // before acting, rather than at its next refused write.
@@ -506,41 +504,15 @@ impl Controller {
         {
             self.stand_down("a newer controller term exists");
             self.fenced = true;
-            return Ok(PassReport {
-                acting: false,
-                fenced: true,
-                plan: None,
-                progressed: false,
-            });
+            return Ok(PassReport::empty(false, true));
         }
         let epoch = match self.epoch {
             Some(e) => e,
             None => {
-                let e = self.ctx.store.campaign(&self.ctx.identity).await?;
-                tracing::info!(epoch = e, "acting as the leader's controller");
-                self.memory = Memory::default();
-                self.epoch = Some(e);
-                self.watching.send_replace(true);
-                let took_over = takeover::event(&self.ctx.identity, e, &observed.swarm);
-                self.append(e, &took_over).await;
-                // The store was read before the term was won: the controller
-                // deposed by it may have journaled a Begin or an intent
-                // since, and a plan that cannot see it starts a second
-                // removal beside it. From now on its writes are refused, so
-                // this read is the last word on them.
-                let Some(fresh) = observe::stored(&self.ctx).await? else {
-                    return Ok(PassReport {
-                        acting: true,
-                        fenced: false,
-                        plan: None,
-                        progressed: false,
-                    });
+                let Some((e, fresh, seen)) = self.take_term(stored, observed).await? else {
+                    return Ok(PassReport::empty(true, false));
                 };
-                if fresh.journal != stored.journal || fresh.revision.rev != stored.revision.rev {
-                    // The world as the new journal and spec sort it.
-                    observed = observe::world(&self.ctx, &fresh.desired, &fresh.journal).await;
-                }
-                stored = fresh;
+                (stored, observed) = (fresh, seen);
                 e
             }
         };
@@ -555,14 +527,7 @@ impl Controller {
         });
         self.memory = plan.memory.clone();
         let acted = self.act(&stored, &plan, epoch).await;
-        // After acting: a refused rollback blocks its group in this very
-        // pass's status and events.
-        for (group, why) in &self.rollback_refused {
-            if let Some(g) = plan.groups.iter_mut().find(|g| g.name == *group) {
-                g.phase = Phase::Blocked;
-                g.reason = Some(why.clone());
-            }
-        }
+        self.block_refused_rollbacks(&mut plan);
         self.blocked_events(&plan).await;
         let progressed = match acted {
             Err(StoreError::Fenced { .. }) => {
@@ -595,6 +560,48 @@ impl Controller {
             plan: Some(plan),
             progressed,
         })
+    }
+
+    /// After acting: a rollback the store refused blocks its group in this
+    /// very pass's status and events.
+    fn block_refused_rollbacks(&self, plan: &mut Plan) {
+        for (group, why) in &self.rollback_refused {
+            if let Some(g) = plan.groups.iter_mut().find(|g| g.name == *group) {
+                g.phase = Phase::Blocked;
+                g.reason = Some(why.clone());
+            }
+        }
+    }
+
+    /// Campaigns for the store's term and, once won, reads the store again:
+    /// the controller it deposed may have journaled a Begin or an intent
+    /// since `stored` was read, and a plan that cannot see it starts a
+    /// second removal beside it. From now on that controller's writes are
+    /// refused, so this read is the last word on them. `None` when the
+    /// store then holds no desired state.
+    async fn take_term(
+        &mut self,
+        stored: Stored,
+        observed: Observed,
+    ) -> Result<Option<(Epoch, Stored, Observed)>, StoreError> {
+        let e = self.ctx.store.campaign(&self.ctx.identity).await?;
+        tracing::info!(epoch = e, "acting as the leader's controller");
+        self.memory = Memory::default();
+        self.epoch = Some(e);
+        self.watching.send_replace(true);
+        let took_over = takeover::event(&self.ctx.identity, e, &observed.swarm);
+        self.append(e, &took_over).await;
+        let Some(fresh) = observe::stored(&self.ctx).await? else {
+            return Ok(None);
+        };
+        let observed =
+            if fresh.journal != stored.journal || fresh.revision.rev != stored.revision.rev {
+                // The world as the new journal and spec sort it.
+                observe::world(&self.ctx, &fresh.desired, &fresh.journal).await
+            } else {
+                observed
+            };
+        Ok(Some((e, fresh, observed)))
     }
 
     /// Quorum is lost and this controller led last: it keeps publishing
