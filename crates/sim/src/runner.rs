@@ -173,7 +173,9 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-struct InFlight {
+/// A side effect under way in the simulated world (the planner's
+/// `InFlight` counts operations; this is one call of one of them).
+struct Running {
     op: String,
     action: Action,
     done_at: Time,
@@ -214,7 +216,7 @@ pub struct Runner {
     lifted: bool,
     /// When the last plan's observation was made.
     observed_at: Time,
-    inflight: Vec<InFlight>,
+    running: Vec<Running>,
     faults: Faults,
     rng: Rng,
     /// Applied side effects, in order.
@@ -255,7 +257,7 @@ impl Runner {
             promoted: BTreeSet::new(),
             lifted: false,
             observed_at: 0,
-            inflight: Vec::new(),
+            running: Vec::new(),
             faults,
             rng: Rng::new(seed),
             trace: Vec::new(),
@@ -438,7 +440,7 @@ impl Runner {
                         .all(|n| n.out_of_raft_at.is_none());
                 let converged = plan.groups.iter().all(|g| g.phase == Phase::Converged)
                     && self.journal.is_empty()
-                    && self.inflight.is_empty()
+                    && self.running.is_empty()
                     && settled;
                 if converged {
                     if let Some((_, converged)) = self.revisions.last_mut() {
@@ -453,7 +455,7 @@ impl Runner {
                 || plan.groups.iter().any(|g| g.phase != Phase::Converged))
             .then_some(self.world.now + RESYNC);
             let wake = [
-                self.inflight.iter().map(|f| f.done_at).min(),
+                self.running.iter().map(|f| f.done_at).min(),
                 plan.wake_at,
                 self.world.next_event(),
                 self.fault_time(),
@@ -970,7 +972,7 @@ impl Runner {
                 // the same link while one is under way, even a deposed
                 // controller's, finds it: idempotent on the token, checked
                 // when the call starts (as the local provider does).
-                let same = |f: &InFlight| {
+                let same = |f: &Running| {
                     f.op == op
                         && (f.epoch == self.epoch
                             || matches!(
@@ -978,7 +980,7 @@ impl Runner {
                                 (Action::Provision { .. }, Action::Provision { .. })
                             ))
                 };
-                if self.inflight.iter().any(same) {
+                if self.running.iter().any(same) {
                     return Some(false);
                 }
                 // ... and the machine that call made, if it exists now.
@@ -1007,7 +1009,7 @@ impl Runner {
                 if let Action::Provision { group, .. } = action {
                     self.see_unlabelled(group);
                 }
-                self.inflight.push(InFlight {
+                self.running.push(Running {
                     op,
                     action: action.clone(),
                     done_at,
@@ -1106,10 +1108,10 @@ impl Runner {
     }
     fn complete_inflight(&mut self) {
         let now = self.world.now;
-        let (done, rest): (Vec<InFlight>, Vec<InFlight>) = std::mem::take(&mut self.inflight)
+        let (done, rest): (Vec<Running>, Vec<Running>) = std::mem::take(&mut self.running)
             .into_iter()
             .partition(|f| f.done_at <= now);
-        self.inflight = rest;
+        self.running = rest;
         for f in done {
             match &f.action {
                 Action::Provision {
@@ -1129,7 +1131,7 @@ impl Runner {
                         .is_some_and(|n| n.out_of_raft_at.is_some() || n.node.raft.is_none())
                         && self.world.leave(node).is_err() =>
                 {
-                    self.inflight.push(InFlight {
+                    self.running.push(Running {
                         done_at: now + 500,
                         ..f
                     });
