@@ -5,7 +5,7 @@ use super::Action;
 use super::group::Planner;
 use super::memory::Timer;
 use super::view::{Member, View};
-use crate::journal::{OpKind, Operation, Step};
+use crate::journal::{OpKind, Operation, Step, Victim};
 use crate::model::{Node, NodeState};
 use crate::spec::{OnFailure, Role};
 
@@ -69,6 +69,18 @@ pub(super) struct StepOf<'v, 'o, 'a> {
     pub(super) victim_inst: Option<Member<'a>>,
     /// The machine the operation provisioned, if listed.
     pub(super) replacement: Option<Member<'a>>,
+}
+
+impl<'o> StepOf<'_, 'o, '_> {
+    /// The operation's victim, if it has one.
+    pub(super) fn victim(&self) -> Option<&'o Victim> {
+        self.op.victim.as_ref()
+    }
+
+    /// The victim's link.
+    pub(super) fn vlink(&self) -> Option<&'o str> {
+        self.victim().and_then(|v| v.link.as_deref())
+    }
 }
 
 impl<'a> Planner<'a> {

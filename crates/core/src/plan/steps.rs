@@ -20,12 +20,7 @@ impl<'a> Planner<'a> {
     where
         'a: 'o,
     {
-        let StepOf {
-            op,
-            view,
-            replacement,
-            ..
-        } = s;
+        let (op, view, replacement) = (s.op, s.view, s.replacement);
         let d = view.d;
         if replacement.is_some() {
             return StepState::Done;
@@ -186,13 +181,7 @@ impl<'a> Planner<'a> {
     where
         'a: 'o,
     {
-        let StepOf {
-            op,
-            step,
-            node,
-            replacement,
-            ..
-        } = s;
+        let (op, step, node, replacement) = (s.op, s.step, s.node, s.replacement);
         let Some(n) = node else {
             return StepState::Done;
         };
@@ -242,17 +231,9 @@ impl<'a> Planner<'a> {
     where
         'a: 'o,
     {
-        let StepOf {
-            op,
-            step,
-            node,
-            victim_inst,
-            replacement,
-            ..
-        } = s;
-        let victim_inst = victim_inst.as_ref();
-        let victim = op.victim.as_ref();
-        let vlink = victim.and_then(|v| v.link.as_deref());
+        let (op, step, node, replacement) = (s.op, s.step, s.node, s.replacement);
+        let victim_inst = s.victim_inst.as_ref();
+        let vlink = s.vlink();
         let Some(n) = node else {
             return StepState::Done;
         };
@@ -328,16 +309,9 @@ impl<'a> Planner<'a> {
     where
         'a: 'o,
     {
-        let StepOf {
-            op,
-            view,
-            node,
-            victim_inst,
-            ..
-        } = s;
-        let victim_inst = victim_inst.as_ref();
-        let victim = op.victim.as_ref();
-        let vlink = victim.and_then(|v| v.link.as_deref());
+        let (op, view, node) = (s.op, s.view, s.node);
+        let victim_inst = s.victim_inst.as_ref();
+        let (victim, vlink) = (s.victim(), s.vlink());
         let Some(id) = victim.and_then(|v| v.instance.clone()) else {
             return StepState::Done;
         };

@@ -1172,11 +1172,9 @@ fn workers_promoted_by_hand_do_not_make_the_raft_whole_for_a_leader_roll() {
     assert!(adds_manager(&c.at(bound)), "{}", describe(&c.at(bound)));
 }
 
-#[test]
-fn over_its_size_a_group_retires_the_machine_that_never_joined_not_a_disconnected_one() {
-    // Size 2; w1 never joined (no node), w2 and w3 joined, w3 the newest
-    // and reading `disconnected` for a moment. Retiring w3 and healing w1
-    // would add a machine to a group already over its size.
+/// Workers of size 2 holding three machines: w1, which never joined (no
+/// node; `startup_timeout` 60 s), and w2 and w3, joined.
+fn over_by_one_with_w1_never_joined() -> Cluster {
     let mut c = Cluster::new(
         1,
         "  allocation: {size: 2}\n  health: {startup_timeout: 60s}\n",
@@ -1187,6 +1185,15 @@ fn over_its_size_a_group_retires_the_machine_that_never_joined_not_a_disconnecte
     for w in ["w2", "w3"] {
         c.add_worker(w, &hash, None);
     }
+    c
+}
+
+#[test]
+fn over_its_size_a_group_retires_the_machine_that_never_joined_not_a_disconnected_one() {
+    // Size 2; w1 never joined (no node), w2 and w3 joined, w3 the newest
+    // and reading `disconnected` for a moment. Retiring w3 and healing w1
+    // would add a machine to a group already over its size.
+    let mut c = over_by_one_with_w1_never_joined();
     for i in c.instances(WORKERS) {
         if i.link() == Some("w3") {
             i.created_ms = 30 * SEC;
@@ -1208,16 +1215,8 @@ fn a_machine_that_never_joined_is_not_healed_while_a_describe_left_a_live_member
     // while its node is live. The group may already hold three machines
     // (w3's slot was refilled by w1 while w3 was left out before): healing
     // w1 would keep the surplus. A full describe shows w1 as the excess.
-    let mut c = Cluster::new(
-        1,
-        "  allocation: {size: 2}\n  health: {startup_timeout: 60s}\n",
-    );
+    let mut c = over_by_one_with_w1_never_joined();
     let hash = c.hash(WORKERS);
-    c.instances(WORKERS)
-        .push(instance(WORKERS, "w1", &hash, None));
-    for w in ["w2", "w3"] {
-        c.add_worker(w, &hash, None);
-    }
     c.instances(WORKERS).retain(|i| i.link() != Some("w3"));
     c.at(0);
     let p = c.at(60 * SEC);
