@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use drover_core::model::SwarmView;
 use drover_core::spec::Role;
+use drover_engine::PeerEndpoints;
 use drover_local::LocalProvider;
 use drover_spi::{Cluster, ClusterError, Fence, JoinMaterial};
 use drover_swarm::SwarmCluster;
@@ -25,10 +26,9 @@ impl ProviderSwarm {
     /// The first running machine whose engine answers as a manager.
     async fn manager(&self) -> Option<SwarmCluster> {
         let local = self.local.as_ref()?;
-        let records = local.records().ok()?;
-        for r in records.iter().filter(|r| local.is_running(r)) {
-            let peers: Arc<dyn drover_engine::PeerEndpoints> = local.clone();
-            let c = SwarmCluster::new(r.endpoint(), Some(peers));
+        let peers: Arc<dyn PeerEndpoints> = local.clone();
+        for endpoint in local.peer_endpoints() {
+            let c = SwarmCluster::new(endpoint, Some(peers.clone()));
             if matches!(c.observe().await, SwarmView::Ok(_)) {
                 return Some(c);
             }

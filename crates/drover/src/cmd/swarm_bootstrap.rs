@@ -13,6 +13,7 @@ use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{Context, Controller};
 use drover_core::spec::{Allocation, ClusterSpec, Role};
+use drover_engine::PeerEndpoints;
 use drover_local::LocalProvider;
 use drover_spi::{Cluster, Provenance, Store};
 use drover_store::MemStore;
@@ -161,8 +162,8 @@ async fn first_manager(
 
 /// The swarm store on the first machine whose engine is a manager.
 async fn store_on_a_manager(local: &Arc<LocalProvider>) -> Option<Arc<dyn Store>> {
-    for r in local.records().ok()?.iter().filter(|r| local.is_running(r)) {
-        if let Ok(s) = drover_store::open(&format!("swarm:{}", r.endpoint())).await {
+    for endpoint in local.peer_endpoints() {
+        if let Ok(s) = drover_store::open(&format!("swarm:{endpoint}")).await {
             return Some(Arc::from(s));
         }
     }
