@@ -125,6 +125,15 @@ struct Decoder<'p> {
     retired_ok: bool,
 }
 
+/// `update`'s fields as read, each `None` where it was refused.
+struct UpdateDraft {
+    strategy: Option<Strategy>,
+    max_in_flight: Option<u32>,
+    canaries: Option<u32>,
+    watch: Option<Duration>,
+    step_timeout: Option<Duration>,
+}
+
 /// A mapping's fields, after the unknown ones were reported.
 struct Fields<'a> {
     entries: &'a [(String, Pos, Node)],
@@ -1026,7 +1035,6 @@ impl Decoder<'_> {
             pos: group_pos,
         };
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
-        let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
         let single_cattle_manager =
             role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
         // A lone manager can only be rolled by adding its successor first.
@@ -1069,10 +1077,41 @@ impl Decoder<'_> {
             OnFailure::Pause,
         );
 
-        if let (Some(Strategy::Surge), Some(Allocation::LogicalIds(_))) = (strategy, alloc) {
+        let draft = UpdateDraft {
+            strategy,
+            max_in_flight,
+            canaries,
+            watch,
+            step_timeout,
+        };
+        self.update_rules(&f, path, role, alloc, &draft);
+        role?;
+        Some(UpdatePolicy {
+            strategy: strategy?,
+            max_in_flight: max_in_flight?,
+            canaries: canaries?,
+            watch: watch?,
+            step_timeout: step_timeout?,
+            on_failure: on_failure?,
+        })
+    }
+
+    /// The rules between `update`'s fields, and between them and the
+    /// group's role and allocation: each broken one is an error (or a
+    /// warning) at the field to change.
+    fn update_rules(
+        &mut self,
+        f: &Fields<'_>,
+        path: &str,
+        role: Option<Role>,
+        alloc: Option<&Allocation>,
+        draft: &UpdateDraft,
+    ) {
+        let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
+        if let (Some(Strategy::Surge), Some(Allocation::LogicalIds(_))) = (draft.strategy, alloc) {
             self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
         }
-        if let (Some(Strategy::Replace), Some(a)) = (strategy, alloc)
+        if let (Some(Strategy::Replace), Some(a)) = (draft.strategy, alloc)
             && role == Some(Role::Manager)
             && a.size() == 1
         {
@@ -1083,18 +1122,18 @@ impl Decoder<'_> {
             };
             self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
-        if role == Some(Role::Manager) && max_in_flight.is_some_and(|m| m != 1) {
+        if role == Some(Role::Manager) && draft.max_in_flight.is_some_and(|m| m != 1) {
             self.error(
                 at("max_in_flight"),
                 &join(path, "max_in_flight"),
                 "managers are always rolled one at a time; remove max_in_flight or set it to 1",
             );
         }
-        if role == Some(Role::Manager) && watch.is_some_and(|w| w.is_zero()) {
+        if role == Some(Role::Manager) && draft.watch.is_some_and(|w| w.is_zero()) {
             self.error(at("watch"), &join(path, "watch"), "managers need a non-zero watch so a rollout never outruns raft stabilisation; try 10s");
         }
         // Without a role, an absent watch has no known default to compare.
-        if let (Some(w), Some(t)) = (watch, step_timeout)
+        if let (Some(w), Some(t)) = (draft.watch, draft.step_timeout)
             && t <= w
             && (role.is_some() || f.get("watch").is_some())
         {
@@ -1107,7 +1146,7 @@ impl Decoder<'_> {
                 ),
             );
         }
-        if let (Some(c), Some(a)) = (canaries, alloc)
+        if let (Some(c), Some(a)) = (draft.canaries, alloc)
             && c as usize > a.size()
         {
             self.warn(
@@ -1119,15 +1158,6 @@ impl Decoder<'_> {
                 ),
             );
         }
-        role?;
-        Some(UpdatePolicy {
-            strategy: strategy?,
-            max_in_flight: max_in_flight?,
-            canaries: canaries?,
-            watch: watch?,
-            step_timeout: step_timeout?,
-            on_failure: on_failure?,
-        })
     }
 
     fn health(&mut self, node: Option<&Node>, path: &str) -> Option<HealthPolicy> {
