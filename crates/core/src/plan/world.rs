@@ -118,8 +118,9 @@ impl<'a> World<'a> {
             .map_or(&[], std::slice::from_ref)
     }
 
-    /// The node for a link: the raft member or Ready one first, since a
-    /// rejoined member leaves a stale Down entry with the same label.
+    /// The node for a link: the most alive of those carrying it
+    /// ([`liveness`]), since a rejoined member leaves a stale Down entry
+    /// with the same label.
     pub(crate) fn node_for(&self, link: Option<&str>) -> Option<&'a Node> {
         self.node_among(self.positions_with_link(link))
     }
@@ -132,22 +133,13 @@ impl<'a> World<'a> {
         positions
             .iter()
             .map(|&k| &self.nodes[k as usize])
-            .max_by_key(|n| {
-                (
-                    n.raft.is_some(),
-                    n.state == NodeState::Ready,
-                    std::cmp::Reverse(n.id.as_str()),
-                )
-            })
+            .max_by_key(|n| (liveness(n), std::cmp::Reverse(n.id.as_str())))
     }
 
-    /// An operation's victim's node: among the nodes carrying its `link`
-    /// and the node it `recorded` at Begin (an engine that lost drover's
-    /// labels keeps its node id), the raft member, else a Ready one, else
-    /// one not Down, preferring the recorded one on a tie. A rejoined
-    /// member leaves a stale Down entry with the same link; a member
-    /// reading `disconnected` is not Ready but still runs its tasks, and
-    /// must win over that stale entry.
+    /// An operation's victim's node: the most alive ([`liveness`]) among
+    /// the nodes carrying its `link` and the node it `recorded` at Begin (an
+    /// engine that lost drover's labels keeps its node id), preferring the
+    /// recorded one on a tie.
     pub(crate) fn victim_node(
         &self,
         link: Option<&str>,
@@ -155,14 +147,7 @@ impl<'a> World<'a> {
     ) -> Option<&'a Node> {
         self.with_link(link)
             .chain(self.node_by_id(recorded))
-            .max_by_key(|n| {
-                (
-                    n.raft.is_some(),
-                    n.state == NodeState::Ready,
-                    n.state != NodeState::Down,
-                    Some(n.id.as_str()) == recorded,
-                )
-            })
+            .max_by_key(|n| (liveness(n), Some(n.id.as_str()) == recorded))
     }
 
     /// Every node carrying `link` (none for no link).
@@ -237,6 +222,19 @@ fn link_is(node: &Node, link: &str) -> bool {
     node.link.as_deref() == Some(link)
 }
 
+/// How alive a node is, for choosing among nodes that carry one link: a
+/// raft member, then a Ready one, then one not Down. A rejoined member
+/// leaves a stale Down entry with the same link; a member reading
+/// `disconnected` or `unknown` is not Ready but still runs its tasks, and
+/// must win over that stale entry.
+fn liveness(n: &Node) -> (bool, bool, bool) {
+    (
+        n.raft.is_some(),
+        n.state == NodeState::Ready,
+        n.state != NodeState::Down,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::World;
@@ -278,5 +276,27 @@ mod tests {
         assert_eq!(id(world.node_for(Some("l-1"))).as_deref(), Some("n-1"));
         assert_eq!(world.with_link(Some("l-1")).count(), 2);
         assert!(world.links_shared());
+    }
+
+    /// A member reading `disconnected` (or `unknown`) still runs: it is its
+    /// link's node, not a stale Down entry whose id sorts first.
+    #[test]
+    fn a_link_s_live_node_wins_over_a_stale_down_one_whatever_their_ids() {
+        let mut stale = node("n-0", Some("l-1"));
+        stale.state = NodeState::Down;
+        let mut live = node("n-1", Some("l-1"));
+        live.state = NodeState::Disconnected;
+        let observed = Observed {
+            instances: Default::default(),
+            swarm: SwarmView::Ok(vec![stale, live]),
+            self_link: None,
+        };
+        let world = World::new(&observed, Default::default());
+        assert_eq!(
+            world.node_for(Some("l-1")).map(|n| n.id.as_str()),
+            Some("n-1")
+        );
+        let victim = world.victim_node(Some("l-1"), Some("n-0"));
+        assert_eq!(victim.map(|n| n.id.as_str()), Some("n-1"));
     }
 }
