@@ -115,12 +115,14 @@ impl Tree {
             }
             _ => None,
         };
-        if owned == Owned::Marked {
-            warn_unmarked(needle);
-        }
+        // One scan: those `owned` selects, and the rest said.
+        let (found, unmarked): (Vec<i32>, Vec<i32>) = pids_matching(needle)
+            .into_iter()
+            .partition(|p| owned == Owned::Named || started_for(*p, needle));
+        warn_unmarked(needle, &unmarked);
         Tree {
             verified_group,
-            found: owned_pids(needle, owned),
+            found,
             needle: needle.to_string(),
             owned,
         }
@@ -185,11 +187,7 @@ impl Tree {
 /// Processes naming a machine's directory that were not started for it (an
 /// operator's command naming it, or something started with a cleared
 /// environment) are left alone, but said, so a leak is never silent.
-fn warn_unmarked(needle: &str) {
-    let unmarked: Vec<i32> = pids_matching(needle)
-        .into_iter()
-        .filter(|p| !started_for(*p, needle))
-        .collect();
+fn warn_unmarked(needle: &str, unmarked: &[i32]) {
     if !unmarked.is_empty() {
         tracing::warn!(
             ?unmarked,
