@@ -685,10 +685,9 @@ fn a_crashed_manager_is_healed_while_a_promoted_workers_roll_waits_to_demote_it(
     assert_eq!(heals, ["m3"], "{}", describe(&p));
 }
 
-/// Once the promoted worker's demotion started, it is a raft change in
-/// flight: nothing else changes the raft until it is over.
-#[test]
-fn a_promoted_workers_started_demotion_holds_other_manager_changes() {
+/// [`promoted_worker`] whose roll journaled its demote's intent (whether
+/// the demote landed, each test says).
+fn promoted_worker_with_demote_intent() -> Cluster {
     let mut c = promoted_worker();
     let p = c.at(0);
     let mut op = begins(&p, WORKERS)[0].clone();
@@ -697,6 +696,14 @@ fn a_promoted_workers_started_demotion_holds_other_manager_changes() {
         epoch: 1,
     });
     c.journal.push(op);
+    c
+}
+
+/// Once the promoted worker's demotion started, it is a raft change in
+/// flight: nothing else changes the raft until it is over.
+#[test]
+fn a_promoted_workers_started_demotion_holds_other_manager_changes() {
+    let mut c = promoted_worker_with_demote_intent();
     c.outdate_one(MANAGERS, "m2");
     let p = c.at(SEC);
     assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
@@ -998,14 +1005,7 @@ fn a_machine_matched_to_a_stale_node_reading_unknown_is_not_destroyed_while_a_me
 /// crashes. The heal goes first: an intent alone is not a raft change.
 #[test]
 fn a_demote_intent_that_never_landed_does_not_hold_a_managers_heal() {
-    let mut c = promoted_worker();
-    let p = c.at(0);
-    let mut op = begins(&p, WORKERS)[0].clone();
-    op.intent = Some(crate::journal::Intent {
-        step: Step::Demote,
-        epoch: 1,
-    });
-    c.journal.push(op);
+    let mut c = promoted_worker_with_demote_intent();
     c.instances(MANAGERS)
         .iter_mut()
         .find(|i| i.link() == Some("m3"))
