@@ -13,8 +13,8 @@ use crate::spec::Role;
 impl Planner<'_> {
     /// Fills `g`'s empty slots; `unlisted` holds every addition.
     pub(super) fn fill(&mut self, g: &Group<'_, '_>, unlisted: Option<&Node>) {
-        let (d, name) = (g.d, g.name.as_str());
-        let (live, pending, is_manager) = (&g.live, &g.pending, g.is_manager);
+        let (d, name) = (g.d(), g.name());
+        let (live, pending, is_manager) = (&g.live, &g.pending, g.is_manager());
         let missing = missing_slots(d, live, pending);
         for target in missing {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {

@@ -13,8 +13,8 @@ impl Planner<'_> {
     /// Heals `g`'s members; false when the group blocked (nothing else may
     /// start in it this pass).
     pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> bool {
-        let (d, name) = (g.d, g.name.as_str());
-        let (is_manager, by_count, filling) = (g.is_manager, g.by_count, g.filling);
+        let (d, name) = (g.d(), g.name());
+        let (is_manager, by_count, filling) = (g.is_manager(), g.by_count(), g.filling);
         let (excess_ids, left_out) = (&g.excess_ids, g.left_out);
         for inst in &g.free {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
@@ -100,7 +100,7 @@ impl Planner<'_> {
     /// has been unhealthy longer than `unhealthy_after`, or has not joined
     /// within `startup_timeout`, as this controller's clock saw it.
     fn needs_heal(&mut self, g: &Group<'_, '_>, inst: &Member<'_>) -> Option<String> {
-        let health = &g.d.spec.health;
+        let health = &g.d().spec.health;
         match inst.health {
             Health::Unhealthy("machine not running") => Some("machine not running".to_string()),
             Health::Unhealthy(what) => self

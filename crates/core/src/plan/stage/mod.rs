@@ -20,8 +20,6 @@ use std::rc::Rc;
 /// What every stage of one group's pass reads, computed once.
 pub(crate) struct Group<'v, 'a> {
     pub(crate) v: &'v View<'a>,
-    pub(crate) d: &'a DesiredGroup,
-    pub(crate) name: String,
     /// Slots operations in flight are filling whose machine is not listed.
     pub(crate) pending: Vec<Target>,
     /// Members no operation is removing.
@@ -29,7 +27,6 @@ pub(crate) struct Group<'v, 'a> {
     /// Members no operation works on and no operator holds: candidates
     /// for new operations.
     pub(crate) free: Vec<&'v Member<'a>>,
-    pub(crate) is_manager: bool,
     /// A manager operation is in flight (any group's).
     pub(crate) manager_busy: bool,
     /// Members the spec no longer declares: retired (the retire stage), not healed.
@@ -40,10 +37,28 @@ pub(crate) struct Group<'v, 'a> {
     /// describe may have left a member out, so whether the group is over
     /// its size is not known.
     pub(crate) left_out: Option<&'a Node>,
-    /// The group is sized by count (cattle), not by logical ids.
-    pub(crate) by_count: bool,
     /// The nodes that may be stale (the meltdown guard counted them).
     pub(crate) stale: Vec<&'a Node>,
+}
+
+impl<'a> Group<'_, 'a> {
+    /// The group's declaration.
+    pub(crate) fn d(&self) -> &'a DesiredGroup {
+        self.v.d
+    }
+
+    pub(crate) fn name(&self) -> &'a str {
+        &self.v.d.spec.name
+    }
+
+    pub(crate) fn is_manager(&self) -> bool {
+        self.v.d.spec.role == Role::Manager
+    }
+
+    /// The group is sized by count (cattle), not by logical ids.
+    pub(crate) fn by_count(&self) -> bool {
+        matches!(self.v.d.spec.allocation, Allocation::Size { .. })
+    }
 }
 
 /// A node that may still carry a machine: not `Down`, or a reachable raft
@@ -146,20 +161,15 @@ impl<'a> Planner<'a> {
         // describe may have left a member out, so whether the group is over
         // its size is not known (see the reap stage).
         let left_out = stale.iter().copied().find(alive);
-        let by_count = matches!(d.spec.allocation, Allocation::Size { .. });
         Some(Group {
             v,
-            d,
-            name,
             pending,
             live,
             free,
-            is_manager,
             manager_busy,
             excess_ids,
             filling,
             left_out,
-            by_count,
             stale,
         })
     }

@@ -12,7 +12,7 @@ impl<'a> Planner<'a> {
     /// group, if one does. `counter_before_heal`: the heal stage claimed a
     /// stale node when the operation counter moved.
     pub(super) fn reap(&mut self, g: &Group<'_, 'a>, counter_before_heal: u32) -> Option<&'a Node> {
-        let (d, is_manager) = (g.d, g.is_manager);
+        let (d, is_manager) = (g.d(), g.is_manager());
         // Dead nodes: Down (not merely unknown) for the whole grace
         // period as seen by this controller, carrying this cluster's and
         // group's labels, and whose link no machine of a successful

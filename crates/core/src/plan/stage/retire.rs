@@ -8,8 +8,8 @@ use crate::journal::OpKind;
 impl Planner<'_> {
     /// Retires `g`'s excess members.
     pub(super) fn retire(&mut self, g: &Group<'_, '_>) {
-        let (d, name) = (g.d, g.name.as_str());
-        let (live, pending, free, is_manager) = (&g.live, &g.pending, &g.free, g.is_manager);
+        let (d, name) = (g.d(), g.name());
+        let (live, pending, free, is_manager) = (&g.live, &g.pending, &g.free, g.is_manager());
         let excess = excess_members(
             d,
             free,

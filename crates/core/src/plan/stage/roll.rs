@@ -20,8 +20,8 @@ impl Planner<'_> {
         unlisted: Option<&Node>,
         ahead: Option<String>,
     ) {
-        let (d, name) = (g.d, g.name.as_str());
-        let (free, is_manager, manager_busy) = (&g.free, g.is_manager, g.manager_busy);
+        let (d, name) = (g.d(), g.name());
+        let (free, is_manager, manager_busy) = (&g.free, g.is_manager(), g.manager_busy);
         let excess_ids = &g.excess_ids;
         // Only in the one rolling group.
         let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
