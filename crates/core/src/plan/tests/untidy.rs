@@ -46,6 +46,17 @@ fn unknown_but_reachable(c: &mut Cluster, link: &str) {
     c.node(link).state = NodeState::Unknown;
 }
 
+/// Manager `link`'s machine stopped: its node Down, raft-unreachable.
+fn crash_manager(c: &mut Cluster, link: &str) {
+    c.instances(MANAGERS)
+        .iter_mut()
+        .find(|i| i.link() == Some(link))
+        .expect("manager")
+        .running = false;
+    c.node(link).state = NodeState::Down;
+    raft_unreachable(c, link);
+}
+
 fn raft_unreachable(c: &mut Cluster, link: &str) {
     c.node(link).raft.as_mut().expect("member").reachable = false;
 }
@@ -667,14 +678,7 @@ fn a_crashed_manager_is_healed_while_a_promoted_workers_roll_waits_to_demote_it(
     let ops = begins(&p, WORKERS);
     assert_eq!(ops.len(), 1, "{}", describe(&p));
     c.journal.push(ops[0].clone());
-    c.instances(MANAGERS)
-        .iter_mut()
-        .find(|i| i.link() == Some("m3"))
-        .expect("m3")
-        .running = false;
-    let n = c.node("m3");
-    n.state = NodeState::Down;
-    n.raft.as_mut().expect("member").reachable = false;
+    crash_manager(&mut c, "m3");
     let p = c.at(SEC);
     assert!(!demotes(&p, "n-w1"), "{}", describe(&p));
     let heals: Vec<&str> = begins(&p, MANAGERS)
@@ -780,14 +784,7 @@ fn the_leader_waits_for_an_unlabelled_member_while_a_machine_of_ours_has_no_node
 #[test]
 fn a_victim_missing_from_one_describe_is_not_taken_for_destroyed() {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
-    c.instances(MANAGERS)
-        .iter_mut()
-        .find(|i| i.link() == Some("m3"))
-        .expect("m3")
-        .running = false;
-    let n = c.node("m3");
-    n.state = NodeState::Down;
-    n.raft.as_mut().expect("member").reachable = false;
+    crash_manager(&mut c, "m3");
     let p = c.at(0);
     let heal = begins(&p, MANAGERS)[0].clone();
     assert_eq!(victim_link(&heal), "m3");
@@ -1006,14 +1003,7 @@ fn a_machine_matched_to_a_stale_node_reading_unknown_is_not_destroyed_while_a_me
 #[test]
 fn a_demote_intent_that_never_landed_does_not_hold_a_managers_heal() {
     let mut c = promoted_worker_with_demote_intent();
-    c.instances(MANAGERS)
-        .iter_mut()
-        .find(|i| i.link() == Some("m3"))
-        .expect("m3")
-        .running = false;
-    let n = c.node("m3");
-    n.state = NodeState::Down;
-    n.raft.as_mut().expect("member").reachable = false;
+    crash_manager(&mut c, "m3");
     let p = c.at(SEC);
     let heals = begins(&p, MANAGERS)
         .iter()
