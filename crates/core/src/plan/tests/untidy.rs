@@ -751,17 +751,24 @@ fn a_manager_surge_adds_nothing_while_a_raft_member_is_unreachable() {
     assert!(begins(&p, MANAGERS).is_empty(), "{}", describe(&p));
 }
 
-/// A running machine whose engine lost drover's labels, while an older
-/// node under its link reads Down out of the raft: the machine reads
-/// unhealthy, but its engine may be the unlabelled raft member.
-#[test]
-fn a_machine_matched_to_a_stale_down_node_is_not_destroyed_while_a_member_is_unmatched() {
+/// [`manager_lost_its_labels`], plus an older incarnation of m3's node
+/// still listed: Down, out of the raft, carrying m3's link.
+fn lost_labels_beside_a_stale_node() -> Cluster {
     let mut c = manager_lost_its_labels();
     let mut old = node("m3", false, false);
     old.id = "n-m3-old".into();
     old.state = NodeState::Down;
     old.raft = None;
     c.nodes().push(old);
+    c
+}
+
+/// A running machine whose engine lost drover's labels, while an older
+/// node under its link reads Down out of the raft: the machine reads
+/// unhealthy, but its engine may be the unlabelled raft member.
+#[test]
+fn a_machine_matched_to_a_stale_down_node_is_not_destroyed_while_a_member_is_unmatched() {
+    let mut c = lost_labels_beside_a_stale_node();
     let (destroyed, p) = run_until(&mut c, 1_000, |p| destroys_instance(p, "i-m3"));
     assert!(!destroyed, "{}", describe(&p));
 }
@@ -979,12 +986,7 @@ fn a_pet_slot_that_reads_empty_once_is_not_refilled_at_once() {
 #[test]
 fn a_machine_matched_to_a_stale_node_reading_unknown_is_not_destroyed_while_a_member_is_unmatched()
 {
-    let mut c = manager_lost_its_labels();
-    let mut old = node("m3", false, false);
-    old.id = "n-m3-old".into();
-    old.state = NodeState::Down;
-    old.raft = None;
-    c.nodes().push(old);
+    let mut c = lost_labels_beside_a_stale_node();
     let (destroyed, _) = run_until(&mut c, 400, |p| destroys_instance(p, "i-m3"));
     assert!(!destroyed);
     let old = c
