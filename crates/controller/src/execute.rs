@@ -70,17 +70,51 @@ pub(crate) enum StepError {
     Panicked(String),
 }
 
+/// What a failed step says about trying it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// It ended for this controller's term (deposed, a late confirmation,
+    /// an expired lease, stood down), not for anything in the world: it
+    /// says nothing about the machine or node it was for.
+    Term,
+    /// The provider or engine may well do it when asked again (unavailable,
+    /// no leader, out of sequence, throttled).
+    Transient,
+    /// The engine refused on one of its preconditions; its message is kept
+    /// in the error.
+    Refused,
+    /// Anything else: the same call will fail the same way.
+    Final,
+}
+
+impl Failure {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Term => "term",
+            Failure::Transient => "transient",
+            Failure::Refused => "refused",
+            Failure::Final => "final",
+        }
+    }
+}
+
 impl StepError {
-    /// The step ended for this controller's term, not for anything in the
-    /// world: it says nothing about the machine or node it was for.
-    pub(crate) fn is_for_the_term(&self) -> bool {
-        matches!(
-            self,
+    /// What this error says about trying the step again.
+    pub(crate) fn failure(&self) -> Failure {
+        match self {
             StepError::Unconfirmed(_)
-                | StepError::SlowConfirmation
-                | StepError::Expired(_)
-                | StepError::Cancelled
-        )
+            | StepError::SlowConfirmation
+            | StepError::Expired(_)
+            | StepError::Cancelled => Failure::Term,
+            StepError::Cluster(ClusterError::Refused(_)) => Failure::Refused,
+            StepError::Cluster(e) if e.is_transient() => Failure::Transient,
+            StepError::Provider(e) if e.is_transient() => Failure::Transient,
+            StepError::Provider(_)
+            | StepError::Cluster(_)
+            | StepError::Unable(_)
+            | StepError::Panicked(_) => Failure::Final,
+        }
     }
 
     /// The store named a newer term: this controller was deposed.

@@ -10,6 +10,7 @@
 //! names, step kinds and call names only: never ids that grow without bound,
 //! never secrets.
 
+use crate::execute::Failure;
 use async_trait::async_trait;
 use drover_core::model::{Instance, SwarmView};
 use drover_core::plan::{MemberStatus, Phase, Plan};
@@ -53,6 +54,12 @@ struct StepLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    kind: String,
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     api: String,
     call: String,
@@ -80,7 +87,7 @@ pub struct Metrics {
     leadership_changes: Counter,
     passes: Counter,
     steps_started: Family<StepLabels, Counter>,
-    steps_failed: Family<StepLabels, Counter>,
+    steps_failed: Family<FailureLabels, Counter>,
     calls: Family<CallLabels, Counter>,
     call_errors: Family<CallLabels, Counter>,
     call_latency: Latency,
@@ -167,7 +174,7 @@ impl Metrics {
         );
         r.register(
             "steps_failed",
-            "Side-effect steps that ended in an error, by kind",
+            "Side-effect steps that ended in an error, by kind and by what the error says about trying again",
             m.steps_failed.clone(),
         );
         r.register(
@@ -262,10 +269,13 @@ impl Metrics {
             .inc();
     }
 
-    /// A side effect of `kind` failed.
-    pub(crate) fn step_failed(&self, kind: &str) {
+    /// A side effect of `kind` failed, as `failure` classes it.
+    pub(crate) fn step_failed(&self, kind: &str, failure: Failure) {
         self.steps_failed
-            .get_or_create(&StepLabels { kind: kind.into() })
+            .get_or_create(&FailureLabels {
+                kind: kind.into(),
+                class: failure.as_str(),
+            })
             .inc();
     }
 
@@ -487,7 +497,7 @@ mod tests {
         m.acting(true);
         m.acting(true);
         m.step_started("provision");
-        m.step_failed("provision");
+        m.step_failed("provision", Failure::Transient);
         let text = m.encode();
         for line in [
             "drover_swarm_fault_tolerance 1",
@@ -500,7 +510,7 @@ mod tests {
             "drover_blocked_groups 1",
             "drover_leadership_changes_total 1",
             "drover_steps_started_total{kind=\"provision\"} 1",
-            "drover_steps_failed_total{kind=\"provision\"} 1",
+            "drover_steps_failed_total{kind=\"provision\",class=\"transient\"} 1",
             "# TYPE drover_steps_failed_total counter",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");

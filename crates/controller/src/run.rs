@@ -1,12 +1,12 @@
 //! The reconcile loop: observe → plan → journal → act, event-driven.
 
 use crate::context::Context;
-use crate::execute::{self, StepError, Term};
+use crate::execute::{self, Failure, StepError, Term};
 use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{status_json, wall_ms};
 use crate::takeover;
-use drover_core::journal::Intent;
+use drover_core::execute::{Carry, Execution, JournalWrite};
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
 use drover_core::revision::{rollback_target, with_group};
@@ -258,13 +258,18 @@ impl Controller {
             Ok(()) => "ok".to_string(),
             Err(e) => {
                 if let Some(m) = &self.metrics {
-                    m.step_failed(done.kind);
+                    m.step_failed(done.kind, e.failure());
                 }
                 format!("failed: {e}")
             }
         };
         tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
-        if done.provision && done.result.as_ref().is_err_and(|e| !e.is_for_the_term()) {
+        if done.provision
+            && done
+                .result
+                .as_ref()
+                .is_err_and(|e| e.failure() != Failure::Term)
+        {
             self.record_provision_failure(&done.op).await;
         }
         self.event(done.group, Some(done.op), "step", &done.what, outcome)
@@ -653,7 +658,7 @@ impl Controller {
         plan: &Plan,
         epoch: Epoch,
     ) -> Result<bool, StoreError> {
-        let mut journal = stored.journal.clone();
+        let mut walk = Execution::new(stored.journal.clone(), epoch);
         let mut progressed = false;
         self.rollback_refused.clear();
         for action in &plan.actions {
@@ -665,59 +670,45 @@ impl Controller {
                 });
             }
             progressed |= !action.is_side_effect();
-            match action {
-                Action::Begin { op } => {
-                    self.ctx.store.journal_put(epoch, op).await?;
-                    journal.push(op.as_ref().clone());
-                    self.event(
-                        Some(op.group.clone()),
-                        Some(op.id.clone()),
-                        "begin",
-                        &format!("{:?}", op.kind),
-                        "journaled".into(),
-                    )
-                    .await;
-                    self.collection_event(op).await;
-                }
-                Action::MarkDone { op, step } => {
-                    if let Some(o) = journal.iter_mut().find(|o| o.id == *op) {
-                        o.done.insert(*step);
-                        self.ctx.store.journal_put(epoch, o).await?;
+            let running = action
+                .op_id()
+                .is_some_and(|id| self.running.contains_key(id));
+            match walk.next(action, running) {
+                Carry::Nothing => {}
+                Carry::Journal(JournalWrite::Put(op)) => {
+                    self.ctx.store.journal_put(epoch, &op).await?;
+                    if let Action::Begin { op } = action {
+                        self.begun(op).await;
                     }
                 }
-                Action::Complete { op } => {
-                    self.ctx.store.journal_remove(epoch, op).await?;
-                    journal.retain(|o| o.id != *op);
+                Carry::Journal(JournalWrite::Remove(op)) => {
+                    self.ctx.store.journal_remove(epoch, &op).await?
                 }
-                Action::Rollback { group, reason } => {
-                    self.rollback(stored, group, reason, epoch).await?
-                }
-                effect => {
-                    let id = effect.op_id().unwrap_or_default();
-                    if self.running.contains_key(id) {
-                        continue;
+                Carry::Rollback => {
+                    if let Action::Rollback { group, reason } = action {
+                        self.rollback(stored, group, reason, epoch).await?
                     }
+                }
+                Carry::Effect { intent } => {
                     // The intent, fenced by the epoch, just before the side
                     // effect: a deposed controller's is refused and it starts
                     // nothing; the next leader judges the step from the world.
-                    if let (Some(o), Some(step)) =
-                        (journal.iter_mut().find(|o| o.id == id), effect.step())
-                    {
-                        o.intent = Some(Intent { step, epoch });
-                        self.ctx.store.journal_put(epoch, o).await?;
+                    if let Some(o) = intent {
+                        self.ctx.store.journal_put(epoch, &o).await?;
                     }
+                    let group = walk.group_of(action).map(str::to_string);
                     // Recorded when started too. A leader's own demotion is
                     // recorded before it starts: it can never record its
                     // end (it no longer leads then), and once it runs
                     // nothing may be written through its engine (the swarm
                     // store's).
-                    let hand_over = matches!(effect, Action::DemoteSelfAndLeave { .. });
+                    let hand_over = matches!(action, Action::DemoteSelfAndLeave { .. });
                     if hand_over {
-                        self.started(&journal, effect).await;
+                        self.started(group.clone(), action).await;
                     }
-                    self.spawn(stored, &journal, effect, epoch);
+                    self.spawn(stored, group.clone(), action, epoch);
                     if !hand_over {
-                        self.started(&journal, effect).await;
+                        self.started(group, action).await;
                     }
                 }
             }
@@ -725,12 +716,21 @@ impl Controller {
         Ok(progressed)
     }
 
-    /// Records that `effect` starts.
-    async fn started(&mut self, journal: &[drover_core::journal::Operation], effect: &Action) {
-        let group = journal
-            .iter()
-            .find(|o| Some(o.id.as_str()) == effect.op_id())
-            .map(|o| o.group.clone());
+    /// Records that `op` was journaled.
+    async fn begun(&mut self, op: &drover_core::journal::Operation) {
+        self.event(
+            Some(op.group.clone()),
+            Some(op.id.clone()),
+            "begin",
+            &format!("{:?}", op.kind),
+            "journaled".into(),
+        )
+        .await;
+        self.collection_event(op).await;
+    }
+
+    /// Records that `effect` (of an operation of `group`) starts.
+    async fn started(&mut self, group: Option<String>, effect: &Action) {
         self.event(
             group,
             effect.op_id().map(str::to_string),
@@ -742,15 +742,8 @@ impl Controller {
     }
 
     /// Starts a side effect (its operation has none running) under `epoch`.
-    fn spawn(
-        &mut self,
-        stored: &Stored,
-        journal: &[drover_core::journal::Operation],
-        action: &Action,
-        epoch: Epoch,
-    ) {
+    fn spawn(&mut self, stored: &Stored, group: Option<String>, action: &Action, epoch: Epoch) {
         let op = action.op_id().unwrap_or_default().to_string();
-        let group = journal.iter().find(|o| o.id == op).map(|o| o.group.clone());
         let (ctx, desired, tx, action) = (
             self.ctx.clone(),
             stored.desired.clone(),
@@ -1079,8 +1072,8 @@ mod tests {
             op: "leader-op".into(),
             node: "n1".into(),
         };
-        c.spawn(&stored, &[], &drain, epoch);
-        c.spawn(&stored, &[], &hand_over, epoch);
+        c.spawn(&stored, None, &drain, epoch);
+        c.spawn(&stored, None, &hand_over, epoch);
         tokio::time::sleep(Duration::from_millis(10)).await; // both under way
 
         c.stand_down("test");

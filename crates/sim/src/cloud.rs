@@ -44,10 +44,6 @@ impl SimCloud {
     }
 }
 
-fn refused(e: String) -> ClusterError {
-    ClusterError::Refused(e)
-}
-
 #[async_trait]
 impl InstanceProvider for SimCloud {
     async fn provision(
@@ -122,12 +118,12 @@ impl Cluster for SimCloud {
 
     async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         fence.check()?;
-        self.world().drain(node).map_err(refused)
+        self.world().drain(node).map_err(ClusterError::from)
     }
 
     async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         fence.check()?;
-        self.world().demote(node).map_err(refused)
+        self.world().demote(node).map_err(ClusterError::from)
     }
 
     async fn demote_self_and_leave(
@@ -136,7 +132,7 @@ impl Cluster for SimCloud {
         fence: &dyn Fence,
     ) -> Result<(), ClusterError> {
         fence.check()?;
-        self.world().demote(node).map_err(refused)?;
+        self.world().demote(node).map_err(ClusterError::from)?;
         loop {
             tokio::time::sleep(self.latency(|w| w.timings.out_of_raft)).await;
             // Leave is refused while the node is still in the raft: retry.
@@ -153,7 +149,9 @@ impl Cluster for SimCloud {
         fence: &dyn Fence,
     ) -> Result<(), ClusterError> {
         fence.check()?;
-        self.world().remove_node(node, force).map_err(refused)
+        self.world()
+            .remove_node(node, force)
+            .map_err(ClusterError::from)
     }
 
     async fn join_material(&self, _role: Role) -> Result<Option<JoinMaterial>, ClusterError> {

@@ -29,9 +29,10 @@
 
 use crate::oracle;
 use crate::rng::Rng;
-use crate::world::{Timings, World};
+use crate::world::{Refusal, Timings, World};
+use drover_core::execute::{Carry, Execution};
 use drover_core::hash::config_hash;
-use drover_core::journal::{Intent, Operation};
+use drover_core::journal::Operation;
 use drover_core::model::{Time, tags};
 use drover_core::plan::{self, Action, Desired, DesiredGroup, Memory, Phase, Plan, PlanInput};
 use drover_core::revision::{Past, rollback_target};
@@ -920,90 +921,23 @@ impl Runner {
             );
             return None;
         }
-        match action {
-            Action::Begin { op } => self.journal.push(op.as_ref().clone()),
-            Action::MarkDone { op, step } => {
-                if let Some(o) = self.journal.iter_mut().find(|o| o.id == *op) {
-                    o.done.insert(*step);
+        let running = action.is_side_effect() && self.under_way(action);
+        let mut walk = Execution::new(std::mem::take(&mut self.journal), epoch);
+        let carry = walk.next(action, running);
+        let group = walk.group_of(action).map(str::to_string);
+        self.journal = walk.into_journal();
+        match carry {
+            // The store holds the journal: the walk's writes are its writes.
+            Carry::Journal(_) => {}
+            Carry::Nothing => return Some(!action.is_side_effect()),
+            Carry::Rollback => {
+                if let Action::Rollback { group, reason } = action {
+                    return Some(self.roll_back(group, reason));
                 }
             }
-            Action::Complete { op } => self.journal.retain(|o| o.id != *op),
-            Action::Rollback { group, reason } => {
-                let history = self
-                    .revisions
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (spec, c))| Past {
-                        rev: k as u64 + 1,
-                        converged: *c,
-                        spec,
-                    });
-                let target = history
-                    .clone()
-                    .next_back()
-                    .and_then(|current| rollback_target(history, current, group));
-                let Some((_, old)) = target else {
-                    return Some(false);
-                };
-                let old = DesiredGroup {
-                    hash: config_hash(old),
-                    spec: old.clone(),
-                    paused: false,
-                    is_rollback: true,
-                };
-                self.note(
-                    format!("rollback of {group}: {reason}"),
-                    self.world.settled_fault_tolerance(),
-                );
-                if let Some(g) = self
-                    .desired
-                    .groups
-                    .iter_mut()
-                    .find(|g| g.spec.name == *group)
-                {
-                    *g = old;
-                }
-                self.revisions.push((spec_of(&self.desired), false));
-            }
-            _ => {
+            Carry::Effect { .. } => {
                 let op = action.op_id().unwrap_or_default().to_string();
-                // A provider creates the machine when a provision call
-                // starts (the latency is its boot), so a second call with
-                // the same link while one is under way, even a deposed
-                // controller's, finds it: idempotent on the token, checked
-                // when the call starts (as the local provider does).
-                let same = |f: &Running| {
-                    f.op == op
-                        && (f.epoch == self.epoch
-                            || matches!(
-                                (&f.action, action),
-                                (Action::Provision { .. }, Action::Provision { .. })
-                            ))
-                };
-                if self.running.iter().any(same) {
-                    return Some(false);
-                }
-                // ... and the machine that call made, if it exists now.
-                let made = || {
-                    self.world
-                        .instances
-                        .values()
-                        .any(|i| i.inst.link() == Some(op.as_str()))
-                };
-                if matches!(action, Action::Provision { .. }) && made() {
-                    return Some(false);
-                }
-                // The intent, as the controller journals it just before
-                // the side effect.
-                let journaled = self.journal.iter_mut().find(|o| o.id == op);
-                if let (Some(o), Some(step)) = (journaled, action.step()) {
-                    o.intent = Some(Intent { step, epoch });
-                }
-                self.acting_for = self
-                    .journal
-                    .iter()
-                    .find(|o| o.id == op)
-                    .map(|o| o.group.clone());
+                self.acting_for = group;
                 let done_at = self.start(action);
                 self.acting_for = None;
                 if let Action::Provision { group, .. } = action {
@@ -1018,6 +952,71 @@ impl Runner {
             }
         }
         Some(true)
+    }
+
+    /// A call of `action`'s operation is under way already. A provider
+    /// creates the machine when a provision call starts (the latency is its
+    /// boot), so a second call with the same link while one is under way,
+    /// even a deposed controller's, finds it — idempotent on the token,
+    /// checked when the call starts, as the local provider does — and so
+    /// does a call after the machine it made exists.
+    fn under_way(&self, action: &Action) -> bool {
+        let op = action.op_id().unwrap_or_default();
+        let provision = matches!(action, Action::Provision { .. });
+        let same = |f: &Running| {
+            f.op == op
+                && (f.epoch == self.epoch
+                    || provision && matches!(f.action, Action::Provision { .. }))
+        };
+        let made = || {
+            self.world
+                .instances
+                .values()
+                .any(|i| i.inst.link() == Some(op))
+        };
+        self.running.iter().any(same) || provision && made()
+    }
+
+    /// Rolls `group` back to its last converged revision (the controller's
+    /// rule, [`rollback_target`]), as a new revision; false when there is
+    /// none to roll back to.
+    fn roll_back(&mut self, group: &str, reason: &str) -> bool {
+        let history = self
+            .revisions
+            .iter()
+            .enumerate()
+            .map(|(k, (spec, c))| Past {
+                rev: k as u64 + 1,
+                converged: *c,
+                spec,
+            });
+        let target = history
+            .clone()
+            .next_back()
+            .and_then(|current| rollback_target(history, current, group));
+        let Some((_, old)) = target else {
+            return false;
+        };
+        let old = DesiredGroup {
+            hash: config_hash(old),
+            spec: old.clone(),
+            paused: false,
+            is_rollback: true,
+        };
+        self.note(
+            format!("rollback of {group}: {reason}"),
+            self.world.settled_fault_tolerance(),
+        );
+        if let Some(g) = self
+            .desired
+            .groups
+            .iter_mut()
+            .find(|g| g.spec.name == *group)
+        {
+            *g = old;
+        }
+        self.revisions.push((spec_of(&self.desired), false));
+        true
     }
 
     /// The world the oracle judges the current step by.
@@ -1039,15 +1038,15 @@ impl Runner {
         let ft = self.judged().settled_fault_tolerance();
         // Every swarm call goes through the leader (a destroy does not).
         let real = if self.world.leader.is_none() && !matches!(action, Action::Destroy { .. }) {
-            Err("The swarm does not have a leader".to_string())
+            Err(Refusal::NoLeader)
         } else {
             apply(&mut self.world, action)
         };
         let judged = match self.judge.as_mut() {
             Some(j) => apply(j, action),
-            None => real.clone(),
+            None => real,
         };
-        let outcome = real.err().unwrap_or_else(|| "ok".into());
+        let outcome = real.err().map_or("ok", Refusal::message);
         self.judge_after(&format!("{} -> {outcome}", action.describe()), ft, judged);
         match action {
             Action::DemoteSelfAndLeave { .. } => {
@@ -1088,14 +1087,15 @@ impl Runner {
     /// tolerance below 0, and none is one the engine itself refuses as
     /// unsafe — in the world the planner observed (`judged`); a refusal only
     /// the moved real world makes is the engine doing its job.
-    fn judge_after(&mut self, what: &str, ft_before: i64, judged: Result<(), String>) {
+    fn judge_after(&mut self, what: &str, ft_before: i64, judged: Result<(), Refusal>) {
         self.note(what.to_string(), ft_before);
         if let Err(e) = judged
-            && (e.contains("loss of quorum") || e.contains("last manager"))
+            && e.guards_quorum()
         {
             self.violations.push(format!(
-                "t={} {what}: the planner attempted a step the engine refuses as unsafe ({e})",
-                self.world.now
+                "t={} {what}: the planner attempted a step the engine refuses as unsafe ({})",
+                self.world.now,
+                e.message()
             ));
         }
         let after = self.judged().settled_fault_tolerance();
@@ -1402,7 +1402,7 @@ impl Runner {
 }
 
 /// Performs a side effect on `w`, with the simulated engine's own preconditions.
-fn apply(w: &mut World, action: &Action) -> Result<(), String> {
+fn apply(w: &mut World, action: &Action) -> Result<(), Refusal> {
     match action {
         Action::Demote { node, .. } | Action::DemoteSelfAndLeave { node, .. } => w.demote(node),
         Action::Destroy { instance, .. } => {

@@ -10,6 +10,7 @@ use drover_core::model::{
 };
 use drover_core::quorum;
 use drover_core::spec::Role;
+use drover_spi::ClusterError;
 use std::collections::BTreeMap;
 
 /// Latencies of the simulated machines and swarm, in ms.
@@ -680,10 +681,10 @@ impl World {
     }
 
     /// `node promote` by hand (outside drover): a worker becomes a raft member.
-    pub fn promote(&mut self, node: &str) -> Result<(), String> {
-        let n = self.nodes.get_mut(node).ok_or("no such node")?;
+    pub fn promote(&mut self, node: &str) -> Result<(), Refusal> {
+        let n = self.nodes.get_mut(node).ok_or(Refusal::NoSuchNode)?;
         if n.node.raft.is_some() || !n.serving() {
-            return Err("not a healthy worker".into());
+            return Err(Refusal::NotAHealthyWorker);
         }
         n.node.manager_role = true;
         n.node.raft = Some(RaftMember {
@@ -696,9 +697,9 @@ impl World {
     }
 
     /// `node update --availability drain`.
-    pub fn drain(&mut self, node: &str) -> Result<(), String> {
+    pub fn drain(&mut self, node: &str) -> Result<(), Refusal> {
         let drain_after = self.timings.drain;
-        let n = self.nodes.get_mut(node).ok_or("no such node")?;
+        let n = self.nodes.get_mut(node).ok_or(Refusal::NoSuchNode)?;
         if n.node.availability != Availability::Drain {
             n.node.availability = Availability::Drain;
             if n.node.running_tasks > 0 {
@@ -709,11 +710,11 @@ impl World {
     }
 
     /// `node demote`, with the engine's own precondition.
-    pub fn demote(&mut self, node: &str) -> Result<(), String> {
+    pub fn demote(&mut self, node: &str) -> Result<(), Refusal> {
         // Raft applies membership changes one after another: a member whose
         // removal is under way no longer counts.
         let (members, reachable) = self.settled_raft();
-        let n = self.nodes.get(node).ok_or("no such node")?;
+        let n = self.nodes.get(node).ok_or(Refusal::NoSuchNode)?;
         if n.out_of_raft_at.is_some() {
             return Ok(()); // already leaving the raft
         }
@@ -727,12 +728,10 @@ impl World {
             reachable
         };
         if members <= 1 {
-            return Err("attempting to demote the last manager of the swarm".into());
+            return Err(Refusal::LastManager);
         }
         if after < quorum::quorum(members - 1) {
-            return Err(
-                "can't remove member from the raft: this would result in a loss of quorum".into(),
-            );
+            return Err(Refusal::QuorumLoss);
         }
         let out_at = self.now + self.timings.out_of_raft;
         let n = self.nodes.get_mut(node).expect("present");
@@ -746,13 +745,13 @@ impl World {
     }
 
     /// `swarm leave` on the node's own engine (after its demotion).
-    pub fn leave(&mut self, node: &str) -> Result<(), String> {
+    pub fn leave(&mut self, node: &str) -> Result<(), Refusal> {
         let down_after = 2 * self.timings.down_after;
         let Some(n) = self.nodes.get_mut(node) else {
             return Ok(()); // already removed by the next leader: nothing to leave
         };
         if n.node.raft.is_some() {
-            return Err("You are attempting to leave the swarm on a node that is participating as a manager".into());
+            return Err(Refusal::LeavingManager);
         }
         if !n.down && n.down_at.is_none() {
             n.down_at = Some(self.now + down_after);
@@ -763,17 +762,76 @@ impl World {
     }
 
     /// `node rm`, with the engine's preconditions.
-    pub fn remove_node(&mut self, node: &str, force: bool) -> Result<(), String> {
+    pub fn remove_node(&mut self, node: &str, force: bool) -> Result<(), Refusal> {
         let Some(n) = self.nodes.get(node) else {
             return Ok(());
         };
         if n.node.raft.is_some() || n.node.manager_role {
-            return Err("node must be demoted to worker before removal".into());
+            return Err(Refusal::NotDemoted);
         }
         if n.node.state == NodeState::Ready && !force {
-            return Err("node is not down and can't be removed without --force".into());
+            return Err(Refusal::NotDown);
         }
         self.nodes.remove(node);
         Ok(())
+    }
+}
+
+/// Why the simulated engine refused a call: swarmkit's preconditions, each
+/// with the engine's own words ([`Refusal::message`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The swarm has no leader to take the call.
+    NoLeader,
+    /// No node has that id.
+    NoSuchNode,
+    /// A promotion by hand needs a healthy worker.
+    NotAHealthyWorker,
+    /// The last raft member cannot be demoted.
+    LastManager,
+    /// The demotion would leave the raft without a quorum.
+    QuorumLoss,
+    /// A raft member cannot leave the swarm.
+    LeavingManager,
+    /// A manager's node cannot be removed.
+    NotDemoted,
+    /// A node that is not down is removed only with force.
+    NotDown,
+}
+
+impl Refusal {
+    /// The engine's message.
+    pub fn message(self) -> &'static str {
+        match self {
+            Refusal::NoLeader => "The swarm does not have a leader",
+            Refusal::NoSuchNode => "no such node",
+            Refusal::NotAHealthyWorker => "not a healthy worker",
+            Refusal::LastManager => "attempting to demote the last manager of the swarm",
+            Refusal::QuorumLoss => {
+                "can't remove member from the raft: this would result in a loss of quorum"
+            }
+            Refusal::LeavingManager => {
+                "You are attempting to leave the swarm on a node that is participating as a manager"
+            }
+            Refusal::NotDemoted => "node must be demoted to worker before removal",
+            Refusal::NotDown => "node is not down and can't be removed without --force",
+        }
+    }
+
+    /// The engine refused because the step would cost the raft its quorum
+    /// (or its last member): a planner that asks for it is unsafe.
+    pub fn guards_quorum(self) -> bool {
+        matches!(self, Refusal::LastManager | Refusal::QuorumLoss)
+    }
+}
+
+impl From<Refusal> for ClusterError {
+    fn from(r: Refusal) -> Self {
+        let message = r.message().to_string();
+        match r {
+            Refusal::NoLeader => ClusterError::NoLeader(message),
+            Refusal::NoSuchNode => ClusterError::NotFound(message),
+            _ => ClusterError::Refused(message),
+        }
     }
 }
