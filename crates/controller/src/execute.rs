@@ -72,7 +72,7 @@ pub(crate) enum StepError {
 
 /// What a failed step says about trying it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub enum Failure {
     /// It ended for this controller's term (deposed, a late confirmation,
     /// an expired lease, stood down), not for anything in the world: it
     /// says nothing about the machine or node it was for.

@@ -35,12 +35,14 @@ mod execute;
 mod metrics;
 pub(crate) mod observe;
 mod paced;
+pub mod procedure;
 mod run;
 mod status;
 mod takeover;
 
 pub use context::{Context, Providers};
+pub use execute::Failure;
 pub use metrics::Metrics;
 pub use observe::{preview, snapshot};
-pub use run::{Controller, PassReport};
+pub use run::{Controller, PassReport, StepReport};
 pub use status::{StatusDoc, status_json, wall_ms};

@@ -47,6 +47,19 @@ struct Finished {
     result: Result<(), StepError>,
 }
 
+/// A side effect that ended, as a subscriber ([`Controller::with_step_reports`])
+/// hears it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepReport {
+    /// The step's operation.
+    pub op: String,
+    /// The action's kind (`provision`, `drain`, ...).
+    pub kind: &'static str,
+    /// `None` when it succeeded; else what the failure says about trying
+    /// again, and the error as the event log records it.
+    pub failure: Option<(Failure, String)>,
+}
+
 /// What one pass did.
 #[derive(Debug, Clone)]
 pub struct PassReport {
@@ -117,6 +130,8 @@ pub struct Controller {
     /// (`DemoteSelfAndLeave`), while that step runs: passes look at nothing
     /// meanwhile (see [`Controller::guarded_pass`]).
     handing_over: Option<String>,
+    /// Who hears of every step that ends.
+    step_reports: Option<mpsc::UnboundedSender<StepReport>>,
 }
 
 impl Controller {
@@ -146,6 +161,7 @@ impl Controller {
             metrics: None,
             watching: tokio::sync::watch::Sender::new(false),
             handing_over: None,
+            step_reports: None,
         }
     }
 
@@ -171,6 +187,13 @@ impl Controller {
     /// events), so a leadership change is noticed at once, not at the resync.
     pub fn with_triggers(mut self, triggers: mpsc::UnboundedReceiver<()>) -> Self {
         self.triggers = Some(triggers);
+        self
+    }
+
+    /// Also reports every step that ends to `reports` (e.g. a bootstrap
+    /// waiting for its first manager's provision).
+    pub fn with_step_reports(mut self, reports: mpsc::UnboundedSender<StepReport>) -> Self {
+        self.step_reports = Some(reports);
         self
     }
 
@@ -264,6 +287,17 @@ impl Controller {
             }
         };
         tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
+        if let Some(tx) = &self.step_reports {
+            let _ = tx.send(StepReport {
+                op: done.op.clone(),
+                kind: done.kind,
+                failure: done
+                    .result
+                    .as_ref()
+                    .err()
+                    .map(|e| (e.failure(), e.to_string())),
+            });
+        }
         if done.provision
             && done
                 .result

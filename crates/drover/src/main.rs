@@ -2,7 +2,6 @@
 //! arguments, runs one command, maps its error to an exit code. Only here
 //! may a process exit.
 
-mod bootstrap;
 mod cli;
 mod cmd;
 mod error;

@@ -27,6 +27,18 @@ use drover_core::model::{Instance, SwarmView};
 use drover_core::spec::Role;
 use std::collections::BTreeMap;
 
+/// Where a store kept in the swarm's raft is found again: it is read
+/// through one manager's engine, and the shell's off-cluster procedures
+/// (creating the first manager, retiring the last) outlive the engine they
+/// started on. Implemented over the provider's machines by the binary's
+/// wiring.
+#[async_trait]
+pub trait SwarmStores: Send + Sync {
+    /// The swarm store read through the first running manager engine that
+    /// answers and, when `cluster` is given, holds that cluster's id.
+    async fn on_a_manager(&self, cluster: Option<&str>) -> Option<std::sync::Arc<dyn Store>>;
+}
+
 /// Why a fenced call did nothing: the lease on the caller's term had run
 /// out when the call was about to act.
 #[derive(Debug, Clone, thiserror::Error)]

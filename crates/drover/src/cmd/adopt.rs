@@ -21,11 +21,11 @@ use crate::cli::AdoptArgs;
 use crate::cmd::apply::{ensure_cluster_id, merge};
 use crate::cmd::commit::{commit, validated};
 use crate::error::MainError;
+use crate::wiring::{Engine, EngineError};
 use crate::{spec_file, wiring};
 use drover_core::hash::config_hash;
 use drover_core::model::{Node, SwarmView, tags};
 use drover_core::spec::{ClusterSpec, Committable, GroupSpec, Role};
-use drover_engine::Engine;
 use drover_spi::{Foreign, InstanceProvider, Store};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
@@ -46,7 +46,7 @@ pub async fn run(args: &AdoptArgs) -> Result<ExitCode, MainError> {
             "--local-dir is required: adopted machines are handed to the local provider".into(),
         )
     })?;
-    let engine_err = |e: drover_engine::EngineError| {
+    let engine_err = |e: EngineError| {
         MainError::BadInput(format!(
             "--engine {}: {e}; point it at one of the swarm's managers",
             args.engine

@@ -3,16 +3,17 @@
 
 use crate::cli::ApplyArgs;
 use crate::cmd::commit::{commit, new_cluster_id, operator, validated};
-use crate::cmd::status::{FollowEnd, follow};
+use crate::cmd::progress::Progress;
 use crate::error::MainError;
-use crate::{spec_file, wiring};
-use drover_controller::{Context, Controller};
+use crate::spec_file;
+use crate::wiring::{self, Machines};
+use drover_controller::procedure::bootstrap::{self, HandedOver};
+use drover_controller::procedure::follow::{FollowEnd, follow};
 use drover_core::hash::config_hash;
 use drover_core::spec::{Allocation, ClusterSpec, Role};
 use drover_spi::Store;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `apply` changes any cluster; `bootstrap` only creates one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,16 +95,30 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     if bootstrap {
         println!(
             "{}",
-            bootstrap_first_manager(store.clone(), &local, cluster, &args.store.url).await
+            bootstrap_first_manager(store.clone(), &local, &args.store.url).await
         );
     }
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
-    Ok(match follow(store.as_ref(), rev, args.timeout).await? {
-        FollowEnd::Converged => ExitCode::SUCCESS,
-        FollowEnd::Blocked(why) => {
-            eprintln!("blocked: {why}");
+    let start = std::time::Instant::now();
+    let mut progress = Progress::new();
+    let end = follow(store.as_ref(), rev, args.timeout, |doc| {
+        progress.update(doc)
+    })
+    .await
+    .map_err(anyhow::Error::from)?;
+    Ok(match end {
+        FollowEnd::Converged => {
+            progress.finish();
+            println!(
+                "converged on revision {rev} after {:.1}s",
+                start.elapsed().as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
+        FollowEnd::Blocked { group, reason } => {
+            eprintln!("blocked: {group}: {reason}");
             ExitCode::from(3)
         }
         FollowEnd::TimedOut => {
@@ -195,30 +210,16 @@ pub(crate) fn merge(
 /// first manager's own controller takes over (fencing this one) or a bound.
 async fn bootstrap_first_manager(
     store: Arc<dyn Store>,
-    local: &Option<Arc<drover_local::LocalProvider>>,
-    cluster: Arc<crate::bootstrap::ProviderSwarm>,
+    local: &Machines,
     store_url: &str,
 ) -> String {
     println!("no swarm yet: bootstrapping the first manager");
-    let ctx = Context {
-        providers: wiring::providers(local),
-        cluster,
-        store,
-        self_link: None,
-        identity: format!("bootstrap:{}", operator()),
-        store_url: Some(store_url.to_string()),
-        resync: Duration::from_secs(1),
-    };
-    let controller = Controller::new(ctx);
-    match tokio::time::timeout(
-        Duration::from_secs(300),
-        controller.run(std::future::pending()),
-    )
-    .await
-    {
-        Ok(()) => "the first manager's controller took over".into(),
-        Err(_) => {
-            "bootstrap controller stopped after 5m; the cluster's own controllers continue".into()
-        }
+    let ctx = wiring::off_cluster(store, local, format!("bootstrap:{}", operator()), store_url);
+    match bootstrap::until_taken_over(ctx).await {
+        HandedOver::TakenOver => "the first manager's controller took over".into(),
+        HandedOver::Bound => format!(
+            "bootstrap controller stopped after {}; the cluster's own controllers continue",
+            humantime::format_duration(bootstrap::BOUND)
+        ),
     }
 }

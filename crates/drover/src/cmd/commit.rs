@@ -6,9 +6,9 @@
 //! every problem named and nothing written.
 
 use crate::error::MainError;
-use drover_controller::wall_ms;
+use drover_controller::procedure::{self, commit::CommitError};
 use drover_core::spec::{ClusterSpec, Committable, validate_commit};
-use drover_spi::{Provenance, Store, StoreError};
+use drover_spi::Store;
 
 /// `next` checked against `previous` (the current revision's spec, `None`
 /// when the store holds none); `what` names the command's change in the
@@ -25,7 +25,8 @@ pub(crate) fn validated(
 }
 
 /// Commits `spec` if the desired state is still at revision `expected`
-/// (compare-and-swap: two operators never silently overwrite each other).
+/// (compare-and-swap: two operators never silently overwrite each other),
+/// as the operator running this command.
 pub(crate) async fn commit(
     store: &dyn Store,
     expected: u64,
@@ -33,21 +34,12 @@ pub(crate) async fn commit(
     message: &str,
     is_rollback: bool,
 ) -> Result<u64, MainError> {
-    let provenance = Provenance {
-        who: operator(),
-        at_ms: wall_ms(),
-        message: message.to_string(),
-    };
-    match store
-        .commit(expected, spec.spec(), provenance, is_rollback)
+    procedure::commit::commit(store, expected, spec, &operator(), message, is_rollback)
         .await
-    {
-        Ok(rev) => Ok(rev),
-        Err(StoreError::Conflict { current, .. }) => Err(MainError::BadInput(format!(
-            "someone else committed revision {current} while this change was planned against {expected}: run the command again to plan against it"
-        ))),
-        Err(e) => Err(MainError::Failed(e.into())),
-    }
+        .map_err(|e| match e {
+            CommitError::Conflict { .. } => MainError::BadInput(e.to_string()),
+            CommitError::Store(e) => MainError::Failed(e.into()),
+        })
 }
 
 /// A fresh cluster id.

@@ -88,7 +88,7 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
         message: "drover demo up".into(),
         store: StoreArgs {
             url: store.clone(),
-            store_timeout: drover_store::DEFAULT_OPEN_TIMEOUT,
+            store_timeout: crate::wiring::DEFAULT_OPEN_TIMEOUT,
         },
         local: LocalArgs {
             local_dir: Some(dir.join("machines")),
@@ -149,14 +149,7 @@ fn preflight() -> Result<(), MainError> {
 }
 
 fn pool(spec: &str) -> Result<Vec<Ipv4Addr>, MainError> {
-    let mut out = Vec::new();
-    for entry in spec.split(',').filter(|e| !e.trim().is_empty()) {
-        out.extend(
-            drover_local::parse_pool(entry.trim())
-                .map_err(|e| MainError::BadInput(format!("--pool: {e}")))?,
-        );
-    }
-    Ok(out)
+    crate::wiring::pool(spec, "--pool")
 }
 
 /// Addresses as `A-B` ranges of consecutive ones, comma-separated (the
@@ -228,10 +221,7 @@ async fn ensure_etcd(dir: &Path, port: u16) -> Result<Option<i32>, MainError> {
 
 async fn etcd_answers(client: &str) -> bool {
     let url = client.replace("http://", "etcd://");
-    match tokio::time::timeout(Duration::from_secs(3), drover_store::open(&url)).await {
-        Ok(Ok(store)) => store.cluster_id().await.is_ok(),
-        _ => false,
-    }
+    crate::wiring::store_answers(&url, Duration::from_secs(3)).await
 }
 
 /// The demo's cluster file: managers as pets on fixed addresses, workers as cattle.
@@ -278,12 +268,7 @@ fn read_marker(dir: &Path) -> Option<Marker> {
 
 fn summary(dir: &Path, store: &str, pool: &str) {
     let machines = dir.join("machines");
-    let provider = drover_local::LocalProvider::new(&machines, Vec::new()).ok();
-    let mut records = provider
-        .as_ref()
-        .and_then(|p| p.records().ok())
-        .unwrap_or_default();
-    records.sort_by(|a, b| a.address.cmp(&b.address));
+    let records = crate::wiring::demo_machines(&machines);
     println!("\nThe demo swarm (each machine a dockerd on a loopback address):");
     println!(
         "  {:<10} {:<10} {:<14} ENGINE",
@@ -340,26 +325,12 @@ fn down(dir: &Path) -> Result<ExitCode, MainError> {
             dir.display()
         )));
     };
-    drover_local::teardown(&dir.join("machines"));
-    if let Some(pid) = marker.etcd_pid {
-        let needle = dir.join("etcd").display().to_string();
-        drover_local::procs::stop_tree(
-            Some(pid),
-            Some(pid),
-            &needle,
-            drover_local::procs::Owned::Named,
-            Duration::from_secs(10),
-        );
-    }
-    let needle = format!("{}/", dir.display());
-    let left = drover_local::procs::pids_matching(&needle);
-    if !left.is_empty() {
+    if let Err(left) = crate::wiring::remove_demo(&dir, marker.etcd_pid) {
         return Err(MainError::Failed(anyhow::anyhow!(
             "processes naming {} are still running (pids {left:?}); stop them, then run demo down again",
             dir.display()
         )));
     }
-    let _ = drover_local::procs::unmount_under(&dir);
     std::fs::remove_dir_all(&dir)
         .map_err(|e| anyhow::anyhow!("removing {}: {e}", dir.display()))?;
     println!(

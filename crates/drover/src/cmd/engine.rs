@@ -1,6 +1,7 @@
 //! `drover engine join`: join with the token from the environment.
 
 use crate::error::MainError;
+use crate::wiring;
 use drover_spi::Secret;
 use std::process::ExitCode;
 
@@ -23,14 +24,10 @@ pub async fn join(
             "--role {role}: use manager or worker"
         )));
     }
-    let engine = drover_engine::Engine::connect(engine)
-        .await
-        .map_err(|e| match e {
-            drover_engine::EngineError::BadAddress(m) => {
-                MainError::BadInput(format!("--engine: {m}"))
-            }
-            other => MainError::Failed(anyhow::anyhow!("{other}")),
-        })?;
+    let engine = wiring::Engine::connect(engine).await.map_err(|e| match e {
+        wiring::EngineError::BadAddress(m) => MainError::BadInput(format!("--engine: {m}")),
+        other => MainError::Failed(anyhow::anyhow!("{other}")),
+    })?;
     engine
         .join(&token, &[remote.to_string()], &format!("{address}:2377"))
         .await

@@ -1,14 +1,13 @@
-//! `drover status` and the `--wait` follower of `apply`.
+//! `drover status`.
 
 use crate::cli::{Output, StoreArgs};
 use crate::cmd::ago::ago;
-use crate::cmd::progress::{Progress, fault_tolerance};
+use crate::cmd::progress::fault_tolerance;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
-use drover_spi::{Store, StoreError};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A status older than this means no controller acts: warn loudly.
 const STALE_AFTER: Duration = Duration::from_secs(30);
@@ -138,68 +137,3 @@ const RUNBOOK: &str = "drover takes no voluntary action without quorum. To recov
      (keeps the cluster id and join tokens; takes ~1-2 s).
   3. drover then heals the group back to its declared size: the dead members
      are demoted and removed, replacements are provisioned.";
-
-/// How a follow ended.
-pub enum FollowEnd {
-    /// The revision converged.
-    Converged,
-    /// A group is blocked (with the reason).
-    Blocked(String),
-    /// The bound passed.
-    TimedOut,
-}
-
-/// Follows the published status until `rev` converged, a group blocks, or `timeout`.
-pub async fn follow(
-    store: &dyn Store,
-    rev: u64,
-    timeout: Duration,
-) -> Result<FollowEnd, MainError> {
-    let start = Instant::now();
-    let mut progress = Progress::new();
-    loop {
-        let history = store.history().await.map_err(anyhow::Error::from)?;
-        if history.iter().any(|r| r.rev == rev && r.converged) {
-            // The controller publishes the converged status right after
-            // marking the revision: show it as the final frame.
-            for _ in 0..8 {
-                let doc = latest(store).await?;
-                if let Some(doc) = doc.filter(|d| d.revision == rev && d.all_converged()) {
-                    progress.update(&doc);
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            progress.finish();
-            println!(
-                "converged on revision {rev} after {:.1}s",
-                start.elapsed().as_secs_f64()
-            );
-            return Ok(FollowEnd::Converged);
-        }
-        if let Some(doc) = latest(store).await? {
-            progress.update(&doc);
-            if let (true, Some(g)) = (doc.revision == rev, doc.blocked()) {
-                return Ok(FollowEnd::Blocked(format!(
-                    "{}: {}",
-                    g.name,
-                    g.reason.as_deref().unwrap_or("")
-                )));
-            }
-        }
-        if start.elapsed() > timeout {
-            return Ok(FollowEnd::TimedOut);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// The last published status document, if any and readable (a document
-/// a newer controller wrote is waited past, not an error).
-async fn latest(store: &dyn Store) -> Result<Option<StatusDoc<'static>>, MainError> {
-    match StatusDoc::read(store).await {
-        Ok(doc) => Ok(doc),
-        Err(StoreError::Corrupt(_)) => Ok(None),
-        Err(e) => Err(anyhow::Error::from(e).into()),
-    }
-}

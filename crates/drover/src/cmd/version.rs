@@ -34,7 +34,7 @@ fn build_info() -> BuildInfo {
             .split(',')
             .filter(|f| !f.is_empty())
             .collect(),
-        stores: drover_store::BACKENDS,
+        stores: crate::wiring::STORE_BACKENDS,
         providers: drover_core::spec::PROVIDERS,
     }
 }

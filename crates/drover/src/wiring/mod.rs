@@ -1,11 +1,31 @@
 //! Explicit wiring of concrete backends: the only place that names them.
+//! Commands get stores, providers, contexts and the procedures' seams from
+//! here; what a backend is made of (the local provider's machines, the
+//! swarm adapter over them, the engine client) stays below this module.
+//! Two exceptions, on purpose: the simulator (`drover-sim`), which `plan`
+//! and `sim` run as a dry-run engine rather than as a backend, and the
+//! engine client's types that `adopt` reads a swarm through.
 
-use crate::bootstrap::ProviderSwarm;
+mod demo;
+mod manager;
+mod provider_swarm;
+
+pub use demo::{demo_machines, remove_demo};
+pub use drover_engine::{Engine, EngineError};
+pub use drover_store::{BACKENDS as STORE_BACKENDS, DEFAULT_OPEN_TIMEOUT};
+pub use manager::{forward_node_events, on_manager};
+
 use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
+use async_trait::async_trait;
 use drover_controller::Providers;
+use drover_engine::PeerEndpoints;
 use drover_local::LocalProvider;
-use drover_spi::{InstanceProvider, Store, StoreError};
+use provider_swarm::ProviderSwarm;
+
+/// The local provider's machines, when `--local-dir` is given.
+pub type Machines = Option<Arc<LocalProvider>>;
+use drover_spi::{InstanceProvider, Store, StoreError, SwarmStores};
 use std::sync::Arc;
 
 /// Whether a command may create the store it opens.
@@ -53,17 +73,11 @@ fn opening_failed(url: &str, e: StoreError) -> MainError {
 }
 
 /// The local provider, when `--local-dir` is given.
-pub fn local(args: &LocalArgs) -> Result<Option<Arc<LocalProvider>>, MainError> {
+pub fn local(args: &LocalArgs) -> Result<Machines, MainError> {
     let Some(dir) = &args.local_dir else {
         return Ok(None);
     };
-    let mut pool = Vec::new();
-    for entry in args.local_pool.split(',').filter(|e| !e.trim().is_empty()) {
-        pool.extend(
-            drover_local::parse_pool(entry)
-                .map_err(|e| MainError::BadInput(format!("--local-pool: {e}")))?,
-        );
-    }
+    let pool = pool(&args.local_pool, "--local-pool")?;
     // Boot scripts call `drover`: put this very binary first on their PATH.
     let bin_dir = std::env::current_exe()
         .ok()
@@ -74,8 +88,29 @@ pub fn local(args: &LocalArgs) -> Result<Option<Arc<LocalProvider>>, MainError> 
     Ok(Some(Arc::new(provider)))
 }
 
+/// Loopback addresses from `A-B` ranges, comma-separated; `argument`
+/// names the flag in the message of a bad one.
+pub fn pool(ranges: &str, argument: &str) -> Result<Vec<std::net::Ipv4Addr>, MainError> {
+    let mut out = Vec::new();
+    for entry in ranges.split(',').filter(|e| !e.trim().is_empty()) {
+        out.extend(
+            drover_local::parse_pool(entry.trim())
+                .map_err(|e| MainError::BadInput(format!("{argument}: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Whether a store answers at `url` within `within`.
+pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
+    match tokio::time::timeout(within, drover_store::open(url)).await {
+        Ok(Ok(store)) => store.cluster_id().await.is_ok(),
+        _ => false,
+    }
+}
+
 /// Providers by name, as groups refer to them.
-pub fn providers(local: &Option<Arc<LocalProvider>>) -> Providers {
+pub fn providers(local: &Machines) -> Providers {
     let mut out = Providers::new();
     if let Some(l) = local {
         out.insert(
@@ -88,8 +123,64 @@ pub fn providers(local: &Option<Arc<LocalProvider>>) -> Providers {
 
 /// The swarm as seen from off the cluster (the CLI): through any manager
 /// machine of the local provider that answers.
-pub fn off_cluster_swarm(local: &Option<Arc<LocalProvider>>) -> Arc<ProviderSwarm> {
+pub fn off_cluster_swarm(local: &Machines) -> Arc<ProviderSwarm> {
     Arc::new(ProviderSwarm::new(local.clone()))
+}
+
+/// A controller context acting from outside the cluster over `store`:
+/// `identity` names it in events; `store_url` is what the machines it
+/// creates are told to use.
+pub fn off_cluster(
+    store: Arc<dyn Store>,
+    local: &Machines,
+    identity: String,
+    store_url: &str,
+) -> drover_controller::Context {
+    drover_controller::Context {
+        providers: providers(local),
+        cluster: off_cluster_swarm(local),
+        store,
+        self_link: None,
+        identity,
+        store_url: Some(store_url.to_string()),
+        resync: std::time::Duration::from_secs(1),
+    }
+}
+
+/// An empty store in memory: where the first manager of a swarm store is
+/// planned before the swarm exists.
+pub fn scratch_store() -> Arc<dyn Store> {
+    Arc::new(drover_store::MemStore::default())
+}
+
+/// The swarm store found again through the local provider's manager
+/// machines (none without `--local-dir`).
+pub fn swarm_stores(local: &Machines) -> Option<Arc<dyn SwarmStores>> {
+    local
+        .clone()
+        .map(|l| Arc::new(ManagerStores(l)) as Arc<dyn SwarmStores>)
+}
+
+/// [`SwarmStores`] over the local provider's running machines.
+struct ManagerStores(Arc<LocalProvider>);
+
+#[async_trait]
+impl SwarmStores for ManagerStores {
+    async fn on_a_manager(&self, cluster: Option<&str>) -> Option<Arc<dyn Store>> {
+        for endpoint in self.0.peer_endpoints() {
+            let Ok(store) = drover_store::open(&format!("swarm:{endpoint}")).await else {
+                continue;
+            };
+            let ours = match cluster {
+                None => true,
+                Some(id) => store.cluster_id().await.ok().flatten().as_deref() == Some(id),
+            };
+            if ours {
+                return Some(Arc::from(store));
+            }
+        }
+        None
+    }
 }
 
 /// A context for one off-cluster observation (`plan --store`, `gc`): it

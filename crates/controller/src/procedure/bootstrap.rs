@@ -1,0 +1,153 @@
+//! Creating a swarm's first manager from outside the swarm (`apply` and
+//! `bootstrap` when no swarm exists yet). An off-cluster controller plans
+//! and journals the first manager like any other member, until the
+//! manager's own controller (started by its boot script) takes over.
+//!
+//! With a store kept in the swarm's raft there is nowhere to commit to
+//! before that manager exists: [`first_manager`] then plans it over a
+//! scratch store holding a spec of the manager group's first slot only (the
+//! member's config is the group's, so the cluster's own controllers count
+//! it as current) and hands back the swarm store on its engine, holding the
+//! same cluster id.
+
+use crate::context::Context;
+use crate::procedure::commit::{CommitError, commit};
+use crate::run::{Controller, StepReport};
+use drover_core::model::SwarmView;
+use drover_core::spec::{Allocation, ClusterSpec, Role, validate_commit};
+use drover_spi::{Store, StoreError, SwarmStores};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How long the first manager may take to boot, and how long an
+/// off-cluster controller acts before it leaves the rest to the cluster's
+/// own controllers.
+pub const BOUND: Duration = Duration::from_secs(300);
+
+/// Why no first manager was made.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// The spec declares no manager group with members.
+    #[error(
+        "a swarm store needs a swarm: declare a manager group so drover can create its first manager"
+    )]
+    NoManagerGroup,
+    /// The first slot's spec is not one that may be committed.
+    #[error("the first manager's spec is refused: {0}")]
+    Refused(#[from] drover_core::spec::Refused),
+    /// The scratch store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The provision failed, stopped or did not finish in time.
+    #[error("the first manager could not be created: {0}")]
+    NotCreated(String),
+    /// The manager booted, but no swarm store answered on it in time.
+    #[error("the first manager booted but no swarm store answers on it")]
+    NoStore,
+}
+
+impl From<CommitError> for BootstrapError {
+    fn from(e: CommitError) -> Self {
+        match e {
+            CommitError::Store(e) => BootstrapError::Store(e),
+            conflict => BootstrapError::NotCreated(conflict.to_string()),
+        }
+    }
+}
+
+/// How an off-cluster controller's bootstrap ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandedOver {
+    /// The first manager's controller took the store's epoch.
+    TakenOver,
+    /// The bound passed; the cluster's own controllers go on.
+    Bound,
+}
+
+/// Acts as the off-cluster controller over `ctx` until a manager's own
+/// controller takes over (fencing this one) or [`BOUND`] passes.
+pub async fn until_taken_over(ctx: Context) -> HandedOver {
+    match tokio::time::timeout(BOUND, Controller::new(ctx).run(std::future::pending())).await {
+        Ok(()) => HandedOver::TakenOver,
+        Err(_) => HandedOver::Bound,
+    }
+}
+
+/// Creates the first manager of `spec` through `ctx` (whose store is an
+/// empty scratch store) and returns the swarm store on its engine, found
+/// through `stores`, with `cluster_id` recorded in it.
+pub async fn first_manager(
+    ctx: Context,
+    spec: &ClusterSpec,
+    cluster_id: &str,
+    who: &str,
+    stores: &dyn SwarmStores,
+) -> Result<Arc<dyn Store>, BootstrapError> {
+    let seed = validate_commit(None, first_slot(spec)?)?;
+    let (scratch, cluster) = (ctx.store.clone(), ctx.cluster.clone());
+    scratch.init_cluster(cluster_id).await?;
+    commit(
+        scratch.as_ref(),
+        0,
+        &seed,
+        who,
+        "bootstrap of the first manager",
+        false,
+    )
+    .await?;
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let controller = Controller::new(ctx).with_step_reports(tx);
+    // Until the provision (boot script included) has finished.
+    let provisioned = async {
+        while let Some(StepReport { kind, failure, .. }) = reports.recv().await {
+            if kind == "provision" {
+                return failure.map(|(_, why)| why);
+            }
+        }
+        Some("the controller stopped".to_string())
+    };
+    let failed = tokio::select! {
+        () = controller.run(std::future::pending()) => Some("the controller stopped".to_string()),
+        f = provisioned => f,
+        () = tokio::time::sleep(BOUND) => Some(format!("not booted within {}s", BOUND.as_secs())),
+    };
+    if let Some(why) = failed {
+        return Err(BootstrapError::NotCreated(why));
+    }
+    let started = Instant::now();
+    loop {
+        if matches!(cluster.observe().await, SwarmView::Ok(_))
+            && let Some(store) = stores.on_a_manager(None).await
+        {
+            store.init_cluster(cluster_id).await?;
+            return Ok(store);
+        }
+        if started.elapsed() > BOUND {
+            return Err(BootstrapError::NoStore);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `spec` with only its manager group, at its first slot.
+fn first_slot(spec: &ClusterSpec) -> Result<ClusterSpec, BootstrapError> {
+    let mut first = spec
+        .groups
+        .iter()
+        .find(|g| g.role == Role::Manager && g.allocation.size() > 0)
+        .cloned()
+        .ok_or(BootstrapError::NoManagerGroup)?;
+    first.allocation = match &first.allocation {
+        Allocation::Size { zones, .. } => Allocation::Size {
+            size: 1,
+            zones: zones.iter().take(1).cloned().collect(),
+        },
+        Allocation::LogicalIds(slots) => Allocation::LogicalIds(slots[..1].to_vec()),
+    };
+    Ok(ClusterSpec {
+        groups: vec![first],
+        ..spec.clone()
+    })
+}
