@@ -11,10 +11,10 @@
 //! same cluster id.
 
 use crate::context::Context;
-use crate::procedure::commit::{CommitError, commit};
+use crate::procedure::commit::provenance;
 use crate::run::{Controller, StepReport};
 use drover_core::model::SwarmView;
-use drover_core::spec::{Allocation, ClusterSpec, Role, validate_commit};
+use drover_core::spec::{Allocation, ClusterSpec, Role};
 use drover_spi::{Store, StoreError, SwarmStores};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,9 +34,6 @@ pub enum BootstrapError {
         "a swarm store needs a swarm: declare a manager group so drover can create its first manager"
     )]
     NoManagerGroup,
-    /// The first slot's spec is not one that may be committed.
-    #[error("the first manager's spec is refused: {0}")]
-    Refused(#[from] drover_core::spec::Refused),
     /// The scratch store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -46,15 +43,6 @@ pub enum BootstrapError {
     /// The manager booted, but no swarm store answered on it in time.
     #[error("the first manager booted but no swarm store answers on it")]
     NoStore,
-}
-
-impl From<CommitError> for BootstrapError {
-    fn from(e: CommitError) -> Self {
-        match e {
-            CommitError::Store(e) => BootstrapError::Store(e),
-            conflict => BootstrapError::NotCreated(conflict.to_string()),
-        }
-    }
 }
 
 /// How an off-cluster controller's bootstrap ended.
@@ -85,18 +73,14 @@ pub async fn first_manager(
     who: &str,
     stores: &dyn SwarmStores,
 ) -> Result<Arc<dyn Store>, BootstrapError> {
-    let seed = validate_commit(None, first_slot(spec)?)?;
+    // Not a desired state of the cluster, only the plan's input in a
+    // scratch store: one slot of a group `apply` validated whole (a lone
+    // manager slot would not pass as a group of its own).
+    let seed = first_slot(spec)?;
     let (scratch, cluster) = (ctx.store.clone(), ctx.cluster.clone());
     scratch.init_cluster(cluster_id).await?;
-    commit(
-        scratch.as_ref(),
-        0,
-        &seed,
-        who,
-        "bootstrap of the first manager",
-        false,
-    )
-    .await?;
+    let made = provenance(who, "bootstrap of the first manager");
+    scratch.commit(0, &seed, made, false).await?;
     let (tx, mut reports) = mpsc::unbounded_channel();
     let controller = Controller::new(ctx).with_step_reports(tx);
     // Until the provision (boot script included) has finished.

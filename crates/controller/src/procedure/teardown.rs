@@ -72,8 +72,7 @@ pub enum TeardownError {
         instance: String,
         /// The manager group.
         group: String,
-        /// The provider's error.
-        #[source]
+        /// The provider's error (in the message, so not also a source).
         error: ProviderError,
     },
     /// The store failed.
