@@ -88,16 +88,23 @@ pub struct Seen {
     pub leaderless: u64,
     /// The longest such stretch.
     pub longest_leaderless: Duration,
+    /// Samples below quorum only because a member that has just joined was
+    /// not yet contacted by the leader, beside one fault (see [`record`]).
+    pub join_windows: u64,
+    /// Such a sample's violation, kept back until the next sample shows
+    /// the quorum again (or counted as one if it does not).
+    pending_join: Option<String>,
     pub samples: Vec<Sample>,
 }
 
 impl Seen {
     pub fn summary(&self) -> String {
         format!(
-            "{}; leaderless samples during faults {} (longest stretch {:.1}s)",
+            "{}; leaderless samples during faults {} (longest stretch {:.1}s); join windows {}",
             self.watch.summary(),
             self.leaderless,
-            self.longest_leaderless.as_secs_f64()
+            self.longest_leaderless.as_secs_f64(),
+            self.join_windows
         )
     }
 }
@@ -151,6 +158,10 @@ pub fn watch(
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        let mut s = out.lock().unwrap();
+        if let Some(v) = s.pending_join.take() {
+            s.watch.violations.push(v);
+        }
     })
 }
 
@@ -188,13 +199,21 @@ fn record(
                 .collect();
             let reachable = members.iter().filter(|m| m.reachable).count();
             let margin = reachable as i64 - quorum(members.len()) as i64;
+            let joining = join_window(&s.samples, &members, reachable);
+            let below = (margin < 0)
+                .then(|| format!("{reachable} of {} managers reachable", members.len()));
+            match (below, s.pending_join.take()) {
+                (None, _) => {}
+                // Once, and shown again by the next sample: the join instant.
+                (Some(v), None) if joining => {
+                    s.join_windows += 1;
+                    s.pending_join = Some(v);
+                }
+                (Some(v), pending) => s.watch.violations.extend(pending.into_iter().chain([v])),
+            }
             let w = &mut s.watch;
-            w.min_margin = Some(w.min_margin.map_or(margin, |m| m.min(margin)));
-            if margin < 0 {
-                w.violations.push(format!(
-                    "{reachable} of {} managers reachable",
-                    members.len()
-                ));
+            if !joining {
+                w.min_margin = Some(w.min_margin.map_or(margin, |m| m.min(margin)));
             }
             w.largest_gap = w.largest_gap.max(last_ok.elapsed());
             w.last_members = Some(members.len());
@@ -218,6 +237,24 @@ fn record(
         Err(e) => s.watch.violations.push(e),
     }
     s.samples.push(sample);
+}
+
+/// Whether a sample below quorum is the instant a manager joins, beside
+/// one fault: exactly one unreachable member is new since the last sample
+/// that listed members, and without it the raft has its quorum. Swarm adds
+/// a joining manager as a voter at once, and its leader counts it
+/// unreachable until its first message reaches it (~70 ms measured): a
+/// surge join is a fault-tolerance-0 instant the raft itself imposes. Only
+/// a sample of it alone is forgiven; the next must show the quorum again.
+fn join_window(samples: &[Sample], members: &[Member], reachable: usize) -> bool {
+    let Some(before) = samples.iter().rev().find_map(|x| x.members.as_ref()) else {
+        return false;
+    };
+    let new_unreachable = members
+        .iter()
+        .filter(|m| !m.reachable && !before.iter().any(|b| b.node == m.node))
+        .count();
+    new_unreachable == 1 && reachable >= quorum(members.len() - 1)
 }
 
 /// Hard-links each machine's `log` (dockerd) and `controller.log` into
@@ -784,5 +821,64 @@ impl Drop for Partition {
                 eprintln!("NEMESIS: cgroup {} left behind", cg.display());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod join_window_tests {
+    use super::*;
+
+    fn member(node: &str, reachable: bool) -> Member {
+        Member {
+            node: node.into(),
+            link: None,
+            addr: String::new(),
+            reachable,
+            leader: node == "a",
+        }
+    }
+
+    fn sample(members: Vec<Member>) -> Sample {
+        Sample {
+            at_ms: 0,
+            members: Some(members),
+            machines: Vec::new(),
+        }
+    }
+
+    /// Only the joining instant beside one fault is forgiven: two members
+    /// that were already there unreachable, or two newcomers, are not.
+    #[test]
+    fn only_a_newcomer_not_yet_contacted_beside_one_fault_is_a_join_window() {
+        let before = [sample(vec![
+            member("a", true),
+            member("b", true),
+            member("c", true),
+        ])];
+        let joining = [
+            member("a", true),
+            member("b", true),
+            member("c", false),
+            member("d", false),
+        ];
+        assert!(join_window(&before, &joining, 2));
+        let two_old_down = [
+            member("a", true),
+            member("b", false),
+            member("c", false),
+            member("d", true),
+        ];
+        assert!(!join_window(&before, &two_old_down, 2));
+        let two_new = [
+            member("a", true),
+            member("b", true),
+            member("d", false),
+            member("e", false),
+        ];
+        assert!(!join_window(&before, &two_new, 2));
+        assert!(
+            !join_window(&[], &joining, 2),
+            "no earlier sample to compare"
+        );
     }
 }
