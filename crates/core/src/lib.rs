@@ -23,6 +23,7 @@ pub mod model;
 pub mod own_engine;
 pub mod plan;
 pub mod quorum;
+pub mod quorum_probe;
 pub mod revision;
 pub mod spec;
 pub mod teardown;

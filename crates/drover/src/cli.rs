@@ -105,7 +105,7 @@ pub enum Command {
     Adopt(AdoptArgs),
     /// Show each group's phase, fault tolerance and the controller's heartbeat.
     #[command(
-        after_help = "Examples:\n  drover status --store etcd://127.0.0.1:2379\n  drover status workers --output json"
+        after_help = "Examples:\n  drover status --store etcd://127.0.0.1:2379\n  drover status workers --output json\n\nWhen the published status is older than 30s or the store cannot be read, the managers'\nengines are asked directly (with --local-dir): a lost quorum is said plainly, exit code 3."
     )]
     Status {
         /// Only this group.
@@ -113,6 +113,10 @@ pub enum Command {
         /// The store.
         #[command(flatten)]
         store: StoreArgs,
+        /// The machines, whose managers' engines are asked directly when
+        /// the published status is stale or the store cannot be read.
+        #[command(flatten)]
+        local: LocalArgs,
         /// Output format.
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,

@@ -4,7 +4,9 @@
 //! is rolled through it — followers first, then the leader the acting
 //! controller runs on — while a watcher checks the quorum every 200 ms.
 //! A second scenario kills -9 the leader's engine mid-rollout; a third tears
-//! down a swarm-store cluster while reading the store through a follower.
+//! down a swarm-store cluster while reading the store through a follower; a
+//! fourth kills two of three managers' engines and reads `status`, which
+//! must say the quorum is lost.
 //!
 //! Everything started is stopped by PID (StateGuard, Etcd drop), also on
 //! failure. Wall times are printed, never asserted.
@@ -357,5 +359,77 @@ async fn leader_crash_mid_rollout() {
         up.as_secs_f64(),
         killed_at.as_secs_f64(),
         recovered.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_says_a_lost_quorum_plainly_naming_the_silent_machines() {
+    bounded(600, quorum_lost_status()).await;
+}
+
+/// Two of three managers' engines killed: no controller can publish, and
+/// the swarm store cannot be read. `status` asks the engines itself and
+/// says the quorum is lost, which machines are silent, exit code 3 — in
+/// text and JSON.
+async fn quorum_lost_status() {
+    let lab = Lab::with_swarm_store(74).await;
+    let one = std::fs::read_to_string(lab.spec("one")).unwrap();
+    let managers_only = lab.dir.join("managers-only.yaml");
+    std::fs::write(&managers_only, &one[..one.find("- name: workers").unwrap()]).unwrap();
+    lab.apply(&managers_only, true);
+    let records = lab.records();
+    assert_eq!(records.len(), 3, "{records:#?}");
+    let (killed, survivor) = records.split_at(2);
+    for r in killed {
+        let pid = r.pid.expect("the engine's pid");
+        assert!(drover_local::procs::is_ours(
+            pid,
+            &r.socket.display().to_string()
+        ));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill -9");
+    }
+    let store = format!("swarm:{}", survivor[0].endpoint());
+    let t = Instant::now();
+    // The survivor's raft notices within an election timeout.
+    let out = loop {
+        let out = lab.drover(&["status", "--store", &store]);
+        if out.status.code() == Some(3) || t.elapsed() > Duration::from_secs(60) {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("QUORUM LOST: 1 of 3 managers reachable"),
+        "{text}"
+    );
+    for r in killed {
+        assert!(
+            text.contains(&format!("unreachable: machine {}", r.id)),
+            "{text}"
+        );
+    }
+    assert!(text.contains("--force-new-cluster"), "the runbook: {text}");
+    eprintln!(
+        "STATUS: quorum lost said {:.1}s after the kill",
+        t.elapsed().as_secs_f64()
+    );
+    let json = lab.drover(&["status", "--store", &store, "-o", "json"]);
+    assert_eq!(json.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(doc["quorum"], "lost");
+    assert_eq!(
+        (doc["reachable"].as_u64(), doc["managers"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(
+        doc["unreachable"].as_array().map(Vec::len),
+        Some(2),
+        "{doc}"
     );
 }

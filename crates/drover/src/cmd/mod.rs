@@ -50,8 +50,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
         Command::Status {
             group,
             store,
+            local,
             output,
-        } => runtime()?.block_on(status::run(group.as_deref(), &store, output)),
+        } => runtime()?.block_on(status::run(group.as_deref(), &store, &local, output)),
         Command::Controller {
             engine,
             store,

@@ -1,13 +1,16 @@
-//! `drover status`.
+//! `drover status`: the status the acting controller publishes, and — when
+//! it is stale or the store cannot be read — the managers' engines asked
+//! directly, so a lost quorum is said plainly (exit 3).
 
-use crate::cli::{Output, StoreArgs};
+use crate::cli::{LocalArgs, Output, StoreArgs};
 use crate::cmd::ago::ago;
 use crate::cmd::progress::fault_tolerance;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
+use drover_core::quorum_probe::{QuorumVerdict, judge};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// A status older than this means no controller acts: warn loudly.
 const STALE_AFTER: Duration = Duration::from_secs(30);
@@ -15,13 +18,47 @@ const STALE_AFTER: Duration = Duration::from_secs(30);
 pub async fn run(
     group: Option<&str>,
     store: &StoreArgs,
+    local: &LocalArgs,
     output: Output,
 ) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store).await?;
-    let Some(mut doc) = StatusDoc::read(store.as_ref())
-        .await
-        .map_err(anyhow::Error::from)?
-    else {
+    let read = read(store).await;
+    // Nobody says a quorum is lost (no controller acts without one, and a
+    // store kept in the raft cannot be read): ask the managers' engines.
+    let in_doubt = match &read {
+        Ok(Some(doc)) => age(doc) > STALE_AFTER,
+        Ok(None) | Err(MainError::Failed(_)) => true,
+        Err(_) => false,
+    };
+    if in_doubt {
+        let probes = wiring::ask_engines(&wiring::local(local)?).await;
+        if let QuorumVerdict::Lost {
+            reachable,
+            managers,
+            silent,
+            engine_says,
+        } = judge(&probes)
+        {
+            let lost = Lost {
+                quorum: "lost",
+                reachable,
+                managers,
+                unreachable: silent
+                    .into_iter()
+                    .map(|(machine, why)| Unreachable { machine, why })
+                    .collect(),
+                engine_says,
+                last_status_ms: read
+                    .as_ref()
+                    .ok()
+                    .and_then(Option::as_ref)
+                    .map(|d| d.observed_at_ms),
+                store_error: read.as_ref().err().map(ToString::to_string),
+            };
+            lost.print(output)?;
+            return Ok(ExitCode::from(3));
+        }
+    }
+    let Some(mut doc) = read? else {
         const NONE_YET: &str =
             "no controller has published a status yet (is a controller running on the managers?)";
         // A script reads JSON on stdout whatever happened: `null`, the
@@ -45,7 +82,6 @@ pub async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     let now = wall_ms();
-    let age = Duration::from_millis(now.saturating_sub(doc.observed_at_ms));
     println!(
         "observed {} ago by {} (epoch {}), desired revision {}",
         ago(doc.observed_at_ms, now),
@@ -53,7 +89,7 @@ pub async fn run(
         doc.epoch,
         doc.revision
     );
-    if age > STALE_AFTER {
+    if age(&doc) > STALE_AFTER {
         println!(
             "WARNING: no controller has published for {}: the leader's controller may be dead; this status may be stale",
             ago(doc.observed_at_ms, now)
@@ -91,6 +127,68 @@ pub async fn run(
     }
     instances(&doc);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The published status, if any.
+async fn read(store: &StoreArgs) -> Result<Option<StatusDoc<'static>>, MainError> {
+    let store = wiring::store(store).await?;
+    Ok(StatusDoc::read(store.as_ref())
+        .await
+        .map_err(anyhow::Error::from)?)
+}
+
+/// How old a published status is.
+fn age(doc: &StatusDoc) -> Duration {
+    Duration::from_millis(wall_ms().saturating_sub(doc.observed_at_ms))
+}
+
+/// A quorum lost, as the managers' own engines tell it.
+#[derive(serde::Serialize)]
+struct Lost {
+    quorum: &'static str,
+    reachable: usize,
+    managers: usize,
+    unreachable: Vec<Unreachable>,
+    engine_says: String,
+    /// When the last status was published (ms since the epoch), if one can be read.
+    last_status_ms: Option<u64>,
+    /// Why the store could not be read, if it could not.
+    store_error: Option<String>,
+}
+
+/// A manager machine whose engine does not answer.
+#[derive(serde::Serialize)]
+struct Unreachable {
+    machine: String,
+    why: String,
+}
+
+impl Lost {
+    fn print(&self, output: Output) -> Result<(), MainError> {
+        if output == Output::Json {
+            let text = serde_json::to_string_pretty(self).map_err(anyhow::Error::from)?;
+            println!("{text}");
+            return Ok(());
+        }
+        let since = match (self.last_status_ms, &self.store_error) {
+            (Some(ms), _) => format!(
+                "no leader since {} at the latest (the last published status)",
+                humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms))
+            ),
+            (None, Some(e)) => format!("no leader; the store cannot be read: {e}"),
+            (None, None) => "no leader".into(),
+        };
+        println!(
+            "QUORUM LOST: {} of {} managers reachable, {since}",
+            self.reachable, self.managers
+        );
+        println!("  an answering manager's engine says: {}", self.engine_says);
+        for u in &self.unreachable {
+            println!("  unreachable: machine {} ({})", u.machine, u.why);
+        }
+        println!("\n{RUNBOOK}");
+        Ok(())
+    }
 }
 
 /// The per-instance table, like `docker node ls` joined to the machines.

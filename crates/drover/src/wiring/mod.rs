@@ -109,6 +109,46 @@ pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
     }
 }
 
+/// Each machine of the local provider, its engine asked directly (a
+/// bounded wait each, all at once): what `status` judges a quorum by when
+/// no controller can say. Empty without `--local-dir`.
+pub async fn ask_engines(local: &Machines) -> Vec<drover_core::quorum_probe::Probe> {
+    use drover_core::quorum_probe::{EngineAnswer, Probe};
+    const EACH: std::time::Duration = std::time::Duration::from_secs(3);
+    let Some(local) = local else {
+        return Vec::new();
+    };
+    let asked = local
+        .records()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| async move {
+            let answer = if !local.is_running(&r) {
+                EngineAnswer::Silent("its engine is not running".into())
+            } else {
+                let asked = async {
+                    match drover_engine::Engine::connect_with_timeout(&r.endpoint(), EACH).await {
+                        Ok(engine) => EngineAnswer::of_view(&engine.observe().await),
+                        Err(e) => EngineAnswer::Silent(e.to_string()),
+                    }
+                };
+                tokio::time::timeout(EACH, asked).await.unwrap_or_else(|_| {
+                    EngineAnswer::Silent(format!("no answer within {}s", EACH.as_secs()))
+                })
+            };
+            Probe {
+                group: r
+                    .tags
+                    .get(drover_core::model::tags::GROUP)
+                    .cloned()
+                    .unwrap_or_default(),
+                machine: r.id,
+                answer,
+            }
+        });
+    futures_util::future::join_all(asked).await
+}
+
 /// Providers by name, as groups refer to them.
 pub fn providers(local: &Machines) -> Providers {
     let mut out = Providers::new();

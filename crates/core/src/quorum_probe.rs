@@ -1,0 +1,173 @@
+//! Whether the managers' raft has a quorum, judged from their engines asked
+//! one by one — what `drover status` falls back on when the published
+//! status is stale or the store cannot be read (a store kept in the raft is
+//! unreadable exactly when the quorum is lost). No controller acts then, so
+//! nobody else says it.
+
+use crate::model::SwarmView;
+
+/// What one machine's engine said when asked directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineAnswer {
+    /// A manager whose swarm has a leader.
+    Led,
+    /// A manager whose swarm has no leader (the engine's words).
+    NoLeader(String),
+    /// A worker, or an engine in no swarm: it does not vote.
+    NotAManager,
+    /// No answer (engine down, timeout), with the error.
+    Silent(String),
+}
+
+impl EngineAnswer {
+    /// The answer an engine's view of the swarm gives (`Unavailable` is a
+    /// worker when the engine answered as one).
+    pub fn of_view(view: &SwarmView) -> Self {
+        match view {
+            SwarmView::Ok(_) => EngineAnswer::Led,
+            SwarmView::NoQuorum(m) => EngineAnswer::NoLeader(m.clone()),
+            SwarmView::Absent => EngineAnswer::NotAManager,
+            SwarmView::Unavailable(m) if m.contains("not a swarm manager") => {
+                EngineAnswer::NotAManager
+            }
+            SwarmView::Unavailable(m) => EngineAnswer::Silent(m.clone()),
+        }
+    }
+}
+
+/// One machine asked: its id, its group, and what its engine said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The machine.
+    pub machine: String,
+    /// Its group (the provider's tag).
+    pub group: String,
+    /// Its engine's answer.
+    pub answer: EngineAnswer,
+}
+
+/// The managers' raft as their engines tell it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuorumVerdict {
+    /// A manager's engine knows a leader.
+    Held,
+    /// Managers answer, and none knows a leader.
+    Lost {
+        /// Manager engines that answer.
+        reachable: usize,
+        /// Machines of the manager groups.
+        managers: usize,
+        /// The manager machines whose engines do not answer, with why.
+        silent: Vec<(String, String)>,
+        /// What an answering manager's engine said.
+        engine_says: String,
+    },
+    /// No engine answers as a manager: nothing can be concluded (every
+    /// manager may be down, or none was asked).
+    Unknown,
+}
+
+/// Judges `probes`. A group is a manager group when one of its engines
+/// answers as a manager; every machine of it counts as a member (a silent
+/// one cannot say, and its group is what the provider knows of it).
+pub fn judge(probes: &[Probe]) -> QuorumVerdict {
+    let answers_as_manager =
+        |p: &Probe| matches!(p.answer, EngineAnswer::Led | EngineAnswer::NoLeader(_));
+    if probes.iter().any(|p| p.answer == EngineAnswer::Led) {
+        return QuorumVerdict::Held;
+    }
+    let Some(engine_says) = probes.iter().find_map(|p| match &p.answer {
+        EngineAnswer::NoLeader(m) => Some(m.clone()),
+        _ => None,
+    }) else {
+        return QuorumVerdict::Unknown;
+    };
+    let manager_group = |g: &str| probes.iter().any(|p| p.group == g && answers_as_manager(p));
+    let members: Vec<&Probe> = probes.iter().filter(|p| manager_group(&p.group)).collect();
+    QuorumVerdict::Lost {
+        reachable: members.iter().filter(|p| answers_as_manager(p)).count(),
+        managers: members.len(),
+        silent: members
+            .iter()
+            .filter_map(|p| match &p.answer {
+                EngineAnswer::Silent(why) => Some((p.machine.clone(), why.clone())),
+                _ => None,
+            })
+            .collect(),
+        engine_says,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(machine: &str, group: &str, answer: EngineAnswer) -> Probe {
+        Probe {
+            machine: machine.into(),
+            group: group.into(),
+            answer,
+        }
+    }
+
+    fn silent() -> EngineAnswer {
+        EngineAnswer::Silent("connection refused".into())
+    }
+
+    #[test]
+    fn two_of_three_managers_silent_and_the_third_without_a_leader_is_a_lost_quorum() {
+        let probes = [
+            probe("m1", "managers", silent()),
+            probe("m2", "managers", silent()),
+            probe(
+                "m3",
+                "managers",
+                EngineAnswer::NoLeader("The swarm does not have a leader".into()),
+            ),
+            probe("w1", "workers", EngineAnswer::NotAManager),
+        ];
+        let QuorumVerdict::Lost {
+            reachable,
+            managers,
+            silent,
+            ..
+        } = judge(&probes)
+        else {
+            panic!("not lost: {:?}", judge(&probes));
+        };
+        assert_eq!((reachable, managers), (1, 3));
+        let names: Vec<&str> = silent.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(names, ["m1", "m2"]);
+    }
+
+    #[test]
+    fn one_engine_that_knows_a_leader_means_the_quorum_holds() {
+        let probes = [
+            probe("m1", "managers", silent()),
+            probe("m2", "managers", EngineAnswer::Led),
+            probe("m3", "managers", EngineAnswer::NoLeader("election".into())),
+        ];
+        assert_eq!(judge(&probes), QuorumVerdict::Held);
+    }
+
+    #[test]
+    fn nothing_is_concluded_when_no_engine_answers_as_a_manager() {
+        let probes = [
+            probe("m1", "managers", silent()),
+            probe("w1", "workers", EngineAnswer::NotAManager),
+        ];
+        assert_eq!(judge(&probes), QuorumVerdict::Unknown);
+        assert_eq!(judge(&[]), QuorumVerdict::Unknown);
+    }
+
+    #[test]
+    fn an_engine_that_is_not_a_manager_is_read_as_such() {
+        let worker = SwarmView::Unavailable("this engine is not a swarm manager".into());
+        assert_eq!(EngineAnswer::of_view(&worker), EngineAnswer::NotAManager);
+        let down = SwarmView::Unavailable("connection refused".into());
+        assert!(matches!(
+            EngineAnswer::of_view(&down),
+            EngineAnswer::Silent(_)
+        ));
+    }
+}
