@@ -32,7 +32,7 @@ use crate::rng::Rng;
 use crate::world::{Refusal, Timings, World};
 use drover_core::execute::{Carry, Execution};
 use drover_core::hash::config_hash;
-use drover_core::journal::Operation;
+use drover_core::journal::{OpKind, Operation};
 use drover_core::model::{Time, tags};
 use drover_core::plan::{self, Action, Desired, DesiredGroup, Memory, Phase, Plan, PlanInput};
 use drover_core::revision::{Past, rollback_target};
@@ -1047,7 +1047,9 @@ impl Runner {
             None => real,
         };
         let outcome = real.err().map_or("ok", Refusal::message);
-        self.judge_after(&format!("{} -> {outcome}", action.describe()), ft, judged);
+        let what = format!("{} -> {outcome}", action.describe());
+        self.judge_floor(&what, action, ft);
+        self.judge_after(&what, ft, judged);
         match action {
             Action::DemoteSelfAndLeave { .. } => {
                 // Leave follows once out of the raft; 1 in 6 leaves is refused once.
@@ -1059,6 +1061,34 @@ impl Runner {
                 now + t.api
             }
             _ => now + t.api,
+        }
+    }
+
+    /// Oracle: a voluntary demotion (of a roll or a retirement) never takes
+    /// the fault tolerance it found at or above the manager group's roll
+    /// floor below it (issue 18; a heal may, its victim being broken).
+    fn judge_floor(&mut self, what: &str, action: &Action, ft_before: i64) {
+        let (Action::Demote { op, .. } | Action::DemoteSelfAndLeave { op, .. }) = action else {
+            return;
+        };
+        let voluntary = self
+            .journal
+            .iter()
+            .any(|o| o.id == *op && matches!(o.kind, OpKind::Roll | OpKind::Retire));
+        let desired = self.judge_desired.as_ref().unwrap_or(&self.desired);
+        let floor = desired
+            .groups
+            .iter()
+            .filter(|g| g.spec.role == Role::Manager)
+            .map(|g| i64::from(g.spec.roll_floor()))
+            .max()
+            .unwrap_or(0);
+        let after = self.judged().settled_fault_tolerance();
+        if voluntary && ft_before >= floor && after < floor {
+            self.violations.push(format!(
+                "t={} {what}: a roll took fault tolerance from {ft_before} to {after}, below its floor of {floor}",
+                self.world.now
+            ));
         }
     }
 

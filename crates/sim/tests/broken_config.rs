@@ -14,13 +14,19 @@ fn spec(image: &str, strategy: &str) -> ClusterSpec {
 }
 
 fn spec_with(manager_image: &str, image: &str, strategy: &str) -> ClusterSpec {
+    // Replaced in place, 3 managers roll at fault tolerance 0: accepted.
+    let floor = if strategy == "replace" {
+        ", min_fault_tolerance: 0"
+    } else {
+        ""
+    };
     let text = format!(
         "groups:
 - name: managers
   role: manager
   allocation: {{size: 3}}
   instance: {{provider: sim, properties: {{image: {manager_image}}}}}
-  update: {{strategy: {strategy}}}
+  update: {{strategy: {strategy}{floor}}}
   health: {{startup_timeout: 1m}}
 - name: workers
   role: worker

@@ -102,8 +102,21 @@ fn spec_text(s: &Schedule, after: bool) -> String {
     } else {
         "replace"
     };
+    // Replaced in place, a group rolls one unit of fault tolerance below
+    // its converged one: said explicitly (pets would only be warned), and
+    // held by the planner and checked by the oracle like any floor.
+    let in_place = drover_core::quorum::fault_tolerance(
+        managers.saturating_sub(1),
+        managers.saturating_sub(1),
+    )
+    .max(0);
+    let floor = if mstrategy == "replace" {
+        format!(", min_fault_tolerance: {in_place}")
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n"
+        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m{floor}}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n"
     );
     if workers > 0 {
         let zones: Vec<String> = (0..s.zones).map(|z| format!("z{z}")).collect();

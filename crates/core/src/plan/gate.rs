@@ -5,7 +5,7 @@
 
 use super::group::Planner;
 use super::view::Member;
-use crate::journal::{Operation, Step};
+use crate::journal::{OpKind, Operation, Step};
 use crate::model::{Node, NodeState};
 use crate::quorum;
 use crate::spec::Role;
@@ -64,7 +64,8 @@ impl Planner<'_> {
     /// passes the manager gate, whatever group declared the machine (a
     /// worker promoted by hand included); a machine whose node cannot be
     /// found may be an unmatched raft member ([`Self::unmatched_member`]).
-    pub(crate) fn member_gate(&self, role: Role, inst: &Member<'_>) -> Option<String> {
+    /// `floor`: the fault tolerance the removal must leave ([`Self::floor_of`]).
+    pub(crate) fn member_gate(&self, role: Role, inst: &Member<'_>, floor: i64) -> Option<String> {
         if role == Role::Plain {
             return None;
         }
@@ -74,7 +75,9 @@ impl Planner<'_> {
                     .then(|| self.unreachable_manager_gate(None, None))
                     .flatten()
             }),
-            Some(n) if role == Role::Manager || n.in_raft() => self.removal_gate(Some(n), None),
+            Some(n) if role == Role::Manager || n.in_raft() => {
+                self.removal_gate(Some(n), None, floor)
+            }
             Some(_) => None,
         }
     }
@@ -147,18 +150,25 @@ impl Planner<'_> {
     /// raises fault tolerance by going, so only one-at-a-time applies.
     /// Node status (`unknown` for seconds after every election) is never
     /// consulted here.
-    pub(crate) fn removal_gate(&self, node: Option<&Node>, except: Option<&str>) -> Option<String> {
+    pub(crate) fn removal_gate(
+        &self,
+        node: Option<&Node>,
+        except: Option<&str>,
+        floor: i64,
+    ) -> Option<String> {
         match node.and_then(|n| n.raft.as_ref()) {
-            Some(r) if r.reachable => self.healthy_manager_gate(except, node),
+            Some(r) if r.reachable => self.healthy_manager_gate(except, node, floor),
             _ => self.unreachable_manager_gate(except, node),
         }
     }
 
-    /// Why a healthy, reachable manager may not be disrupted now (or `None`: it may).
+    /// Why a healthy, reachable manager may not be disrupted now (or `None`:
+    /// it may), leaving at least `floor` of fault tolerance.
     pub(crate) fn healthy_manager_gate(
         &self,
         except: Option<&str>,
         own: Option<&Node>,
+        floor: i64,
     ) -> Option<String> {
         if !self.world.swarm_ok() {
             return Some("the swarm has no leader or cannot be asked".into());
@@ -182,7 +192,24 @@ impl Planner<'_> {
                 self.world.members
             ));
         }
+        if after < floor {
+            return Some(format!(
+                "removing a manager would leave fault tolerance at {after} ({} members), below this roll's floor of {floor} (update.min_fault_tolerance)",
+                self.world.members
+            ));
+        }
         None
+    }
+
+    /// The fault tolerance removing `op`'s victim must leave: the roll's
+    /// floor for a voluntary disruption (a roll, a retirement); none beyond
+    /// the quorum for a heal (its victim is broken already, and waiting
+    /// would not make the raft safer).
+    pub(crate) fn floor_of(&self, op: &Operation) -> i64 {
+        match op.kind {
+            OpKind::Roll | OpKind::Retire => self.roll_floor,
+            _ => 0,
+        }
     }
 
     /// Why no healthy member may be disrupted (heal first): a raft member is

@@ -34,6 +34,9 @@ pub(crate) struct Planner<'a> {
     pub(crate) waiting: BTreeMap<String, String>,
     pub(crate) rollback_requested: HashSet<String>,
     pub(crate) desired_managers: usize,
+    /// The fault tolerance a voluntary disruption of a manager must leave
+    /// (the manager group's [`roll_floor`](crate::spec::GroupSpec::roll_floor)).
+    pub(crate) roll_floor: i64,
     pub(crate) manager_trouble: Option<String>,
     /// What garbage collection found (for `drover gc`).
     pub(crate) garbage: Vec<Garbage>,
@@ -101,6 +104,14 @@ impl<'a> Planner<'a> {
             .filter(|g| g.spec.role == Role::Manager)
             .map(|g| g.spec.allocation.size())
             .sum();
+        let roll_floor = input
+            .desired
+            .groups
+            .iter()
+            .filter(|g| g.spec.role == Role::Manager)
+            .map(|g| i64::from(g.spec.roll_floor()))
+            .max()
+            .unwrap_or(0);
         let unclaimed = unclaimed_nodes(&world, &views);
         let promoted = world
             .raft_nodes()
@@ -131,6 +142,7 @@ impl<'a> Planner<'a> {
             waiting: BTreeMap::new(),
             rollback_requested: HashSet::new(),
             desired_managers,
+            roll_floor,
             manager_trouble: None,
             garbage: Vec::new(),
             unclaimed,
@@ -393,7 +405,7 @@ impl<'a> Planner<'a> {
             }
             let is_manager = n.in_raft();
             if let Some(no) = is_manager
-                .then(|| self.removal_gate(Some(n), None))
+                .then(|| self.removal_gate(Some(n), None, 0))
                 .flatten()
             {
                 self.wait(name, format!("dead manager node {} waits: {no}", n.id));
@@ -570,7 +582,7 @@ impl<'a> Planner<'a> {
                             .flatten()
                     })
             } else {
-                self.member_gate(Role::Manager, inst)
+                self.member_gate(Role::Manager, inst, self.roll_floor)
             };
             if let Some(no) = gate {
                 self.wait(name, format!("manager {} waits: {no}", inst.id));
@@ -578,7 +590,7 @@ impl<'a> Planner<'a> {
             }
             return true;
         }
-        if let Some(no) = self.member_gate(d.spec.role, inst) {
+        if let Some(no) = self.member_gate(d.spec.role, inst, self.roll_floor) {
             self.wait(name, format!("{} waits: {no}", inst.id));
             return false;
         }

@@ -294,15 +294,17 @@ impl<'a> Planner<'a> {
             }
         };
         if n.manager_role {
-            return Some(match self.removal_gate(Some(n), Some(&op.id)) {
-                Some(no) => wait_for(move || {
-                    format!("node {} is a manager: its demotion waits: {no}", n.id)
-                }),
-                None => StepState::Act(Action::Demote {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                }),
-            });
+            return Some(
+                match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
+                    Some(no) => wait_for(move || {
+                        format!("node {} is a manager: its demotion waits: {no}", n.id)
+                    }),
+                    None => StepState::Act(Action::Demote {
+                        op: op.id.clone(),
+                        node: n.id.clone(),
+                    }),
+                },
+            );
         }
         n.raft
             .is_some()

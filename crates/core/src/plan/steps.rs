@@ -194,7 +194,7 @@ impl<'a> Planner<'a> {
         if let Some(why) = self.leader_goes_last(op, step, n) {
             return why;
         }
-        match self.removal_gate(Some(n), Some(&op.id)) {
+        match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
             Some(no) if undisrupted(op, step) => {
                 // E.g. a manager became unreachable, or the surge
                 // member never joined: healing comes first and waits
@@ -250,7 +250,7 @@ impl<'a> Planner<'a> {
             }
             let gate = n
                 .manager_role
-                .then(|| self.healthy_manager_gate(Some(&op.id), Some(n)));
+                .then(|| self.healthy_manager_gate(Some(&op.id), Some(n), self.floor_of(op)));
             if let Some(Some(no)) = gate {
                 if undisrupted(op, step) {
                     return StepState::Abandon(format!("self-demotion no longer safe: {no}"));
@@ -270,7 +270,7 @@ impl<'a> Planner<'a> {
             });
         }
         if n.manager_role {
-            return match self.removal_gate(Some(n), Some(&op.id)) {
+            return match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
                 Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
                     "demotion of former leader {} no longer safe: {no}",
                     n.id

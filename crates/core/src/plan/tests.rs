@@ -22,11 +22,19 @@ const SEC: Time = 1_000;
 const MANAGERS: &str = "managers";
 const WORKERS: &str = "workers";
 
-/// A cluster file: `n` managers and a worker group with `workers` extra lines.
+/// A cluster file: `n` managers and a worker group with `workers` extra
+/// lines. More than one manager are replaced in place, accepting the unit of
+/// fault tolerance that costs (the scenarios here are about that path; the
+/// floor's own tests declare theirs).
 fn cluster_yaml(managers: usize, workers: &str) -> String {
+    let update = if managers > 1 {
+        "  update: {strategy: replace, min_fault_tolerance: 0}\n"
+    } else {
+        ""
+    };
     format!(
         "groups:\n\
-         - name: managers\n  role: manager\n  allocation: {{size: {managers}}}\n  instance: {{provider: sim}}\n\
+         - name: managers\n  role: manager\n  allocation: {{size: {managers}}}\n  instance: {{provider: sim}}\n{update}\
          - name: workers\n  role: worker\n  instance: {{provider: sim}}\n{workers}"
     )
 }
@@ -865,6 +873,32 @@ fn a_journaled_demotion_steps_aside_when_a_raft_member_becomes_unreachable() {
         p.explanation
             .iter()
             .any(|l| l.contains("1 of 5 raft members are unreachable")),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// The roll's floor (issue 18): a journaled in-place replacement whose
+/// group now holds its converged fault tolerance (surge, floor 2 for 5
+/// managers) does not demote a member to reach 1; the same op under the
+/// old floor (0) does (the control).
+#[test]
+fn a_journaled_demotion_waits_when_it_would_go_below_the_rolls_floor() {
+    let (mut c, op) = five_managers_rolling_m2();
+    let demote = Action::Demote {
+        op: op.id.clone(),
+        node: "n-m2".into(),
+    };
+    assert!(c.at(SEC).actions.contains(&demote), "control");
+    let update = &mut c.desired.groups[0].spec.update;
+    update.strategy = crate::spec::Strategy::Surge;
+    update.min_fault_tolerance = None;
+    let p = c.at(2 * SEC);
+    assert!(!p.actions.contains(&demote), "{}", describe(&p));
+    assert!(
+        p.explanation
+            .iter()
+            .any(|l| l.contains("below this roll's floor of 2")),
         "{}",
         describe(&p)
     );

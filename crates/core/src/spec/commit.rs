@@ -222,6 +222,9 @@ fn group_file(g: &GroupSpec) -> Value {
             "on_timeout": g.drain.on_timeout,
         },
     });
+    if let Some(floor) = g.update.min_fault_tolerance {
+        file["update"]["min_fault_tolerance"] = json!(floor);
+    }
     if let Some(ms) = g.rollout_after {
         file["rollout"] = json!({"after": timestamp(ms)});
     }

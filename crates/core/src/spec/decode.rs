@@ -7,6 +7,7 @@
 
 use super::diag::{Diagnostic, Severity};
 use super::*;
+use crate::quorum;
 use crate::template::{self, BootContext};
 use crate::yaml::{self, Node, Pos};
 use std::collections::HashMap;
@@ -128,6 +129,8 @@ struct Decoder<'p> {
 /// `update`'s fields as read, each `None` where it was refused.
 struct UpdateDraft {
     strategy: Option<Strategy>,
+    /// `None` when absent (or unreadable: already reported).
+    min_fault_tolerance: Option<u32>,
     max_in_flight: Option<u32>,
     canaries: Option<u32>,
     watch: Option<Duration>,
@@ -1035,10 +1038,12 @@ impl Decoder<'_> {
             pos: group_pos,
         };
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
-        let single_cattle_manager =
-            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
-        // A lone manager can only be rolled by adding its successor first.
-        let default_strategy = if single_cattle_manager {
+        let cattle_managers =
+            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { .. }));
+        // Cattle managers are rolled by adding the successor first, so the
+        // raft never runs below its converged fault tolerance (a lone
+        // manager could not be rolled otherwise at all).
+        let default_strategy = if cattle_managers {
             Strategy::Surge
         } else {
             Strategy::Replace
@@ -1077,8 +1082,12 @@ impl Decoder<'_> {
             OnFailure::Pause,
         );
 
+        let min_fault_tolerance = f
+            .get("min_fault_tolerance")
+            .and_then(|n| self.count(n, &join(path, "min_fault_tolerance"), 0));
         let draft = UpdateDraft {
             strategy,
+            min_fault_tolerance,
             max_in_flight,
             canaries,
             watch,
@@ -1088,12 +1097,54 @@ impl Decoder<'_> {
         role?;
         Some(UpdatePolicy {
             strategy: strategy?,
+            min_fault_tolerance,
             max_in_flight: max_in_flight?,
             canaries: canaries?,
             watch: watch?,
             step_timeout: step_timeout?,
             on_failure: on_failure?,
         })
+    }
+
+    /// The fault-tolerance floor of a manager group's roll: at most its
+    /// converged fault tolerance, and no higher than its strategy can hold
+    /// (a replacement in place spends one unit: two machines cannot hold a
+    /// pet's address, and cattle replaced in place must opt in).
+    fn floor_rules(
+        &mut self,
+        f: &Fields<'_>,
+        path: &str,
+        role: Option<Role>,
+        alloc: Option<&Allocation>,
+        draft: &UpdateDraft,
+    ) {
+        let at = f.get("min_fault_tolerance").map_or(f.pos, Node::pos);
+        let field = join(path, "min_fault_tolerance");
+        let (Some(role), Some(a)) = (role, alloc) else {
+            return;
+        };
+        if role != Role::Manager {
+            if draft.min_fault_tolerance.is_some() {
+                self.error(at, &field, "applies to manager groups only (it bounds the raft's fault tolerance during a roll); remove it");
+            }
+            return;
+        }
+        let n = a.size();
+        let converged = quorum::fault_tolerance(n, n).max(0) as u32;
+        let in_place =
+            quorum::fault_tolerance(n.saturating_sub(1), n.saturating_sub(1)).max(0) as u32;
+        match (draft.min_fault_tolerance, draft.strategy) {
+            (Some(m), _) if m > converged => self.error(at, &field, format!("{m} is more than a group of {n} managers tolerates when whole ({converged}); use at most {converged}")),
+            (Some(m), Some(Strategy::Replace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{}", if a.is_pets() { "" } else { ", or strategy: surge" })),
+            (None, Some(Strategy::Replace)) if n > 1 && in_place < converged => {
+                if a.is_pets() {
+                    self.warn(at, &field, format!("each pet is replaced in place (two machines cannot hold one address): the roll runs at fault tolerance {in_place}, below the {converged} of {n} managers; set min_fault_tolerance: {in_place} to accept it"));
+                } else {
+                    self.error(f.get("strategy").map_or(f.pos, Node::pos), &join(path, "strategy"), format!("replace spends one unit of fault tolerance per member ({n} managers roll at {in_place}, not {converged}): use strategy: surge (the default for cattle managers), or accept it with min_fault_tolerance: {in_place}"));
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The rules between `update`'s fields, and between them and the
@@ -1122,6 +1173,7 @@ impl Decoder<'_> {
             };
             self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
+        self.floor_rules(f, path, role, alloc, draft);
         if role == Some(Role::Manager) && draft.max_in_flight.is_some_and(|m| m != 1) {
             self.error(
                 at("max_in_flight"),
@@ -1286,6 +1338,7 @@ const INSTANCE_FIELDS: &[&str] = &["provider", "properties"];
 const FLAVOR_FIELDS: &[&str] = &["kind", "boot_script", "engine_labels"];
 const UPDATE_FIELDS: &[&str] = &[
     "strategy",
+    "min_fault_tolerance",
     "max_in_flight",
     "canaries",
     "watch",

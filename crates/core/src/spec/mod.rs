@@ -182,6 +182,11 @@ pub enum OnFailure {
 pub struct UpdatePolicy {
     /// replace or surge.
     pub strategy: Strategy,
+    /// Manager groups: the lowest fault tolerance a roll may take the raft
+    /// to (absent: the group's converged fault tolerance, or what replacing
+    /// a pet in place leaves, warned about at validation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_fault_tolerance: Option<u32>,
     /// Workers disrupted at once (managers always 1).
     pub max_in_flight: u32,
     /// Members rolled alone first, each watched before the rest.
@@ -297,6 +302,22 @@ pub struct GroupSpec {
 }
 
 impl GroupSpec {
+    /// The lowest fault tolerance a roll or a retirement of this group's
+    /// managers may leave the raft at: `update.min_fault_tolerance`, else
+    /// the group's converged fault tolerance — or, replaced in place, what
+    /// one member fewer tolerates (validation warns about that for pets and
+    /// refuses it for cattle unless the floor is given).
+    pub fn roll_floor(&self) -> u32 {
+        let tolerates = |n: usize| crate::quorum::fault_tolerance(n, n).max(0) as u32;
+        let n = self.allocation.size();
+        self.update
+            .min_fault_tolerance
+            .unwrap_or(match self.update.strategy {
+                Strategy::Replace => tolerates(n.saturating_sub(1)),
+                Strategy::Surge => tolerates(n),
+            })
+    }
+
     /// The declared slots: one per logical id, or `size` anonymous slots
     /// spread over the zones round-robin.
     pub fn slots(&self) -> Vec<Slot> {

@@ -235,7 +235,8 @@ groups:
     logical_ids: [{}]
   instance: {{provider: local}}
   flavor: {{engine_labels: {{release: {release}}}}}
-  update: {{watch: 3s}}
+  # Pets are replaced in place: fault tolerance 0 while each one is.
+  update: {{watch: 3s, min_fault_tolerance: 0}}
   health: {{startup_timeout: 60s}}
 - name: workers
   role: worker

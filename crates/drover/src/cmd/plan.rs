@@ -6,9 +6,24 @@ use crate::cmd::commit::validated;
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
+use drover_core::quorum::fault_tolerance;
+use drover_core::spec::{ClusterSpec, Role};
 use drover_sim::Faults;
 use std::path::Path;
 use std::process::ExitCode;
+
+/// The manager group's roll floor and converged fault tolerance (0 and 0
+/// without a manager group).
+fn floors(desired: &ClusterSpec) -> (i64, i64) {
+    desired
+        .groups
+        .iter()
+        .find(|g| g.role == Role::Manager)
+        .map_or((0, 0), |g| {
+            let n = g.allocation.size();
+            (i64::from(g.roll_floor()), fault_tolerance(n, n).max(0))
+        })
+}
 
 /// The whole change against a simulated cluster, with the FT timeline.
 pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode, MainError> {
@@ -41,11 +56,19 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
         );
         return Ok(ExitCode::SUCCESS);
     };
+    let (floor, converged) = floors(&desired);
     println!("{:>4}  {:<10} {:<9} STEP", "#", "GROUP", "FT");
     let mut leader = steps.first().and_then(|t| t.leader.clone());
     for (i, t) in steps.iter().enumerate() {
+        // A step that leaves the raft below the group's converged fault
+        // tolerance says so (pets replaced in place, or a floor given lower).
+        let below = if t.ft_after < converged {
+            format!("  [below the converged {converged}]")
+        } else {
+            String::new()
+        };
         println!(
-            "{:>4}  {:<10} {:<9} {}",
+            "{:>4}  {:<10} {:<9} {}{below}",
             i + 1,
             t.group.as_deref().unwrap_or("-"),
             format!("{} → {}", t.ft_before, t.ft_after),
@@ -61,8 +84,9 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
             leader = t.leader.clone();
         }
     }
+    let held = if min >= floor { "held" } else { "NOT held" };
     println!(
-        "\n{} steps; minimum manager fault tolerance during the change: {min}",
+        "\n{} steps; minimum manager fault tolerance during the change: {min} (the roll's floor {floor}: {held})",
         steps.len()
     );
     Ok(ExitCode::SUCCESS)

@@ -27,7 +27,7 @@ impl Planner<'_> {
             let why = self.needs_heal(g, inst);
             let Some(why) = why else { continue };
             let gate = self.node_in_doubt(inst);
-            if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst)) {
+            if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst, 0)) {
                 self.wait(name, format!("cannot heal {}: {no}", inst.id));
                 break;
             }
