@@ -84,6 +84,8 @@ pub struct Metrics {
     phase: Family<PhaseLabels, Gauge>,
     blocked: Gauge,
     acting: Gauge,
+    leader_known: Gauge,
+    leader_seen: Gauge<f64, AtomicU64>,
     leadership_changes: Counter,
     passes: Counter,
     steps_started: Family<StepLabels, Counter>,
@@ -113,6 +115,8 @@ impl Metrics {
             phase: Family::default(),
             blocked: Gauge::default(),
             acting: Gauge::default(),
+            leader_known: Gauge::default(),
+            leader_seen: Gauge::default(),
             leadership_changes: Counter::default(),
             passes: Counter::default(),
             steps_started: Family::default(),
@@ -160,6 +164,16 @@ impl Metrics {
             "controller_acting",
             "1 while this controller acts (its engine leads the swarm and it holds the store epoch)",
             m.acting.clone(),
+        );
+        r.register(
+            "swarm_leader_known",
+            "1 while this controller's own engine knows a swarm leader (a manager with quorum); every controller reports it, acting or not",
+            m.leader_known.clone(),
+        );
+        r.register(
+            "swarm_leader_seen_timestamp_seconds",
+            "When this controller's own engine last knew a swarm leader (Unix time): time() minus it is how long the quorum has been lost",
+            m.leader_seen.clone(),
         );
         r.register(
             "leadership_changes",
@@ -252,6 +266,16 @@ impl Metrics {
             blocked += i64::from(g.phase == Phase::Blocked);
         }
         self.blocked.set(blocked);
+    }
+
+    /// What this controller's own engine said of the swarm this pass:
+    /// whether it knows a leader, and when it last did.
+    pub(crate) fn swarm_seen(&self, view: &SwarmView, now_ms: u64) {
+        let led = matches!(view, SwarmView::Ok(_));
+        self.leader_known.set(i64::from(led));
+        if led {
+            self.leader_seen.set(now_ms as f64 / 1000.0);
+        }
     }
 
     /// This controller acts (true) or stands by (false).
@@ -519,5 +543,22 @@ mod tests {
             !text.contains("# EOF") && !text.contains("# UNIT"),
             "{text}"
         );
+    }
+
+    /// Every controller says whether its engine knows a leader, and when
+    /// it last did: the timestamp stays at the last leader seen while the
+    /// quorum is lost.
+    #[test]
+    fn a_lost_leader_is_a_zero_and_the_last_time_one_was_seen() {
+        let m = Metrics::new();
+        m.swarm_seen(&SwarmView::Ok(Vec::new()), 1_700_000_000_000);
+        m.swarm_seen(&SwarmView::NoQuorum("no leader".into()), 1_700_000_060_000);
+        let text = m.encode();
+        for line in [
+            "drover_swarm_leader_known 0",
+            "drover_swarm_leader_seen_timestamp_seconds 1700000000.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
     }
 }

@@ -496,7 +496,13 @@ impl Controller {
 
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
-        match self.guarded_pass().await {
+        let passed = self.guarded_pass().await;
+        if let (Err(_), Some(m)) = (&passed, &self.metrics) {
+            // The store may be unreadable because the quorum is lost (a
+            // swarm store): say what this controller's engine sees anyway.
+            m.swarm_seen(&self.ctx.cluster.observe().await, wall_ms());
+        }
+        match passed {
             Err(e) if e.is_unreadable_record() => self.refuse(e).await,
             other => {
                 if other.is_ok() {
@@ -527,6 +533,7 @@ impl Controller {
         let leads = self.leads(&observed.swarm);
         if let Some(m) = &self.metrics {
             m.acting(leads);
+            m.swarm_seen(&observed.swarm, wall_ms());
         }
         if !leads {
             if let (SwarmView::NoQuorum(_), Some(epoch)) = (&observed.swarm, self.epoch) {

@@ -23,14 +23,17 @@
 //! drop runs `demo down`, then the provider's teardown). Timings are
 //! printed, never asserted.
 
+mod support;
+
 use drover_core::model::SwarmView;
 use drover_core::quorum::quorum;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::scrape;
 
 const SECRETS: [&str; 2] = ["SWMTKN-", "SWMKEY-"];
 const NET: &str = "127.0.85";
@@ -237,22 +240,6 @@ fn manager_addresses(dir: &Path) -> Vec<String> {
         .filter(|r| r.tags.get("drover.group").is_some_and(|g| g == "managers"))
         .map(|r| r.address)
         .collect()
-}
-
-/// `GET /metrics` on ADDRESS:9464; the body, when it answers 200.
-fn scrape(address: &str) -> Option<String> {
-    let addr: std::net::SocketAddr = format!("{address}:9464").parse().ok()?;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
 /// Files under `dir` (docker's own data roots included) holding a secret.

@@ -393,6 +393,7 @@ async fn quorum_lost_status() {
         .expect("kill -9");
     }
     let store = format!("swarm:{}", survivor[0].endpoint());
+    let killed_at = Instant::now();
     let t = Instant::now();
     // The survivor's raft notices within an election timeout.
     let out = loop {
@@ -431,5 +432,30 @@ async fn quorum_lost_status() {
         doc["unreachable"].as_array().map(Vec::len),
         Some(2),
         "{doc}"
+    );
+    // The surviving manager's controller says it too, on its metrics.
+    let t = Instant::now();
+    let metrics = loop {
+        let body = support::scrape(&survivor[0].address).unwrap_or_default();
+        if body.lines().any(|l| l == "drover_swarm_leader_known 0")
+            || t.elapsed() > Duration::from_secs(60)
+        {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert!(
+        metrics.lines().any(|l| l == "drover_swarm_leader_known 0"),
+        "{metrics}"
+    );
+    eprintln!(
+        "METRICS: the survivor's controller said no leader {:.1}s after the kill",
+        killed_at.elapsed().as_secs_f64()
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("drover_swarm_leader_seen_timestamp_seconds 1")),
+        "the last leader seen: {metrics}"
     );
 }

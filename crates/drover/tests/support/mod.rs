@@ -384,3 +384,20 @@ pub async fn bounded(secs: u64, scenario: impl std::future::Future<Output = ()>)
         panic!("scenario did not finish within {secs}s");
     }
 }
+
+/// `GET /metrics` on ADDRESS:9464; the body, when it answers 200.
+pub fn scrape(address: &str) -> Option<String> {
+    let addr: std::net::SocketAddr = format!("{address}:9464").parse().ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    use std::io::{Read, Write};
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
