@@ -497,9 +497,10 @@ impl Controller {
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
         let passed = self.guarded_pass().await;
-        if let (Err(_), Some(m)) = (&passed, &self.metrics) {
+        if let (Err(_), Some(m), None) = (&passed, &self.metrics, &self.handing_over) {
             // The store may be unreadable because the quorum is lost (a
-            // swarm store): say what this controller's engine sees anyway.
+            // swarm store): say what this controller's engine sees anyway
+            // (not while it leaves: asked then, it holds the leave up).
             m.swarm_seen(&self.ctx.cluster.observe().await, wall_ms());
         }
         match passed {

@@ -15,8 +15,11 @@ pub enum EngineAnswer {
     NoLeader(String),
     /// A worker, or an engine in no swarm: it does not vote.
     NotAManager,
-    /// No answer (engine down, timeout), with the error.
-    Silent(String),
+    /// Certainly not voting: its engine is not running.
+    Down(String),
+    /// No answer in time, or an error that does not prove the engine down:
+    /// it may be a member busy with an election (swarmkit holds calls then).
+    Busy(String),
 }
 
 impl EngineAnswer {
@@ -30,7 +33,7 @@ impl EngineAnswer {
             SwarmView::Unavailable(m) if m.contains("not a swarm manager") => {
                 EngineAnswer::NotAManager
             }
-            SwarmView::Unavailable(m) => EngineAnswer::Silent(m.clone()),
+            SwarmView::Unavailable(m) => EngineAnswer::Busy(m.clone()),
         }
     }
 }
@@ -51,25 +54,30 @@ pub struct Probe {
 pub enum QuorumVerdict {
     /// A manager's engine knows a leader.
     Held,
-    /// Managers answer, and none knows a leader.
+    /// Managers answer, none knows a leader, and too few could be voting
+    /// for a quorum: the manager machines whose engines are certainly down
+    /// leave fewer than a majority.
     Lost {
         /// Manager engines that answer.
         reachable: usize,
         /// Machines of the manager groups.
         managers: usize,
-        /// The manager machines whose engines do not answer, with why.
+        /// The manager machines whose engines do not answer (down or
+        /// busy), with why.
         silent: Vec<(String, String)>,
         /// What an answering manager's engine said.
         engine_says: String,
     },
-    /// No engine answers as a manager: nothing can be concluded (every
-    /// manager may be down, or none was asked).
+    /// Nothing can be concluded: no engine answers as a manager, or enough
+    /// of them may still be voting (busy, e.g. in an election).
     Unknown,
 }
 
 /// Judges `probes`. A group is a manager group when one of its engines
 /// answers as a manager; every machine of it counts as a member (a silent
-/// one cannot say, and its group is what the provider knows of it).
+/// one cannot say, and its group is what the provider knows of it). Only
+/// certainty says "lost": the members that may still vote (answering
+/// without a leader, or busy) are fewer than a quorum of them all.
 pub fn judge(probes: &[Probe]) -> QuorumVerdict {
     let answers_as_manager =
         |p: &Probe| matches!(p.answer, EngineAnswer::Led | EngineAnswer::NoLeader(_));
@@ -84,13 +92,22 @@ pub fn judge(probes: &[Probe]) -> QuorumVerdict {
     };
     let manager_group = |g: &str| probes.iter().any(|p| p.group == g && answers_as_manager(p));
     let members: Vec<&Probe> = probes.iter().filter(|p| manager_group(&p.group)).collect();
+    let may_vote = members
+        .iter()
+        .filter(|p| !matches!(p.answer, EngineAnswer::Down(_) | EngineAnswer::NotAManager))
+        .count();
+    if may_vote >= crate::quorum::quorum(members.len()) {
+        return QuorumVerdict::Unknown;
+    }
     QuorumVerdict::Lost {
         reachable: members.iter().filter(|p| answers_as_manager(p)).count(),
         managers: members.len(),
         silent: members
             .iter()
             .filter_map(|p| match &p.answer {
-                EngineAnswer::Silent(why) => Some((p.machine.clone(), why.clone())),
+                EngineAnswer::Down(why) | EngineAnswer::Busy(why) => {
+                    Some((p.machine.clone(), why.clone()))
+                }
                 _ => None,
             })
             .collect(),
@@ -111,7 +128,7 @@ mod tests {
     }
 
     fn silent() -> EngineAnswer {
-        EngineAnswer::Silent("connection refused".into())
+        EngineAnswer::Down("its engine is not running".into())
     }
 
     #[test]
@@ -150,6 +167,26 @@ mod tests {
         assert_eq!(judge(&probes), QuorumVerdict::Held);
     }
 
+    /// During an election the followers' engines hold every call: busy
+    /// members may still vote, so nothing is concluded from them (no false
+    /// alarm, no runbook recommending a new cluster).
+    #[test]
+    fn busy_managers_beside_one_without_a_leader_are_no_lost_quorum() {
+        let busy = || EngineAnswer::Busy("no answer within 3s".into());
+        let probes = [
+            probe("m1", "managers", busy()),
+            probe("m2", "managers", busy()),
+            probe("m3", "managers", EngineAnswer::NoLeader("election".into())),
+        ];
+        assert_eq!(judge(&probes), QuorumVerdict::Unknown);
+        let one_down = [
+            probe("m1", "managers", silent()),
+            probe("m2", "managers", busy()),
+            probe("m3", "managers", EngineAnswer::NoLeader("election".into())),
+        ];
+        assert_eq!(judge(&one_down), QuorumVerdict::Unknown, "2 of 3 may vote");
+    }
+
     #[test]
     fn nothing_is_concluded_when_no_engine_answers_as_a_manager() {
         let probes = [
@@ -167,7 +204,7 @@ mod tests {
         let down = SwarmView::Unavailable("connection refused".into());
         assert!(matches!(
             EngineAnswer::of_view(&down),
-            EngineAnswer::Silent(_)
+            EngineAnswer::Busy(_)
         ));
     }
 }

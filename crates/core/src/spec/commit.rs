@@ -429,4 +429,28 @@ gc: {orphan_grace: 15m}
             }
         }
     }
+
+    /// A desired state stored before the roll floor existed (3 cattle
+    /// managers replaced in place, no `min_fault_tolerance`) still takes
+    /// every later commit: the floor's rule for it is a warning, never a
+    /// refusal that would block `destroy`, `rollback` or an automatic
+    /// rollback of another group.
+    #[test]
+    fn a_spec_stored_before_the_roll_floor_still_takes_commits() {
+        let file = "groups:\n- name: managers\n  role: manager\n  allocation: {size: 3}\n  instance: {provider: sim}\n- name: workers\n  role: worker\n  allocation: {size: 2}\n  instance: {provider: sim}\n";
+        let stored = parse_str(file).spec.expect("valid");
+        assert_eq!(stored.groups[0].update.strategy, Strategy::Replace);
+        assert_eq!(stored.groups[0].update.min_fault_tolerance, None);
+        assert_eq!(
+            stored.groups[0].roll_floor(),
+            0,
+            "no deadlock: in place of 3"
+        );
+        let mut next = stored.clone();
+        next.groups[1].allocation = Allocation::Size {
+            size: 0,
+            zones: Vec::new(),
+        };
+        assert!(validate_commit(Some(&stored), next).is_ok());
+    }
 }

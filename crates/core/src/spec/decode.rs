@@ -1038,12 +1038,13 @@ impl Decoder<'_> {
             pos: group_pos,
         };
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
-        let cattle_managers =
-            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { .. }));
-        // Cattle managers are rolled by adding the successor first, so the
-        // raft never runs below its converged fault tolerance (a lone
-        // manager could not be rolled otherwise at all).
-        let default_strategy = if cattle_managers {
+        let single_cattle_manager =
+            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
+        // A lone manager can only be rolled by adding its successor first.
+        // (Larger cattle groups stay `replace` by default until a surge
+        // whose machines never join blocks like a replacement does:
+        // validation warns that they roll one unit below.)
+        let default_strategy = if single_cattle_manager {
             Strategy::Surge
         } else {
             Strategy::Replace
@@ -1137,11 +1138,12 @@ impl Decoder<'_> {
             (Some(m), _) if m > converged => self.error(at, &field, format!("{m} is more than a group of {n} managers tolerates when whole ({converged}); use at most {converged}")),
             (Some(m), Some(Strategy::Replace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{}", if a.is_pets() { "" } else { ", or strategy: surge" })),
             (None, Some(Strategy::Replace)) if n > 1 && in_place < converged => {
-                if a.is_pets() {
-                    self.warn(at, &field, format!("each pet is replaced in place (two machines cannot hold one address): the roll runs at fault tolerance {in_place}, below the {converged} of {n} managers; set min_fault_tolerance: {in_place} to accept it"));
+                let why = if a.is_pets() {
+                    "each pet is replaced in place (two machines cannot hold one address)"
                 } else {
-                    self.error(f.get("strategy").map_or(f.pos, Node::pos), &join(path, "strategy"), format!("replace spends one unit of fault tolerance per member ({n} managers roll at {in_place}, not {converged}): use strategy: surge (the default for cattle managers), or accept it with min_fault_tolerance: {in_place}"));
-                }
+                    "each member is replaced in place (strategy: surge would add its successor first)"
+                };
+                self.warn(at, &field, format!("{why}: the roll runs at fault tolerance {in_place}, below the {converged} of {n} managers; set min_fault_tolerance: {in_place} to accept it"));
             }
             _ => {}
         }

@@ -124,16 +124,16 @@ pub async fn ask_engines(local: &Machines) -> Vec<drover_core::quorum_probe::Pro
         .into_iter()
         .map(|r| async move {
             let answer = if !local.is_running(&r) {
-                EngineAnswer::Silent("its engine is not running".into())
+                EngineAnswer::Down("its engine is not running".into())
             } else {
                 let asked = async {
                     match drover_engine::Engine::connect_with_timeout(&r.endpoint(), EACH).await {
                         Ok(engine) => EngineAnswer::of_view(&engine.observe().await),
-                        Err(e) => EngineAnswer::Silent(e.to_string()),
+                        Err(e) => EngineAnswer::Busy(e.to_string()),
                     }
                 };
                 tokio::time::timeout(EACH, asked).await.unwrap_or_else(|_| {
-                    EngineAnswer::Silent(format!("no answer within {}s", EACH.as_secs()))
+                    EngineAnswer::Busy(format!("no answer within {}s", EACH.as_secs()))
                 })
             };
             Probe {
