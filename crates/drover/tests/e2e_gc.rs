@@ -23,7 +23,7 @@ use drover_local::{InstanceRecord, LocalProvider};
 use drover_spi::InstanceProvider;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{Lab, bounded, group_of};
+use support::{Lab, bounded, group_of, kill9};
 
 const NET: u8 = 80;
 
@@ -97,19 +97,6 @@ groups:
             .await;
         group_of(&doc, group)
     }
-}
-
-fn kill9(r: &InstanceRecord) {
-    let pid = r.pid.expect("pid");
-    assert!(drover_local::procs::is_ours(
-        pid,
-        &r.socket.display().to_string()
-    ));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill -9");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

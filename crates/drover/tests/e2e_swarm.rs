@@ -230,11 +230,7 @@ async fn tears_down_a_swarm_store_cluster_read_through_a_manager_it_retires() {
 /// engine, which the teardown retires first, and must find it again on a
 /// manager that is left.
 async fn teardown_through_a_follower() {
-    let lab = Lab::with_swarm_store(73).await;
-    let one = std::fs::read_to_string(lab.spec("one")).unwrap();
-    let managers_only = lab.dir.join("managers-only.yaml");
-    std::fs::write(&managers_only, &one[..one.find("- name: workers").unwrap()]).unwrap();
-    lab.apply(&managers_only, true);
+    let lab = managers_only(73).await;
     let nodes = lab.nodes().await.expect("the swarm answers");
     let leader_link = leader(&nodes).link.clone();
     let records = lab.records();
@@ -257,6 +253,16 @@ async fn teardown_through_a_follower() {
     assert!(text.contains("the swarm is gone"), "{text}");
     assert!(lab.records().is_empty(), "{:#?}", lab.records());
     assert_destroyed_are_gone(&lab, &records);
+}
+
+/// A lab on `net` with a swarm store, and its 3 managers brought up (no workers).
+async fn managers_only(net: u8) -> Lab {
+    let lab = Lab::with_swarm_store(net).await;
+    let one = std::fs::read_to_string(lab.spec("one")).unwrap();
+    let managers_only = lab.dir.join("managers-only.yaml");
+    std::fs::write(&managers_only, &one[..one.find("- name: workers").unwrap()]).unwrap();
+    lab.apply(&managers_only, true);
+    lab
 }
 
 /// Each of `records` no longer in the provider has no engine running and no directory left.
@@ -318,16 +324,7 @@ async fn leader_crash_mid_rollout() {
         .into_iter()
         .find(|r| r.tags.get("drover.link") == Some(&link))
         .expect("leader's machine");
-    let pid = victim.pid.expect("pid");
-    assert!(drover_local::procs::is_ours(
-        pid,
-        &victim.socket.display().to_string()
-    ));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill -9");
+    support::kill9(&victim);
     let killed_at = t1.elapsed();
 
     let t2 = Instant::now();
@@ -372,26 +369,11 @@ async fn status_says_a_lost_quorum_plainly_naming_the_silent_machines() {
 /// says the quorum is lost, which machines are silent, exit code 3 — in
 /// text and JSON.
 async fn quorum_lost_status() {
-    let lab = Lab::with_swarm_store(74).await;
-    let one = std::fs::read_to_string(lab.spec("one")).unwrap();
-    let managers_only = lab.dir.join("managers-only.yaml");
-    std::fs::write(&managers_only, &one[..one.find("- name: workers").unwrap()]).unwrap();
-    lab.apply(&managers_only, true);
+    let lab = managers_only(74).await;
     let records = lab.records();
     assert_eq!(records.len(), 3, "{records:#?}");
     let (killed, survivor) = records.split_at(2);
-    for r in killed {
-        let pid = r.pid.expect("the engine's pid");
-        assert!(drover_local::procs::is_ours(
-            pid,
-            &r.socket.display().to_string()
-        ));
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .expect("kill -9");
-    }
+    killed.iter().for_each(support::kill9);
     let store = format!("swarm:{}", survivor[0].endpoint());
     let killed_at = Instant::now();
     let t = Instant::now();

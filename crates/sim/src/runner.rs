@@ -1075,14 +1075,11 @@ impl Runner {
             .journal
             .iter()
             .any(|o| o.id == *op && matches!(o.kind, OpKind::Roll | OpKind::Retire));
-        let desired = self.judge_desired.as_ref().unwrap_or(&self.desired);
-        let floor = desired
-            .groups
-            .iter()
-            .filter(|g| g.spec.role == Role::Manager)
-            .map(|g| i64::from(g.spec.roll_floor()))
-            .max()
-            .unwrap_or(0);
+        let floor = self
+            .judge_desired
+            .as_ref()
+            .unwrap_or(&self.desired)
+            .roll_floor();
         let after = self.judged().settled_fault_tolerance();
         if voluntary && ft_before >= floor && after < floor {
             self.violations.push(format!(

@@ -104,14 +104,6 @@ impl<'a> Planner<'a> {
             .filter(|g| g.spec.role == Role::Manager)
             .map(|g| g.spec.allocation.size())
             .sum();
-        let roll_floor = input
-            .desired
-            .groups
-            .iter()
-            .filter(|g| g.spec.role == Role::Manager)
-            .map(|g| i64::from(g.spec.roll_floor()))
-            .max()
-            .unwrap_or(0);
         let unclaimed = unclaimed_nodes(&world, &views);
         let promoted = world
             .raft_nodes()
@@ -142,7 +134,7 @@ impl<'a> Planner<'a> {
             waiting: BTreeMap::new(),
             rollback_requested: HashSet::new(),
             desired_managers,
-            roll_floor,
+            roll_floor: input.desired.roll_floor(),
             manager_trouble: None,
             garbage: Vec::new(),
             unclaimed,

@@ -83,6 +83,18 @@ pub struct Desired {
 }
 
 impl Desired {
+    /// The fault tolerance a voluntary disruption of a manager must leave:
+    /// the manager group's [`roll_floor`](crate::spec::GroupSpec::roll_floor)
+    /// (0 without one).
+    pub fn roll_floor(&self) -> i64 {
+        self.groups
+            .iter()
+            .filter(|g| g.spec.role == Role::Manager)
+            .map(|g| i64::from(g.spec.roll_floor()))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The planner's view of a committed spec: each group with its config
     /// hash, nothing paused, held or asked for (operator controls are the
     /// store's, applied by whoever read them).

@@ -1110,7 +1110,7 @@ impl Decoder<'_> {
     /// The fault-tolerance floor of a manager group's roll: at most its
     /// converged fault tolerance, and no higher than its strategy can hold
     /// (a replacement in place spends one unit: two machines cannot hold a
-    /// pet's address, and cattle replaced in place must opt in).
+    /// pet's address); replacing in place without a floor is warned about.
     fn floor_rules(
         &mut self,
         f: &Fields<'_>,

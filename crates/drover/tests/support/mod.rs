@@ -401,3 +401,17 @@ pub fn scrape(address: &str) -> Option<String> {
     let (head, body) = text.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
+
+/// `kill -9` of a machine's engine, by the PID recorded for it (checked to be that engine's).
+pub fn kill9(r: &InstanceRecord) {
+    let pid = r.pid.expect("pid");
+    assert!(drover_local::procs::is_ours(
+        pid,
+        &r.socket.display().to_string()
+    ));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9");
+}
