@@ -10,6 +10,12 @@ pub fn fault_tolerance(members: usize, reachable: usize) -> i64 {
     reachable as i64 - quorum(members) as i64
 }
 
+/// The failures a whole raft of `members` survives (every member
+/// reachable): 0 for one or two, 1 for three or four, 2 for five.
+pub fn tolerance_when_whole(members: usize) -> u32 {
+    fault_tolerance(members, members).max(0) as u32
+}
+
 /// Fault tolerance after voluntarily removing one *reachable* member,
 /// assuming the worst: its replacement never joins.
 pub fn ft_after_removing_healthy(members: usize, reachable: usize) -> i64 {

@@ -23,16 +23,13 @@ pub enum EngineAnswer {
 }
 
 impl EngineAnswer {
-    /// The answer an engine's view of the swarm gives (`Unavailable` is a
-    /// worker when the engine answered as one).
+    /// The answer a manager's (or a swarm-less) engine's view of the swarm
+    /// gives; a worker is told by its engine's info before any view is asked.
     pub fn of_view(view: &SwarmView) -> Self {
         match view {
             SwarmView::Ok(_) => EngineAnswer::Led,
             SwarmView::NoQuorum(m) => EngineAnswer::NoLeader(m.clone()),
             SwarmView::Absent => EngineAnswer::NotAManager,
-            SwarmView::Unavailable(m) if m.contains("not a swarm manager") => {
-                EngineAnswer::NotAManager
-            }
             SwarmView::Unavailable(m) => EngineAnswer::Busy(m.clone()),
         }
     }
@@ -198,9 +195,11 @@ mod tests {
     }
 
     #[test]
-    fn an_engine_that_is_not_a_manager_is_read_as_such() {
-        let worker = SwarmView::Unavailable("this engine is not a swarm manager".into());
-        assert_eq!(EngineAnswer::of_view(&worker), EngineAnswer::NotAManager);
+    fn an_engine_in_no_swarm_does_not_vote_and_an_unavailable_one_may() {
+        assert_eq!(
+            EngineAnswer::of_view(&SwarmView::Absent),
+            EngineAnswer::NotAManager
+        );
         let down = SwarmView::Unavailable("connection refused".into());
         assert!(matches!(
             EngineAnswer::of_view(&down),

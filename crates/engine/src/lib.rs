@@ -331,7 +331,9 @@ impl Engine {
         (self.view_from(info).await, own)
     }
 
-    async fn view_from(&self, info: EngineInfo) -> SwarmView {
+    /// The swarm as this engine's `info` (already read) and, for a manager
+    /// with a leader, its node list say it is.
+    pub async fn view_from(&self, info: EngineInfo) -> SwarmView {
         match info.state {
             LocalState::Inactive => return SwarmView::Absent,
             LocalState::Locked => return SwarmView::Unavailable(LOCKED_MESSAGE.into()),

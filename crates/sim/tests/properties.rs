@@ -105,11 +105,7 @@ fn spec_text(s: &Schedule, after: bool) -> String {
     // Replaced in place, a group rolls one unit of fault tolerance below
     // its converged one: said explicitly (pets would only be warned), and
     // held by the planner and checked by the oracle like any floor.
-    let in_place = drover_core::quorum::fault_tolerance(
-        managers.saturating_sub(1),
-        managers.saturating_sub(1),
-    )
-    .max(0);
+    let in_place = drover_core::quorum::tolerance_when_whole(managers.saturating_sub(1));
     let floor = if mstrategy == "replace" {
         format!(", min_fault_tolerance: {in_place}")
     } else {

@@ -185,20 +185,19 @@ impl Planner<'_> {
         if let Some(why) = self.heal_first() {
             return Some(why);
         }
+        // Never below 0, whatever the floor; a positive floor says so.
         let after = quorum::ft_after_removing_healthy(self.world.members, self.world.reachable);
-        if after < 0 {
-            return Some(format!(
-                "removing a manager would leave fault tolerance at {after} ({} members)",
+        (after < floor.max(0)).then(|| {
+            let below = if after < 0 {
+                String::new()
+            } else {
+                format!(", below this roll's floor of {floor} (update.min_fault_tolerance)")
+            };
+            format!(
+                "removing a manager would leave fault tolerance at {after} ({} members){below}",
                 self.world.members
-            ));
-        }
-        if after < floor {
-            return Some(format!(
-                "removing a manager would leave fault tolerance at {after} ({} members), below this roll's floor of {floor} (update.min_fault_tolerance)",
-                self.world.members
-            ));
-        }
-        None
+            )
+        })
     }
 
     /// The fault tolerance removing `op`'s victim must leave: the roll's

@@ -1131,9 +1131,8 @@ impl Decoder<'_> {
             return;
         }
         let n = a.size();
-        let converged = quorum::fault_tolerance(n, n).max(0) as u32;
-        let in_place =
-            quorum::fault_tolerance(n.saturating_sub(1), n.saturating_sub(1)).max(0) as u32;
+        let converged = quorum::tolerance_when_whole(n);
+        let in_place = quorum::tolerance_when_whole(n.saturating_sub(1));
         match (draft.min_fault_tolerance, draft.strategy) {
             (Some(m), _) if m > converged => self.error(at, &field, format!("{m} is more than a group of {n} managers tolerates when whole ({converged}); use at most {converged}")),
             (Some(m), Some(Strategy::Replace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{}", if a.is_pets() { "" } else { ", or strategy: surge" })),

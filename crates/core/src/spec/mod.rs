@@ -308,7 +308,7 @@ impl GroupSpec {
     /// one member fewer tolerates (validation warns about that for pets and
     /// refuses it for cattle unless the floor is given).
     pub fn roll_floor(&self) -> u32 {
-        let tolerates = |n: usize| crate::quorum::fault_tolerance(n, n).max(0) as u32;
+        use crate::quorum::tolerance_when_whole as tolerates;
         let n = self.allocation.size();
         self.update
             .min_fault_tolerance

@@ -39,7 +39,7 @@ pub async fn run(cmd: &DemoCommand) -> Result<ExitCode, MainError> {
 
 async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     preflight()?;
-    let addresses = pool(&args.pool)?;
+    let addresses = crate::wiring::pool(&args.pool, "--pool")?;
     if args.managers == 0 {
         return Err(MainError::BadInput(
             "--managers 0: a swarm needs at least one manager; give --managers 1 or more".into(),
@@ -146,10 +146,6 @@ fn preflight() -> Result<(), MainError> {
         ));
     }
     Ok(())
-}
-
-fn pool(spec: &str) -> Result<Vec<Ipv4Addr>, MainError> {
-    crate::wiring::pool(spec, "--pool")
 }
 
 /// Addresses as `A-B` ranges of consecutive ones, comma-separated (the
@@ -347,10 +343,10 @@ mod tests {
 
     #[test]
     fn pools_are_written_back_as_ranges() {
-        let a = pool("127.0.85.13-127.0.85.20,127.0.85.30").unwrap();
+        let a = crate::wiring::pool("127.0.85.13-127.0.85.20,127.0.85.30", "--pool").unwrap();
         assert_eq!(ranges(&a), "127.0.85.13-127.0.85.20,127.0.85.30");
         assert!(matches!(
-            pool("10.0.0.1-10.0.0.3"),
+            crate::wiring::pool("10.0.0.1-10.0.0.3", "--pool"),
             Err(MainError::BadInput(_))
         ));
     }

@@ -6,7 +6,7 @@ use crate::cmd::commit::validated;
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
-use drover_core::quorum::fault_tolerance;
+use drover_core::quorum::tolerance_when_whole;
 use drover_core::spec::{ClusterSpec, Role};
 use drover_sim::Faults;
 use std::path::Path;
@@ -21,7 +21,10 @@ fn floors(desired: &ClusterSpec) -> (i64, i64) {
         .find(|g| g.role == Role::Manager)
         .map_or((0, 0), |g| {
             let n = g.allocation.size();
-            (i64::from(g.roll_floor()), fault_tolerance(n, n).max(0))
+            (
+                i64::from(g.roll_floor()),
+                i64::from(tolerance_when_whole(n)),
+            )
         })
 }
 

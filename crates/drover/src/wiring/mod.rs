@@ -128,7 +128,17 @@ pub async fn ask_engines(local: &Machines) -> Vec<drover_core::quorum_probe::Pro
             } else {
                 let asked = async {
                     match drover_engine::Engine::connect_with_timeout(&r.endpoint(), EACH).await {
-                        Ok(engine) => EngineAnswer::of_view(&engine.observe().await),
+                        // A worker says so in its info: no node list asked.
+                        Ok(engine) => match engine.info().await {
+                            Ok(info)
+                                if info.state == drover_engine::LocalState::Active
+                                    && !info.control_available =>
+                            {
+                                EngineAnswer::NotAManager
+                            }
+                            Ok(info) => EngineAnswer::of_view(&engine.view_from(info).await),
+                            Err(e) => EngineAnswer::Busy(e.to_string()),
+                        },
                         Err(e) => EngineAnswer::Busy(e.to_string()),
                     }
                 };
