@@ -108,6 +108,8 @@ impl LocalProvider {
             // Its process group is ended with it only if the engine leads one
             // (started by hand it may share its starter's group).
             pgid: (procs::pgid_of(pid) == Some(pid)).then_some(pid),
+            // Whatever restarts it (a systemd unit, nothing) stays as it was.
+            supervisor: None,
             created_ms: now_ms(),
             engine_dir: Some(dir),
             marked: false,

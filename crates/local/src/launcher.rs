@@ -67,6 +67,127 @@ impl EnginePaths {
     }
 }
 
+/// `argv[0]` of a machine's supervisor (what `ps` shows for it).
+pub const SUPERVISOR_NAME: &str = "drover-supervise";
+
+/// Restart delays of a supervised engine, in ms: the first restart waits
+/// the first, each further one the next, the last repeating (the cap).
+/// Why these: dockerd answers 0.2–0.5 s after its start, so 0.5 s brings a
+/// crashed engine back in about a second (docker's own systemd unit waits
+/// `RestartSec=2`); doubling keeps an engine that cannot start (it exits
+/// within ~0.2 s) from spinning on a shared host; the 4 s cap keeps a
+/// restarted engine well inside swarm's Down detection (13–16 s), so a
+/// machine that recovers never reads as gone.
+pub const RESTART_DELAYS_MS: [u64; 4] = [500, 1000, 2000, 4000];
+
+/// A run at least this long (seconds) resets the delay to the first one:
+/// far longer than any start that fails (≤ 0.5 s measured), short enough
+/// that an engine crashing every minute always comes back after 0.5 s.
+pub const STABLE_RUN_SECS: u64 = 10;
+
+/// How long a supervisor waits, before a restart, for the exited engine's
+/// containerd to go (it follows its dockerd ~1.4 s after a `kill -9`,
+/// measured); past it, the new dockerd attaches to the one still running,
+/// as dockerd does by design.
+pub const CONTAINERD_GONE_WITHIN: Duration = Duration::from_secs(10);
+
+/// The longest a supervised engine waits before its restart (containerd
+/// aside, see [`CONTAINERD_GONE_WITHIN`]).
+pub const MAX_RESTART_DELAY: Duration = Duration::from_millis(RESTART_DELAYS_MS[3]);
+
+/// `ms` as `sleep(1)` takes it (`1.500`).
+fn secs(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// The supervisor, run as `/bin/sh -c SCRIPT drover-supervise
+/// D/exec/containerd/containerd.pid dockerd ARGS…` (POSIX sh: dash on Debian, busybox sh too; `date` and `sleep`
+/// from coreutils). `Restart=always` semantics: every exit of the engine,
+/// clean or not, is followed by a start after the current delay
+/// ([`RESTART_DELAYS_MS`], reset after [`STABLE_RUN_SECS`]); only a signal
+/// to the supervisor (TERM, INT, HUP) stops it, and then it stops the
+/// engine first and waits for it, so nothing it started outlives it.
+/// Before a restart it waits for the exited engine's containerd to go
+/// ([`CONTAINERD_GONE_WITHIN`]).
+/// `sleep` runs in the background and is waited for, so a stop signal never
+/// waits out a delay. Every start and exit is a line in the machine's log
+/// `D/log`, next to dockerd's own output.
+pub fn supervisor_script() -> String {
+    let d = RESTART_DELAYS_MS.map(secs);
+    let stable = STABLE_RUN_SECS;
+    format!(
+        r#"say() {{ echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) drover-supervise: $*"; }}
+containerd_pid=$1
+shift
+child= nap= delay={d0}
+stop() {{
+  say "stopping dockerd${{child:+ (pid $child)}}"
+  kill -TERM $child $nap 2>/dev/null
+  [ -n "$child" ] && wait "$child"
+  exit 0
+}}
+trap stop TERM INT HUP
+while :; do
+  started=$(date +%s)
+  "$@" &
+  child=$!
+  say "started dockerd (pid $child)"
+  wait "$child"
+  status=$?
+  ran=$(( $(date +%s) - started ))
+  [ "$ran" -ge {stable} ] && delay={d0}
+  say "dockerd (pid $child) exited with status $status after ${{ran}}s; restarting in ${{delay}}s"
+  child=
+  sleep "$delay" &
+  nap=$!
+  wait "$nap"
+  nap=
+  case $delay in {d0}) delay={d1} ;; {d1}) delay={d2} ;; *) delay={d3} ;; esac
+  # The dead engine's containerd goes down with it, ~1.4 s later: a dockerd
+  # started while it lives attaches to it and fails 15 s later. Wait it out.
+  c=$(cat "$containerd_pid" 2>/dev/null) tries=0
+  while [ -n "$c" ] && kill -0 "$c" 2>/dev/null && [ $tries -lt {containerd_tries} ]; do
+    sleep 0.1 & nap=$!; wait $nap; nap= tries=$((tries + 1))
+  done
+  [ $tries -gt 0 ] && say "waited $((tries / 10)).$((tries % 10))s for containerd (pid $c) of the exited dockerd"
+done
+"#,
+        d0 = d[0],
+        d1 = d[1],
+        d2 = d[2],
+        d3 = d[3],
+        containerd_tries = CONTAINERD_GONE_WITHIN.as_millis() / 100,
+    )
+}
+
+/// dockerd's arguments for the engine in `paths` with `labels`.
+fn dockerd_args(paths: &EnginePaths, labels: &BTreeMap<String, String>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "--data-root".into(),
+        paths.root.clone().into(),
+        "--exec-root".into(),
+        paths.exec.clone().into(),
+        "--pidfile".into(),
+        paths.pid.clone().into(),
+        "-H".into(),
+        paths.endpoint().into(),
+    ];
+    for a in [
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--storage-driver=vfs",
+    ] {
+        args.push(a.into());
+    }
+    for (k, v) in labels {
+        args.push("--label".into());
+        args.push(format!("{k}={v}").into());
+    }
+    args
+}
+
 /// A running `dockerd`. Dropping it stops the engine (by PID and process
 /// group, verified by command line) unless [`EngineProcess::detach`] was called.
 #[derive(Debug)]
@@ -78,10 +199,36 @@ pub struct EngineProcess {
 
 impl EngineProcess {
     /// Starts `dockerd` for directory `dir` with the given engine labels, as
-    /// the leader of its own process group, output to `D/log`. Engine labels
-    /// are applied at engine start (as cloud-init writes `daemon.json` before
-    /// docker starts): they cannot change without a restart.
+    /// the leader of its own process group, output to `D/log`, with nothing
+    /// to restart it when it exits (see [`start_supervised`](Self::start_supervised)).
+    /// Engine labels are applied at engine start (as cloud-init writes
+    /// `daemon.json` before docker starts): they cannot change without a
+    /// restart.
     pub fn start(dir: &Path, labels: &BTreeMap<String, String>) -> std::io::Result<Self> {
+        Self::spawn(dir, labels, false)
+    }
+
+    /// Starts `dockerd` for directory `dir` under a supervisor
+    /// ([`supervisor_script`], a `/bin/sh` loop) that restarts it with the same command line
+    /// whenever it exits, with a backoff, as systemd's `Restart=always`
+    /// would, until the supervisor itself is stopped (SIGTERM stops the
+    /// engine and ends the loop). The supervisor leads the process group,
+    /// carries the engine's whole command line (so the needle and the
+    /// machine's mark find it) and writes each restart to `D/log`;
+    /// [`pid`](Self::pid) is the supervisor's. The engine's own PID is in
+    /// its pidfile `D/pid`.
+    pub fn start_supervised(
+        dir: &Path,
+        labels: &BTreeMap<String, String>,
+    ) -> std::io::Result<Self> {
+        Self::spawn(dir, labels, true)
+    }
+
+    fn spawn(
+        dir: &Path,
+        labels: &BTreeMap<String, String>,
+        supervised: bool,
+    ) -> std::io::Result<Self> {
         let paths = EnginePaths::new(dir);
         if paths.sock.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(std::io::Error::other(format!(
@@ -96,25 +243,20 @@ impl EngineProcess {
             .create(true)
             .append(true)
             .open(&paths.log)?;
-        let mut cmd = Command::new("dockerd");
-        cmd.arg("--data-root")
-            .arg(&paths.root)
-            .arg("--exec-root")
-            .arg(&paths.exec)
-            .arg("--pidfile")
-            .arg(&paths.pid)
-            .arg("-H")
-            .arg(paths.endpoint())
-            .args([
-                "--bridge=none",
-                "--iptables=false",
-                "--ip6tables=false",
-                "--ip-masq=false",
-                "--storage-driver=vfs",
-            ]);
-        for (k, v) in labels {
-            cmd.arg("--label").arg(format!("{k}={v}"));
+        let mut cmd = if supervised {
+            let mut sh = Command::new("/bin/sh");
+            sh.arg("-c")
+                .arg(supervisor_script())
+                .arg(SUPERVISOR_NAME)
+                .arg(paths.exec.join("containerd/containerd.pid"));
+            sh
+        } else {
+            Command::new("dockerd")
+        };
+        if supervised {
+            cmd.arg("dockerd");
         }
+        cmd.args(dockerd_args(&paths, labels));
         cmd.env(procs::MACHINE_ENV, paths.dir_needle())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -138,7 +280,8 @@ impl EngineProcess {
         wait_ready(&self.paths, self.pid, timeout).await
     }
 
-    /// The engine's PID (also its process group id).
+    /// The process group leader's PID (also the group id): dockerd's, or
+    /// its supervisor's when started with [`start_supervised`](Self::start_supervised).
     pub fn pid(&self) -> i32 {
         self.pid
     }
@@ -252,8 +395,32 @@ pub async fn wait_ready(
     }
     Err(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
-        format!("dockerd did not answer within {timeout:?}: {last}"),
+        format!(
+            "dockerd did not answer within {timeout:?}: {last}; log: {}",
+            log_tail(&paths.log, 3)
+        ),
     ))
+}
+
+/// True when `pid` is the supervisor of the engine in `paths` (alive, its
+/// command line that of [`EngineProcess::start_supervised`] for this
+/// pidfile).
+pub fn is_supervisor(pid: i32, paths: &EnginePaths) -> bool {
+    procs::cmdline(pid)
+        .is_some_and(|c| c.contains(&paths.needle()) && c.contains(&format!(" {SUPERVISOR_NAME} ")))
+}
+
+/// The running dockerd of the engine in `paths`: the PID in its pidfile
+/// (a restarted engine's) or `recorded`, whichever is alive and carries
+/// the pidfile path in its command line and is not the supervisor.
+pub fn running_engine_pid(paths: &EnginePaths, recorded: Option<i32>) -> Option<i32> {
+    let from_pidfile = std::fs::read_to_string(&paths.pid)
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok());
+    [from_pidfile, recorded]
+        .into_iter()
+        .flatten()
+        .find(|p| procs::is_ours(*p, &paths.needle()) && !is_supervisor(*p, paths))
 }
 
 /// The last `n` lines of a log file (for error messages).

@@ -85,10 +85,17 @@ pub struct InstanceRecord {
     pub address: String,
     /// The engine's API socket.
     pub socket: PathBuf,
-    /// The dockerd PID, once started.
+    /// The dockerd PID, once started (an engine its supervisor restarted
+    /// has a new one, in its pidfile: see [`launcher::running_engine_pid`]).
     pub pid: Option<i32>,
-    /// Its process group (= the dockerd PID).
+    /// Its process group: the supervisor's PID when supervised, else the
+    /// dockerd PID.
     pub pgid: Option<i32>,
+    /// The supervisor that restarts the engine when it exits
+    /// ([`EngineProcess::start_supervised`]); `None` when the machine was
+    /// made without supervision (or adopted, or by a build before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<i32>,
     /// Creation time, ms since the Unix epoch.
     pub created_ms: u64,
     /// Where the engine's files live when not in the instance's own
@@ -115,8 +122,16 @@ pub struct LocalProvider {
     state_dir: PathBuf,
     pool: Vec<Ipv4Addr>,
     bin_dir: Option<PathBuf>,
+    supervise: bool,
     alloc: tokio::sync::Mutex<()>,
 }
+
+/// Set in every boot script's environment (the machine's "instance
+/// metadata", with `DROVER_LOCAL_DIR` and `DROVER_LOCAL_POOL`): `true` or
+/// `false`, whether this provider supervises its engines, so a controller a
+/// boot script starts makes its machines the same way (the CLI's
+/// `--local-supervise` reads it).
+pub const SUPERVISE_ENV: &str = "DROVER_LOCAL_SUPERVISE";
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -151,6 +166,7 @@ impl LocalProvider {
             state_dir,
             pool,
             bin_dir: std::env::var_os("DROVER_BIN_DIR").map(PathBuf::from),
+            supervise: true,
             alloc: tokio::sync::Mutex::new(()),
         })
     }
@@ -171,6 +187,22 @@ impl LocalProvider {
     pub fn with_bin_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.bin_dir = dir;
         self
+    }
+
+    /// Whether engines of new machines run under a supervisor that
+    /// restarts them when they exit, as systemd's `Restart=always` restarts
+    /// a VM's dockerd (on by default; see
+    /// [`EngineProcess::start_supervised`]). Off, a machine is its dockerd:
+    /// an engine that exits stays down and the machine reads as stopped.
+    /// Machines already made keep how they were made.
+    pub fn with_supervision(mut self, on: bool) -> Self {
+        self.supervise = on;
+        self
+    }
+
+    /// Whether new machines are supervised.
+    pub fn supervises(&self) -> bool {
+        self.supervise
     }
 
     /// The state directory.
@@ -240,22 +272,19 @@ impl LocalProvider {
         self.record(id).ok().flatten().map(|r| r.endpoint())
     }
 
-    /// True when the recorded PID is alive and really this instance's dockerd
-    /// (its command line carries the instance's pidfile path): a recycled
-    /// PID never counts. The socket is not asked (describe stays fast and
-    /// never blocks on a busy engine); swarm health is the flavor's job.
-    ///
-    /// An engine restarted in place (as a VM's engine restarts after a
-    /// reboot) has a new PID: the one dockerd wrote to its pidfile counts too.
+    /// True when the machine is up: its supervisor lives (its engine may be
+    /// down for the moment between a crash and its restart, as a VM whose
+    /// dockerd systemd is restarting is still a running VM), or its dockerd
+    /// does (the recorded PID, or the one dockerd wrote to its pidfile: an
+    /// engine restarted in place has a new PID). Every PID counts only when
+    /// its command line carries the instance's pidfile path: a recycled PID
+    /// never counts. The socket is not asked (describe stays fast and never
+    /// blocks on a busy engine); swarm health is the flavor's job.
     pub fn is_running(&self, r: &InstanceRecord) -> bool {
         let paths = self.engine_paths(r);
-        let from_pidfile = std::fs::read_to_string(&paths.pid)
-            .ok()
-            .and_then(|t| t.trim().parse::<i32>().ok());
-        [r.pid, from_pidfile]
-            .into_iter()
-            .flatten()
-            .any(|p| procs::is_ours(p, &paths.needle()))
+        r.supervisor
+            .is_some_and(|s| launcher::is_supervisor(s, &paths))
+            || launcher::running_engine_pid(&paths, r.pid).is_some()
     }
 
     fn choose_address(
@@ -326,6 +355,7 @@ impl LocalProvider {
             // state, so a controller started by the boot script can manage
             // machines of the same provider.
             .env("DROVER_LOCAL_DIR", &self.state_dir)
+            .env(SUPERVISE_ENV, self.supervise.to_string())
             .env(
                 "DROVER_LOCAL_POOL",
                 self.pool
@@ -389,7 +419,9 @@ pub fn teardown(state_dir: &Path) {
                         .and_then(|t| serde_json::from_str(&t).ok());
                 let engine_dir = rec.as_ref().and_then(|r| r.engine_dir.clone());
                 let paths = EnginePaths::new(engine_dir.as_deref().unwrap_or(&dir));
-                let (pid, pgid) = rec.map(|r| (r.pid, r.pgid)).unwrap_or((None, None));
+                let (pid, pgid) = rec
+                    .map(|r| (group_leader(&r, &paths), r.pgid))
+                    .unwrap_or((None, None));
                 launcher::stop_engine(&paths, pid, pgid, procs::Owned::Named);
                 let _ = procs::remove_instance_dir(&paths.dir);
                 let _ = procs::remove_instance_dir(&dir);
@@ -432,6 +464,15 @@ async fn stop_and_remove(
     .await
     .map_err(|e| io_err("destroy", e))?
     .map_err(|e| io_err(&format!("destroying {instance}"), e))
+}
+
+/// The PID that verifies the machine's process group: its supervisor
+/// while that lives (it leads the group even while its engine is down),
+/// else the recorded dockerd.
+fn group_leader(r: &InstanceRecord, paths: &EnginePaths) -> Option<i32> {
+    r.supervisor
+        .filter(|s| launcher::is_supervisor(*s, paths))
+        .or(r.pid)
 }
 
 fn valid_id(id: &str) -> bool {
@@ -482,6 +523,7 @@ impl InstanceProvider for LocalProvider {
                 socket: paths.sock.clone(),
                 pid: None,
                 pgid: None,
+                supervisor: None,
                 created_ms: now_ms(),
                 engine_dir: None,
                 marked: true,
@@ -490,17 +532,32 @@ impl InstanceProvider for LocalProvider {
                 .map_err(|e| io_err("writing instance record", e))?;
             (rec, paths)
         };
-        let engine = EngineProcess::start(&paths.dir, &req.engine_labels).map_err(|e| {
+        let start = if self.supervise {
+            EngineProcess::start_supervised
+        } else {
+            EngineProcess::start
+        };
+        let engine = start(&paths.dir, &req.engine_labels).map_err(|e| {
             ProviderError::Transient(format!("starting dockerd for {}: {e}", rec.id))
         })?;
-        let (_, pid) = engine.detach();
-        rec.pid = Some(pid);
-        rec.pgid = Some(pid);
+        let (_, leader) = engine.detach();
+        rec.pgid = Some(leader);
+        if self.supervise {
+            rec.supervisor = Some(leader);
+        } else {
+            rec.pid = Some(leader);
+        }
         self.write_record(&rec)
             .map_err(|e| io_err("writing instance record", e))?;
-        launcher::wait_ready(&paths, pid, launcher::READY_TIMEOUT)
+        launcher::wait_ready(&paths, leader, launcher::READY_TIMEOUT)
             .await
             .map_err(|e| ProviderError::Transient(format!("instance {}: {e}", rec.id)))?;
+        if self.supervise {
+            // dockerd wrote its pidfile before it answered.
+            rec.pid = launcher::running_engine_pid(&paths, None);
+            self.write_record(&rec)
+                .map_err(|e| io_err("writing instance record", e))?;
+        }
         let mut ctx = req.boot_context.clone();
         ctx.address = rec.address.clone();
         let script = drover_core::template::render(&req.boot_template, &ctx)
@@ -538,7 +595,7 @@ impl InstanceProvider for LocalProvider {
         // An adopted engine's directory goes first: the record (in the
         // instance's own directory) is what says the machine existed.
         let own_dir = self.dir_of(&rec.id);
-        let found = (rec.pid, rec.pgid, owned);
+        let found = (group_leader(&rec, &paths), rec.pgid, owned);
         stop_and_remove(instance, paths, found, vec![own_dir], fence).await?;
         tracing::info!(id = %instance, "instance destroyed");
         Ok(())
@@ -556,7 +613,7 @@ impl InstanceProvider for LocalProvider {
                 // No PID yet: its engine is still being started. That is not
                 // "stopped" (which makes the planner replace it at once); if it
                 // never comes up, it never joins and startup_timeout applies.
-                running: r.pid.is_none() || self.is_running(&r),
+                running: (r.pid.is_none() && r.supervisor.is_none()) || self.is_running(&r),
                 id: r.id,
                 tags: r.tags.into(),
                 created_ms: r.created_ms,

@@ -7,7 +7,10 @@
 //!   executable for boot scripts (`drover engine join --role R --address A
 //!   --remote M`) that re-enters the test binary and joins through the
 //!   engine API, reading the token from `DROVER_JOIN_TOKEN`, so the token
-//!   never reaches any command line.
+//!   never reaches any command line;
+//! - [`crash_engine`] / [`kill_machine`]: the two faults of a machine, "the
+//!   engine crashed" (a supervised machine restarts it) and "the machine
+//!   died for good" (nothing restarts it).
 
 use drover_engine::Engine;
 use drover_spi::Secret;
@@ -182,8 +185,19 @@ pub fn short_tempdir(prefix: &str) -> std::io::Result<std::path::PathBuf> {
 }
 
 /// A provider over `state` whose boot scripts find the test binary's
-/// `drover` stand-in (see [`write_drover_shim`]) first on their PATH.
+/// `drover` stand-in (see [`write_drover_shim`]) first on their PATH; its
+/// engines are supervised (the default).
 pub fn shimmed_provider(state: &Path, pool: &str) -> std::sync::Arc<crate::LocalProvider> {
+    shimmed_provider_with(state, pool, true)
+}
+
+/// [`shimmed_provider`], with engines supervised or not
+/// ([`crate::LocalProvider::with_supervision`]).
+pub fn shimmed_provider_with(
+    state: &Path,
+    pool: &str,
+    supervise: bool,
+) -> std::sync::Arc<crate::LocalProvider> {
     let bin = state.join("bin");
     let exe = std::env::current_exe().expect("test binary path");
     write_drover_shim(&bin, &exe, "drover_shim").expect("write drover shim");
@@ -191,7 +205,8 @@ pub fn shimmed_provider(state: &Path, pool: &str) -> std::sync::Arc<crate::Local
     std::sync::Arc::new(
         crate::LocalProvider::new(state, pool)
             .expect("provider")
-            .with_bin_dir(Some(bin)),
+            .with_bin_dir(Some(bin))
+            .with_supervision(supervise),
     )
 }
 
@@ -254,4 +269,75 @@ pub async fn joined_member(
     )
     .await
     .expect("member joins")
+}
+
+/// The files of machine `r`'s engine (its socket's directory).
+fn paths_of(r: &crate::InstanceRecord) -> crate::EnginePaths {
+    crate::EnginePaths::new(
+        r.socket
+            .parent()
+            .unwrap_or(std::path::Path::new("/nonexistent")),
+    )
+}
+
+/// Waits (≤ 10 s) until `pid` is gone; true when it is.
+fn gone(pid: i32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while crate::procs::is_alive(pid) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// Fault "the engine crashed": `kill -9` of machine `r`'s running dockerd
+/// alone (the PID in its pidfile or the recorded one, verified by command
+/// line; never its supervisor). A supervised machine's supervisor starts
+/// the engine again on the same data after its restart delay
+/// ([`crate::launcher::RESTART_DELAYS_MS`]) and the machine reads as
+/// running throughout; an unsupervised machine's engine stays dead and the
+/// machine reads as stopped. Returns the PID killed (gone when this
+/// returns). Panics when no engine of `r` runs.
+pub fn crash_engine(r: &crate::InstanceRecord) -> i32 {
+    use nix::sys::signal::{Signal, kill};
+    let paths = paths_of(r);
+    let pid = crate::launcher::running_engine_pid(&paths, r.pid)
+        .unwrap_or_else(|| panic!("no running engine for machine {}", r.id));
+    kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).expect("kill -9 dockerd");
+    assert!(gone(pid), "dockerd {pid} of {} survived SIGKILL", r.id);
+    pid
+}
+
+/// Fault "the machine died for good", as a VM that loses power: SIGKILL to
+/// machine `r`'s whole process group (its supervisor, its dockerd, and what
+/// its boot script started, such as a controller; only when the group's
+/// leader is verified by its command line), then to its supervisor and its
+/// dockerd by PID (verified; for a machine not leading a group of its
+/// own). The supervisor goes first, so nothing starts the engine again.
+/// Returns once supervisor and engine are gone; the provider then
+/// describes the machine as not running. Never matches processes by
+/// pattern: only recorded and pidfile PIDs, each checked.
+pub fn kill_machine(r: &crate::InstanceRecord) {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let paths = paths_of(r);
+    let supervisor = r
+        .supervisor
+        .filter(|s| crate::launcher::is_supervisor(*s, &paths));
+    let leader = supervisor.or_else(|| crate::launcher::running_engine_pid(&paths, r.pid));
+    if let (Some(leader), Some(pgid)) = (leader, r.pgid)
+        && crate::procs::pgid_of(leader) == Some(pgid)
+    {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+    if let Some(s) = supervisor {
+        let _ = kill(Pid::from_raw(s), Signal::SIGKILL);
+        assert!(gone(s), "supervisor {s} of {} survived SIGKILL", r.id);
+    }
+    while let Some(pid) = crate::launcher::running_engine_pid(&paths, r.pid) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        assert!(gone(pid), "dockerd {pid} of {} survived SIGKILL", r.id);
+    }
 }

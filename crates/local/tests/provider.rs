@@ -119,14 +119,9 @@ async fn describe_kill_destroy_and_no_secret_leak() {
         Some("c41")
     );
 
-    // kill -9 → running=false.
+    // The machine dies (supervisor and engine, kill -9) → running=false.
     let rec = p.record(&id).unwrap().unwrap();
-    let pid = rec.pid.unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    testkit::kill_machine(&rec);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let d = p.describe(&by_link).await.unwrap();
