@@ -401,6 +401,19 @@ pub struct LocalArgs {
         default_value = "127.0.0.11-127.0.0.60"
     )]
     pub local_pool: String,
+    /// Run each new machine's engine under a supervisor that restarts it
+    /// when it exits (0.5 s, then 1, 2, 4 s; like systemd's
+    /// `Restart=always`); `false`: an engine that exits stays down and its
+    /// machine reads as stopped. Boot scripts pass it on to the controllers
+    /// they start.
+    #[arg(
+        long,
+        env = "DROVER_LOCAL_SUPERVISE",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub local_supervise: bool,
 }
 
 /// Arguments of `drover apply`.

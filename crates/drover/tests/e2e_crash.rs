@@ -293,7 +293,10 @@ async fn crash_matrix() {
         .collect();
     for pid in &engines {
         assert!(
-            records.iter().any(|r| r.pid == Some(*pid)),
+            records.iter().any(|r| {
+                let paths = drover_local::EnginePaths::new(r.socket.parent().unwrap());
+                drover_local::launcher::running_engine_pid(&paths, r.pid) == Some(*pid)
+            }),
             "orphan engine {pid}: {:?}",
             drover_local::procs::cmdline(*pid)
         );

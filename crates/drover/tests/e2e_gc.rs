@@ -3,12 +3,13 @@
 //! 1. orphans: an engine with this cluster's tags for an undeclared group is
 //!    listed by `drover gc --dry-run` and destroyed after `gc.orphan_grace`;
 //!    an engine without drover's tags and one with another cluster id survive;
-//! 2. kill -9 a worker's engine: the machine is replaced, its Down node
+//! 2. a worker's machine dies (`kill_machine`: supervisor and engine, kill
+//!    -9; a crashed engine alone would be restarted): the machine is replaced, its Down node
 //!    removed, and `docker node ls` shows exactly the group's nodes, all Ready;
 //! 3. a group whose boot script never joins: each machine destroyed after
 //!    `startup_timeout`, retried, and the group blocks once `max_attempts`
 //!    machines never joined, with the reason in status and events;
-//! 4. kill -9 two of three managers: quorum lost, nothing destroyed, status
+//! 4. two of three managers' machines die (`kill_machine`): quorum lost, nothing destroyed, status
 //!    says blocked with the runbook; the engines are started again (as a
 //!    machine reboot would) and the cluster recovers without a manual step.
 //!
@@ -23,7 +24,7 @@ use drover_local::{InstanceRecord, LocalProvider};
 use drover_spi::InstanceProvider;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{Lab, bounded, group_of, kill9};
+use support::{Lab, bounded, group_of, kill_machine};
 
 const NET: u8 = 80;
 
@@ -213,7 +214,9 @@ async fn dead_worker(lab: &Lab) {
     let before = lab.group_records("workers");
     assert_eq!(before.len(), 1);
     let old_link = before[0].tags[tags::LINK].clone();
-    kill9(&before[0]);
+    // The machine dies (not merely its engine, which its supervisor would
+    // restart): drover replaces it.
+    kill_machine(&before[0]);
     let t = Instant::now();
     loop {
         let workers = lab.group_records("workers");
@@ -320,8 +323,9 @@ async fn quorum_loss(lab: &Lab) {
         .collect();
     assert_eq!(followers.len(), 2);
     let before: Vec<String> = lab.records().into_iter().map(|r| r.id).collect();
+    // Two machines die (supervisor and engine: nothing restarts them).
     for r in &followers {
-        kill9(r);
+        kill_machine(r);
     }
     // The last leader's controller keeps reporting and never acts.
     let doc = lab
@@ -364,7 +368,8 @@ async fn quorum_loss(lab: &Lab) {
 /// What a reboot of the machine does: its engine starts again on the same
 /// data root with the same labels. The local provider has no restart call
 /// (a real provider's machine restarts its own engine), so the test starts
-/// the engine and records its new PID the way the provider does.
+/// the engine (without a supervisor) and records its new PID the way the
+/// provider records an unsupervised engine's.
 fn restart(lab: &Lab, r: &InstanceRecord) {
     let dir = lab.dir.join("instances").join(&r.id);
     let labels = r
@@ -378,6 +383,7 @@ fn restart(lab: &Lab, r: &InstanceRecord) {
     let mut rec = r.clone();
     rec.pid = Some(pid);
     rec.pgid = Some(pid);
+    rec.supervisor = None;
     let tmp = dir.join("instance.json.tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
     std::fs::rename(tmp, dir.join("instance.json")).unwrap();

@@ -983,6 +983,12 @@ async fn nemesis(swarm: bool) {
     } else {
         Lab::new(net).await
     };
+    // The nemesis restarts engines itself, with other labels, as
+    // configuration management restarting docker would
+    // (`nemesis::restart_engine`): a supervisor restarting them with their
+    // old labels would race it. Its machines are their dockerds.
+    let mut lab = lab;
+    lab.supervise = false;
     let keep = lab.dir.join("keep");
     let stop = Arc::new(AtomicBool::new(false));
     let fault = Arc::new(Mutex::new(Fault::default()));

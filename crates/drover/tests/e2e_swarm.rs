@@ -277,6 +277,13 @@ fn assert_destroyed_are_gone(lab: &support::Lab, records: &[drover_local::Instan
             "engine {pid} of destroyed instance {} still runs",
             r.id
         );
+        let paths = drover_local::EnginePaths::new(r.socket.parent().unwrap());
+        assert!(
+            r.supervisor
+                .is_none_or(|s| !drover_local::launcher::is_supervisor(s, &paths)),
+            "supervisor of destroyed instance {} still runs",
+            r.id
+        );
         assert!(
             !lab.dir.join("instances").join(&r.id).exists(),
             "directory of destroyed {} left",
@@ -324,7 +331,8 @@ async fn leader_crash_mid_rollout() {
         .into_iter()
         .find(|r| r.tags.get("drover.link") == Some(&link))
         .expect("leader's machine");
-    support::kill9(&victim);
+    // The leader's machine dies (supervisor and engine): drover replaces it.
+    support::kill_machine(&victim);
     let killed_at = t1.elapsed();
 
     let t2 = Instant::now();
@@ -373,7 +381,9 @@ async fn quorum_lost_status() {
     let records = lab.records();
     assert_eq!(records.len(), 3, "{records:#?}");
     let (killed, survivor) = records.split_at(2);
-    killed.iter().for_each(support::kill9);
+    // Dead for good: a supervisor restarting the engines would give the
+    // quorum back.
+    killed.iter().for_each(support::kill_machine);
     let store = format!("swarm:{}", survivor[0].endpoint());
     let killed_at = Instant::now();
     let t = Instant::now();

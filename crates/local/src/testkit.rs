@@ -280,12 +280,15 @@ fn paths_of(r: &crate::InstanceRecord) -> crate::EnginePaths {
     )
 }
 
-/// Waits (≤ 10 s) until `pid` is gone; true when it is.
+/// Waits (≤ 10 s) until `pid` is gone, reaped too if it can be: a dockerd
+/// started on the same data refuses to while its predecessor's PID exists,
+/// even as a zombie (its parent, a supervisor killed with it, leaves the
+/// reaping to init). True when it is dead.
 fn gone(pid: i32) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while crate::procs::is_alive(pid) {
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
         if std::time::Instant::now() > deadline {
-            return false;
+            return !crate::procs::is_alive(pid);
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -326,7 +329,8 @@ pub fn kill_machine(r: &crate::InstanceRecord) {
     let supervisor = r
         .supervisor
         .filter(|s| crate::launcher::is_supervisor(*s, &paths));
-    let leader = supervisor.or_else(|| crate::launcher::running_engine_pid(&paths, r.pid));
+    let engine = crate::launcher::running_engine_pid(&paths, r.pid);
+    let leader = supervisor.or(engine);
     if let (Some(leader), Some(pgid)) = (leader, r.pgid)
         && crate::procs::pgid_of(leader) == Some(pgid)
     {
@@ -336,8 +340,14 @@ pub fn kill_machine(r: &crate::InstanceRecord) {
         let _ = kill(Pid::from_raw(s), Signal::SIGKILL);
         assert!(gone(s), "supervisor {s} of {} survived SIGKILL", r.id);
     }
-    while let Some(pid) = crate::launcher::running_engine_pid(&paths, r.pid) {
+    // The engine found before (perhaps killed with the group, not yet
+    // reaped), and one the supervisor may have started meanwhile.
+    for pid in engine
+        .into_iter()
+        .chain(crate::launcher::running_engine_pid(&paths, r.pid))
+    {
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         assert!(gone(pid), "dockerd {pid} of {} survived SIGKILL", r.id);
     }
+    assert_eq!(crate::launcher::running_engine_pid(&paths, r.pid), None);
 }

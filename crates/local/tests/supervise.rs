@@ -175,6 +175,13 @@ async fn a_crashed_engine_comes_back_as_the_same_node() {
         .await
         .unwrap();
     assert!(info.control_available, "{info:?}");
+
+    // teardown (`drover demo down`, the tests' guards) ends the supervisor
+    // with its engine: nothing comes back.
+    drover_local::teardown(&state);
+    assert!(!state.exists());
+    stays_dead(&r).await;
+    assert!(procs::pids_matching(&format!("{}/", state.display())).is_empty());
 }
 
 /// 2. A machine killed for good (supervisor and engine): nothing comes

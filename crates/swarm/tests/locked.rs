@@ -136,29 +136,17 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
     assert!(why.contains("locked"), "{why}");
 }
 
-/// Kills an instance's engine with its whole process group (as a crash of
-/// the machine's engine service would: containerd must not outlive it) and
-/// starts it again in the same directory with the same labels.
+/// Kills an instance's machine (`testkit::kill_machine`: its supervisor,
+/// engine and process group; containerd follows its dockerd) and starts
+/// the engine again in the same directory with the same labels, as a
+/// reboot would.
 async fn restart_in_place(
     p: &drover_local::LocalProvider,
     id: &str,
     dir: &std::path::Path,
 ) -> Engine {
     let rec = p.record(id).unwrap().unwrap();
-    let pidfile = dir.join("pid").display().to_string();
-    let pid = std::fs::read_to_string(&pidfile)
-        .ok()
-        .and_then(|t| t.trim().parse::<i32>().ok())
-        .filter(|p| procs::is_ours(*p, &pidfile))
-        .or(rec.pid)
-        .unwrap();
-    assert!(procs::is_ours(pid, &pidfile));
-    assert_eq!(procs::pgid_of(pid), Some(pid));
-    nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    testkit::kill_machine(&rec);
     let needle = format!("{}/", dir.display());
     testkit::wait_for(Duration::from_secs(20), || async {
         procs::pids_matching(&needle).is_empty().then_some(())

@@ -84,7 +84,8 @@ pub fn local(args: &LocalArgs) -> Result<Machines, MainError> {
         .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
     let provider = LocalProvider::new(dir, pool)
         .map_err(|e| MainError::BadInput(format!("--local-dir: {e}")))?
-        .with_bin_dir(bin_dir);
+        .with_bin_dir(bin_dir)
+        .with_supervision(args.local_supervise);
     Ok(Some(Arc::new(provider)))
 }
 

@@ -29,6 +29,10 @@ pub struct Lab {
     pub net: u8,
     /// The store is the swarm's own (on a manager's engine), not etcd.
     pub swarm_store: bool,
+    /// The machines' engines run under a supervisor that restarts them
+    /// (`--local-supervise`, passed on to the controllers on the machines):
+    /// on, as by default, unless a lab turns it off.
+    pub supervise: bool,
 }
 
 impl Lab {
@@ -43,6 +47,7 @@ impl Lab {
             dir,
             net,
             swarm_store: false,
+            supervise: true,
         }
     }
 
@@ -141,6 +146,7 @@ impl Lab {
                 format!("127.0.{}.20-127.0.{}.60", self.net, self.net),
             )
             .env("DROVER_LOG", "warn")
+            .env("DROVER_LOCAL_SUPERVISE", self.supervise.to_string())
             .envs(env.iter().copied())
             .output()
             .expect("run drover");
@@ -402,16 +408,10 @@ pub fn scrape(address: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
-/// `kill -9` of a machine's engine, by the PID recorded for it (checked to be that engine's).
-pub fn kill9(r: &InstanceRecord) {
-    let pid = r.pid.expect("pid");
-    assert!(drover_local::procs::is_ours(
-        pid,
-        &r.socket.display().to_string()
-    ));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill -9");
-}
+/// The two faults of a machine (`drover_local::testkit`): "the engine
+/// crashed" (`kill -9` of dockerd alone; a supervised machine restarts it)
+/// and "the machine died for good" (its supervisor, engine and what its boot
+/// script started, SIGKILLed by recorded PIDs and group: nothing restarts it).
+// Not every suite that includes this module uses them.
+#[allow(unused_imports)]
+pub use drover_local::testkit::{crash_engine, kill_machine};

@@ -344,15 +344,8 @@ impl Drop for HaltControllers {
 /// The running dockerd of machine `r` (the recorded PID or the pidfile's,
 /// verified by command line).
 pub fn engine_pid(r: &InstanceRecord) -> Option<i32> {
-    let dir = r.socket.parent()?;
-    let needle = dir.join("pid").display().to_string();
-    let from_file = std::fs::read_to_string(dir.join("pid"))
-        .ok()
-        .and_then(|t| t.trim().parse::<i32>().ok());
-    [r.pid, from_file]
-        .into_iter()
-        .flatten()
-        .find(|&p| drover_local::procs::is_ours(p, &needle))
+    let paths = drover_local::EnginePaths::new(r.socket.parent()?);
+    drover_local::launcher::running_engine_pid(&paths, r.pid)
 }
 
 /// What [`restart_engine`] did.
