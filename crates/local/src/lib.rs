@@ -5,6 +5,12 @@
 //! booted by running the rendered boot script against it, as cloud-init
 //! would on a VM. See `README.md` for the measured footprint.
 //!
+//! Each engine runs under a supervisor that restarts it when it exits, as
+//! systemd restarts a VM's dockerd ([`EngineProcess::start_supervised`],
+//! [`LocalProvider::with_supervision`], on by default): a crashed engine is
+//! not a dead machine. Tests choose between the two faults with
+//! `testkit::crash_engine` and `testkit::kill_machine`.
+//!
 //! State lives under `state_dir/instances/<id>/`:
 //! `instance.json` (the record), `root/`, `exec/`, `sock`, `pid`, `log`,
 //! `boot.log`. Ids are short (`i` + 8 hex) because unix socket paths are
