@@ -101,17 +101,18 @@ fn secs(ms: u64) -> String {
 }
 
 /// The supervisor, run as `/bin/sh -c SCRIPT drover-supervise
-/// D/exec/containerd/containerd.pid dockerd ARGS…` (POSIX sh: dash on Debian, busybox sh too; `date` and `sleep`
-/// from coreutils). `Restart=always` semantics: every exit of the engine,
-/// clean or not, is followed by a start after the current delay
-/// ([`RESTART_DELAYS_MS`], reset after [`STABLE_RUN_SECS`]); only a signal
-/// to the supervisor (TERM, INT, HUP) stops it, and then it stops the
-/// engine first and waits for it, so nothing it started outlives it.
-/// Before a restart it waits for the exited engine's containerd to go
-/// ([`CONTAINERD_GONE_WITHIN`]).
-/// `sleep` runs in the background and is waited for, so a stop signal never
-/// waits out a delay. Every start and exit is a line in the machine's log
-/// `D/log`, next to dockerd's own output.
+/// D/exec/containerd/containerd.pid dockerd ARGS…` (POSIX sh: dash on
+/// Debian, busybox sh too; `date` and `sleep` from coreutils).
+///
+/// `Restart=always` semantics: every exit of the engine, clean or not, is
+/// followed by a start after the current delay ([`RESTART_DELAYS_MS`],
+/// reset after [`STABLE_RUN_SECS`]) and once the exited engine's
+/// containerd is gone ([`CONTAINERD_GONE_WITHIN`]). Only a signal to the
+/// supervisor (TERM, INT, HUP) stops it, and then it stops the engine first
+/// and waits for it, so nothing it started outlives it; `sleep` runs in the
+/// background and is waited for, so a stop signal never waits out a delay.
+/// Every start and exit is a line in the machine's log `D/log`, next to
+/// dockerd's own output.
 pub fn supervisor_script() -> String {
     let d = RESTART_DELAYS_MS.map(secs);
     let stable = STABLE_RUN_SECS;
@@ -209,10 +210,10 @@ impl EngineProcess {
     }
 
     /// Starts `dockerd` for directory `dir` under a supervisor
-    /// ([`supervisor_script`], a `/bin/sh` loop) that restarts it with the same command line
-    /// whenever it exits, with a backoff, as systemd's `Restart=always`
-    /// would, until the supervisor itself is stopped (SIGTERM stops the
-    /// engine and ends the loop). The supervisor leads the process group,
+    /// ([`supervisor_script`], a `/bin/sh` loop) that restarts it with the
+    /// same command line whenever it exits, with a backoff, as systemd's
+    /// `Restart=always` would, until the supervisor itself is stopped
+    /// (SIGTERM stops the engine and ends the loop). The supervisor leads the process group,
     /// carries the engine's whole command line (so the needle and the
     /// machine's mark find it) and writes each restart to `D/log`;
     /// [`pid`](Self::pid) is the supervisor's. The engine's own PID is in
@@ -248,14 +249,12 @@ impl EngineProcess {
             sh.arg("-c")
                 .arg(supervisor_script())
                 .arg(SUPERVISOR_NAME)
-                .arg(paths.exec.join("containerd/containerd.pid"));
+                .arg(paths.exec.join("containerd/containerd.pid"))
+                .arg("dockerd");
             sh
         } else {
             Command::new("dockerd")
         };
-        if supervised {
-            cmd.arg("dockerd");
-        }
         cmd.args(dockerd_args(&paths, labels));
         cmd.env(procs::MACHINE_ENV, paths.dir_needle())
             .stdin(Stdio::null())
