@@ -1,7 +1,7 @@
 //! Supervised engines (issue 18, "machines that behave like machines"):
 //! a machine's dockerd runs under a supervisor that restarts it when it
 //! exits, as systemd's `Restart=always` restarts a VM's dockerd. Real
-//! engines on loopback 127.0.130.x–127.0.133.x (one range per test).
+//! engines on loopback 127.0.130.x–127.0.134.x (one range per test).
 //!
 //! The two faults a test can choose (`drover_local::testkit`):
 //! `crash_engine` (kill -9 of dockerd alone: restarted) and `kill_machine`
@@ -273,4 +273,54 @@ async fn without_supervision_a_crashed_engine_stays_dead() {
     stays_dead(&r).await;
     assert!(!described_running(&p, &r).await);
     p.destroy(&r.id).await.unwrap();
+}
+
+/// When `DROVER_TEST_PROVISION=STATE_DIR` is set: provisions one plain
+/// machine (pool 127.0.134.10-20) and returns, so the process that made it
+/// exits (see `a_machine_outlives_the_process_that_made_it`).
+#[tokio::test]
+async fn provisioner() {
+    let Ok(state) = std::env::var("DROVER_TEST_PROVISION") else {
+        return;
+    };
+    let pool = drover_local::parse_pool("127.0.134.10-127.0.134.20").unwrap();
+    let p = LocalProvider::new(&state, pool).expect("provider");
+    let r = plain_machine(&p, "c134").await;
+    println!("\nPROVISIONED {}", r.id);
+}
+
+/// 5. The supervisor outlives the process that provisioned the machine
+///    (a controller that exits or crashes): made by a process that has
+///    exited since, the machine still restarts its crashed engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_outlives_the_process_that_made_it() {
+    let state = testkit::short_tempdir("su").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "provisioner", "--nocapture", "--test-threads=1"])
+        .env("DROVER_TEST_PROVISION", &state)
+        .output()
+        .expect("run the provisioner");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("PROVISIONED "))
+        .unwrap_or_else(|| panic!("no machine made: {text}"))
+        .trim()
+        .to_string();
+    let p = LocalProvider::new(&state, Vec::new()).unwrap();
+    let r = p.record(&id).unwrap().expect("record");
+    let supervisor = r.supervisor.expect("supervised");
+    // Its parent, the provisioner, is gone: the supervisor was handed on.
+    assert!(launcher::is_supervisor(supervisor, &paths(&r)));
+    assert!(described_running(&p, &r).await);
+    testkit::crash_engine(&r);
+    answers_within(&r, Duration::from_secs(10))
+        .await
+        .expect("the orphaned supervisor restarted the engine");
+    p.destroy(&id).await.unwrap();
+    stays_dead(&r).await;
 }
