@@ -24,7 +24,7 @@ use drover_local::{InstanceRecord, LocalProvider};
 use drover_spi::InstanceProvider;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{Lab, bounded, group_of, kill_machine};
+use support::{Lab, bounded, group_of, kill_machine, kill_machines};
 
 const NET: u8 = 80;
 
@@ -323,10 +323,9 @@ async fn quorum_loss(lab: &Lab) {
         .collect();
     assert_eq!(followers.len(), 2);
     let before: Vec<String> = lab.records().into_iter().map(|r| r.id).collect();
-    // Two machines die (supervisor and engine: nothing restarts them).
-    for r in &followers {
-        kill_machine(r);
-    }
+    // Two machines die at once (supervisor and engine: nothing restarts
+    // them).
+    kill_machines(&followers.iter().collect::<Vec<_>>());
     // The last leader's controller keeps reporting and never acts.
     let doc = lab
         .await_status("quorum lost", Duration::from_secs(90), |doc| {

@@ -383,7 +383,7 @@ async fn quorum_lost_status() {
     let (killed, survivor) = records.split_at(2);
     // Dead for good: a supervisor restarting the engines would give the
     // quorum back.
-    killed.iter().for_each(support::kill_machine);
+    support::kill_machines(&killed.iter().collect::<Vec<_>>());
     let store = format!("swarm:{}", survivor[0].endpoint());
     let killed_at = Instant::now();
     let t = Instant::now();

@@ -316,38 +316,57 @@ pub fn crash_engine(r: &crate::InstanceRecord) -> i32 {
 /// Fault "the machine died for good", as a VM that loses power: SIGKILL to
 /// machine `r`'s whole process group (its supervisor, its dockerd, and what
 /// its boot script started, such as a controller; only when the group's
-/// leader is verified by its command line), then to its supervisor and its
+/// leader is verified by its command line), and to its supervisor and its
 /// dockerd by PID (verified; for a machine not leading a group of its
-/// own). The supervisor goes first, so nothing starts the engine again.
-/// Returns once supervisor and engine are gone; the provider then
-/// describes the machine as not running. Never matches processes by
-/// pattern: only recorded and pidfile PIDs, each checked.
+/// own). Nothing starts the engine again. Returns once supervisor and
+/// engine are gone (reaped); the provider then describes the machine as not
+/// running. Never matches processes by pattern: only recorded and pidfile
+/// PIDs, each checked.
 pub fn kill_machine(r: &crate::InstanceRecord) {
+    kill_machines(&[r]);
+}
+
+/// [`kill_machine`] for several machines at once, as a power cut: every
+/// machine is signalled before any is waited for, so none is seen dead
+/// alone (a controller would start healing it in between).
+pub fn kill_machines(rs: &[&crate::InstanceRecord]) {
     use nix::sys::signal::{Signal, kill, killpg};
     use nix::unistd::Pid;
-    let paths = paths_of(r);
-    let supervisor = r
-        .supervisor
-        .filter(|s| crate::launcher::is_supervisor(*s, &paths));
-    let engine = crate::launcher::running_engine_pid(&paths, r.pid);
-    let leader = supervisor.or(engine);
-    if let (Some(leader), Some(pgid)) = (leader, r.pgid)
-        && crate::procs::pgid_of(leader) == Some(pgid)
-    {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    let found: Vec<_> = rs
+        .iter()
+        .map(|r| {
+            let paths = paths_of(r);
+            let supervisor = r
+                .supervisor
+                .filter(|s| crate::launcher::is_supervisor(*s, &paths));
+            let engine = crate::launcher::running_engine_pid(&paths, r.pid);
+            (r, paths, supervisor, engine)
+        })
+        .collect();
+    for (r, _, supervisor, engine) in &found {
+        if let (Some(leader), Some(pgid)) = (supervisor.or(*engine), r.pgid)
+            && crate::procs::pgid_of(leader) == Some(pgid)
+        {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        for pid in supervisor.iter().chain(engine) {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
     }
-    if let Some(s) = supervisor {
-        let _ = kill(Pid::from_raw(s), Signal::SIGKILL);
-        assert!(gone(s), "supervisor {s} of {} survived SIGKILL", r.id);
+    for (r, paths, supervisor, engine) in &found {
+        if let Some(s) = supervisor {
+            assert!(gone(*s), "supervisor {s} of {} survived SIGKILL", r.id);
+        }
+        // The engine found before (killed, perhaps not yet reaped), and one
+        // the supervisor may have started before it died.
+        for pid in engine
+            .iter()
+            .copied()
+            .chain(crate::launcher::running_engine_pid(paths, r.pid))
+        {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            assert!(gone(pid), "dockerd {pid} of {} survived SIGKILL", r.id);
+        }
+        assert_eq!(crate::launcher::running_engine_pid(paths, r.pid), None);
     }
-    // The engine found before (perhaps killed with the group, not yet
-    // reaped), and one the supervisor may have started meanwhile.
-    for pid in engine
-        .into_iter()
-        .chain(crate::launcher::running_engine_pid(&paths, r.pid))
-    {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        assert!(gone(pid), "dockerd {pid} of {} survived SIGKILL", r.id);
-    }
-    assert_eq!(crate::launcher::running_engine_pid(&paths, r.pid), None);
 }

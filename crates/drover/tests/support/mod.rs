@@ -414,4 +414,4 @@ pub fn scrape(address: &str) -> Option<String> {
 /// script started, SIGKILLed by recorded PIDs and group: nothing restarts it).
 // Not every suite that includes this module uses them.
 #[allow(unused_imports)]
-pub use drover_local::testkit::{crash_engine, kill_machine};
+pub use drover_local::testkit::{crash_engine, kill_machine, kill_machines};
