@@ -100,7 +100,8 @@ pub(crate) fn manager_removal(w: &World, desired: &Desired, action: &Action) -> 
 /// demotes, self-demotes or destroys the leader, no other machine of the
 /// manager group, nor any other raft member's machine (a worker promoted by
 /// hand), may still be outdated or asked to be replaced (held ones included:
-/// a held outdated manager keeps the leader waiting).
+/// a held outdated manager keeps the leader waiting). A temporary member in
+/// a spare slot is retired after the roll, never rolled: it is not waited for.
 pub(crate) fn leader_last(w: &World, desired: &Desired, action: &Action) -> Option<String> {
     if !matches!(
         action,
@@ -126,6 +127,8 @@ pub(crate) fn leader_last(w: &World, desired: &Desired, action: &Action) -> Opti
                 .filter(|i| i.inst.owned_by(&desired.cluster_id, &g.spec.name))
                 .filter(|i| i.inst.running && i.node.as_deref() != Some(id.as_str()))
                 .filter(|i| g.spec.role == Role::Manager || in_raft(i.node.as_ref()))
+                // A temporary member (spare slot) is retired, never rolled.
+                .filter(|i| !g.spec.is_spare(i.inst.logical_id()))
                 .filter(|i| {
                     i.inst.config() != Some(g.hash.as_str()) || desired.replace.contains(&i.inst.id)
                 })

@@ -1226,8 +1226,10 @@ impl Runner {
         let Some(g) = self.group_of(group) else {
             return;
         };
+        // Managers: one addition at a time, plus the temporary member of a
+        // spare slot while pets roll.
         let slack = if g.spec.role == Role::Manager {
-            1
+            1 + usize::from(!g.spec.spares.is_empty())
         } else {
             g.spec.update.max_in_flight.max(g.spec.update.canaries) as usize
         };

@@ -32,6 +32,8 @@ struct Schedule {
     /// Pets only: the new spec renames one logical id (one pet retired,
     /// another added).
     rename_pet: bool,
+    /// The manager group adds before it removes: cattle surge, pets roll
+    /// with a temporary member in a spare slot.
     manager_surge: bool,
     workers: usize,
     workers_after: usize,
@@ -92,7 +94,13 @@ fn spec_text(s: &Schedule, after: bool) -> String {
                 format!("10.0.0.{}", if renamed { 101 } else { i + 1 })
             })
             .collect();
-        format!("{{logical_ids: [{}]}}", ids.join(", "))
+        // Pets add before they remove through a spare slot.
+        let spare = if s.manager_surge {
+            ", spare_ids: [10.0.0.200]"
+        } else {
+            ""
+        };
+        format!("{{logical_ids: [{}]{spare}}}", ids.join(", "))
     } else {
         format!("{{size: {managers}}}")
     };
@@ -102,11 +110,12 @@ fn spec_text(s: &Schedule, after: bool) -> String {
     } else {
         "replace"
     };
-    // Replaced in place, a group rolls one unit of fault tolerance below
-    // its converged one: said explicitly (pets would only be warned), and
-    // held by the planner and checked by the oracle like any floor.
+    // Replaced in place without a spare, a group rolls one unit of fault
+    // tolerance below its converged one: said explicitly (it would be warned
+    // about), and held by the planner and checked by the oracle like any
+    // floor. With a spare or a surge the floor is the converged one.
     let in_place = drover_core::quorum::tolerance_when_whole(managers.saturating_sub(1));
-    let floor = if mstrategy == "replace" {
+    let floor = if mstrategy == "replace" && !(s.manager_pets && s.manager_surge) {
         format!(", min_fault_tolerance: {in_place}")
     } else {
         String::new()

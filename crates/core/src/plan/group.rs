@@ -503,9 +503,15 @@ impl<'a> Planner<'a> {
             .find_map(|v| match (&v.described, v.d.spec.role) {
                 (Err(_), Role::Manager) => Some(format!("group {}", v.d.spec.name)),
                 (Err(_), _) => None,
+                // A temporary member (spare slot) is retired, never rolled:
+                // it holds the leader only while unhealthy.
                 (Ok(members), Role::Manager) => members
                     .iter()
-                    .find(|i| i.id != leader && !(i.current() && i.healthy() && !requested(i)))
+                    .filter(|i| i.id != leader)
+                    .find(|i| {
+                        let spare = v.d.spec.is_spare(i.logical_id());
+                        !(i.healthy() && (spare || (i.current() && !requested(i))))
+                    })
                     .map(|i| i.id.clone()),
                 (Ok(members), _) => members
                     .iter()
@@ -917,6 +923,7 @@ pub(crate) fn excess_members<'i>(
     free: &[&'i Member<'i>],
     count: usize,
     self_link: Option<&str>,
+    spare_kept: bool,
 ) -> Vec<&'i Member<'i>> {
     // A machine with no node (it never joined) serves nothing: it goes
     // first, before a joined one that reads unhealthy for a moment (a node
@@ -951,8 +958,11 @@ pub(crate) fn excess_members<'i>(
     };
     match &d.spec.allocation {
         Allocation::LogicalIds(slots) => {
+            // The temporary member a roll keeps counts as declared.
+            let spares = d.spec.spares.iter().filter(|_| spare_kept);
             let declared: HashSet<&str> = slots
                 .iter()
+                .chain(spares)
                 .filter_map(|s| s.logical_id.as_deref())
                 .collect();
             let mut out: Vec<&Member> = free

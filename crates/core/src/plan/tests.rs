@@ -227,6 +227,9 @@ impl Cluster {
         let zone = op.target.as_ref().and_then(|t| t.zone.clone());
         let mut inst = instance(&op.group, &op.id, &hash, zone.as_deref());
         inst.id = format!("i-new-{}", op.id);
+        if let Some(id) = op.target.as_ref().and_then(|t| t.logical_id.clone()) {
+            inst.tags.insert(tags::LOGICAL_ID.into(), id);
+        }
         self.instances(&op.group).push(inst);
         if joined {
             let manager = op.group == MANAGERS;
@@ -1898,6 +1901,104 @@ fn a_manager_group_destroyed_retires_the_others_one_at_a_time_and_never_the_last
 }
 
 /// Issue 15's planner flaws, each with the scenario that reproduced it.
+/// Runs passes every 10 s up to `until` seconds, doing what the shell and
+/// the swarm do with each action at once (a provision makes a joined
+/// member, a demote takes the node out of the raft); true when some pass
+/// satisfied `seen`.
+fn run_until(c: &mut Cluster, until: Time, seen: impl Fn(&Plan) -> bool) -> (bool, Plan) {
+    run_machines(c, until, true, |p, _| seen(p))
+}
+
+/// [`run_until`], with the provisioned machines joining (`joins`) or not,
+/// and `seen` shown the world after each pass's actions too.
+fn run_machines(
+    c: &mut Cluster,
+    until: Time,
+    joins: bool,
+    mut seen: impl FnMut(&Plan, &Cluster) -> bool,
+) -> (bool, Plan) {
+    let mut hit = false;
+    let mut last = c.at(0);
+    for s in (10..until).step_by(10) {
+        for a in &last.actions {
+            c.apply(a, joins);
+        }
+        hit |= seen(&last, c);
+        last = c.at(s * SEC);
+    }
+    let hit = hit || seen(&last, c);
+    (hit, last)
+}
+
+impl Cluster {
+    /// What the shell and the swarm make of `a` at once (see [`run_until`]).
+    fn apply(&mut self, a: &Action, joins: bool) {
+        match a {
+            Action::Begin { op } => self.journal.push((**op).clone()),
+            Action::Complete { op } => self.journal.retain(|o| o.id != *op),
+            Action::Provision { op, attempt, .. } => {
+                let o = self.journal.iter().find(|o| o.id == *op).cloned();
+                if let Some(o) = o.filter(|o| {
+                    !self
+                        .instances(&o.group)
+                        .iter()
+                        .any(|i| i.link() == Some(o.id.as_str()))
+                }) {
+                    self.add_new_member(&o, joins);
+                    if let Some(new) = self.instances(&o.group).last_mut() {
+                        new.tags.insert(tags::ATTEMPT.into(), attempt.to_string());
+                    }
+                }
+            }
+            Action::Destroy { op, instance } => {
+                if let Some(o) = self.journal.iter_mut().find(|o| o.id == *op) {
+                    o.intent = Some(crate::journal::Intent {
+                        step: Step::Destroy,
+                        epoch: 1,
+                    });
+                }
+                for d in self.observed.instances.values_mut() {
+                    if let Described::Ok(list) = d {
+                        list.retain(|i| i.id != *instance);
+                    }
+                }
+            }
+            Action::Demote { node, .. } => self.demote(node),
+            Action::DemoteSelfAndLeave { node, .. } => {
+                // The leader leaves; another member leads, and the
+                // controller on it takes over with no memory of timers.
+                self.demote(node);
+                let next = self.nodes().iter_mut().find_map(|n| {
+                    let r = n.raft.as_mut()?;
+                    r.leader = true;
+                    n.link.clone()
+                });
+                self.observed.self_link = next;
+                self.forget();
+            }
+            Action::RemoveNode { node, .. } => self.nodes().retain(|n| n.id != *node),
+            _ => {}
+        }
+    }
+
+    /// `node` out of the raft, a worker.
+    fn demote(&mut self, node: &str) {
+        if let Some(n) = self.nodes().iter_mut().find(|n| n.id == *node) {
+            n.manager_role = false;
+            n.raft = None;
+        }
+    }
+
+    /// The raft's members now.
+    fn voters(&self) -> usize {
+        match &self.observed.swarm {
+            SwarmView::Ok(nodes) => nodes.iter().filter(|n| n.raft.is_some()).count(),
+            _ => 0,
+        }
+    }
+}
+
+mod spare;
 mod untidy;
 
 #[test]

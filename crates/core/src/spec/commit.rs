@@ -184,15 +184,26 @@ fn to_file(spec: &ClusterSpec) -> Value {
     })
 }
 
-fn group_file(g: &GroupSpec) -> Value {
-    let allocation = match &g.allocation {
-        Allocation::Size { size, zones } if zones.is_empty() => json!({"size": size}),
-        Allocation::Size { size, zones } => json!({"size": size, "zones": zones}),
-        Allocation::LogicalIds(slots) => json!({"logical_ids": slots.iter().map(|s| match &s.zone {
+/// Slots as `logical_ids` and `spare_ids` write them.
+fn slots_file(slots: &[Slot]) -> Value {
+    slots
+        .iter()
+        .map(|s| match &s.zone {
             Some(zone) => json!({"id": s.logical_id, "zone": zone}),
             None => json!({"id": s.logical_id}),
-        }).collect::<Vec<_>>()}),
+        })
+        .collect()
+}
+
+fn group_file(g: &GroupSpec) -> Value {
+    let mut allocation = match &g.allocation {
+        Allocation::Size { size, zones } if zones.is_empty() => json!({"size": size}),
+        Allocation::Size { size, zones } => json!({"size": size, "zones": zones}),
+        Allocation::LogicalIds(slots) => json!({"logical_ids": slots_file(slots)}),
     };
+    if !g.spares.is_empty() {
+        allocation["spare_ids"] = slots_file(&g.spares);
+    }
     let max_unhealthy = match g.health.max_unhealthy {
         MaxUnhealthy::Percent(p) => json!(format!("{p}%")),
         MaxUnhealthy::Count(n) => json!(n),
@@ -431,13 +442,14 @@ gc: {orphan_grace: 15m}
     }
 
     /// A desired state stored before the roll floor existed (3 cattle
-    /// managers replaced in place, no `min_fault_tolerance`) still takes
+    /// managers replaced in place, the default then; no
+    /// `min_fault_tolerance`) still takes
     /// every later commit: the floor's rule for it is a warning, never a
     /// refusal that would block `destroy`, `rollback` or an automatic
     /// rollback of another group.
     #[test]
     fn a_spec_stored_before_the_roll_floor_still_takes_commits() {
-        let file = "groups:\n- name: managers\n  role: manager\n  allocation: {size: 3}\n  instance: {provider: sim}\n- name: workers\n  role: worker\n  allocation: {size: 2}\n  instance: {provider: sim}\n";
+        let file = "groups:\n- name: managers\n  role: manager\n  allocation: {size: 3}\n  instance: {provider: sim}\n  update: {strategy: replace}\n- name: workers\n  role: worker\n  allocation: {size: 2}\n  instance: {provider: sim}\n";
         let stored = parse_str(file).spec.expect("valid");
         assert_eq!(stored.groups[0].update.strategy, Strategy::Replace);
         assert_eq!(stored.groups[0].update.min_fault_tolerance, None);

@@ -520,7 +520,7 @@ impl Decoder<'_> {
     /// swarm.
     fn cross_group_checks(&mut self, items: &[Node], groups: &[Option<GroupSpec>]) {
         let mut names: HashMap<&str, usize> = HashMap::new();
-        let mut ids: HashMap<String, (usize, usize)> = HashMap::new();
+        let mut ids: HashMap<String, (usize, &str, usize)> = HashMap::new();
         let mut managers: Option<usize> = None;
         for (i, (node, group)) in items.iter().zip(groups).enumerate() {
             let Some(g) = group else { continue };
@@ -542,23 +542,27 @@ impl Decoder<'_> {
                 }
                 managers.get_or_insert(i);
             }
-            if let Allocation::LogicalIds(slots) = &g.allocation {
+            let declared = match &g.allocation {
+                Allocation::LogicalIds(slots) => slots.as_slice(),
+                Allocation::Size { .. } => &[],
+            };
+            for (key, slots) in [("logical_ids", declared), ("spare_ids", &g.spares)] {
                 for (j, slot) in slots.iter().enumerate() {
                     let id = slot.logical_id.clone().unwrap_or_default();
-                    let at = seq_item_pos(node, j).unwrap_or(node.pos());
-                    if let Some(&(gi, gj)) = ids.get(&id) {
+                    let at = seq_item_pos(node, key, j).unwrap_or(node.pos());
+                    if let Some(&(gi, first_key, gj)) = ids.get(&id) {
                         let owner = if gi == i {
-                            format!("logical_ids[{gj}] of this group")
+                            format!("{first_key}[{gj}] of this group")
                         } else {
-                            format!("groups[{gi}].allocation.logical_ids[{gj}]")
+                            format!("groups[{gi}].allocation.{first_key}[{gj}]")
                         };
                         self.error(
                             at,
-                            &format!("{path}.allocation.logical_ids[{j}]"),
+                            &format!("{path}.allocation.{key}[{j}]"),
                             format!("duplicate logical id `{id}` (already used by {owner})"),
                         );
                     } else {
-                        ids.insert(id, (i, j));
+                        ids.insert(id, (i, key, j));
                     }
                 }
             }
@@ -636,16 +640,25 @@ impl Decoder<'_> {
                 Role::Plain,
             )
         });
-        let allocation = self
-            .required(&f, "allocation", path, "allocation: size or logical_ids")
-            .and_then(|n| self.allocation(n, &join(path, "allocation"), role));
+        let allocation_node =
+            self.required(&f, "allocation", path, "allocation: size or logical_ids");
+        let allocation =
+            allocation_node.and_then(|n| self.allocation(n, &join(path, "allocation"), role));
+        let spares = allocation_node
+            .and_then(|n| self.spare_ids(n, &join(path, "allocation"), role, allocation.as_ref()));
         let instance = self
             .required(&f, "instance", path, "instance: provider and properties")
             .and_then(|n| self.instance(n, &join(path, "instance")));
         if let (Some(Allocation::LogicalIds(slots)), Some(inst)) = (&allocation, &instance)
             && inst.provider == LOCAL_PROVIDER
         {
-            self.local_logical_ids(node, path, slots);
+            self.local_logical_ids(node, path, "logical_ids", slots);
+            self.local_logical_ids(
+                node,
+                path,
+                "spare_ids",
+                spares.as_deref().unwrap_or_default(),
+            );
         }
         // Decoded even when the role is unknown, so a mistyped role hides
         // none of the group's other problems (role-specific rules wait for it).
@@ -654,7 +667,9 @@ impl Decoder<'_> {
             f.get("update"),
             &join(path, "update"),
             role,
-            allocation.as_ref(),
+            allocation
+                .as_ref()
+                .map(|a| (a, spares.as_deref().unwrap_or_default())),
             f.pos,
         );
         let health = self.health(f.get("health"), &join(path, "health"));
@@ -664,6 +679,7 @@ impl Decoder<'_> {
             name: name?,
             role: role?,
             allocation: allocation?,
+            spares: spares?,
             instance: instance?,
             flavor: flavor?,
             update: update?,
@@ -674,8 +690,9 @@ impl Decoder<'_> {
     }
 
     /// The local provider runs each pet's engine on its logical id, so the
-    /// id must be an IPv4 loopback address (127.0.0.0/8).
-    fn local_logical_ids(&mut self, group: &Node, path: &str, slots: &[Slot]) {
+    /// id (of `key`: `logical_ids` or `spare_ids`) must be an IPv4 loopback
+    /// address (127.0.0.0/8).
+    fn local_logical_ids(&mut self, group: &Node, path: &str, key: &str, slots: &[Slot]) {
         for (j, slot) in slots.iter().enumerate() {
             let id = slot.logical_id.as_deref().unwrap_or_default();
             let usable = id
@@ -683,8 +700,8 @@ impl Decoder<'_> {
                 .is_ok_and(|a| a.is_loopback());
             if !usable {
                 self.error(
-                    seq_item_pos(group, j).unwrap_or(group.pos()),
-                    &format!("{path}.allocation.logical_ids[{j}]"),
+                    seq_item_pos(group, key, j).unwrap_or(group.pos()),
+                    &format!("{path}.allocation.{key}[{j}]"),
                     format!("`{id}` is not an address the local provider can use: its logical ids are IPv4 loopback addresses (127.0.0.0/8), e.g. 127.0.0.10"),
                 );
             }
@@ -748,6 +765,32 @@ impl Decoder<'_> {
             }
         }
         Some(alloc)
+    }
+
+    /// `allocation.spare_ids`: slots (written as `logical_ids` are) for the
+    /// temporary member a pets manager group rolls with. Only pets managers
+    /// have a use for one: cattle surge instead, and workers hold no quorum.
+    fn spare_ids(
+        &mut self,
+        node: &Node,
+        path: &str,
+        role: Option<Role>,
+        alloc: Option<&Allocation>,
+    ) -> Option<Vec<Slot>> {
+        let Node::Map { entries, .. } = node else {
+            return Some(Vec::new());
+        };
+        let Some((_, _, ids)) = entries.iter().find(|(k, _, _)| k == "spare_ids") else {
+            return Some(Vec::new());
+        };
+        let path = join(path, "spare_ids");
+        let slots = self.logical_ids(ids, &path)?;
+        match (role, alloc) {
+            (Some(Role::Manager), Some(Allocation::Size { .. })) => self.error(ids.pos(), &path, "spare slots serve pets (logical_ids); cattle managers add each successor before removing its predecessor (strategy: surge); remove spare_ids"),
+            (Some(Role::Worker | Role::Plain), _) => self.error(ids.pos(), &path, "spare slots hold a manager group's fault tolerance during its roll; workers and plain machines hold no quorum: remove spare_ids"),
+            _ => {}
+        }
+        Some(slots)
     }
 
     fn string_list(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {
@@ -1028,9 +1071,10 @@ impl Decoder<'_> {
         node: Option<&Node>,
         path: &str,
         role: Option<Role>,
-        alloc: Option<&Allocation>,
+        slots: Option<(&Allocation, &[Slot])>,
         group_pos: Pos,
     ) -> Option<UpdatePolicy> {
+        let (alloc, spares) = (slots.map(|(a, _)| a), slots.map_or(&[][..], |(_, s)| s));
         // Defaults can be wrong for the group (a lone pets manager), so an
         // absent section points at the group, never at 0:0.
         let empty = Node::Map {
@@ -1038,13 +1082,13 @@ impl Decoder<'_> {
             pos: group_pos,
         };
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
-        let single_cattle_manager =
-            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { size: 1, .. }));
-        // A lone manager can only be rolled by adding its successor first.
-        // (Larger cattle groups stay `replace` by default until a surge
-        // whose machines never join blocks like a replacement does:
-        // validation warns that they roll one unit below.)
-        let default_strategy = if single_cattle_manager {
+        let cattle_managers =
+            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { .. }));
+        // Cattle managers add each successor before removing its
+        // predecessor, so a roll keeps the group's fault tolerance (and a
+        // lone manager can only be rolled that way). Pets cannot: two
+        // machines cannot hold one address.
+        let default_strategy = if cattle_managers {
             Strategy::Surge
         } else {
             Strategy::Replace
@@ -1094,7 +1138,7 @@ impl Decoder<'_> {
             watch,
             step_timeout,
         };
-        self.update_rules(&f, path, role, alloc, &draft);
+        self.update_rules(&f, path, role, alloc, spares, &draft);
         role?;
         Some(UpdatePolicy {
             strategy: strategy?,
@@ -1109,14 +1153,16 @@ impl Decoder<'_> {
 
     /// The fault-tolerance floor of a manager group's roll: at most its
     /// converged fault tolerance, and no higher than its strategy can hold
-    /// (a replacement in place spends one unit: two machines cannot hold a
-    /// pet's address); replacing in place without a floor is warned about.
+    /// (a replacement in place spends one unit — two machines cannot hold a
+    /// pet's address — unless a spare slot adds a temporary member first);
+    /// replacing in place without a floor is warned about.
     fn floor_rules(
         &mut self,
         f: &Fields<'_>,
         path: &str,
         role: Option<Role>,
         alloc: Option<&Allocation>,
+        spares: &[Slot],
         draft: &UpdateDraft,
     ) {
         let at = f.get("min_fault_tolerance").map_or(f.pos, Node::pos);
@@ -1132,13 +1178,22 @@ impl Decoder<'_> {
         }
         let n = a.size();
         let converged = quorum::tolerance_when_whole(n);
-        let in_place = quorum::tolerance_when_whole(n.saturating_sub(1));
+        let in_place = if spares.is_empty() {
+            quorum::tolerance_when_whole(n.saturating_sub(1))
+        } else {
+            converged
+        };
+        let fix = if a.is_pets() {
+            ", or declare allocation.spare_ids (a temporary member holds it)"
+        } else {
+            ", or strategy: surge"
+        };
         match (draft.min_fault_tolerance, draft.strategy) {
             (Some(m), _) if m > converged => self.error(at, &field, format!("{m} is more than a group of {n} managers tolerates when whole ({converged}); use at most {converged}")),
-            (Some(m), Some(Strategy::Replace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{}", if a.is_pets() { "" } else { ", or strategy: surge" })),
+            (Some(m), Some(Strategy::Replace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{fix}")),
             (None, Some(Strategy::Replace)) if n > 1 && in_place < converged => {
                 let why = if a.is_pets() {
-                    "each pet is replaced in place (two machines cannot hold one address)"
+                    "each pet is replaced in place (two machines cannot hold one address) and no spare slot is declared (allocation.spare_ids)"
                 } else {
                     "each member is replaced in place (strategy: surge would add its successor first)"
                 };
@@ -1157,6 +1212,7 @@ impl Decoder<'_> {
         path: &str,
         role: Option<Role>,
         alloc: Option<&Allocation>,
+        spares: &[Slot],
         draft: &UpdateDraft,
     ) {
         let at = |key: &str| f.get(key).map_or(f.pos, Node::pos);
@@ -1174,7 +1230,7 @@ impl Decoder<'_> {
             };
             self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
         }
-        self.floor_rules(f, path, role, alloc, draft);
+        self.floor_rules(f, path, role, alloc, spares, draft);
         if role == Some(Role::Manager) && draft.max_in_flight.is_some_and(|m| m != 1) {
             self.error(
                 at("max_in_flight"),
@@ -1334,7 +1390,7 @@ fn node_text(node: &Node) -> String {
     }
 }
 
-const ALLOCATION_FIELDS: &[&str] = &["size", "logical_ids", "zones"];
+const ALLOCATION_FIELDS: &[&str] = &["size", "logical_ids", "zones", "spare_ids"];
 const INSTANCE_FIELDS: &[&str] = &["provider", "properties"];
 const FLAVOR_FIELDS: &[&str] = &["kind", "boot_script", "engine_labels"];
 const UPDATE_FIELDS: &[&str] = &[
@@ -1372,8 +1428,8 @@ fn field_pos(node: &Node, keys: &[&str]) -> Option<Pos> {
     Some(cur.pos())
 }
 
-/// Position of the `j`th logical id of a group node.
-fn seq_item_pos(group: &Node, j: usize) -> Option<Pos> {
+/// Position of the `j`th item of `allocation.KEY` of a group node.
+fn seq_item_pos(group: &Node, key: &str, j: usize) -> Option<Pos> {
     let Node::Map { entries, .. } = group else {
         return None;
     };
@@ -1381,7 +1437,7 @@ fn seq_item_pos(group: &Node, j: usize) -> Option<Pos> {
     let Node::Map { entries, .. } = alloc else {
         return None;
     };
-    let Node::Seq { items, .. } = &entries.iter().find(|(k, _, _)| k == "logical_ids")?.2 else {
+    let Node::Seq { items, .. } = &entries.iter().find(|(k, _, _)| k == key)?.2 else {
         return None;
     };
     items.get(j).map(Node::pos)

@@ -287,6 +287,12 @@ pub struct GroupSpec {
     pub role: Role,
     /// Size or logical ids.
     pub allocation: Allocation,
+    /// `allocation.spare_ids` (pets manager groups): slots for one
+    /// temporary manager added before the first pet is replaced in place and
+    /// retired after the last, so the raft keeps the group's converged fault
+    /// tolerance through the roll.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<Slot>,
     /// Provider and its properties.
     pub instance: InstanceSpec,
     /// Flavor and its properties.
@@ -304,18 +310,33 @@ pub struct GroupSpec {
 impl GroupSpec {
     /// The lowest fault tolerance a roll or a retirement of this group's
     /// managers may leave the raft at: `update.min_fault_tolerance`, else
-    /// the group's converged fault tolerance — or, replaced in place, what
-    /// one member fewer tolerates (validation warns about that for pets and
-    /// refuses it for cattle unless the floor is given).
+    /// what the group holds while one member is replaced: its converged
+    /// fault tolerance when the successor (surge) or a spare comes first,
+    /// one less replaced in place (validation warns about that).
     pub fn roll_floor(&self) -> u32 {
-        use crate::quorum::tolerance_when_whole as tolerates;
-        let n = self.allocation.size();
         self.update
             .min_fault_tolerance
-            .unwrap_or(match self.update.strategy {
-                Strategy::Replace => tolerates(n.saturating_sub(1)),
-                Strategy::Surge => tolerates(n),
-            })
+            .unwrap_or_else(|| self.tolerance_while_replacing())
+    }
+
+    /// The raft's fault tolerance while one member is replaced: the group
+    /// runs one member short in place, whole with a surge or a spare.
+    pub fn tolerance_while_replacing(&self) -> u32 {
+        use crate::quorum::tolerance_when_whole as tolerates;
+        let n = self.allocation.size();
+        match self.update.strategy {
+            Strategy::Replace if self.spares.is_empty() => tolerates(n.saturating_sub(1)),
+            _ => tolerates(n),
+        }
+    }
+
+    /// True when `logical_id` is one of the group's spare slots.
+    pub fn is_spare(&self, logical_id: Option<&str>) -> bool {
+        logical_id.is_some_and(|l| {
+            self.spares
+                .iter()
+                .any(|s| s.logical_id.as_deref() == Some(l))
+        })
     }
 
     /// The declared slots: one per logical id, or `size` anonymous slots

@@ -45,9 +45,9 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
             "--managers 0: a swarm needs at least one manager; give --managers 1 or more".into(),
         ));
     }
-    if addresses.len() < args.managers + args.workers + 1 {
+    if addresses.len() < args.managers + args.workers + 2 {
         return Err(MainError::BadInput(format!(
-            "--pool {}: {} addresses are too few for {} managers and {} workers plus one spare for rolling; give a larger range",
+            "--pool {}: {} addresses are too few for {} managers, their spare slot and {} workers plus one for rolling; give a larger range",
             args.pool,
             addresses.len(),
             args.managers,
@@ -61,7 +61,10 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
         .iter()
         .map(Ipv4Addr::to_string)
         .collect();
-    let workers_pool = ranges(&addresses[args.managers..]);
+    // The address after the managers' is their spare slot (a temporary
+    // manager while they roll); the workers take the rest.
+    let spare = addresses[args.managers].to_string();
+    let workers_pool = ranges(&addresses[args.managers + 1..]);
     let store = format!("etcd://127.0.0.1:{}", args.etcd_port);
     let etcd_pid = ensure_etcd(&dir, args.etcd_port).await?;
     let marker = Marker {
@@ -76,8 +79,8 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     )?;
     let v1 = dir.join("cluster.yaml");
     let v2 = dir.join("cluster-v2.yaml");
-    write_private(&v1, &spec(&managers, args.workers, "v1"))?;
-    write_private(&v2, &spec(&managers, args.workers, "v2"))?;
+    write_private(&v1, &spec(&managers, &spare, args.workers, "v1"))?;
+    write_private(&v2, &spec(&managers, &spare, args.workers, "v2"))?;
 
     let apply_args = ApplyArgs {
         file: v1.clone(),
@@ -221,8 +224,9 @@ async fn etcd_answers(client: &str) -> bool {
     crate::wiring::store_answers(&url, Duration::from_secs(3)).await
 }
 
-/// The demo's cluster file: managers as pets on fixed addresses, workers as cattle.
-fn spec(managers: &[String], workers: usize, release: &str) -> String {
+/// The demo's cluster file: managers as pets on fixed addresses (with a
+/// spare slot), workers as cattle.
+fn spec(managers: &[String], spare: &str, workers: usize, release: &str) -> String {
     format!(
         "# drover demo cluster ({release}). Edit and apply:  drover apply -f THIS_FILE --wait
 groups:
@@ -230,10 +234,12 @@ groups:
   role: manager
   allocation:
     logical_ids: [{}]
+    # Pets are replaced in place; a temporary manager in the spare slot,
+    # added first and retired last, keeps the raft's fault tolerance at 1.
+    spare_ids: [{spare}]
   instance: {{provider: local}}
   flavor: {{engine_labels: {{release: {release}}}}}
-  # Pets are replaced in place: fault tolerance 0 while each one is.
-  update: {{watch: 3s, min_fault_tolerance: 0}}
+  update: {{watch: 3s}}
   health: {{startup_timeout: 60s}}
 - name: workers
   role: worker

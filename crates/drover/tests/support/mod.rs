@@ -137,16 +137,8 @@ impl Lab {
     /// `drover` with extra environment (e.g. `DROVER_LOG=info`, which the
     /// controllers a bootstrapping `apply` starts inherit).
     pub fn drover_with(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-            .args(args)
-            .env("DROVER_STORE", self.store_url())
-            .env("DROVER_LOCAL_DIR", &self.dir)
-            .env(
-                "DROVER_LOCAL_POOL",
-                format!("127.0.{}.20-127.0.{}.60", self.net, self.net),
-            )
-            .env("DROVER_LOG", "warn")
-            .env("DROVER_LOCAL_SUPERVISE", self.supervise.to_string())
+        let out = self
+            .drover_command(args)
             .envs(env.iter().copied())
             .output()
             .expect("run drover");
@@ -157,6 +149,21 @@ impl Lab {
             String::from_utf8_lossy(&out.stderr)
         );
         out
+    }
+
+    /// `drover ARGS` against this lab's store and machines, to run or spawn.
+    pub fn drover_command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_drover"));
+        c.args(args)
+            .env("DROVER_STORE", self.store_url())
+            .env("DROVER_LOCAL_DIR", &self.dir)
+            .env(
+                "DROVER_LOCAL_POOL",
+                format!("127.0.{}.20-127.0.{}.60", self.net, self.net),
+            )
+            .env("DROVER_LOG", "warn")
+            .env("DROVER_LOCAL_SUPERVISE", self.supervise.to_string());
+        c
     }
 
     pub fn apply(&self, spec: &Path, wait: bool) {

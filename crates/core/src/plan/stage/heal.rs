@@ -7,7 +7,7 @@ use super::super::memory::Timer;
 use super::super::view::Member;
 use super::Group;
 use crate::journal::{OpKind, Target};
-use crate::spec::Role;
+use crate::spec::{Role, Strategy};
 
 impl Planner<'_> {
     /// Heals `g`'s members; false when the group blocked (nothing else may
@@ -55,9 +55,12 @@ impl Planner<'_> {
             // size (a pet in a declared slot is its slot's only machine);
             // and while a slot fill is in flight (a describe left a member
             // out, then listed it again, stopped).
+            // A surge's own new member that never joined is the exception:
+            // it is the surge's next attempt (see `surge_retries`).
             let over = !excess_ids.is_empty();
             let excess = excess_ids.contains(&inst.id) || (over && by_count);
-            if (never_joined.is_some() && excess) || (filling && over) {
+            let retired = never_joined.is_some() && excess && !Self::surge_retries(g, inst);
+            if retired || (filling && over) {
                 continue;
             }
             // Nor while the describe may have left a member out: the group
@@ -94,6 +97,25 @@ impl Planner<'_> {
             self.begin(op, format!("heal: replace {} ({why})", inst.id));
         }
         true
+    }
+
+    /// `inst`, which never joined, is the new member of a manager surge
+    /// roll that stepped aside for it: the manager group, on the spec `inst`
+    /// was built from, surges, still holds outdated members and is exactly
+    /// one over its size. It is healed (the slot's next attempt, through
+    /// `health.max_attempts`) instead of retired: retiring it, the roll
+    /// would surge again at attempt 1 and a machine that never joins would
+    /// be provisioned without end where a replacement's would block the
+    /// group. (Workers keep retiring it: there "never joined" may be a
+    /// member whose engine lost its labels, and a group over its size heals
+    /// none of those — see docs/safety.md §10.)
+    fn surge_retries(g: &Group<'_, '_>, inst: &Member<'_>) -> bool {
+        let d = g.d();
+        g.is_manager()
+            && d.spec.update.strategy == Strategy::Surge
+            && inst.config() == Some(d.hash.as_str())
+            && g.live.iter().any(|m| !m.current())
+            && g.live.len() + g.pending.len() == d.spec.allocation.size() + 1
     }
 
     /// Why `inst` needs healing now, if it does: its machine stopped, or it

@@ -1,4 +1,5 @@
-//! One group's pass, in stages: heal, reap, fill, retire, roll. Each stage
+//! One group's pass, in stages: heal, reap, fill, retire, roll (which adds
+//! a pets group's temporary manager first: spare). Each stage
 //! is a method over [`Group`], what every stage reads, computed once per
 //! pass; a stage's rules live in its file, next to its decision.
 
@@ -7,6 +8,7 @@ mod heal;
 mod reap;
 mod retire;
 mod roll;
+mod spare;
 
 use super::DesiredGroup;
 use super::group::{Planner, excess_members};
@@ -31,6 +33,11 @@ pub(crate) struct Group<'v, 'a> {
     pub(crate) manager_busy: bool,
     /// Members the spec no longer declares: retired (the retire stage), not healed.
     pub(crate) excess_ids: HashSet<String>,
+    /// The member in a spare slot is kept (see the spare stage).
+    pub(crate) spare_kept: bool,
+    /// The spare slots read empty (for long enough: `Some(true)`), or a
+    /// machine holds one or there is none (`None`); see the spare stage.
+    pub(crate) spare_slot: Option<bool>,
     /// A slot fill of this group is in flight.
     pub(crate) filling: bool,
     /// A live node of this group that no listed machine carries: the
@@ -140,12 +147,19 @@ impl<'a> Planner<'a> {
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
+        let rolling = self
+            .ops
+            .iter()
+            .any(|o| o.group == name && o.kind == OpKind::Roll);
+        let spare_kept = Group::spare_kept(d, &live, &self.input.desired.replace, rolling);
+        let spare_slot = self.spare_slot(d, &live, &pending);
         // Members the spec no longer declares are retired (the retire stage), not healed.
         let excess_ids: HashSet<String> = excess_members(
             d,
             &free,
             live.len() + pending.len(),
             self.world.observed.self_link.as_deref(),
+            spare_kept,
         )
         .iter()
         .map(|i| i.id.clone())
@@ -168,6 +182,8 @@ impl<'a> Planner<'a> {
             free,
             manager_busy,
             excess_ids,
+            spare_kept,
+            spare_slot,
             filling,
             left_out,
             stale,

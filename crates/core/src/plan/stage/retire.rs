@@ -15,6 +15,7 @@ impl Planner<'_> {
             free,
             live.len() + pending.len(),
             self.world.observed.self_link.as_deref(),
+            g.spare_kept,
         );
         for inst in excess {
             let last = is_manager && self.world.members <= 1 && self.world.swarm_ok();

@@ -25,11 +25,13 @@ impl Planner<'_> {
         let excess_ids = &g.excess_ids;
         // Only in the one rolling group.
         let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
+        // The temporary member of a spare slot is retired, never rolled.
         let outdated: Vec<&Member> = g
             .free
             .iter()
             .copied()
             .filter(|i| !i.current() || requested(i))
+            .filter(|i| !d.spec.is_spare(i.logical_id()))
             .collect();
         if outdated.is_empty() || (is_manager && manager_busy) {
             return;
@@ -54,6 +56,9 @@ impl Planner<'_> {
                     excess_ids.len()
                 ),
             );
+            return;
+        }
+        if self.add_spare(g, unlisted) {
             return;
         }
         // The rollout order. The loop stops at the first member it may not

@@ -466,57 +466,6 @@ fn the_leader_waits_while_a_raft_member_is_missing_from_the_describe() {
 
 // ------------------------------------------------------------ found by reading against the contract
 
-/// Runs passes every 10 s up to `until` seconds, doing what the shell and
-/// the swarm do with each action at once (a provision makes a joined
-/// member, a demote takes the node out of the raft); true when some pass
-/// satisfied `seen`.
-fn run_until(c: &mut Cluster, until: Time, seen: impl Fn(&Plan) -> bool) -> (bool, Plan) {
-    let mut hit = false;
-    let mut last = c.at(0);
-    for s in (10..until).step_by(10) {
-        for a in &last.actions {
-            match a {
-                Action::Begin { op } => c.journal.push((**op).clone()),
-                Action::Complete { op } => c.journal.retain(|o| o.id != *op),
-                Action::Provision { op, .. } => {
-                    let o = c.journal.iter().find(|o| o.id == *op).cloned();
-                    if let Some(o) = o.filter(|o| {
-                        !c.instances(&o.group)
-                            .iter()
-                            .any(|i| i.link() == Some(o.id.as_str()))
-                    }) {
-                        c.add_new_member(&o, true);
-                    }
-                }
-                Action::Destroy { op, instance } => {
-                    if let Some(o) = c.journal.iter_mut().find(|o| o.id == *op) {
-                        o.intent = Some(crate::journal::Intent {
-                            step: Step::Destroy,
-                            epoch: 1,
-                        });
-                    }
-                    for d in c.observed.instances.values_mut() {
-                        if let Described::Ok(list) = d {
-                            list.retain(|i| i.id != *instance);
-                        }
-                    }
-                }
-                Action::Demote { node, .. } => {
-                    if let Some(n) = c.nodes().iter_mut().find(|n| n.id == *node) {
-                        n.manager_role = false;
-                        n.raft = None;
-                    }
-                }
-                Action::RemoveNode { node, .. } => c.nodes().retain(|n| n.id != *node),
-                _ => {}
-            }
-        }
-        hit |= seen(&last);
-        last = c.at(s * SEC);
-    }
-    (hit || seen(&last), last)
-}
-
 /// A worker promoted by hand whose machine the cloud then terminated.
 #[test]
 fn a_dead_worker_promoted_by_hand_is_demoted_when_reaped() {
@@ -1226,4 +1175,46 @@ fn a_machine_that_never_joined_is_not_healed_while_a_describe_left_a_live_member
     assert_eq!(ops.len(), 1, "{}", describe(&p));
     assert_eq!(ops[0].kind, OpKind::Retire, "{}", describe(&p));
     assert_eq!(victim_link(ops[0]), "w1", "{}", describe(&p));
+}
+
+/// A manager surge whose new machines never join: the machine that stepped
+/// aside is the surge's next attempt, so the group blocks once
+/// `health.max_attempts` machines in a row never joined. Without that, the
+/// never-joined member was retired as excess and the roll surged again at
+/// attempt 1, provisioning without end.
+#[test]
+fn a_surge_whose_machines_never_join_blocks_after_max_attempts() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let g = c.group_mut(MANAGERS);
+    g.spec.update.strategy = crate::spec::Strategy::Surge;
+    g.spec.health.max_attempts = 2;
+    g.spec.health.startup_timeout = std::time::Duration::from_secs(60);
+    c.outdate(MANAGERS);
+    let provisioned = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let (_, p) = run_machines(&mut c, 3_000, false, |p, _| {
+        for a in &p.actions {
+            if let Action::Provision { op, group, .. } = a
+                && group == MANAGERS
+            {
+                provisioned.borrow_mut().insert(op.clone());
+            }
+        }
+        false
+    });
+    assert_eq!(
+        status(&p, MANAGERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    let why = reason(&p, MANAGERS);
+    assert!(why.contains("2 machines in a row never joined"), "{why}");
+    assert_eq!(provisioned.borrow().len(), 2, "{:?}", provisioned.borrow());
+    // Nothing of the old spec was removed: the three outdated managers stay.
+    let outdated = c
+        .instances(MANAGERS)
+        .iter()
+        .filter(|i| i.config() == Some(super::OLD))
+        .count();
+    assert_eq!(outdated, 3, "{}", describe(&p));
 }

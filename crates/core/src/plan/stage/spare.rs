@@ -1,0 +1,106 @@
+//! Spare: a pets manager group with a spare slot (`allocation.spare_ids`)
+//! rolls with one temporary manager. Two machines cannot hold one pet's
+//! address, so each pet is replaced in place; the temporary member, added
+//! before the first pet goes and retired (the retire stage) after the last,
+//! keeps the raft at the group's converged fault tolerance meanwhile.
+//! Everything here is judged from the world: the temporary member is a
+//! machine in a spare slot, so a crash at any point resumes (the roll goes
+//! on with it) or unwinds (a group with nothing left to roll retires it).
+
+use super::super::group::{Planner, unlisted_why};
+use super::super::memory::{Timer, UNLISTED_BOUND};
+use super::super::view::Member;
+use super::Group;
+use crate::journal::{OpKind, Target};
+use crate::model::Node;
+use crate::spec::Role;
+
+impl<'a> Group<'_, 'a> {
+    /// The group's temporary member stays: it has spare slots and a pet
+    /// still waits for its replacement (outdated, asked for by an operator,
+    /// or being rolled now).
+    pub(crate) fn spare_kept(
+        d: &super::super::DesiredGroup,
+        live: &[&Member<'a>],
+        replace: &std::collections::BTreeSet<String>,
+        rolling: bool,
+    ) -> bool {
+        !d.spec.spares.is_empty()
+            && (rolling
+                || live.iter().any(|m| {
+                    !d.spec.is_spare(m.logical_id()) && (!m.current() || replace.contains(&m.id))
+                }))
+    }
+
+    /// Whether a machine (listed or being provisioned) holds a spare slot.
+    pub(crate) fn spare_present(
+        d: &super::super::DesiredGroup,
+        live: &[&Member<'a>],
+        pending: &[Target],
+    ) -> bool {
+        live.iter().any(|m| d.spec.is_spare(m.logical_id()))
+            || pending
+                .iter()
+                .any(|t| d.spec.is_spare(t.logical_id.as_deref()))
+    }
+}
+
+impl Planner<'_> {
+    /// Whether `d`'s spare slots read empty (`None`: a machine holds one,
+    /// or the group has none), and for `UNLISTED_BOUND` already (`Some(true)`).
+    /// Asked every pass, so a group that waited converged is ready to roll.
+    pub(crate) fn spare_slot(
+        &self,
+        d: &super::super::DesiredGroup,
+        live: &[&Member<'_>],
+        pending: &[Target],
+    ) -> Option<bool> {
+        let id = d.spec.spares.first()?.logical_id.as_deref()?;
+        if Group::spare_present(d, live, pending) {
+            return None;
+        }
+        let key = Timer::EmptySlot(format!("{}/{id}", d.spec.name));
+        Some(self.clock.elapsed(key, UNLISTED_BOUND))
+    }
+
+    /// Adds `g`'s temporary member when its roll is about to replace a pet
+    /// and none holds a spare slot yet. True when the roll waits for it.
+    pub(super) fn add_spare(&mut self, g: &Group<'_, '_>, unlisted: Option<&Node>) -> bool {
+        let (d, name) = (g.d(), g.name());
+        if d.spec.role != Role::Manager || !g.spare_kept || g.spare_slot.is_none() {
+            return false;
+        }
+        let slot = &d.spec.spares[0];
+        let id = slot.logical_id.as_deref().unwrap_or_default();
+        if g.spare_slot == Some(false) {
+            // A describe can be partial: a temporary member it left out
+            // would get a twin on its address.
+            self.wait(
+                name,
+                format!("spare slot {id} reads empty: the temporary manager is added once it has for {}s (a describe can be partial)", UNLISTED_BOUND.as_secs()),
+            );
+            return true;
+        }
+        if let Some(n) = unlisted {
+            // The describe may have left a member out: adding one may
+            // make the group larger than anyone meant.
+            self.wait(name, unlisted_why(n));
+            return true;
+        }
+        if let Some(no) = self.add_manager_gate() {
+            self.wait(name, format!("cannot add the temporary manager: {no}"));
+            return true;
+        }
+        let target = Target {
+            logical_id: slot.logical_id.clone(),
+            zone: slot.zone.clone(),
+            attempt: 1,
+        };
+        let op = self.make_op(d, OpKind::Provision, None, Some(target));
+        self.begin(
+            op,
+            format!("roll: add temporary manager {id} (spare slot) before the first pet is replaced, so the raft keeps its fault tolerance"),
+        );
+        true
+    }
+}
