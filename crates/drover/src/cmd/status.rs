@@ -230,8 +230,11 @@ fn instances(doc: &StatusDoc) {
 const RUNBOOK: &str = "drover takes no voluntary action without quorum. To recover:
   1. Bring back the failed managers if you can (restart their machines/engines):
      they rejoin by themselves and quorum returns.
-  2. If they are gone for good, on ONE surviving manager run:
-     docker swarm init --force-new-cluster --advertise-addr <its address>:2377
-     (keeps the cluster id and join tokens; takes ~1-2 s).
-  3. drover then heals the group back to its declared size: the dead members
-     are demoted and removed, replacements are provisioned.";
+  2. If they are gone for good: drover recover --dry-run (same --local-dir) shows the
+     evidence and the plan; drover recover then runs docker swarm init
+     --force-new-cluster on the surviving manager (keeps the cluster id, services,
+     workers and join tokens; ~1 s). It refuses while a lost manager's machine may
+     still run (a new cluster beside a live majority makes two swarms): destroy it,
+     or name it with --gone MACHINE if you know it is gone for good.
+  3. drover then heals the group back to its declared size: the lost members' nodes
+     are removed, replacements are provisioned.";
