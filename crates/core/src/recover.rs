@@ -167,7 +167,7 @@ pub enum Refusal {
     NoSurvivor,
     /// Enough members may still vote: an election, not a loss.
     #[error(
-        "the quorum is not known to be lost: {may_vote} of {members} raft members may still vote (quorum {quorum}), an election may be under way; try again in a minute"
+        "the quorum is not known to be lost: {may_vote} of {members} raft members may still vote (quorum {quorum}); a member whose engine does not answer may be busy in an election, or paused"
     )]
     NotLost {
         /// Members that answer without a leader or do not answer in time.

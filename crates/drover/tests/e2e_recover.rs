@@ -155,8 +155,11 @@ async fn paused_refused() {
         pgid,
         &paused.socket.display().to_string()
     ));
-    let _continue = nemesis::Stopped::stop_group(pgid);
+    let stopped = nemesis::Stopped::stop_group(pgid);
     destroy_all(&lab, &leaders).await;
+    // The leader's controller may have started the paused engine: its end
+    // orphaned the paused group, which the kernel continued.
+    stopped.again();
 
     let out = until_said(&lab, &["recover", "--dry-run"], "may still be running", 120).await;
     assert_eq!(out.status.code(), Some(2), "a dry run that would refuse");

@@ -165,16 +165,19 @@ async fn ask_engine(
         if info.state == drover_engine::LocalState::Active && !info.control_available {
             return (EngineAnswer::NotAManager, None);
         }
+        let mut peers: Vec<drover_core::recover::Peer> = info
+            .raft_peers
+            .iter()
+            .map(|(node_id, addr)| drover_core::recover::Peer {
+                node_id: node_id.clone(),
+                addr: addr.clone(),
+            })
+            .collect();
+        // The engine lists them in no stable order.
+        peers.sort_by(|a, b| a.addr.cmp(&b.addr));
         let raft = drover_core::recover::Raft {
             node_id: info.node_id.clone(),
-            peers: info
-                .raft_peers
-                .iter()
-                .map(|(node_id, addr)| drover_core::recover::Peer {
-                    node_id: node_id.clone(),
-                    addr: addr.clone(),
-                })
-                .collect(),
+            peers,
         };
         let answer = EngineAnswer::of_view(&engine.view_from(info).await);
         let raft = matches!(answer, EngineAnswer::NoLeader(_)).then_some(raft);
