@@ -68,6 +68,16 @@ async fn destroyed_then_recovered() {
         "DRY RUN: would proceed {:.1}s after the loss",
         t_lost.elapsed().as_secs_f64()
     );
+    // `status` says so too, counting the members the survivor lists.
+    let status = lab.drover(&["status"]);
+    assert_eq!(status.status.code(), Some(3));
+    let said = stdout(&status);
+    assert!(
+        said.contains("QUORUM LOST: 1 of 3 managers reachable"),
+        "{said}"
+    );
+    assert!(said.contains("2 raft member(s) on no machine"), "{said}");
+    assert!(said.contains("drover recover"), "the runbook: {said}");
     let json = lab.drover(&["recover", "--dry-run", "-o", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
     assert_eq!(doc["decision"]["decision"], "proceed", "{doc}");
@@ -118,7 +128,10 @@ async fn destroyed_then_recovered() {
         "the service is gone"
     );
     assert_eq!(lab.records().len(), 4, "{:#?}", lab.records());
-    let out = lab.drover(&["events", "--output", "json"]);
+    // Read through the survivor: a manager that just joined answers "being
+    // prepared" for a moment.
+    let store = format!("swarm:{}", survivor.endpoint());
+    let out = lab.drover(&["events", "--output", "json", "--store", &store]);
     let events: serde_json::Value = serde_json::from_slice(&out.stdout).expect("events json");
     let recovery = events
         .as_array()

@@ -119,10 +119,12 @@ pub async fn ask_engines(local: &Machines) -> Vec<drover_core::quorum_probe::Pro
     };
     let records = local.records().unwrap_or_default();
     let asked = records.iter().map(|r| async move {
+        let (answer, raft) = ask_engine(local, r).await;
         drover_core::quorum_probe::Probe {
             group: group_of(r),
             machine: r.id.clone(),
-            answer: ask_engine(local, r).await.0,
+            answer,
+            raft_members: raft.map(|r| r.peers.len()),
         }
     });
     futures_util::future::join_all(asked).await
