@@ -481,13 +481,22 @@ pub struct GcArgs {
     /// Without --dry-run: give up following after this long.
     #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
     pub timeout: std::time::Duration,
+    /// The store, the provider, the output format.
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// A live cluster looked at from outside (`gc`, `recover`): its store, the
+/// provider's machines, and how to print what was found.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,
     /// The local provider.
     #[command(flatten)]
     pub local: LocalArgs,
-    /// Output format.
+    /// Output format (json: the fields in docs/cli.md).
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }
@@ -505,15 +514,10 @@ pub struct RecoverArgs {
     /// With several surviving managers: the one to recover from.
     #[arg(long, value_name = "MACHINE")]
     pub from: Option<String>,
-    /// The store (the audit event is written there after the recovery).
+    /// The store (the audit event is written there after the recovery),
+    /// the provider (its machines are the evidence), the output format.
     #[command(flatten)]
-    pub store: StoreArgs,
-    /// The local provider: its machines are the evidence.
-    #[command(flatten)]
-    pub local: LocalArgs,
-    /// Output format: json prints {dry_run, machines, decision, done}.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
+    pub live: LiveArgs,
 }
 
 /// Engine-side helpers.

@@ -5,17 +5,17 @@
 use crate::cli::{Output, RecoverArgs};
 use crate::error::MainError;
 use crate::wiring;
-use crate::wiring::recover::Done;
+use crate::wiring::recover::{Done, provider};
 use drover_core::recover::{Decision, Evidence, Recovery, decide, said};
 use std::process::ExitCode;
 
 pub async fn run(args: &RecoverArgs) -> Result<ExitCode, MainError> {
-    let local = wiring::local(&args.local)?;
+    let local = wiring::local(&args.live.local)?;
     let evidence = wiring::recover::evidence(&local, &args.gone, args.from.as_deref()).await?;
     let decision = decide(&evidence).map_err(|e| MainError::BadInput(e.to_string()))?;
     let done = match &decision {
         Decision::Proceed(r) if !args.dry_run => Some(
-            wiring::recover::carry_out(&local, r, &r.summary(), &args.store)
+            wiring::recover::carry_out(provider(&local)?, r, &r.summary(), &args.live.store)
                 .await
                 .map_err(anyhow::Error::from)?,
         ),
@@ -27,7 +27,7 @@ pub async fn run(args: &RecoverArgs) -> Result<ExitCode, MainError> {
         decision: &decision,
         done: done.as_ref(),
     };
-    report.print(args.output)?;
+    report.print(args.live.output)?;
     Ok(match decision {
         Decision::Proceed(_) => ExitCode::SUCCESS,
         Decision::Refuse { .. } => ExitCode::from(2),

@@ -110,7 +110,7 @@ pub async fn evidence(
 }
 
 /// The provider `recover` needs: the machines are its evidence.
-fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
+pub fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
     local.as_deref().ok_or_else(|| {
         MainError::BadInput(
             "recover judges by the provider's machines: give --local-dir (or DROVER_LOCAL_DIR)"
@@ -126,15 +126,11 @@ fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
 /// records the recovery and its evidence in the audit log. A store kept in
 /// the swarm is writable only now, and is read through the survivor.
 pub async fn carry_out(
-    local: &Machines,
+    local: &LocalProvider,
     r: &Recovery,
     evidence: &str,
     store: &StoreArgs,
 ) -> Result<Done, RecoverError> {
-    let local = provider(local).map_err(|e| RecoverError::Connect {
-        machine: r.survivor.clone(),
-        source: EngineError::Other(e.to_string()),
-    })?;
     let endpoint = local.endpoint(&r.survivor).unwrap_or_default();
     let engine = Engine::connect_with_timeout(&endpoint, Duration::from_secs(5))
         .await
