@@ -1,26 +1,20 @@
-//! `drover recover`: a lost manager quorum recovered on evidence. Gathers
-//! it (wiring), lets the core decide, prints, and only on a decision to
-//! proceed (and without `--dry-run`) carries the recovery out.
+//! `drover recover`: a lost manager quorum recovered on evidence. One
+//! call gathers the evidence, has the core decide and, on a decision to
+//! proceed (and without `--dry-run`), carries it out; this prints it.
 
 use crate::cli::{Output, RecoverArgs};
 use crate::error::MainError;
 use crate::wiring;
-use crate::wiring::recover::{Done, provider};
-use drover_core::recover::{Decision, Evidence, Recovery, decide, said};
+use crate::wiring::recover::{Done, Outcome};
+use drover_core::recover::{Decision, Evidence, Recovery, said};
 use std::process::ExitCode;
 
 pub async fn run(args: &RecoverArgs) -> Result<ExitCode, MainError> {
-    let local = wiring::local(&args.live.local)?;
-    let evidence = wiring::recover::evidence(&local, &args.gone, args.from.as_deref()).await?;
-    let decision = decide(&evidence).map_err(|e| MainError::BadInput(e.to_string()))?;
-    let done = match &decision {
-        Decision::Proceed(r) if !args.dry_run => Some(
-            wiring::recover::carry_out(provider(&local)?, r, &r.summary(), &args.live.store)
-                .await
-                .map_err(anyhow::Error::from)?,
-        ),
-        _ => None,
-    };
+    let Outcome {
+        evidence,
+        decision,
+        done,
+    } = wiring::recover::recover(args).await?;
     let report = Report {
         dry_run: args.dry_run,
         machines: machines(&evidence),

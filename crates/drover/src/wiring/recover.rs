@@ -4,9 +4,9 @@
 //! audit log.
 
 use super::Machines;
-use crate::cli::StoreArgs;
+use crate::cli::{RecoverArgs, StoreArgs};
 use crate::error::MainError;
-use drover_core::recover::{Evidence, Machine, Recovery};
+use drover_core::recover::{Decision, Evidence, Machine, Recovery, decide};
 use drover_engine::{Engine, EngineError};
 use drover_local::LocalProvider;
 use drover_spi::{Event, StoreError, Unfenced};
@@ -77,10 +77,42 @@ pub struct Removed {
     pub error: Option<String>,
 }
 
+/// What `recover` found, decided and did.
+pub struct Outcome {
+    /// What it judged by.
+    pub evidence: Evidence,
+    /// What [`decide`] concluded.
+    pub decision: Decision,
+    /// What the recovery did (`None`: a dry run, or a refusal).
+    pub done: Option<Done>,
+}
+
+/// `drover recover`: the evidence, the decision and — when it says proceed
+/// and this is no dry run — the recovery. Bad `--gone`/`--from` names are
+/// bad input; a recovery that fails midway is a failure (exit 1).
+pub async fn recover(args: &RecoverArgs) -> Result<Outcome, MainError> {
+    let local = super::local(&args.live.local)?;
+    let evidence = evidence(&local, &args.gone, args.from.as_deref()).await?;
+    let decision = decide(&evidence).map_err(|e| MainError::BadInput(e.to_string()))?;
+    let done = match &decision {
+        Decision::Proceed(r) if !args.dry_run => Some(
+            carry_out(provider(&local)?, r, &r.summary(), &args.live.store)
+                .await
+                .map_err(anyhow::Error::from)?,
+        ),
+        _ => None,
+    };
+    Ok(Outcome {
+        evidence,
+        decision,
+        done,
+    })
+}
+
 /// The evidence: every machine the provider lists, its engine asked
 /// directly (3 s each, all at once), with the operator's `--gone` and
 /// `--from`. A failed listing is an error, never "no machine".
-pub async fn evidence(
+async fn evidence(
     local: &Machines,
     gone: &[String],
     from: Option<&str>,
@@ -110,7 +142,7 @@ pub async fn evidence(
 }
 
 /// The provider `recover` needs: the machines are its evidence.
-pub fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
+fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
     local.as_deref().ok_or_else(|| {
         MainError::BadInput(
             "recover judges by the provider's machines: give --local-dir (or DROVER_LOCAL_DIR)"
@@ -125,7 +157,7 @@ pub fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
 /// machines lost and stop the controller from rebuilding the group), then
 /// records the recovery and its evidence in the audit log. A store kept in
 /// the swarm is writable only now, and is read through the survivor.
-pub async fn carry_out(
+async fn carry_out(
     local: &LocalProvider,
     r: &Recovery,
     evidence: &str,
