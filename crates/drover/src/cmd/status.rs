@@ -243,7 +243,7 @@ const RUNBOOK: &str = "drover takes no voluntary action without quorum. To recov
   2. If they are gone for good: drover recover --dry-run (same --local-dir) shows the
      evidence and the plan; drover recover then runs docker swarm init
      --force-new-cluster on the surviving manager (keeps the cluster id, services,
-     workers and join tokens; 1-20 s). It refuses while a lost manager's machine may
+     workers and join tokens; 1-25 s). It refuses while a lost manager's machine may
      still run (a new cluster beside a live majority makes two swarms): destroy it,
      or name it with --gone MACHINE if you know it is gone for good.
   3. drover then heals the group back to its declared size: the lost members' nodes
