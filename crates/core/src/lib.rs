@@ -24,6 +24,7 @@ pub mod own_engine;
 pub mod plan;
 pub mod quorum;
 pub mod quorum_probe;
+pub mod recover;
 pub mod revision;
 pub mod spec;
 pub mod teardown;

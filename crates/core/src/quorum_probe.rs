@@ -44,6 +44,10 @@ pub struct Probe {
     pub group: String,
     /// Its engine's answer.
     pub answer: EngineAnswer,
+    /// For a manager without a leader: how many raft members it lists
+    /// (`info .Swarm.RemoteManagers`), machines the provider no longer
+    /// lists included.
+    pub raft_members: Option<usize>,
 }
 
 /// The managers' raft as their engines tell it.
@@ -57,8 +61,11 @@ pub enum QuorumVerdict {
     Lost {
         /// Manager engines that answer.
         reachable: usize,
-        /// Machines of the manager groups.
+        /// Raft members: the machines of the manager groups, or as many
+        /// as an answering manager lists when it lists more.
         managers: usize,
+        /// Raft members no machine of the provider stands for (destroyed).
+        unlisted: usize,
         /// The manager machines whose engines do not answer (down or
         /// busy), with why.
         silent: Vec<(String, String)>,
@@ -72,7 +79,9 @@ pub enum QuorumVerdict {
 
 /// Judges `probes`. A group is a manager group when one of its engines
 /// answers as a manager; every machine of it counts as a member (a silent
-/// one cannot say, and its group is what the provider knows of it). Only
+/// one cannot say, and its group is what the provider knows of it), and
+/// when an answering manager lists more raft members than that, the
+/// others are members whose machines are gone (they cannot vote). Only
 /// certainty says "lost": the members that may still vote (answering
 /// without a leader, or busy) are fewer than a quorum of them all.
 pub fn judge(probes: &[Probe]) -> QuorumVerdict {
@@ -93,12 +102,15 @@ pub fn judge(probes: &[Probe]) -> QuorumVerdict {
         .iter()
         .filter(|p| !matches!(p.answer, EngineAnswer::Down(_) | EngineAnswer::NotAManager))
         .count();
-    if may_vote >= crate::quorum::quorum(members.len()) {
+    let raft = probes.iter().filter_map(|p| p.raft_members).max();
+    let managers = members.len().max(raft.unwrap_or(0));
+    if may_vote >= crate::quorum::quorum(managers) {
         return QuorumVerdict::Unknown;
     }
     QuorumVerdict::Lost {
         reachable: members.iter().filter(|p| answers_as_manager(p)).count(),
-        managers: members.len(),
+        managers,
+        unlisted: managers - members.len(),
         silent: members
             .iter()
             .filter_map(|p| match &p.answer {
@@ -121,6 +133,7 @@ mod tests {
             machine: machine.into(),
             group: group.into(),
             answer,
+            raft_members: None,
         }
     }
 
@@ -152,6 +165,37 @@ mod tests {
         assert_eq!((reachable, managers), (1, 3));
         let names: Vec<&str> = silent.iter().map(|(m, _)| m.as_str()).collect();
         assert_eq!(names, ["m1", "m2"]);
+    }
+
+    /// Issue 18: two of three managers' machines destroyed: the provider
+    /// lists the survivor alone, whose engine still lists a raft of 3.
+    #[test]
+    fn members_the_survivor_lists_without_a_machine_count_as_lost() {
+        let survivor = Probe {
+            raft_members: Some(3),
+            ..probe("m3", "managers", EngineAnswer::NoLeader("no leader".into()))
+        };
+        let verdict = judge(&[
+            survivor.clone(),
+            probe("w1", "workers", EngineAnswer::NotAManager),
+        ]);
+        assert!(
+            matches!(
+                verdict,
+                QuorumVerdict::Lost {
+                    reachable: 1,
+                    managers: 3,
+                    unlisted: 2,
+                    ..
+                }
+            ),
+            "{verdict:?}"
+        );
+        let without_the_raft = Probe {
+            raft_members: None,
+            ..survivor
+        };
+        assert_eq!(judge(&[without_the_raft]), QuorumVerdict::Unknown);
     }
 
     #[test]

@@ -196,6 +196,12 @@ pub enum Command {
         after_help = "Examples:\n  drover gc --dry-run --store etcd://127.0.0.1:2379 --local-dir /var/lib/drover-local\n  drover gc --dry-run --output json\n  drover gc --timeout 15m\n\nThe leader's controller collects continuously; the CLI never destroys anything\nitself. --dry-run lists and exits; without it, drover gc lists and then follows\nuntil the controller has collected every listed item.\nExit codes: 0 done, 2 bad input, 3 a group is blocked, 4 timed out."
     )]
     Gc(GcArgs),
+    /// Recover a lost manager quorum: force a new cluster on the surviving
+    /// manager, only when every lost member's machine is gone for good.
+    #[command(
+        after_help = "Examples:\n  drover recover --dry-run --local-dir /var/lib/drover-local\n  drover recover --local-dir /var/lib/drover-local\n  drover recover --gone i41020ed5 --local-dir /var/lib/drover-local   # a machine you know is gone for good\n\nEvidence: every machine of the provider, its engine asked directly, and the raft\nmembers the surviving managers list. A lost member whose machine the provider\nstill lists may still run (paused, partitioned): recover refuses, naming it,\nunless you name it with --gone. Never automatic.\nExit codes: 0 recovered (or, with --dry-run, would recover), 1 the recovery failed,\n2 refused or bad input (nothing changed)."
+    )]
+    Recover(RecoverArgs),
     /// Keep drover's hands off one instance (no heal, retire or roll) while
     /// you debug it; `--release` gives it back.
     #[command(after_help = "Examples:\n  drover hold i74bbb7c7\n  drover hold i74bbb7c7 --release")]
@@ -488,15 +494,43 @@ pub struct GcArgs {
     /// Without --dry-run: give up following after this long.
     #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
     pub timeout: std::time::Duration,
+    /// The store, the provider, the output format.
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// A live cluster looked at from outside (`gc`, `recover`): its store, the
+/// provider's machines, and how to print what was found.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,
     /// The local provider.
     #[command(flatten)]
     pub local: LocalArgs,
-    /// Output format.
+    /// Output format (json: the fields in docs/cli.md).
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
+}
+
+/// Arguments of `drover recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Print the evidence and the plan; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// A lost manager's machine that you know is gone for good although the
+    /// provider still lists it (repeatable).
+    #[arg(long = "gone", value_name = "MACHINE")]
+    pub gone: Vec<String>,
+    /// With several surviving managers: the one to recover from.
+    #[arg(long, value_name = "MACHINE")]
+    pub from: Option<String>,
+    /// The store (the audit event is written there after the recovery),
+    /// the provider (its machines are the evidence), the output format.
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// Engine-side helpers.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_secs(2);
 
 pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
-    let ctx = wiring::observer(&args.store, &args.local, "gc").await?;
+    let ctx = wiring::observer(&args.live.store, &args.live.local, "gc").await?;
     let Some(revision) = ctx.store.desired().await.map_err(anyhow::Error::from)? else {
         println!("nothing was applied to this store yet: there is nothing to collect");
         return Ok(ExitCode::SUCCESS);
@@ -29,7 +29,7 @@ pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
             .map_err(|e| MainError::Failed(e.into()))
     };
     let plan = observe().await?;
-    print(&plan, revision.rev, args.output)?;
+    print(&plan, revision.rev, args.live.output)?;
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }

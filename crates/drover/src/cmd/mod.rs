@@ -12,6 +12,7 @@ mod engine;
 mod gc;
 mod plan;
 mod progress;
+mod recover;
 mod revisions;
 mod sim;
 mod status;
@@ -100,6 +101,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
         Command::Demo(cmd) => runtime()?.block_on(demo::run(&cmd)),
         Command::History { store, output } => runtime()?.block_on(audit::history(&store, output)),
         Command::Gc(args) => runtime()?.block_on(gc::run(&args)),
+        Command::Recover(args) => runtime()?.block_on(recover::run(&args)),
         Command::Engine(EngineCommand::Join {
             role,
             address,

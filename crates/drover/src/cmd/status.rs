@@ -34,6 +34,7 @@ pub async fn run(
         if let QuorumVerdict::Lost {
             reachable,
             managers,
+            unlisted,
             silent,
             engine_says,
         } = judge(&probes)
@@ -42,6 +43,7 @@ pub async fn run(
                 quorum: "lost",
                 reachable,
                 managers,
+                unlisted,
                 unreachable: silent
                     .into_iter()
                     .map(|(machine, why)| Unreachable { machine, why })
@@ -148,6 +150,8 @@ struct Lost {
     quorum: &'static str,
     reachable: usize,
     managers: usize,
+    /// Raft members no machine of the provider stands for (destroyed).
+    unlisted: usize,
     unreachable: Vec<Unreachable>,
     engine_says: String,
     /// When the last status was published (ms since the epoch), if one can be read.
@@ -185,6 +189,12 @@ impl Lost {
         println!("  an answering manager's engine says: {}", self.engine_says);
         for u in &self.unreachable {
             println!("  unreachable: machine {} ({})", u.machine, u.why);
+        }
+        if self.unlisted > 0 {
+            println!(
+                "  unreachable: {} raft member(s) on no machine the provider lists (destroyed?)",
+                self.unlisted
+            );
         }
         println!("\n{RUNBOOK}");
         Ok(())
@@ -230,8 +240,11 @@ fn instances(doc: &StatusDoc) {
 const RUNBOOK: &str = "drover takes no voluntary action without quorum. To recover:
   1. Bring back the failed managers if you can (restart their machines/engines):
      they rejoin by themselves and quorum returns.
-  2. If they are gone for good, on ONE surviving manager run:
-     docker swarm init --force-new-cluster --advertise-addr <its address>:2377
-     (keeps the cluster id and join tokens; takes ~1-2 s).
-  3. drover then heals the group back to its declared size: the dead members
-     are demoted and removed, replacements are provisioned.";
+  2. If they are gone for good: drover recover --dry-run (same --local-dir) shows the
+     evidence and the plan; drover recover then runs docker swarm init
+     --force-new-cluster on the surviving manager (keeps the cluster id, services,
+     workers and join tokens; 1-25 s). It refuses while a lost manager's machine may
+     still run (a new cluster beside a live majority makes two swarms): destroy it,
+     or name it with --gone MACHINE if you know it is gone for good.
+  3. drover then heals the group back to its declared size: the lost members' nodes
+     are removed, replacements are provisioned.";

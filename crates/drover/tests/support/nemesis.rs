@@ -611,6 +611,28 @@ impl Stopped {
         Stopped(Some(pid))
     }
 
+    /// Stops every process of the process group `pgid` (a machine's
+    /// engine and what its boot script started), as a frozen VM. The kernel
+    /// continues them by itself when the group becomes orphaned (POSIX: its
+    /// stopped members get SIGHUP, then SIGCONT): that happens when the
+    /// process that started the machine's dockerd — the controller that
+    /// provisioned it — exits. Measured: a paused engine whose machine the
+    /// leader's controller had made answered again once the leader's machine
+    /// was destroyed. Stop again after such an exit ([`Stopped::again`]).
+    pub fn stop_group(pgid: i32) -> Stopped {
+        Stopped::stop(-pgid)
+    }
+
+    /// Sends SIGSTOP once more (after something may have continued it).
+    pub fn again(&self) {
+        if let Some(pid) = self.0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGSTOP,
+            );
+        }
+    }
+
     pub fn resume(mut self) {
         self.cont();
     }
