@@ -207,6 +207,11 @@ async fn one_roll(
         .await
         .expect("join")
         .expect("wait apply");
+    if !status.success() {
+        // What the controllers say, for the diagnosis.
+        lab.drover(&["status"]);
+        lab.drover(&["events", "--since", "10m"]);
+    }
     assert!(
         status.success(),
         "round {round}: the roll did not converge after the kill of {}",
