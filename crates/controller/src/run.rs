@@ -1143,6 +1143,65 @@ mod tests {
         }
     }
 
+    /// Issue 18, fast planned hand-over: the moment its own hand-over's
+    /// leave returns, a controller says so in the store (its heartbeat's
+    /// engine view, `left` naming the node it demoted), and the store's
+    /// change watch — what the acting controller waits on — fires for it.
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_hand_over_reports_the_leave_in_the_store_and_wakes_the_watch() {
+        let store = Arc::new(MemStore::default());
+        store.init_cluster("c1").await.unwrap();
+        let spec = parse_str(
+            "groups:\n- name: m\n  role: manager\n  allocation: {size: 1}\n  instance: {provider: sim}\n",
+        )
+        .spec
+        .unwrap();
+        let who = Provenance {
+            who: "test".into(),
+            at_ms: 0,
+            message: "test".into(),
+        };
+        store.commit(0, &spec, who, false).await.unwrap();
+        let held = Arc::new(Held::default());
+        let ctx = Context {
+            providers: Default::default(),
+            cluster: held.clone(),
+            store: store.clone(),
+            self_link: Some("l1".into()),
+            identity: "l1".into(),
+            store_url: None,
+            resync: Duration::from_secs(2),
+        };
+        let mut c = Controller::new(ctx);
+        let epoch = store.campaign("l1").await.unwrap();
+        c.epoch = Some(epoch);
+        let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+        let hand_over = Action::DemoteSelfAndLeave {
+            op: "leader-op".into(),
+            node: "n1".into(),
+        };
+        c.spawn(&stored, None, &hand_over, epoch);
+        let watch = {
+            let store = store.clone();
+            tokio::spawn(async move { store.changed().await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        held.release.notify_waiters();
+        let done = c.done_rx.recv().await.unwrap();
+        c.finished(done).await;
+        let beats = store.heartbeats().await.unwrap();
+        let left = beats
+            .iter()
+            .find_map(|b| b.engine.as_ref()?.left_report())
+            .expect("no leave reported");
+        assert_eq!((left.link.as_str(), left.node.as_str()), ("l1", "n1"));
+        tokio::time::timeout(Duration::from_millis(1), watch)
+            .await
+            .expect("the change watch did not fire")
+            .unwrap()
+            .unwrap();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn standing_down_cancels_every_step_but_the_leaders_own_hand_over() {
         let store = Arc::new(MemStore::default());
