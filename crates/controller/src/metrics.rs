@@ -431,8 +431,9 @@ impl Cluster for MeteredCluster {
         &self,
         node: &str,
         fence: &dyn Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
-        let f = self.inner.demote_self_and_leave(node, fence);
+        let f = self.inner.demote_self_and_leave(node, fence, left);
         self.metrics
             .timed(ENGINE, "demote_self_and_leave", f, Result::is_err)
             .await

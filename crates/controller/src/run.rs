@@ -102,6 +102,10 @@ pub struct Controller {
     running: HashMap<String, Option<AbortHandle>>,
     done_tx: mpsc::UnboundedSender<Finished>,
     done_rx: mpsc::UnboundedReceiver<Finished>,
+    /// From its own hand-over's task: the node its engine was seen to
+    /// leave as, before the leave call returned.
+    left_tx: mpsc::UnboundedSender<String>,
+    left_rx: mpsc::UnboundedReceiver<String>,
     last_publish: Option<Instant>,
     /// The group phases and swarm status last published.
     published: (Vec<Phase>, plan::SwarmStatus),
@@ -147,6 +151,7 @@ impl Controller {
     pub fn new(mut ctx: Context) -> Self {
         ctx.providers = crate::paced::wrap(ctx.providers);
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (left_tx, left_rx) = mpsc::unbounded_channel();
         Controller {
             ctx: Arc::new(ctx),
             started: Instant::now(),
@@ -155,6 +160,8 @@ impl Controller {
             running: HashMap::new(),
             done_tx,
             done_rx,
+            left_tx,
+            left_rx,
             last_publish: None,
             published: Default::default(),
             passes: 0,
@@ -252,6 +259,7 @@ impl Controller {
             tokio::select! {
                 _ = &mut shutdown => return,
                 Some(done) = self.done_rx.recv() => self.finished(done).await,
+                Some(node) = self.left_rx.recv() => self.report_left(&node).await,
                 Some(()) = nudge => {}
                 Some(()) = commits.recv() => {}
                 _ = tokio::time::sleep(sleep) => {}
@@ -279,7 +287,15 @@ impl Controller {
             self.handing_over = None;
         }
         if let (Some(node), Ok(())) = (&done.handed_over, &done.result) {
-            self.report_left(node).await;
+            // Unless its task told of the leave already, before the call returned.
+            let told = self
+                .engine
+                .as_ref()
+                .and_then(|v| v.left.as_ref())
+                .is_some_and(|l| l.node == *node);
+            if !told {
+                self.report_left(node).await;
+            }
         }
         if let Err(e) = &done.result
             && e.is_deposed()
@@ -870,12 +886,20 @@ impl Controller {
         // that standing down can cancel it.
         let effect = {
             let (group, action) = (group.clone(), action.clone());
+            let (left_tx, handed_over) = (self.left_tx.clone(), action.clone());
             tokio::spawn(async move {
                 let term = Term {
                     store: ctx.store.clone(),
                     epoch,
                 };
-                execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action).await
+                // The hand-over's engine seen out of the swarm: the loop
+                // says so in the store at once (`report_left`).
+                let left = move || {
+                    if let Action::DemoteSelfAndLeave { node, .. } = &handed_over {
+                        let _ = left_tx.send(node.clone());
+                    }
+                };
+                execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action, &left).await
             })
         };
         self.running
@@ -1125,7 +1149,10 @@ mod tests {
             &self,
             _: &str,
             _fence: &dyn drover_spi::Fence,
+            left: &(dyn Fn() + Send + Sync),
         ) -> Result<(), ClusterError> {
+            // Out of the swarm before the call returns, as a real engine is.
+            left();
             self.release.notified().await;
             self.left.store(true, Ordering::SeqCst);
             Ok(())
@@ -1144,9 +1171,10 @@ mod tests {
     }
 
     /// Issue 18, fast planned hand-over: the moment its own hand-over's
-    /// leave returns, a controller says so in the store (its heartbeat's
-    /// engine view, `left` naming the node it demoted), and the store's
-    /// change watch — what the acting controller waits on — fires for it.
+    /// engine is seen out of the swarm (before the leave call returns), a
+    /// controller says so in the store (its heartbeat's engine view, `left`
+    /// naming the node it demoted), and the store's change watch — what the
+    /// acting controller waits on — fires for it.
     #[tokio::test(start_paused = true)]
     async fn a_finished_hand_over_reports_the_leave_in_the_store_and_wakes_the_watch() {
         let store = Arc::new(MemStore::default());
@@ -1186,9 +1214,13 @@ mod tests {
             tokio::spawn(async move { store.changed().await })
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
-        held.release.notify_waiters();
-        let done = c.done_rx.recv().await.unwrap();
-        c.finished(done).await;
+        // The loop hears it from the step's task while the call still runs.
+        let node = c.left_rx.recv().await.unwrap();
+        c.report_left(&node).await;
+        assert!(
+            !held.left.load(Ordering::SeqCst),
+            "the call already returned"
+        );
         let beats = store.heartbeats().await.unwrap();
         let left = beats
             .iter()
@@ -1200,6 +1232,17 @@ mod tests {
             .expect("the change watch did not fire")
             .unwrap()
             .unwrap();
+        // The call's return reports nothing new: no second wake.
+        let watch = {
+            let store = store.clone();
+            tokio::spawn(async move { store.changed().await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        held.release.notify_waiters();
+        let done = c.done_rx.recv().await.unwrap();
+        c.finished(done).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!watch.is_finished(), "woken again by the same leave");
     }
 
     #[tokio::test(start_paused = true)]
