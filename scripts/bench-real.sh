@@ -248,13 +248,18 @@ for run in $(seq "$RUNS"); do
   fi
   stop_poller
   "$BIN" events --since 1h --output json >"$RESULTS/events-$run.json"
+  # The controllers' heartbeats (etcd's JSON gateway): when the former
+  # leader's controller reported its engine's leave (`engine.left.at_ms`).
+  curl -s -X POST "http://$NET.1:23791/v3/kv/range" \
+    -d "{\"key\":\"$(printf /drover/default/controllers/ | base64 -w0)\",\"range_end\":\"$(printf /drover/default/controllers0 | base64 -w0)\"}" \
+    >"$RESULTS/beats-$run.json" || true
 done
 stop_poller
 down
 trap - EXIT
 
 python3 - "$RESULTS" "$RUNS" "$WATCH_MANAGERS" "$WATCH_WORKERS" <<'PY'
-import collections, datetime, json, os, re, statistics, sys
+import base64, collections, datetime, json, os, re, statistics, sys
 res, runs, watch = sys.argv[1], int(sys.argv[2]), {"managers": int(sys.argv[3]) * 1000, "workers": int(sys.argv[4]) * 1000}
 
 def med(xs):
@@ -374,8 +379,27 @@ for run in range(1, runs + 1):
             elif "Manager shut down" in line and "demoted" in marks:
                 marks.setdefault("shut down", t)
             elif "left gossip cluster" in line and "shut down" in marks:
-                marks.setdefault("left", t)  # its own node: it sees no other leave after its own
+                # Its own node: it sees no other leave after its own. The
+                # network layer's leave, after swarmkit's node has stopped
+                # (the engine's state reads inactive before it), or even
+                # after its machine's destroy began.
+                marks.setdefault("left", t)
         g = gaps["planned: self-demotion"]
+        # Its controller's report of the leave (its heartbeat), when it made one.
+        reported = None
+        beats = f"{res}/beats-{run}.json"
+        if os.path.exists(beats):
+            for kv in json.load(open(beats)).get("kvs", []):
+                beat = json.loads(base64.b64decode(kv["value"]))
+                beat = beat.get("data", beat)
+                left = (beat.get("engine") or {}).get("left")
+                if left and left["at_ms"] > demote["at_ms"]:
+                    reported = left["at_ms"]
+        first_step = next((e["at_ms"] for e in events if e["at_ms"] > demote["at_ms"] and e["controller"] != demote["controller"] and e["action"] == "step" and e["outcome"] == "started"), None)
+        if reported and first_step:
+            g["ex-leader's controller reported the leave (heartbeat) → new controller destroys it"].append((first_step - reported) / 1000)
+        if "demoted" in marks and reported:
+            g["ex-leader's engine: demoted → its controller reported the leave"].append((reported - marks["demoted"]) / 1000)
         if "demoted" in marks and "left" in marks:
             if "shut down" in marks:
                 g["ex-leader's engine: demoted → manager shut down (its log)"].append((marks["shut down"] - marks["demoted"]) / 1000)
