@@ -368,3 +368,54 @@ pub trait Store: Send + Sync {
         Ok(format)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_core::model::SwarmView;
+
+    /// Older builds' beats read as beats without an engine view, and a beat
+    /// without one is written as they wrote it (they ignore the new field
+    /// either way: no `deny_unknown_fields`).
+    #[test]
+    fn heartbeats_of_older_builds_read_and_are_written_alike() {
+        let old: Heartbeat =
+            serde_json::from_str(r#"{"holder":"a","format":1,"at_ms":5}"#).expect("old beat");
+        assert_eq!(old.engine, None);
+        assert_eq!(
+            serde_json::to_string(&old).expect("serialises"),
+            r#"{"holder":"a","format":1,"at_ms":5}"#
+        );
+        let view = EngineView::next(None, &SwarmView::Absent, Some("l"), 1);
+        let new = Heartbeat {
+            engine: Some(view),
+            ..old.clone()
+        };
+        let text = serde_json::to_string(&new).expect("serialises");
+        assert_eq!(
+            serde_json::from_str::<Heartbeat>(&text).expect("reads"),
+            new
+        );
+    }
+
+    #[test]
+    fn a_leave_is_news_once() {
+        let view = EngineView::next(None, &SwarmView::Absent, Some("l"), 1);
+        let beat = |left: Option<u64>| Heartbeat {
+            holder: "l".into(),
+            format: FORMAT,
+            at_ms: 1,
+            engine: Some(EngineView {
+                left: left.map(|at_ms| drover_core::quorum_probe::Left {
+                    node: "n".into(),
+                    at_ms,
+                }),
+                ..view.clone()
+            }),
+        };
+        assert!(beat(Some(7)).newly_left(None));
+        assert!(beat(Some(7)).newly_left(Some(&beat(None))));
+        assert!(!beat(Some(7)).newly_left(Some(&beat(Some(7)))));
+        assert!(!beat(None).newly_left(None));
+    }
+}
