@@ -25,13 +25,22 @@
 #   scripts/bench-real.sh [RUNS]      # default 3; takes a few minutes per run
 #   scripts/bench-real.sh down        # stop everything it started, remove its files
 #
-# Needs root (dockerd), etcd, python3. Uses only 127.0.95.x-127.0.96.x.
+# DROVER_BENCH_KILL=0: the planned hand-over only (every run rolls and
+# converges; no kill -9): the leave -> destroy figure in half the time.
+# DROVER_BENCH_NET / DROVER_BENCH_POOL_NET: the two /24s it uses (defaults
+# 127.0.95 and 127.0.96), so a run can share the host with other tests.
+#
+# Needs root (dockerd), etcd, python3. Uses only $DROVER_BENCH_NET.x and
+# $DROVER_BENCH_POOL_NET.x (127.0.95.x-127.0.96.x by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${DROVER_BENCH_DIR:-/tmp/drover-bench-real}
-export DROVER_STORE=etcd://127.0.95.1:23791
+NET=${DROVER_BENCH_NET:-127.0.95}
+POOL_NET=${DROVER_BENCH_POOL_NET:-127.0.96}
+KILL=${DROVER_BENCH_KILL:-1}
+export DROVER_STORE=etcd://$NET.1:23791
 export DROVER_LOCAL_DIR=$BASE/machines
-export DROVER_LOCAL_POOL=127.0.96.20-127.0.96.80
+export DROVER_LOCAL_POOL=$POOL_NET.20-$POOL_NET.80
 export DROVER_LOG=${DROVER_LOG:-warn}
 WATCH_MANAGERS=3
 WATCH_WORKERS=2
@@ -84,7 +93,7 @@ groups:
 - name: managers
   role: manager
   allocation:
-    logical_ids: [127.0.95.11, 127.0.95.12, 127.0.95.13]
+    logical_ids: [$NET.11, $NET.12, $NET.13]
   instance: {provider: local}
   flavor: {engine_labels: {release: "$1"}}
   update: {watch: ${WATCH_MANAGERS}s}
@@ -199,10 +208,10 @@ for run in $(seq "$RUNS"); do
   down
   mkdir -p "$BASE"
   nohup etcd --name bench --data-dir "$BASE/etcd" \
-    --listen-client-urls http://127.0.95.1:23791 --advertise-client-urls http://127.0.95.1:23791 \
-    --listen-peer-urls http://127.0.95.1:23801 --initial-advertise-peer-urls http://127.0.95.1:23801 \
-    --initial-cluster bench=http://127.0.95.1:23801 >"$BASE/etcd.log" 2>&1 </dev/null &
-  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.95.1/23791) 2>/dev/null && break; sleep 0.2; done
+    --listen-client-urls http://$NET.1:23791 --advertise-client-urls http://$NET.1:23791 \
+    --listen-peer-urls http://$NET.1:23801 --initial-advertise-peer-urls http://$NET.1:23801 \
+    --initial-cluster bench=http://$NET.1:23801 >"$BASE/etcd.log" 2>&1 </dev/null &
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/$NET.1/23791) 2>/dev/null && break; sleep 0.2; done
   spec v1 >"$BASE/v1.yaml"
   spec v2 >"$BASE/v2.yaml"
   echo "== run $run/$RUNS: bring-up (not timed)"
@@ -218,7 +227,12 @@ for run in $(seq "$RUNS"); do
   fi
   start=$(date +%s%3N)
   echo "$start" >"$RESULTS/start-$run.txt"
-  if [ $((run % 2)) = 1 ]; then
+  if [ "$KILL" = 0 ]; then
+    echo "== run $run/$RUNS: rolling update (no kill)"
+    "$BIN" apply -f "$BASE/v2.yaml" --wait --timeout 15m >/dev/null
+    end=$(date +%s%3N)
+    echo "$start $end" >"$RESULTS/total-$run.txt"
+  elif [ $((run % 2)) = 1 ]; then
     echo "== run $run/$RUNS: rolling update, then kill -9 of the idle leader's engine"
     "$BIN" apply -f "$BASE/v2.yaml" --wait --timeout 15m >/dev/null
     end=$(date +%s%3N)
@@ -234,13 +248,18 @@ for run in $(seq "$RUNS"); do
   fi
   stop_poller
   "$BIN" events --since 1h --output json >"$RESULTS/events-$run.json"
+  # The controllers' heartbeats (etcd's JSON gateway): when the former
+  # leader's controller reported its engine's leave (`engine.left.at_ms`).
+  curl -s -X POST "http://$NET.1:23791/v3/kv/range" \
+    -d "{\"key\":\"$(printf /drover/default/controllers/ | base64 -w0)\",\"range_end\":\"$(printf /drover/default/controllers0 | base64 -w0)\"}" \
+    >"$RESULTS/beats-$run.json" || true
 done
 stop_poller
 down
 trap - EXIT
 
 python3 - "$RESULTS" "$RUNS" "$WATCH_MANAGERS" "$WATCH_WORKERS" <<'PY'
-import collections, datetime, json, os, re, statistics, sys
+import base64, collections, datetime, json, os, re, statistics, sys
 res, runs, watch = sys.argv[1], int(sys.argv[2]), {"managers": int(sys.argv[3]) * 1000, "workers": int(sys.argv[4]) * 1000}
 
 def med(xs):
@@ -360,8 +379,27 @@ for run in range(1, runs + 1):
             elif "Manager shut down" in line and "demoted" in marks:
                 marks.setdefault("shut down", t)
             elif "left gossip cluster" in line and "shut down" in marks:
-                marks.setdefault("left", t)  # its own node: it sees no other leave after its own
+                # Its own node: it sees no other leave after its own. The
+                # network layer's leave, after swarmkit's node has stopped
+                # (the engine's state reads inactive before it), or even
+                # after its machine's destroy began.
+                marks.setdefault("left", t)
         g = gaps["planned: self-demotion"]
+        # Its controller's report of the leave (its heartbeat), when it made one.
+        reported = None
+        beats = f"{res}/beats-{run}.json"
+        if os.path.exists(beats):
+            for kv in json.load(open(beats)).get("kvs", []):
+                beat = json.loads(base64.b64decode(kv["value"]))
+                beat = beat.get("data", beat)
+                left = (beat.get("engine") or {}).get("left")
+                if left and left["at_ms"] > demote["at_ms"]:
+                    reported = left["at_ms"]
+        first_step = next((e["at_ms"] for e in events if e["at_ms"] > demote["at_ms"] and e["controller"] != demote["controller"] and e["action"] == "step" and e["outcome"] == "started"), None)
+        if reported and first_step:
+            g["ex-leader's controller reported the leave (heartbeat) → new controller destroys it"].append((first_step - reported) / 1000)
+        if "demoted" in marks and reported:
+            g["ex-leader's engine: demoted → its controller reported the leave"].append((reported - marks["demoted"]) / 1000)
         if "demoted" in marks and "left" in marks:
             if "shut down" in marks:
                 g["ex-leader's engine: demoted → manager shut down (its log)"].append((marks["shut down"] - marks["demoted"]) / 1000)

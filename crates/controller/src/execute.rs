@@ -221,7 +221,12 @@ enum Call<'a> {
 impl Call<'_> {
     /// Makes the call under `lease`, which the provider or engine checks
     /// immediately before it acts.
-    async fn run(&self, ctx: &Context, lease: &Lease) -> Result<(), StepError> {
+    async fn run(
+        &self,
+        ctx: &Context,
+        lease: &Lease,
+        left: &(dyn Fn() + Send + Sync),
+    ) -> Result<(), StepError> {
         let result = match self {
             Call::Provision(provider, req) => provider
                 .provision((**req).clone(), lease)
@@ -238,7 +243,7 @@ impl Call<'_> {
             // there the protocol runs to its end (see `Controller::stand_down`).
             Call::HandOver(node) => ctx
                 .cluster
-                .demote_self_and_leave(node, lease)
+                .demote_self_and_leave(node, lease, left)
                 .await
                 .map_err(Into::into),
             Call::RemoveNode(node, force) => ctx
@@ -265,12 +270,15 @@ impl Call<'_> {
 /// started again under a new confirmation from the store (at most
 /// [`CONFIRMATION_ATTEMPTS`] times), so a deposed controller finds out it
 /// was deposed and a slow call is not failed for its slowness alone.
+/// `left` is told when a hand-over's engine is seen out of the swarm before
+/// its leave call returns (see `Cluster::demote_self_and_leave`).
 pub(crate) async fn side_effect(
     ctx: &Context,
     term: &Term,
     desired: &Desired,
     op_group: Option<&str>,
     action: &Action,
+    left: &(dyn Fn() + Send + Sync),
 ) -> Result<(), StepError> {
     let group_provider = |group: &str| {
         let g = desired
@@ -315,7 +323,7 @@ pub(crate) async fn side_effect(
     let mut expired = None;
     for _ in 0..CONFIRMATION_ATTEMPTS {
         let lease = term.confirm(op).await?;
-        match call.run(ctx, &lease).await {
+        match call.run(ctx, &lease, left).await {
             Err(StepError::Expired(e)) => {
                 tracing::warn!(
                     op,

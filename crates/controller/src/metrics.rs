@@ -14,6 +14,7 @@ use crate::execute::Failure;
 use async_trait::async_trait;
 use drover_core::model::{Instance, SwarmView};
 use drover_core::plan::{MemberStatus, Phase, Plan};
+use drover_core::quorum_probe::EngineView;
 use drover_core::spec::Role;
 use drover_spi::{
     Cluster, ClusterError, Fence, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
@@ -269,12 +270,12 @@ impl Metrics {
     }
 
     /// What this controller's own engine said of the swarm this pass:
-    /// whether it knows a leader, and when it last did.
-    pub(crate) fn swarm_seen(&self, view: &SwarmView, now_ms: u64) {
-        let led = matches!(view, SwarmView::Ok(_));
-        self.leader_known.set(i64::from(led));
-        if led {
-            self.leader_seen.set(now_ms as f64 / 1000.0);
+    /// whether it knows a leader, and when it last did — the very view its
+    /// heartbeat publishes (one rule: [`EngineView::leader_known`]).
+    pub(crate) fn engine_seen(&self, view: &EngineView) {
+        self.leader_known.set(i64::from(view.leader_known()));
+        if let Some(at) = view.leader_seen_ms {
+            self.leader_seen.set(at as f64 / 1000.0);
         }
     }
 
@@ -430,8 +431,9 @@ impl Cluster for MeteredCluster {
         &self,
         node: &str,
         fence: &dyn Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
-        let f = self.inner.demote_self_and_leave(node, fence);
+        let f = self.inner.demote_self_and_leave(node, fence, left);
         self.metrics
             .timed(ENGINE, "demote_self_and_leave", f, Result::is_err)
             .await
@@ -551,8 +553,15 @@ mod tests {
     #[test]
     fn a_lost_leader_is_a_zero_and_the_last_time_one_was_seen() {
         let m = Metrics::new();
-        m.swarm_seen(&SwarmView::Ok(Vec::new()), 1_700_000_000_000);
-        m.swarm_seen(&SwarmView::NoQuorum("no leader".into()), 1_700_000_060_000);
+        let led = EngineView::next(None, &SwarmView::Ok(Vec::new()), None, 1_700_000_000_000);
+        m.engine_seen(&led);
+        let lost = SwarmView::NoQuorum("no leader".into());
+        m.engine_seen(&EngineView::next(
+            Some(&led),
+            &lost,
+            None,
+            1_700_000_060_000,
+        ));
         let text = m.encode();
         for line in [
             "drover_swarm_leader_known 0",

@@ -2,8 +2,8 @@
 //! concurrently.
 
 use crate::context::Context;
-use drover_core::journal::Operation;
-use drover_core::model::{Described, Instance, Observed, tags};
+use drover_core::journal::{Operation, Step};
+use drover_core::model::{Described, Instance, LeftReport, Observed, tags};
 use drover_core::plan::Desired;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{Controls, ProviderError, Revision, StoreError};
@@ -69,11 +69,45 @@ pub(crate) async fn world(ctx: &Context, desired: &Desired, journal: &[Operation
         let filter = &filter;
         async move { (name.as_str(), p.describe(filter).await) }
     });
-    let (swarm, described) = tokio::join!(ctx.cluster.observe(), join_all(describes));
+    let (swarm, described, left_reports) = tokio::join!(
+        ctx.cluster.observe(),
+        join_all(describes),
+        left_reports(ctx, journal)
+    );
     Observed {
         instances: by_group(desired, journal, described),
         swarm,
         self_link: ctx.self_link.clone(),
+        left_reports,
+    }
+}
+
+/// The controllers' reports that their engine left the swarm, read from
+/// their heartbeats, while a former leader's leave is awaited (a leader's
+/// hand-over journaled, its victim another machine); nothing otherwise, so
+/// a pass reads no heartbeats. A failed read is no report: the planner then
+/// learns the leave from the engine, as with a swarm store (where a node
+/// that left cannot write).
+async fn left_reports(ctx: &Context, journal: &[Operation]) -> Vec<LeftReport> {
+    let awaited = journal.iter().any(|op| {
+        op.steps().contains(&Step::DemoteSelfAndLeave)
+            && op
+                .victim
+                .as_ref()
+                .is_some_and(|v| v.link.is_some() && v.link != ctx.self_link)
+    });
+    if !awaited || !ctx.store.outside_raft() {
+        return Vec::new();
+    }
+    match ctx.store.heartbeats().await {
+        Ok(beats) => beats
+            .iter()
+            .filter_map(|b| b.engine.as_ref()?.left_report())
+            .collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "heartbeats unreadable: leaves are learnt from the engines");
+            Vec::new()
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::takeover;
 use drover_core::execute::{Carry, Execution, JournalWrite};
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
+use drover_core::quorum_probe::{EngineAnswer, EngineView, Left};
 use drover_core::revision::{rollback_target, with_group};
 use drover_core::spec::validate_commit;
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, Revision, StoreError};
@@ -31,7 +32,8 @@ const MAX_IMMEDIATE_PASSES: u32 = 20;
 const ACTIVE_PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
 /// How often a controller advertises the record format it reads (and
-/// re-reads everyone's to pick the format it writes).
+/// re-reads everyone's to pick the format it writes); with a swarm store,
+/// also how often it beats at all (see [`drover_spi::Store::outside_raft`]).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
 
 /// A finished side effect, reported back to the loop.
@@ -41,6 +43,8 @@ struct Finished {
     what: String,
     /// The step was a provision call (a failure uses the slot's attempt budget).
     provision: bool,
+    /// The step was this engine's own hand-over: the node it demoted.
+    handed_over: Option<String>,
     kind: &'static str,
     /// The term it was started under.
     epoch: Epoch,
@@ -98,6 +102,10 @@ pub struct Controller {
     running: HashMap<String, Option<AbortHandle>>,
     done_tx: mpsc::UnboundedSender<Finished>,
     done_rx: mpsc::UnboundedReceiver<Finished>,
+    /// From its own hand-over's task: the node its engine was seen to
+    /// leave as, before the leave call returned.
+    left_tx: mpsc::UnboundedSender<String>,
+    left_rx: mpsc::UnboundedReceiver<String>,
     last_publish: Option<Instant>,
     /// The group phases and swarm status last published.
     published: (Vec<Phase>, plan::SwarmStatus),
@@ -109,8 +117,11 @@ pub struct Controller {
     /// Set once a write was fenced: an off-cluster controller then stops for
     /// good (a manager's controller campaigns again only as swarm leader).
     fenced: bool,
-    /// Last heartbeat written.
+    /// Last format negotiation (and, with a swarm store, heartbeat).
     last_beat: Option<Instant>,
+    /// What its own engine said at the last look, as the heartbeat
+    /// publishes it (a manager's controller only).
+    engine: Option<EngineView>,
     /// The unreadable record this controller last refused to act on.
     refused: Option<String>,
     /// Groups reported blocked, with the reason last recorded as an event.
@@ -140,6 +151,7 @@ impl Controller {
     pub fn new(mut ctx: Context) -> Self {
         ctx.providers = crate::paced::wrap(ctx.providers);
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (left_tx, left_rx) = mpsc::unbounded_channel();
         Controller {
             ctx: Arc::new(ctx),
             started: Instant::now(),
@@ -148,6 +160,8 @@ impl Controller {
             running: HashMap::new(),
             done_tx,
             done_rx,
+            left_tx,
+            left_rx,
             last_publish: None,
             published: Default::default(),
             passes: 0,
@@ -155,6 +169,7 @@ impl Controller {
             triggers: None,
             fenced: false,
             last_beat: None,
+            engine: None,
             refused: None,
             blocked: BTreeMap::new(),
             rollback_refused: BTreeMap::new(),
@@ -244,6 +259,7 @@ impl Controller {
             tokio::select! {
                 _ = &mut shutdown => return,
                 Some(done) = self.done_rx.recv() => self.finished(done).await,
+                Some(node) = self.left_rx.recv() => self.report_left(&node).await,
                 Some(()) = nudge => {}
                 Some(()) = commits.recv() => {}
                 _ = tokio::time::sleep(sleep) => {}
@@ -269,6 +285,17 @@ impl Controller {
         self.running.remove(&done.op);
         if self.handing_over.as_ref() == Some(&done.op) {
             self.handing_over = None;
+        }
+        if let (Some(node), Ok(())) = (&done.handed_over, &done.result) {
+            // Unless its task told of the leave already, before the call returned.
+            let told = self
+                .engine
+                .as_ref()
+                .and_then(|v| v.left.as_ref())
+                .is_some_and(|l| l.node == *node);
+            if !told {
+                self.report_left(node).await;
+            }
         }
         if let Err(e) = &done.result
             && e.is_deposed()
@@ -454,24 +481,66 @@ impl Controller {
         }
     }
 
-    /// Advertises the newest record format this build reads and picks the
-    /// format to write: the oldest any live controller reads.
-    async fn beat(&mut self) -> Result<(), StoreError> {
-        if self
+    /// Notes what its own engine said of the swarm (`swarm`): the view its
+    /// heartbeat publishes and the metrics show.
+    fn see_engine(&mut self, swarm: &SwarmView) {
+        let view = EngineView::next(
+            self.engine.as_ref(),
+            swarm,
+            self.ctx.self_link.as_deref(),
+            wall_ms(),
+        );
+        if let Some(m) = &self.metrics {
+            m.engine_seen(&view);
+        }
+        self.engine = Some(view);
+    }
+
+    /// Its hand-over's `swarm leave` returned: says so in the store at once
+    /// (its heartbeat's `left`), where the next leader's controller is
+    /// woken by it and destroys this machine without asking its engine.
+    /// Nothing in a swarm store: this engine can no longer write the raft.
+    async fn report_left(&mut self, node: &str) {
+        let mut view = self.engine.clone().unwrap_or_else(|| {
+            EngineView::next(None, &SwarmView::Absent, self.ctx.self_link.as_deref(), 0)
+        });
+        view.answer = EngineAnswer::NotAManager;
+        view.manager = false;
+        view.leader = None;
+        view.left = Some(Left {
+            node: node.to_string(),
+            at_ms: wall_ms(),
+        });
+        self.engine = Some(view);
+        if let Err(e) = self.beat(true).await {
+            tracing::warn!(error = %e, "could not report this engine's leave; the next leader asks the engine");
+        }
+    }
+
+    /// Writes its heartbeat: the newest record format this build reads and
+    /// what its own engine last said. Every pass (`every_pass`) where the
+    /// store lives outside the raft, else once a minute; and once a minute
+    /// it picks the format to write: the oldest any live controller reads.
+    async fn beat(&mut self, every_pass: bool) -> Result<(), StoreError> {
+        let due = self
             .last_beat
-            .is_some_and(|t| t.elapsed() < HEARTBEAT_EVERY)
-        {
+            .is_none_or(|t| t.elapsed() >= HEARTBEAT_EVERY);
+        let each_pass = every_pass && self.ctx.store.outside_raft();
+        if !due && !each_pass {
             return Ok(());
         }
         let beat = Heartbeat {
             holder: self.ctx.identity.clone(),
             format: FORMAT,
             at_ms: wall_ms(),
+            engine: self.engine.clone().filter(|_| self.ctx.self_link.is_some()),
         };
         self.ctx.store.heartbeat(&beat).await?;
-        let format = self.ctx.store.negotiate_format(beat.at_ms).await?;
-        tracing::debug!(format, "record format negotiated");
-        self.last_beat = Some(Instant::now());
+        if due {
+            let format = self.ctx.store.negotiate_format(beat.at_ms).await?;
+            tracing::debug!(format, "record format negotiated");
+            self.last_beat = Some(Instant::now());
+        }
         Ok(())
     }
 
@@ -497,11 +566,18 @@ impl Controller {
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
         let passed = self.guarded_pass().await;
-        if let (Err(_), Some(m), None) = (&passed, &self.metrics, &self.handing_over) {
+        let on_cluster = self.ctx.self_link.is_some() || self.metrics.is_some();
+        if passed.is_err() && on_cluster && self.handing_over.is_none() {
             // The store may be unreadable because the quorum is lost (a
-            // swarm store): say what this controller's engine sees anyway
-            // (not while it leaves: asked then, it holds the leave up).
-            m.swarm_seen(&self.ctx.cluster.observe().await, wall_ms());
+            // swarm store): say what this controller's engine sees anyway,
+            // in the metrics and, where the store is outside the raft and
+            // answers, in its heartbeat (not while it leaves: asked then,
+            // the engine holds the leave up).
+            let swarm = self.ctx.cluster.observe().await;
+            self.see_engine(&swarm);
+            if let Err(e) = self.beat(true).await {
+                tracing::debug!(error = %e, "heartbeat after a failed pass not written");
+            }
         }
         match passed {
             Err(e) if e.is_unreadable_record() => self.refuse(e).await,
@@ -526,15 +602,17 @@ impl Controller {
             // controller standing down.
             return Ok(PassReport::empty(false, false));
         }
-        self.beat().await?;
         let Some(mut stored) = observe::stored(&self.ctx).await? else {
+            self.beat(true).await?;
             return Ok(PassReport::empty(false, false));
         };
         let mut observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
+        self.see_engine(&observed.swarm);
+        // One write per pass, whether this controller acts or not.
+        self.beat(true).await?;
         let leads = self.leads(&observed.swarm);
         if let Some(m) = &self.metrics {
             m.acting(leads);
-            m.swarm_seen(&observed.swarm, wall_ms());
         }
         if !leads {
             if let (SwarmView::NoQuorum(_), Some(epoch)) = (&observed.swarm, self.epoch) {
@@ -808,12 +886,20 @@ impl Controller {
         // that standing down can cancel it.
         let effect = {
             let (group, action) = (group.clone(), action.clone());
+            let (left_tx, handed_over) = (self.left_tx.clone(), action.clone());
             tokio::spawn(async move {
                 let term = Term {
                     store: ctx.store.clone(),
                     epoch,
                 };
-                execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action).await
+                // The hand-over's engine seen out of the swarm: the loop
+                // says so in the store at once (`report_left`).
+                let left = move || {
+                    if let Action::DemoteSelfAndLeave { node, .. } = &handed_over {
+                        let _ = left_tx.send(node.clone());
+                    }
+                };
+                execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action, &left).await
             })
         };
         self.running
@@ -829,6 +915,10 @@ impl Controller {
                 group,
                 what: action.describe(),
                 provision: matches!(action, Action::Provision { .. }),
+                handed_over: match &action {
+                    Action::DemoteSelfAndLeave { node, .. } => Some(node.clone()),
+                    _ => None,
+                },
                 kind,
                 epoch,
                 result,
@@ -1059,7 +1149,10 @@ mod tests {
             &self,
             _: &str,
             _fence: &dyn drover_spi::Fence,
+            left: &(dyn Fn() + Send + Sync),
         ) -> Result<(), ClusterError> {
+            // Out of the swarm before the call returns, as a real engine is.
+            left();
             self.release.notified().await;
             self.left.store(true, Ordering::SeqCst);
             Ok(())
@@ -1075,6 +1168,81 @@ mod tests {
         async fn join_material(&self, _: Role) -> Result<Option<JoinMaterial>, ClusterError> {
             Ok(None)
         }
+    }
+
+    /// Issue 18, fast planned hand-over: the moment its own hand-over's
+    /// engine is seen out of the swarm (before the leave call returns), a
+    /// controller says so in the store (its heartbeat's engine view, `left`
+    /// naming the node it demoted), and the store's change watch — what the
+    /// acting controller waits on — fires for it.
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_hand_over_reports_the_leave_in_the_store_and_wakes_the_watch() {
+        let store = Arc::new(MemStore::default());
+        store.init_cluster("c1").await.unwrap();
+        let spec = parse_str(
+            "groups:\n- name: m\n  role: manager\n  allocation: {size: 1}\n  instance: {provider: sim}\n",
+        )
+        .spec
+        .unwrap();
+        let who = Provenance {
+            who: "test".into(),
+            at_ms: 0,
+            message: "test".into(),
+        };
+        store.commit(0, &spec, who, false).await.unwrap();
+        let held = Arc::new(Held::default());
+        let ctx = Context {
+            providers: Default::default(),
+            cluster: held.clone(),
+            store: store.clone(),
+            self_link: Some("l1".into()),
+            identity: "l1".into(),
+            store_url: None,
+            resync: Duration::from_secs(2),
+        };
+        let mut c = Controller::new(ctx);
+        let epoch = store.campaign("l1").await.unwrap();
+        c.epoch = Some(epoch);
+        let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+        let hand_over = Action::DemoteSelfAndLeave {
+            op: "leader-op".into(),
+            node: "n1".into(),
+        };
+        c.spawn(&stored, None, &hand_over, epoch);
+        let watch = {
+            let store = store.clone();
+            tokio::spawn(async move { store.changed().await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // The loop hears it from the step's task while the call still runs.
+        let node = c.left_rx.recv().await.unwrap();
+        c.report_left(&node).await;
+        assert!(
+            !held.left.load(Ordering::SeqCst),
+            "the call already returned"
+        );
+        let beats = store.heartbeats().await.unwrap();
+        let left = beats
+            .iter()
+            .find_map(|b| b.engine.as_ref()?.left_report())
+            .expect("no leave reported");
+        assert_eq!((left.link.as_str(), left.node.as_str()), ("l1", "n1"));
+        tokio::time::timeout(Duration::from_millis(1), watch)
+            .await
+            .expect("the change watch did not fire")
+            .unwrap()
+            .unwrap();
+        // The call's return reports nothing new: no second wake.
+        let watch = {
+            let store = store.clone();
+            tokio::spawn(async move { store.changed().await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        held.release.notify_waiters();
+        let done = c.done_rx.recv().await.unwrap();
+        c.finished(done).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!watch.is_finished(), "woken again by the same leave");
     }
 
     #[tokio::test(start_paused = true)]

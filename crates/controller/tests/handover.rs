@@ -60,6 +60,7 @@ impl Cluster for Watched {
         &self,
         node: &str,
         fence: &dyn drover_spi::Fence,
+        _left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
         // The real protocol checks the lease before its demote, its first
         // call; the hold below stands for the wait and the leave after it,
@@ -70,7 +71,7 @@ impl Cluster for Watched {
         self.release.notified().await;
         let result = self
             .cloud
-            .demote_self_and_leave(node, &drover_spi::Unfenced)
+            .demote_self_and_leave(node, &drover_spi::Unfenced, &|| {})
             .await;
         self.leaving.store(false, Ordering::SeqCst);
         result

@@ -405,8 +405,9 @@ impl Cluster for Stalling {
         &self,
         node: &str,
         fence: &dyn drover_spi::Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
-        self.cloud.demote_self_and_leave(node, fence).await
+        self.cloud.demote_self_and_leave(node, fence, left).await
     }
     async fn remove_node(
         &self,

@@ -39,6 +39,11 @@ use std::time::{Duration, Instant};
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound for one `swarm leave` attempt (measured: it can block 0.7–9 s).
 pub const LEAVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(45);
+/// How often a leaving engine is asked whether it is out of the swarm while
+/// its `swarm leave` call runs: the next leader destroys its machine on
+/// that news, within 0.1 s of the leave is the aim (issue 18).
+pub const LEFT_POLL: Duration = Duration::from_millis(25);
+
 /// Overall bound for the leave retries of [`Engine::demote_self_and_leave`].
 pub const LEAVE_TOTAL_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -560,11 +565,19 @@ impl Engine {
     ///
     /// `fence` is checked before the demote (step 1) only: once demoted, the
     /// protocol must finish with its leave.
+    ///
+    /// While a leave call runs, the engine is asked for its state every
+    /// [`LEFT_POLL`], and `left` is called once it reads inactive: the node
+    /// has left, and the call returns only after the engine's own clean-up
+    /// (~1 s here, BENCHMARKS.md §4). Its manager is shut down by then (a
+    /// peer saw it out of the raft), so the questions no longer slow that
+    /// shutdown (swarm-facts).
     pub async fn demote_self_and_leave(
         &self,
         node: &str,
         peers: &[String],
         fence: &dyn Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), EngineError> {
         let info = self.info().await?;
         if info.state == LocalState::Inactive {
@@ -583,9 +596,24 @@ impl Engine {
             .await;
         let deadline = Instant::now() + LEAVE_TOTAL_TIMEOUT;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let attempt = LEAVE_ATTEMPT_TIMEOUT.min(left).max(Duration::from_secs(1));
-            match self.leave_with_timeout(false, attempt).await {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let attempt = LEAVE_ATTEMPT_TIMEOUT
+                .min(remaining)
+                .max(Duration::from_secs(1));
+            // The call is never cut short: the questions run beside it.
+            let leave = self.leave_with_timeout(false, attempt);
+            tokio::pin!(leave);
+            let mut told = false;
+            let outcome = loop {
+                tokio::select! {
+                    r = &mut leave => break r,
+                    () = self.until_inactive(), if !told => {
+                        left();
+                        told = true;
+                    }
+                }
+            };
+            match outcome {
                 Ok(()) => return Ok(()),
                 Err(e) if e.is_still_manager_refusal() && Instant::now() < deadline => {
                     tracing::info!("leave refused while still a manager; retrying");
@@ -600,6 +628,19 @@ impl Engine {
                     }
                     return Err(e);
                 }
+            }
+        }
+    }
+
+    /// Resolves once this engine's state reads inactive (in no swarm),
+    /// asking every [`LEFT_POLL`].
+    async fn until_inactive(&self) {
+        loop {
+            tokio::time::sleep(LEFT_POLL).await;
+            if let Ok(i) = self.info().await
+                && i.state == LocalState::Inactive
+            {
+                return;
             }
         }
     }

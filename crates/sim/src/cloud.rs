@@ -130,6 +130,7 @@ impl Cluster for SimCloud {
         &self,
         node: &str,
         fence: &dyn Fence,
+        _left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
         fence.check()?;
         self.world().demote(node).map_err(ClusterError::from)?;

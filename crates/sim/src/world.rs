@@ -537,6 +537,7 @@ impl World {
             instances,
             swarm: self.swarm(),
             self_link,
+            left_reports: Vec::new(),
         }
     }
 

@@ -245,10 +245,16 @@ pub trait Cluster: Send + Sync {
     /// (seen from another manager), leave without force, retrying on the
     /// "participating as a manager" refusal. `fence` is checked before the
     /// demote only: once demoted, the protocol must finish with its leave.
+    /// `left` is called (at most once) as soon as the engine is seen in no
+    /// swarm while its leave call still runs: the engine's state turns
+    /// inactive ~1 s before `swarm leave` returns (it cleans up after the
+    /// node has left), and the next leader waits on that news. An adapter
+    /// that cannot tell sooner never calls it (the return says the same).
     async fn demote_self_and_leave(
         &self,
         node: &str,
         fence: &dyn Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError>;
     /// `node rm`.
     async fn remove_node(

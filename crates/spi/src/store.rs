@@ -12,6 +12,7 @@
 
 use async_trait::async_trait;
 use drover_core::journal::Operation;
+use drover_core::quorum_probe::EngineView;
 use drover_core::revision::Past;
 use drover_core::spec::ClusterSpec;
 use serde::{Deserialize, Serialize};
@@ -30,7 +31,8 @@ pub const OLDEST_FORMAT: u32 = 1;
 /// down (a controller that was stopped for good must not pin it forever).
 pub const HEARTBEAT_TTL_MS: u64 = 10 * 60 * 1000;
 
-/// What a running controller advertises: the newest format it can read.
+/// What a running controller advertises: the newest format it can read,
+/// and what its own engine last said of the swarm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
     /// The controller (its link or host).
@@ -39,6 +41,23 @@ pub struct Heartbeat {
     pub format: u32,
     /// Wall-clock time of the beat, ms since the Unix epoch.
     pub at_ms: u64,
+    /// Its own engine's view at that beat (a manager's controller, where
+    /// the store lives outside the raft: written every pass, so `drover
+    /// status` sees a lost quorum, and the next leader a former leader's
+    /// leave, without asking the engines). Absent in beats of older builds
+    /// and of off-cluster controllers; older builds ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineView>,
+}
+
+impl Heartbeat {
+    /// True when `self` reports a leave `before` (the same holder's previous
+    /// beat, if any) did not: the news a store's change watch wakes the
+    /// acting controller for (one wake per leave, not one per beat).
+    pub fn newly_left(&self, before: Option<&Heartbeat>) -> bool {
+        let left = |b: &Heartbeat| b.engine.as_ref().and_then(|e| e.left.clone());
+        left(self).is_some() && before.and_then(left) != left(self)
+    }
 }
 
 /// The format every writer uses: the oldest format any live controller
@@ -278,10 +297,12 @@ pub trait Store: Send + Sync {
     async fn mark_converged(&self, epoch: Epoch, rev: u64) -> Result<(), StoreError>;
 
     /// Resolves when what a controller acts on may have changed: a revision
-    /// committed or the operator's controls (pause, hold, replace) written,
-    /// so a controller reacts to `drover apply` at once rather than at its
-    /// next resync. A backend that cannot watch never resolves (the resync
-    /// finds the change); an error means the watch broke.
+    /// committed, the operator's controls (pause, hold, replace) written, or
+    /// a controller's heartbeat newly reporting that its engine left the
+    /// swarm ([`Heartbeat::newly_left`]: the next leader destroys a former
+    /// leader's machine on it), so a controller reacts at once rather than
+    /// at its next resync. A backend that cannot watch never resolves (the
+    /// resync finds the change); an error means the watch broke.
     async fn changed(&self) -> Result<(), StoreError> {
         std::future::pending().await
     }
@@ -322,6 +343,16 @@ pub trait Store: Send + Sync {
     /// Records a controller's heartbeat (not fenced: every controller beats,
     /// leading or not).
     async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError>;
+    /// True when this store lives outside the swarm's raft (etcd, file,
+    /// memory): it stays readable when the quorum is lost, and a beat per
+    /// controller pass costs the swarm nothing, so every controller writes
+    /// its engine's view there each pass. The swarm store (false) is written
+    /// through the raft itself, where every controller beating every pass
+    /// would race the acting one's fenced writes for the swarm object's
+    /// version: there beats stay at one a minute.
+    fn outside_raft(&self) -> bool {
+        true
+    }
     /// The last heartbeat of each controller.
     async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError>;
     /// The record format this handle writes (starts at the previous format,
@@ -335,5 +366,56 @@ pub trait Store: Send + Sync {
         let format = write_format(&self.heartbeats().await?, now_ms);
         self.set_write_format(format);
         Ok(format)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_core::model::SwarmView;
+
+    /// Older builds' beats read as beats without an engine view, and a beat
+    /// without one is written as they wrote it (they ignore the new field
+    /// either way: no `deny_unknown_fields`).
+    #[test]
+    fn heartbeats_of_older_builds_read_and_are_written_alike() {
+        let old: Heartbeat =
+            serde_json::from_str(r#"{"holder":"a","format":1,"at_ms":5}"#).expect("old beat");
+        assert_eq!(old.engine, None);
+        assert_eq!(
+            serde_json::to_string(&old).expect("serialises"),
+            r#"{"holder":"a","format":1,"at_ms":5}"#
+        );
+        let view = EngineView::next(None, &SwarmView::Absent, Some("l"), 1);
+        let new = Heartbeat {
+            engine: Some(view),
+            ..old.clone()
+        };
+        let text = serde_json::to_string(&new).expect("serialises");
+        assert_eq!(
+            serde_json::from_str::<Heartbeat>(&text).expect("reads"),
+            new
+        );
+    }
+
+    #[test]
+    fn a_leave_is_news_once() {
+        let view = EngineView::next(None, &SwarmView::Absent, Some("l"), 1);
+        let beat = |left: Option<u64>| Heartbeat {
+            holder: "l".into(),
+            format: FORMAT,
+            at_ms: 1,
+            engine: Some(EngineView {
+                left: left.map(|at_ms| drover_core::quorum_probe::Left {
+                    node: "n".into(),
+                    at_ms,
+                }),
+                ..view.clone()
+            }),
+        };
+        assert!(beat(Some(7)).newly_left(None));
+        assert!(beat(Some(7)).newly_left(Some(&beat(None))));
+        assert!(!beat(Some(7)).newly_left(Some(&beat(Some(7)))));
+        assert!(!beat(None).newly_left(None));
     }
 }

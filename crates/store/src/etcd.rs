@@ -39,7 +39,7 @@ use drover_spi::{
 };
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    KvClient, PutOptions, TlsOptions, Txn, TxnOp,
+    KvClient, PutOptions, TlsOptions, Txn, TxnOp, WatchFilterType, WatchOptions,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -142,6 +142,16 @@ fn etcd_err(e: etcd_client::Error) -> StoreError {
         }
         _ => unavailable("etcd", e),
     }
+}
+
+/// A heartbeat put that newly reports its controller's engine left (see
+/// [`Heartbeat::newly_left`]); a beat that does not decode is no news.
+fn reports_a_leave(event: &etcd_client::Event) -> bool {
+    let beat = |kv: &etcd_client::KeyValue| parse::<Heartbeat>("heartbeat", kv.value()).ok();
+    event
+        .kv()
+        .and_then(beat)
+        .is_some_and(|b| b.newly_left(event.prev_kv().and_then(beat).as_ref()))
 }
 
 fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
@@ -636,7 +646,9 @@ impl Store for EtcdStore {
 
     async fn changed(&self) -> Result<(), StoreError> {
         // One watch per key the controllers act on (not the whole prefix:
-        // status and heartbeats change every pass).
+        // status and heartbeats change every pass), and one on the
+        // heartbeats that wakes only for a beat newly reporting a leave
+        // (each event carries the beat it replaced, so no read is needed).
         let mut client = self.client.clone();
         let mut revs = client
             .watch(self.key("rev"), None)
@@ -646,16 +658,30 @@ impl Store for EtcdStore {
             .watch(self.key("controls"), None)
             .await
             .map_err(etcd_err)?;
+        let beats_opts = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_filters([WatchFilterType::NoDelete]);
+        let mut beats = client
+            .watch(self.key("controllers/"), Some(beats_opts))
+            .await
+            .map_err(etcd_err)?;
         loop {
-            let message = tokio::select! {
-                m = revs.message() => m,
-                m = controls.message() => m,
+            let (message, is_beat) = tokio::select! {
+                m = revs.message() => (m, false),
+                m = controls.message() => (m, false),
+                m = beats.message() => (m, true),
             };
             match message.map_err(etcd_err)? {
-                Some(r) if !r.events().is_empty() => return Ok(()),
                 Some(r) if r.canceled() => {
                     return Err(unavailable("etcd", "the watch was cancelled"));
                 }
+                Some(r) if is_beat => {
+                    if r.events().iter().any(reports_a_leave) {
+                        return Ok(());
+                    }
+                }
+                Some(r) if !r.events().is_empty() => return Ok(()),
                 // The watch's own "created" notice, or progress: keep waiting.
                 Some(_) => {}
                 None => return Err(unavailable("etcd", "the watch stream ended")),

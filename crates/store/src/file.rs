@@ -31,6 +31,9 @@ pub struct FileStore {
     path: PathBuf,
     limits: Limits,
     format: Arc<WriteFormat>,
+    /// Wakes [`Store::changed`] in this process: the only one that can
+    /// open the file, so the only writer a watch could miss.
+    changes: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -84,6 +87,7 @@ impl FileStore {
             path,
             limits,
             format: Arc::default(),
+            changes: Arc::default(),
         })
     }
 
@@ -269,11 +273,21 @@ impl Store for FileStore {
 
     async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
         let beat = beat.clone();
-        self.write(&[Controllers], move |s| {
-            s.heartbeat(&beat);
-            Ok(())
-        })
-        .await
+        if self
+            .write(&[Controllers], move |s| Ok(s.heartbeat(&beat)))
+            .await?
+        {
+            self.changes.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// Resolves when a controller in this process reports its engine's
+    /// leave ([`Heartbeat::newly_left`]); commits and controls are seen at
+    /// the resync, as before (the file serves one process).
+    async fn changed(&self) -> Result<(), StoreError> {
+        self.changes.notified().await;
+        Ok(())
     }
 
     async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {

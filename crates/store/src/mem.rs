@@ -132,10 +132,10 @@ impl Store for MemStore {
         self.with(|s| Ok(s.events_since(since_ms)))
     }
     async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), StoreError> {
-        self.with(|s| {
-            s.heartbeat(beat);
-            Ok(())
-        })
+        if self.with(|s| Ok(s.heartbeat(beat)))? {
+            self.changes.notify_waiters();
+        }
+        Ok(())
     }
     async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         self.with(|s| Ok(s.heartbeats.values().cloned().collect()))

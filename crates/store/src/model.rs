@@ -142,11 +142,13 @@ impl State {
     }
 
     /// Records a heartbeat; beats far older than the TTL are dropped so the
-    /// section stays small (needs Controllers).
-    pub(crate) fn heartbeat(&mut self, beat: &Heartbeat) {
-        self.heartbeats.insert(beat.holder.clone(), beat.clone());
+    /// section stays small (needs Controllers). True when it newly reports
+    /// a leave ([`Heartbeat::newly_left`]): news for the change watch.
+    pub(crate) fn heartbeat(&mut self, beat: &Heartbeat) -> bool {
+        let before = self.heartbeats.insert(beat.holder.clone(), beat.clone());
         let horizon = beat.at_ms.saturating_sub(10 * HEARTBEAT_TTL_MS);
         self.heartbeats.retain(|_, b| b.at_ms >= horizon);
+        beat.newly_left(before.as_ref())
     }
 
     /// Records the cluster id once.
@@ -371,6 +373,7 @@ mod tests {
             holder: "a".into(),
             format: 2,
             at_ms: 5,
+            engine: None,
         });
         for fmt in drover_spi::OLDEST_FORMAT..=drover_spi::FORMAT {
             let mut t = State::default();

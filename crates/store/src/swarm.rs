@@ -452,6 +452,10 @@ impl Store for SwarmStore {
         .await
     }
 
+    fn outside_raft(&self) -> bool {
+        false
+    }
+
     async fn heartbeats(&self) -> Result<Vec<Heartbeat>, StoreError> {
         Ok(self
             .read(&[Controllers])

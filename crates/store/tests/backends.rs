@@ -260,6 +260,76 @@ async fn changed_fires_on_commits_and_controls(store: Arc<dyn Store>) {
     }
 }
 
+/// Issue 18: `changed` resolves when a heartbeat newly reports its
+/// engine's leave (the next leader destroys the former leader's machine on
+/// it), and not on the beats every controller writes every pass, nor on
+/// the same leave beaten again.
+async fn changed_fires_on_a_newly_reported_leave_only(store: Arc<dyn Store>) {
+    use drover_core::model::SwarmView;
+    use drover_core::quorum_probe::{EngineView, Left};
+    store.init_cluster("c1").await.unwrap();
+    let view = EngineView::next(None, &SwarmView::Absent, Some("l1"), 1);
+    let beat = |at_ms: u64, left: bool| drover_spi::Heartbeat {
+        holder: "l1".into(),
+        format: drover_spi::FORMAT,
+        at_ms,
+        engine: Some(EngineView {
+            left: left.then(|| Left {
+                node: "n1".into(),
+                at_ms: 7,
+            }),
+            ..view.clone()
+        }),
+    };
+    // Armed in a task before the write; a write that raced ahead of the
+    // watch is retried (bounded), as above.
+    let fires = |b: drover_spi::Heartbeat| {
+        let store = store.clone();
+        async move {
+            let s = store.clone();
+            let waiter = tokio::spawn(async move { s.changed().await });
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            store.heartbeat(&b).await.unwrap();
+            tokio::time::timeout(Duration::from_secs(2), waiter)
+                .await
+                .is_ok()
+        }
+    };
+    assert!(!fires(beat(1, false)).await, "fired on an ordinary beat");
+    let mut fired = false;
+    for at in 2..6 {
+        // Each try a new leave (a leave reported before the watch was
+        // armed is no news to the next try).
+        store.heartbeat(&beat(at * 10, false)).await.unwrap();
+        if fires(beat(at * 10 + 1, true)).await {
+            fired = true;
+            break;
+        }
+    }
+    assert!(fired, "changed() never resolved on a reported leave");
+    assert!(
+        !fires(beat(100, true)).await,
+        "fired on the same leave beaten again"
+    );
+}
+
+#[tokio::test]
+async fn etcd_changed_fires_on_a_newly_reported_leave_only() {
+    let etcd = support::Etcd::start().await;
+    let store = EtcdStore::connect(&etcd.url, EtcdOptions::default())
+        .await
+        .unwrap();
+    changed_fires_on_a_newly_reported_leave_only(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn file_and_mem_changed_fire_on_a_newly_reported_leave_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileStore::open(dir.path().join("s.db")).unwrap();
+    changed_fires_on_a_newly_reported_leave_only(Arc::new(file)).await;
+    changed_fires_on_a_newly_reported_leave_only(Arc::new(MemStore::default())).await;
+}
+
 #[tokio::test]
 async fn etcd_changed_fires_on_commits_and_controls() {
     let etcd = support::Etcd::start().await;

@@ -75,6 +75,7 @@ fn beat(holder: &str, format: u32, at_ms: u64) -> Heartbeat {
         holder: holder.into(),
         format,
         at_ms,
+        engine: None,
     }
 }
 

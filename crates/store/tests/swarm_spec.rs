@@ -145,6 +145,7 @@ async fn swarm_store_round_trips_the_operators_swarm_spec_and_stays_small() {
             holder: format!("127.0.90.{m}"),
             format: FORMAT,
             at_ms: 1_800_000_000_000,
+            engine: None,
         };
         store.heartbeat(&b).await.unwrap();
     }

@@ -260,6 +260,7 @@ impl Cluster for SwarmCluster {
         &self,
         node: &str,
         fence: &dyn Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
         let engine = self.engine().await?;
         let peers = self
@@ -268,7 +269,9 @@ impl Cluster for SwarmCluster {
             .map(|p| p.peer_endpoints())
             .unwrap_or_default();
         let _leaving = Leaving::start(&self.leaving);
-        Ok(engine.demote_self_and_leave(node, &peers, fence).await?)
+        Ok(engine
+            .demote_self_and_leave(node, &peers, fence, left)
+            .await?)
     }
 
     async fn remove_node(

@@ -146,7 +146,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     // The leader leaves: demote self, wait out of raft from a peer, leave.
     let old_leader = node_of_inst[&m1].clone();
     let t0 = Instant::now();
-    c1.demote_self_and_leave(&old_leader, &Unfenced)
+    c1.demote_self_and_leave(&old_leader, &Unfenced, &|| {})
         .await
         .expect("leader demote+leave");
     eprintln!("leader demote_self_and_leave {:?}", t0.elapsed());

@@ -122,6 +122,7 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
         .into(),
         swarm: SwarmView::Ok(nodes),
         self_link: None,
+        left_reports: Vec::new(),
     };
     let plan = drover_core::plan::plan(drover_core::plan::PlanInput {
         desired: &desired,

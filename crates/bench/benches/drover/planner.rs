@@ -181,6 +181,7 @@ impl Fixture {
             ]),
             swarm: SwarmView::Ok(nodes),
             self_link: None,
+            left_reports: Vec::new(),
         };
         Fixture {
             desired,

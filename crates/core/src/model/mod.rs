@@ -178,4 +178,27 @@ pub struct Observed {
     pub swarm: SwarmView,
     /// The link of the instance this controller runs on, if it runs on one.
     pub self_link: Option<String>,
+    /// Controllers' reports, read from the store, that their own engine
+    /// left the swarm (the end of a leader's hand-over). Read only while a
+    /// former leader's leave is awaited; empty otherwise.
+    pub left_reports: Vec<LeftReport>,
+}
+
+/// A controller's report that its own engine ran `swarm leave` and left:
+/// its hand-over's leave call returned. Only the leaving controller can
+/// know this the moment it happens (the swarm lists the node Ready for
+/// another 27-34 s), so it says so in the store, and the next leader's
+/// controller need not ask that engine. The planner trusts it no more than
+/// the engine's own answer ([`Node::left`]): only for the very node id it
+/// names (a node that rejoins gets a new id), and only once that node is
+/// out of the raft and no manager as the leader lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeftReport {
+    /// The link of the machine whose controller reports (its own).
+    pub link: String,
+    /// The swarm node id its engine had before it left.
+    pub node: String,
+    /// When the leave returned, ms since the Unix epoch (that host's clock:
+    /// shown, never compared with this one).
+    pub at_ms: u64,
 }

@@ -284,14 +284,23 @@ impl<'a> Planner<'a> {
                 }),
             };
         }
-        let left = n.left || n.state == NodeState::Down || victim_inst.is_none_or(|i| !i.running);
+        // Here the node is out of the raft and no manager (above): only then
+        // may a leave, its engine's answer or its controller's report, be
+        // believed (a stale or forged report cannot destroy a raft member).
+        let left = n.left
+            || self.world.leave_reported(vlink, &n.id)
+            || n.state == NodeState::Down
+            || victim_inst.is_none_or(|i| !i.running);
         if left || self.clock.elapsed(Timer::Leave(op.id.clone()), LEAVE_BOUND) {
             StepState::Done
         } else {
             // The swarm lists a node that left Ready for another
-            // 27-34 s: its leave is learnt by asking its engine,
-            // once per question interval, so look again then rather
-            // than at the next resync.
+            // 27-34 s: its leave is learnt from its controller's report
+            // in the store (etcd, file: the store's change watch wakes
+            // this controller at once) or by asking its engine, once per
+            // question interval (a swarm store: a node that left can no
+            // longer write the raft), so look again then rather than at
+            // the next resync.
             self.clock.wake_within(crate::own_engine::ASK_EVERY);
             wait_for(move || {
                 format!(

@@ -380,6 +380,7 @@ mod tests {
             .into(),
             swarm: SwarmView::Ok(Vec::new()),
             self_link: None,
+            left_reports: Vec::new(),
         };
         let world = World::new(&observed, Set::default());
         let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();

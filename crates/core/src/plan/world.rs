@@ -215,6 +215,19 @@ impl<'a> World<'a> {
     pub(crate) fn is_self(&self, link: Option<&str>) -> bool {
         link.is_some() && link == self.observed.self_link.as_deref()
     }
+
+    /// True when the controller of the machine linked `link` reported that
+    /// its engine, as node `node`, left the swarm. The id must match: a
+    /// report about an earlier node of the same machine says nothing of
+    /// this one.
+    pub(crate) fn leave_reported(&self, link: Option<&str>, node: &str) -> bool {
+        link.is_some_and(|link| {
+            self.observed
+                .left_reports
+                .iter()
+                .any(|r| r.link == link && r.node == node)
+        })
+    }
 }
 
 /// True when `node` carries `link`.
@@ -267,6 +280,7 @@ mod tests {
             instances: Default::default(),
             swarm: SwarmView::Ok(vec![stale, node("n-1", Some("l-1")), node("n-2", None)]),
             self_link: None,
+            left_reports: Vec::new(),
         };
         let world = World::new(&observed, ["n-2", "n-9"].into_iter().collect());
         let id = |n: Option<&Node>| n.map(|n| n.id.clone());
@@ -290,6 +304,7 @@ mod tests {
             instances: Default::default(),
             swarm: SwarmView::Ok(vec![stale, live]),
             self_link: None,
+            left_reports: Vec::new(),
         };
         let world = World::new(&observed, Default::default());
         assert_eq!(

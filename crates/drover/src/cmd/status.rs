@@ -8,7 +8,9 @@ use crate::cmd::progress::fault_tolerance;
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
-use drover_core::quorum_probe::{QuorumVerdict, judge};
+use drover_core::quorum_probe::{
+    Beat, EngineAnswer, EngineView, HeartbeatVerdict, QuorumVerdict, judge, judge_heartbeats,
+};
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -21,26 +23,47 @@ pub async fn run(
     local: &LocalArgs,
     output: Output,
 ) -> Result<ExitCode, MainError> {
-    let read = read(store).await;
+    let (opened, read) = match wiring::store(store).await {
+        Ok(store) => {
+            let doc = read(store.as_ref()).await;
+            (Some(store), doc)
+        }
+        Err(e) => (None, Err(e)),
+    };
     // Nobody says a quorum is lost (no controller acts without one, and a
-    // store kept in the raft cannot be read): ask the managers' engines.
+    // store kept in the raft cannot be read): ask the managers' engines,
+    // and read what each controller's engine last said (its heartbeat,
+    // where the store lives outside the raft and answers).
     let in_doubt = match &read {
         Ok(Some(doc)) => age(doc) > STALE_AFTER,
         Ok(None) | Err(MainError::Failed(_)) => true,
         Err(_) => false,
     };
+    let beats = match (&opened, in_doubt) {
+        (Some(store), true) if store.outside_raft() => store.heartbeats().await.unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let now = wall_ms();
+    let heard = Heard::of(&beats, now);
     if in_doubt {
         let probes = wiring::ask_engines(&wiring::local(local)?).await;
+        // The engines asked now say more than heartbeats when they can
+        // conclude; else the heartbeats judge.
+        let (verdict, evidence) = match judge(&probes) {
+            QuorumVerdict::Unknown => (heard.verdict.verdict.clone(), "heartbeats"),
+            v => (v, "engines"),
+        };
         if let QuorumVerdict::Lost {
             reachable,
             managers,
             unlisted,
             silent,
             engine_says,
-        } = judge(&probes)
+        } = verdict
         {
             let lost = Lost {
                 quorum: "lost",
+                evidence,
                 reachable,
                 managers,
                 unlisted,
@@ -49,12 +72,14 @@ pub async fn run(
                     .map(|(machine, why)| Unreachable { machine, why })
                     .collect(),
                 engine_says,
+                leader_seen_ms: heard.verdict.leader_seen_ms,
                 last_status_ms: read
                     .as_ref()
                     .ok()
                     .and_then(Option::as_ref)
                     .map(|d| d.observed_at_ms),
                 store_error: read.as_ref().err().map(ToString::to_string),
+                heartbeats: heard.rows,
             };
             lost.print(output)?;
             return Ok(ExitCode::from(3));
@@ -96,6 +121,7 @@ pub async fn run(
             "WARNING: no controller has published for {}: the leader's controller may be dead; this status may be stale",
             ago(doc.observed_at_ms, now)
         );
+        heard.print_rows();
     }
     let swarm = &doc.swarm;
     match swarm.problem.as_deref() {
@@ -132,11 +158,86 @@ pub async fn run(
 }
 
 /// The published status, if any.
-async fn read(store: &StoreArgs) -> Result<Option<StatusDoc<'static>>, MainError> {
-    let store = wiring::store(store).await?;
-    Ok(StatusDoc::read(store.as_ref())
-        .await
-        .map_err(anyhow::Error::from)?)
+async fn read(store: &dyn drover_spi::Store) -> Result<Option<StatusDoc<'static>>, MainError> {
+    Ok(StatusDoc::read(store).await.map_err(anyhow::Error::from)?)
+}
+
+/// What each controller's engine last said, from the heartbeats, judged.
+struct Heard {
+    verdict: HeartbeatVerdict,
+    rows: Vec<BeatRow>,
+}
+
+/// One controller's heartbeat as `status` shows it.
+#[derive(serde::Serialize)]
+struct BeatRow {
+    controller: String,
+    /// How old the beat is, ms.
+    age_ms: u64,
+    /// Young enough to be judged ([`HEARTBEAT_FRESH_MS`]).
+    judged: bool,
+    engine: EngineView,
+}
+
+impl Heard {
+    fn of(beats: &[drover_spi::Heartbeat], now: u64) -> Heard {
+        let views: Vec<Beat<'_>> = beats
+            .iter()
+            .filter_map(|b| {
+                Some(Beat {
+                    holder: &b.holder,
+                    at_ms: b.at_ms,
+                    view: b.engine.as_ref()?,
+                })
+            })
+            .collect();
+        let verdict = judge_heartbeats(&views, now);
+        let rows = views
+            .iter()
+            .zip(&verdict.ages)
+            .map(|(b, (_, age_ms, judged))| BeatRow {
+                controller: b.holder.to_string(),
+                age_ms: *age_ms,
+                judged: *judged,
+                engine: b.view.clone(),
+            })
+            .collect();
+        Heard { verdict, rows }
+    }
+
+    /// One line per controller: what its engine said, and how long ago.
+    fn print_rows(&self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        println!("what each controller's engine last said (its heartbeat):");
+        print_beats(&self.rows);
+    }
+}
+
+fn print_beats(rows: &[BeatRow]) {
+    for r in rows {
+        let e = &r.engine;
+        let said = match &e.answer {
+            EngineAnswer::Led => match (&e.leader, e.members) {
+                (Some(l), Some((m, reach))) => format!(
+                    "leader {}, {m} managers, {reach} reachable",
+                    l.link.as_deref().unwrap_or(&l.node)
+                ),
+                _ => "knows a leader".into(),
+            },
+            EngineAnswer::NoLeader(why) => format!("no leader: {why}"),
+            EngineAnswer::NotAManager if e.left.is_some() => "left the swarm".into(),
+            EngineAnswer::NotAManager => "in no swarm, or no manager".into(),
+            EngineAnswer::Down(why) | EngineAnswer::Busy(why) => format!("cannot be asked: {why}"),
+        };
+        let judged = if r.judged { "" } else { ", too old to judge" };
+        println!(
+            "  {} ({}s ago{judged}): {said}",
+            r.controller,
+            r.age_ms / 1000
+        );
+    }
 }
 
 /// How old a published status is.
@@ -144,20 +245,28 @@ fn age(doc: &StatusDoc) -> Duration {
     Duration::from_millis(wall_ms().saturating_sub(doc.observed_at_ms))
 }
 
-/// A quorum lost, as the managers' own engines tell it.
+/// A quorum lost, as the managers' own engines tell it (asked now, or
+/// through their controllers' heartbeats).
 #[derive(serde::Serialize)]
 struct Lost {
     quorum: &'static str,
+    /// `engines` (asked directly) or `heartbeats` (what each controller's
+    /// engine last said).
+    evidence: &'static str,
     reachable: usize,
     managers: usize,
     /// Raft members no machine of the provider stands for (destroyed).
     unlisted: usize,
     unreachable: Vec<Unreachable>,
     engine_says: String,
+    /// When an engine last knew a leader, by the heartbeats (ms since the epoch).
+    leader_seen_ms: Option<u64>,
     /// When the last status was published (ms since the epoch), if one can be read.
     last_status_ms: Option<u64>,
     /// Why the store could not be read, if it could not.
     store_error: Option<String>,
+    /// Every controller's heartbeat, with its age (etcd and file stores).
+    heartbeats: Vec<BeatRow>,
 }
 
 /// A manager machine whose engine does not answer.
@@ -174,13 +283,17 @@ impl Lost {
             println!("{text}");
             return Ok(());
         }
-        let since = match (self.last_status_ms, &self.store_error) {
-            (Some(ms), _) => format!(
+        let since = match (self.leader_seen_ms, self.last_status_ms, &self.store_error) {
+            (Some(ms), _, _) => format!(
+                "no leader since {} (the last time a controller's engine knew one)",
+                humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms))
+            ),
+            (None, Some(ms), _) => format!(
                 "no leader since {} at the latest (the last published status)",
                 humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms))
             ),
-            (None, Some(e)) => format!("no leader; the store cannot be read: {e}"),
-            (None, None) => "no leader".into(),
+            (None, None, Some(e)) => format!("no leader; the store cannot be read: {e}"),
+            (None, None, None) => "no leader".into(),
         };
         println!(
             "QUORUM LOST: {} of {} managers reachable, {since}",
@@ -195,6 +308,10 @@ impl Lost {
                 "  unreachable: {} raft member(s) on no machine the provider lists (destroyed?)",
                 self.unlisted
             );
+        }
+        if !self.heartbeats.is_empty() {
+            println!("  what each controller's engine last said (its heartbeat):");
+            print_beats(&self.heartbeats);
         }
         println!("\n{RUNBOOK}");
         Ok(())

@@ -72,8 +72,12 @@ impl Cluster for ProviderSwarm {
         &self,
         node: &str,
         fence: &dyn Fence,
+        left: &(dyn Fn() + Send + Sync),
     ) -> Result<(), ClusterError> {
-        self.with().await?.demote_self_and_leave(node, fence).await
+        self.with()
+            .await?
+            .demote_self_and_leave(node, fence, left)
+            .await
     }
     async fn remove_node(
         &self,
