@@ -535,7 +535,16 @@ impl Controller {
             at_ms: wall_ms(),
             engine: self.engine.clone().filter(|_| self.ctx.self_link.is_some()),
         };
-        self.ctx.store.heartbeat(&beat).await?;
+        if let Err(e) = self.ctx.store.heartbeat(&beat).await {
+            if !due {
+                // The per-pass beat is best effort (the engine view for
+                // `status`, a reported leave): a failed one must not stop a
+                // pass that may be in the middle of a hand-over.
+                tracing::warn!(error = %e, "heartbeat not written");
+                return Ok(());
+            }
+            return Err(e);
+        }
         if due {
             let format = self.ctx.store.negotiate_format(beat.at_ms).await?;
             tracing::debug!(format, "record format negotiated");

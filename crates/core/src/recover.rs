@@ -5,10 +5,13 @@
 //! the cluster id and join tokens). Run on a minority whose majority still
 //! lives elsewhere — a partition, a paused engine — it makes **two
 //! swarms**, each taking writes. So [`decide`] proceeds only when every raft
-//! member that does not answer is proven gone for good: the provider no
-//! longer lists a machine at its address (it was destroyed), or the
-//! operator names its machine with `--gone`. Any other lost member refuses
-//! the recovery, naming the machine and why.
+//! member that does not answer is named gone for good by the operator
+//! (`--gone`: its machine, or, for a member on no machine the provider
+//! lists, its address or node id). A member on no listed machine is not
+//! proven gone by that absence: drover cannot tell a machine it destroyed
+//! from a manager it never made (joined by hand, another provider, another
+//! state dir), which may still run. Any other lost member refuses the
+//! recovery, naming the machine and why.
 //!
 //! The shell gathers the [`Evidence`] (each machine of the provider, its
 //! engine asked directly; the raft membership as the answering managers
@@ -18,8 +21,8 @@
 //! # Guarantees
 //! - Never proceeds while an engine knows a leader, or while enough members
 //!   may still be voting for a quorum (an election, not a loss).
-//! - Never proceeds while a lost member's machine is listed by the provider
-//!   and the operator did not name it with `--gone`.
+//! - Never proceeds while a lost member is not named by the operator with
+//!   `--gone`, whether or not the provider lists a machine at its address.
 //! - With several surviving managers it proceeds only from the one the
 //!   operator names with `--from`: the engines do not report how far each
 //!   raft log got (`docker info` shows no raft index without a leader,
@@ -83,12 +86,16 @@ pub struct Evidence {
     pub from: Option<String>,
 }
 
-/// Why a lost member counts as gone for good.
+/// Why a lost member counts as gone for good: the operator said so.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Proof {
-    /// No machine of the provider has its address: destroyed.
-    Absent,
+    /// No machine of the provider has its address, and the operator named
+    /// the member (its address or node id) with `--gone`.
+    Unlisted {
+        /// The name the operator gave.
+        named: String,
+    },
     /// The operator named its machine with `--gone`.
     Operator {
         /// The machine.
@@ -130,7 +137,9 @@ impl Recovery {
             .iter()
             .map(|g| {
                 let why = match &g.proof {
-                    Proof::Absent => "the provider lists no machine at its address".to_string(),
+                    Proof::Unlisted { named } => format!(
+                        "on no machine the provider lists, named gone by the operator (--gone {named})"
+                    ),
                     Proof::Operator { machine } => {
                         format!("its machine {machine} named gone by the operator (--gone)")
                     }
@@ -179,7 +188,7 @@ pub enum Refusal {
     },
     /// A lost member's machine is still listed by the provider.
     #[error(
-        "{machine} ({addr}, raft member {node_id}) may still be running: {why}; a new cluster beside it could make two swarms. Bring it back (it rejoins by itself), or destroy it through its provider, or, if you know it is gone for good, name it with --gone {machine}"
+        "{machine} ({addr}, raft member {node_id}) may still be running: {why}; a new cluster beside it could make two swarms. Bring it back (it rejoins by itself) or destroy it through its provider; only if its engine is not running and you know it is gone for good, name it with --gone {machine}"
     )]
     MayStillRun {
         /// The machine.
@@ -190,6 +199,18 @@ pub enum Refusal {
         addr: String,
         /// What the provider and its engine said.
         why: String,
+    },
+    /// A lost member is on no machine the provider lists, unnamed.
+    #[error(
+        "raft member {node_id} ({addr}) is on no machine the provider lists: drover cannot tell a machine destroyed from a manager it never made (joined by hand, another provider or state dir), which may still run; a new cluster beside it could make two swarms. If it is gone for good, name it with --gone {host}"
+    )]
+    Unaccounted {
+        /// Its node id.
+        node_id: String,
+        /// Its raft address.
+        addr: String,
+        /// Its address without the port (what `--gone` takes).
+        host: String,
     },
     /// Several managers survive and the operator named none.
     #[error(
@@ -221,7 +242,7 @@ pub enum Decision {
 pub enum BadInput {
     /// `--gone` or `--from` names no machine the provider lists.
     #[error(
-        "{flag} {machine}: the provider lists no machine {machine} (machines: {known}); a machine the provider no longer lists needs no --gone"
+        "{flag} {machine}: the provider lists no machine {machine} (machines: {known}), and no lost raft member on no listed machine has that address or node id"
     )]
     UnknownMachine {
         /// `--gone` or `--from`.
@@ -236,6 +257,16 @@ pub enum BadInput {
     GoneAnswers {
         /// The machine.
         machine: String,
+    },
+    /// `--gone` names a machine whose engine is running but silent.
+    #[error(
+        "--gone {machine}: its engine is running but does not answer ({why}): paused or partitioned, not gone; destroy it through its provider first (or bring it back: it rejoins by itself)"
+    )]
+    GoneStillRuns {
+        /// The machine.
+        machine: String,
+        /// What asking its engine gave.
+        why: String,
     },
     /// `--gone` names a machine that is no lost raft member's.
     #[error(
@@ -263,13 +294,13 @@ pub enum BadInput {
 /// gone) or refuse, with every reason. `Err` when the operator's `--gone`
 /// or `--from` names what it cannot.
 pub fn decide(e: &Evidence) -> Result<Decision, BadInput> {
-    check_names(e)?;
     let survivors: Vec<(&Machine, &Raft)> = e
         .machines
         .iter()
         .filter_map(|m| m.raft.as_ref().map(|r| (m, r)))
         .collect();
     let members = membership(&survivors);
+    check_names(e, &members)?;
     check_gone_are_members(e, &survivors, &members)?;
     if let Some(m) = e.machines.iter().find(|m| m.answer == EngineAnswer::Led) {
         return Ok(refuse(Refusal::QuorumHeld {
@@ -327,10 +358,11 @@ fn refuse(r: Refusal) -> Decision {
     Decision::Refuse { reasons: vec![r] }
 }
 
-/// Every `--gone` and `--from` names a machine the provider lists; a
-/// `--gone` machine does not answer as a manager; `--from` does, without
+/// Every `--gone` names a machine the provider lists or a raft member on
+/// no listed machine (address or node id), and `--from` a listed machine;
+/// a `--gone` machine does not answer as a manager; `--from` does, without
 /// a leader.
-fn check_names(e: &Evidence) -> Result<(), BadInput> {
+fn check_names(e: &Evidence, members: &[Peer]) -> Result<(), BadInput> {
     let find = |flag: &'static str, name: &str| {
         e.machines
             .iter()
@@ -347,10 +379,24 @@ fn check_names(e: &Evidence) -> Result<(), BadInput> {
             })
     };
     for name in &e.gone {
+        if members
+            .iter()
+            .any(|p| named(p, name) && machine_of(e, p).is_none())
+        {
+            continue;
+        }
         let m = find("--gone", name)?;
         if matches!(m.answer, EngineAnswer::Led | EngineAnswer::NoLeader(_)) {
             return Err(BadInput::GoneAnswers {
                 machine: m.id.clone(),
+            });
+        }
+        if let EngineAnswer::Busy(why) = &m.answer {
+            // Its engine runs and does not answer: paused or partitioned,
+            // exactly what must not be taken for gone on anyone's word.
+            return Err(BadInput::GoneStillRuns {
+                machine: m.id.clone(),
+                why: why.clone(),
             });
         }
     }
@@ -378,7 +424,7 @@ fn check_gone_are_members(
     }
     for name in &e.gone {
         let Some(m) = e.machines.iter().find(|m| &m.id == name) else {
-            continue;
+            continue; // a member on no listed machine (check_names)
         };
         if !members.iter().any(|p| p.host() == m.address) {
             return Err(BadInput::GoneNotAMember {
@@ -410,11 +456,21 @@ fn machine_of<'e>(e: &'e Evidence, p: &Peer) -> Option<&'e Machine> {
     e.machines.iter().find(|m| m.address == p.host())
 }
 
+/// `name` (a `--gone` argument) names member `p`: its address or node id.
+fn named(p: &Peer, name: &str) -> bool {
+    name == p.host() || name == p.node_id
+}
+
+/// The operator's name for member `p` on no listed machine, if given.
+fn named_unlisted<'e>(e: &'e Evidence, p: &Peer) -> Option<&'e String> {
+    e.gone.iter().find(|g| named(p, g))
+}
+
 /// A silent member may still vote unless its engine is certainly not
-/// running or its machine is gone (or the operator says so).
+/// running, or the operator says it is gone.
 fn may_vote(e: &Evidence, p: &Peer) -> bool {
     match machine_of(e, p) {
-        None => false,
+        None => named_unlisted(e, p).is_none(),
         Some(m) if e.gone.contains(&m.id) => false,
         Some(m) => !matches!(m.answer, EngineAnswer::Down(_)),
     }
@@ -423,7 +479,16 @@ fn may_vote(e: &Evidence, p: &Peer) -> bool {
 /// Why the lost member `p` is gone for good, or why it may still run.
 fn proof(e: &Evidence, p: &Peer) -> Result<Proof, Refusal> {
     let Some(m) = machine_of(e, p) else {
-        return Ok(Proof::Absent);
+        return match named_unlisted(e, p) {
+            Some(name) => Ok(Proof::Unlisted {
+                named: name.clone(),
+            }),
+            None => Err(Refusal::Unaccounted {
+                node_id: p.node_id.clone(),
+                addr: p.addr.clone(),
+                host: p.host().to_string(),
+            }),
+        };
     };
     if e.gone.contains(&m.id) {
         return Ok(Proof::Operator {
@@ -532,10 +597,14 @@ mod tests {
     }
 
     /// Issue 18: two of three managers' machines destroyed through the
-    /// provider — absent from its describe — is proof they are gone.
+    /// provider, and named gone by the operator (by address and by node id).
     #[test]
-    fn two_destroyed_members_are_gone_and_the_survivor_is_recovered_from() {
-        let d = decide(&evidence(vec![survivor(3), worker()])).unwrap();
+    fn two_destroyed_members_named_gone_and_the_survivor_is_recovered_from() {
+        let e = Evidence {
+            gone: vec!["127.0.9.1".into(), "node2".into()],
+            ..evidence(vec![survivor(3), worker()])
+        };
+        let d = decide(&e).unwrap();
         let Decision::Proceed(r) = d else {
             panic!("{d:?}")
         };
@@ -544,7 +613,42 @@ mod tests {
         assert_eq!(r.members, 3);
         let gone: Vec<_> = r.gone.iter().map(|g| g.member.node_id.as_str()).collect();
         assert_eq!(gone, ["node1", "node2"]);
-        assert!(r.gone.iter().all(|g| g.proof == Proof::Absent));
+        assert!(
+            r.gone
+                .iter()
+                .all(|g| matches!(g.proof, Proof::Unlisted { .. }))
+        );
+    }
+
+    /// Review finding: a raft member on no listed machine may be a manager
+    /// drover never made (joined by hand, another state dir) that is only
+    /// paused: its absence from the describe proves nothing. Without the
+    /// operator's word the recovery refuses, naming it.
+    #[test]
+    fn members_on_no_listed_machine_refuse_until_the_operator_names_them() {
+        let d = decide(&evidence(vec![survivor(3), worker()])).unwrap();
+        let r = reasons(d);
+        let unaccounted: Vec<_> = r
+            .iter()
+            .filter_map(|x| match x {
+                Refusal::Unaccounted { node_id, .. } => Some(node_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(unaccounted, ["node1", "node2"], "{r:?}");
+        assert!(r[0].to_string().contains("--gone 127.0.9.1"), "{}", r[0]);
+        // Unnamed, they may still vote: 3 of 3, not a known loss.
+        assert!(
+            r.iter()
+                .any(|x| matches!(x, Refusal::NotLost { may_vote: 3, .. })),
+            "{r:?}"
+        );
+        // One named is not enough.
+        let e = Evidence {
+            gone: vec!["127.0.9.1".into()],
+            ..evidence(vec![survivor(3), worker()])
+        };
+        assert!(matches!(decide(&e).unwrap(), Decision::Refuse { .. }));
     }
 
     /// Design rule 11: a paused engine (SIGSTOP) does not answer, but its
@@ -552,7 +656,11 @@ mod tests {
     #[test]
     fn a_lost_member_whose_machine_is_still_listed_refuses_naming_it() {
         let paused = manager(2, EngineAnswer::Busy("no answer within 3s".into()));
-        let d = decide(&evidence(vec![paused, survivor(3)])).unwrap();
+        let e = Evidence {
+            gone: vec!["127.0.9.1".into()],
+            ..evidence(vec![paused, survivor(3)])
+        };
+        let d = decide(&e).unwrap();
         let r = reasons(d);
         assert_eq!(r.len(), 2, "{r:?}");
         assert!(
@@ -566,7 +674,7 @@ mod tests {
     fn a_listed_machine_named_gone_by_the_operator_counts_as_gone() {
         let stopped = manager(2, EngineAnswer::Down("its engine is not running".into()));
         let e = Evidence {
-            gone: vec!["m2".into()],
+            gone: vec!["m2".into(), "127.0.9.1".into()],
             ..evidence(vec![stopped, survivor(3)])
         };
         let Decision::Proceed(r) = decide(&e).unwrap() else {
@@ -591,13 +699,15 @@ mod tests {
     fn enough_members_that_may_vote_are_an_election_not_a_loss() {
         let busy = manager(2, EngineAnswer::Busy("no answer within 3s".into()));
         let d = decide(&evidence(vec![busy, survivor(3)]));
-        // m1 is absent (cannot vote), m2 busy (may), m3 answers: 2 of 3.
+        // m1 is on no listed machine and unnamed (may vote), m2 busy
+        // (may), m3 answers: 3 of 3.
         assert!(matches!(
             &reasons(d.unwrap())[..],
             [
+                Refusal::Unaccounted { .. },
                 Refusal::MayStillRun { .. },
                 Refusal::NotLost {
-                    may_vote: 2,
+                    may_vote: 3,
                     members: 3,
                     quorum: 2
                 }
@@ -619,12 +729,17 @@ mod tests {
             m.raft.as_mut().unwrap().peers = (1..=5).map(peer).collect();
             m
         };
-        let d = decide(&evidence(vec![five(4), five(5)])).unwrap();
+        let named = Evidence {
+            gone: (1..=3).map(|n| format!("node{n}")).collect(),
+            ..evidence(vec![five(4), five(5)])
+        };
+        let d = decide(&named).unwrap();
         assert!(
             matches!(&reasons(d)[..], [Refusal::SeveralSurvivors { candidates }] if candidates == &["m4", "m5"])
         );
         let e = Evidence {
             from: Some("m5".into()),
+            gone: (1..=3).map(|n| format!("node{n}")).collect(),
             ..evidence(vec![five(4), five(5)])
         };
         let Decision::Proceed(r) = decide(&e).unwrap() else {
@@ -667,7 +782,19 @@ mod tests {
             decide(&e("", Some("zz"))),
             Err(BadInput::UnknownMachine { flag: "--from", .. })
         ));
-        assert!(decide(&e("m2", Some("m3"))).is_ok());
+        // Review finding: m2's engine runs but is silent (paused?): the
+        // operator's word does not make it gone.
+        assert!(matches!(
+            decide(&e("m2", Some("m3"))),
+            Err(BadInput::GoneStillRuns { .. })
+        ));
+        // A member on no listed machine is named by address or node id.
+        assert!(decide(&e("127.0.9.1", None)).is_ok());
+        assert!(decide(&e("node1", None)).is_ok());
+        assert!(matches!(
+            decide(&e("127.0.9.2", None)),
+            Err(BadInput::UnknownMachine { .. })
+        ));
     }
 
     mod props {
@@ -721,27 +848,40 @@ mod tests {
         }
 
         proptest! {
-            /// Design rule 11: never a new cluster while a lost member's
-            /// machine is listed by the provider and not named by the
-            /// operator, nor while any engine knows a leader; and every
-            /// member the recovery drops is absent or named.
+            /// Design rule 11: never a new cluster while a lost member is
+            /// not named by the operator (its machine, or its address when
+            /// no listed machine holds it), nor while any engine knows a
+            /// leader; and every member the recovery drops is named.
             #[test]
             fn never_proceeds_while_a_lost_members_machine_may_still_run(
                 fates in proptest::collection::vec(fate(), 1..=7),
                 named in proptest::collection::vec(any::<bool>(), 7),
             ) {
                 let ms = machines(&fates);
-                let gone: Vec<String> = ms
+                // The operator names machines, and destroyed members by address.
+                let gone: Vec<String> = fates
                     .iter()
+                    .enumerate()
                     .zip(&named)
-                    .filter(|(m, n)| **n && m.raft.is_none() && m.answer != EngineAnswer::Led)
-                    .map(|(m, _)| m.id.clone())
+                    .filter(|(_, n)| **n)
+                    .filter_map(|((i, f), _)| match f {
+                        Fate::Destroyed => Some(format!("127.0.9.{}", i + 1)),
+                        Fate::Answers | Fate::Led => None,
+                        _ => Some(format!("m{}", i + 1)),
+                    })
                     .collect();
                 let e = Evidence { machines: ms.clone(), gone: gone.clone(), from: None };
                 let Ok(Decision::Proceed(r)) = decide(&e) else { return Ok(()); };
                 prop_assert!(ms.iter().all(|m| m.answer != EngineAnswer::Led));
                 for m in ms.iter().filter(|m| m.raft.is_none()) {
                     prop_assert!(gone.contains(&m.id), "{} may still run: {:?}", m.id, r);
+                }
+                // A member on no listed machine is dropped only when named.
+                for (i, f) in fates.iter().enumerate() {
+                    if matches!(f, Fate::Destroyed) {
+                        let host = format!("127.0.9.{}", i + 1);
+                        prop_assert!(gone.contains(&host), "{host} dropped unnamed: {:?}", r);
+                    }
                 }
                 let answering = ms.iter().filter(|m| m.raft.is_some()).count();
                 prop_assert!(answering < quorum(fates.len()));

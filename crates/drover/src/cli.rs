@@ -199,7 +199,7 @@ pub enum Command {
     /// Recover a lost manager quorum: force a new cluster on the surviving
     /// manager, only when every lost member's machine is gone for good.
     #[command(
-        after_help = "Examples:\n  drover recover --dry-run --local-dir /var/lib/drover-local\n  drover recover --local-dir /var/lib/drover-local\n  drover recover --gone i41020ed5 --local-dir /var/lib/drover-local   # a machine you know is gone for good\n\nEvidence: every machine of the provider, its engine asked directly, and the raft\nmembers the surviving managers list. A lost member whose machine the provider\nstill lists may still run (paused, partitioned): recover refuses, naming it,\nunless you name it with --gone. Never automatic.\nExit codes: 0 recovered (or, with --dry-run, would recover), 1 the recovery failed,\n2 refused or bad input (nothing changed)."
+        after_help = "Examples:\n  drover recover --dry-run --local-dir /var/lib/drover-local\n  drover recover --local-dir /var/lib/drover-local\n  drover recover --gone 127.0.0.12 --gone 127.0.0.13 --local-dir /var/lib/drover-local   # members you know are gone for good\n\nEvidence: every machine of the provider, its engine asked directly, and the raft\nmembers the surviving managers list. Every lost member must be named gone with\n--gone: its machine if the provider still lists one (it may still run: paused,\npartitioned), else its address or node id (drover cannot tell a machine it\ndestroyed from a manager it never made). Unnamed, recover refuses, naming each.\nNever automatic.\nExit codes: 0 recovered (or, with --dry-run, would recover), 1 the recovery failed,\n2 refused or bad input (nothing changed)."
     )]
     Recover(RecoverArgs),
     /// Keep drover's hands off one instance (no heal, retire or roll) while
@@ -520,9 +520,10 @@ pub struct RecoverArgs {
     /// Print the evidence and the plan; change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// A lost manager's machine that you know is gone for good although the
-    /// provider still lists it (repeatable).
-    #[arg(long = "gone", value_name = "MACHINE")]
+    /// A lost raft member you know is gone for good: its machine, or, when
+    /// the provider lists no machine at its address, that address or its
+    /// node id (repeatable).
+    #[arg(long = "gone", value_name = "MACHINE|ADDRESS|NODE")]
     pub gone: Vec<String>,
     /// With several surviving managers: the one to recover from.
     #[arg(long, value_name = "MACHINE")]

@@ -26,7 +26,8 @@
 //! full count is 20: `DROVER_CHAOS_ROUNDS=20 cargo test -p drover --test
 //! e2e_chaos -- --nocapture`, docs/testing.md). `DROVER_CHAOS_SEED` replays
 //! the moments and victims of a printed seed. Everything started is stopped
-//! by PID when the lab drops, also on failure.
+//! by PID when the lab drops, also on failure. Every machine's dockerd and
+//! controller log is kept in `target/tmp/chaos-<shape>-<seed>/`.
 
 mod support;
 
@@ -130,7 +131,9 @@ async fn chaos(shape: Shape, net: u8) {
         let stop = Arc::new(AtomicBool::new(false));
         let fault = Arc::new(Mutex::new(Fault::default()));
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let keep = lab.dir.join("kept-logs");
+        // Outside the lab, so a failed run's engine and controller logs stay.
+        let keep = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("chaos-{shape:?}-{seed}"));
         let watcher = nemesis::watch(
             lab.dir.clone(),
             keep,
