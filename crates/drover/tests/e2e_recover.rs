@@ -201,9 +201,18 @@ async fn paused_refused() {
     // orphaned the paused group, which the kernel continued.
     stopped.again();
 
-    let out = until_said(&lab, &["recover", "--dry-run"], "may still be running", 120).await;
+    // The destroyed leader is named gone (it is, and the operator knows it):
+    // the paused machine alone must refuse the recovery.
+    let destroyed = leaders[0].address.clone();
+    let out = until_said(
+        &lab,
+        &["recover", "--dry-run", "--gone", &destroyed],
+        "may still be running",
+        120,
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "a dry run that would refuse");
-    let out = lab.drover(&["recover"]);
+    let out = lab.drover(&["recover", "--gone", &destroyed]);
     assert_eq!(out.status.code(), Some(2), "recover did not refuse");
     let text = stdout(&out);
     assert!(
@@ -228,6 +237,15 @@ async fn paused_refused() {
     let out = lab.drover(&["recover", "--gone", "inothere"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--gone inothere"));
+    // Nor does the operator's word make a paused engine gone.
+    let out = lab.drover(&["recover", "--gone", &destroyed, "--gone", &paused.id]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is running but does not answer"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_leader(survivor).await;
 }
 
 /// A swarm-store lab on `net` with 3 pet managers and `workers` workers, converged.
