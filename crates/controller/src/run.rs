@@ -1179,13 +1179,13 @@ mod tests {
         }
     }
 
-    /// Issue 18, fast planned hand-over: the moment its own hand-over's
-    /// engine is seen out of the swarm (before the leave call returns), a
-    /// controller says so in the store (its heartbeat's engine view, `left`
-    /// naming the node it demoted), and the store's change watch — what the
-    /// acting controller waits on — fires for it.
-    #[tokio::test(start_paused = true)]
-    async fn a_finished_hand_over_reports_the_leave_in_the_store_and_wakes_the_watch() {
+    /// A controller (`identity`, on `self_link`) that won the first term of
+    /// a memory store holding one revision (a 1-manager sim group), over a
+    /// cluster whose calls are held until released.
+    async fn one_manager_controller(
+        self_link: Option<&str>,
+        identity: &str,
+    ) -> (Arc<MemStore>, Arc<Held>, Controller, Epoch) {
         let store = Arc::new(MemStore::default());
         store.init_cluster("c1").await.unwrap();
         let spec = parse_str(
@@ -1204,13 +1204,24 @@ mod tests {
             providers: Default::default(),
             cluster: held.clone(),
             store: store.clone(),
-            self_link: Some("l1".into()),
-            identity: "l1".into(),
+            self_link: self_link.map(Into::into),
+            identity: identity.into(),
             store_url: None,
             resync: Duration::from_secs(2),
         };
-        let mut c = Controller::new(ctx);
-        let epoch = store.campaign("l1").await.unwrap();
+        let c = Controller::new(ctx);
+        let epoch = store.campaign(identity).await.unwrap();
+        (store, held, c, epoch)
+    }
+
+    /// Issue 18, fast planned hand-over: the moment its own hand-over's
+    /// engine is seen out of the swarm (before the leave call returns), a
+    /// controller says so in the store (its heartbeat's engine view, `left`
+    /// naming the node it demoted), and the store's change watch — what the
+    /// acting controller waits on — fires for it.
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_hand_over_reports_the_leave_in_the_store_and_wakes_the_watch() {
+        let (store, held, mut c, epoch) = one_manager_controller(Some("l1"), "l1").await;
         c.epoch = Some(epoch);
         let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
         let hand_over = Action::DemoteSelfAndLeave {
@@ -1256,31 +1267,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn standing_down_cancels_every_step_but_the_leaders_own_hand_over() {
-        let store = Arc::new(MemStore::default());
-        store.init_cluster("c1").await.unwrap();
-        let spec = parse_str(
-            "groups:\n- name: m\n  role: manager\n  allocation: {size: 1}\n  instance: {provider: sim}\n",
-        )
-        .spec
-        .unwrap();
-        let who = Provenance {
-            who: "test".into(),
-            at_ms: 0,
-            message: "test".into(),
-        };
-        store.commit(0, &spec, who, false).await.unwrap();
-        let held = Arc::new(Held::default());
-        let ctx = Context {
-            providers: Default::default(),
-            cluster: held.clone(),
-            store: store.clone(),
-            self_link: None,
-            identity: "t".into(),
-            store_url: None,
-            resync: Duration::from_secs(2),
-        };
-        let mut c = Controller::new(ctx);
-        let epoch = store.campaign("t").await.unwrap();
+        let (_store, held, mut c, epoch) = one_manager_controller(None, "t").await;
         c.epoch = Some(epoch);
         let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
         let drain = Action::Drain {
