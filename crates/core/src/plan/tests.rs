@@ -1373,8 +1373,10 @@ fn an_adopted_member_counts_as_built_from_the_config_it_was_adopted_under() {
     assert_eq!(begins(&p, WORKERS).len(), 2, "{}", describe(&p));
 }
 
-#[test]
-fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for_down() {
+/// The leader m1 (self, outdated) began its hand-over (journaled) and
+/// demoted itself; m2 leads now and plans. m1 is still listed as a raft
+/// member that no longer leads.
+fn leader_demoted_itself() -> (Cluster, Operation) {
     let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
     let w = c.hash(WORKERS);
     c.add_worker("w1", &w, None);
@@ -1383,14 +1385,18 @@ fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for
     let op = begins(&p, MANAGERS)[0].clone();
     assert_eq!(op.steps()[0], Step::DemoteSelfAndLeave);
     c.journal.push(op.clone());
-    // m1 demoted itself and left; m2 leads now and plans (still listed Ready).
-    {
-        let n = c.node("m1");
-        n.manager_role = false;
-        n.raft = None;
-    }
+    c.node("m1").manager_role = false;
+    c.node("m1").raft.as_mut().expect("member").leader = false;
     c.node("m2").raft.as_mut().expect("member").leader = true;
     c.observed.self_link = Some("m2".into());
+    (c, op)
+}
+
+#[test]
+fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for_down() {
+    // m1 demoted itself and left; m2 leads now and plans (still listed Ready).
+    let (mut c, op) = leader_demoted_itself();
+    c.node("m1").raft = None;
     let destroys = |p: &Plan| {
         has(
             p,
@@ -1425,24 +1431,10 @@ fn a_former_leader_whose_engine_reports_it_left_is_destroyed_without_waiting_for
 #[test]
 fn a_former_leader_whose_controller_reports_its_leave_is_destroyed_on_that_report() {
     use crate::model::LeftReport;
-    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
-    let w = c.hash(WORKERS);
-    c.add_worker("w1", &w, None);
-    c.outdate_one(MANAGERS, "m1");
-    let p = c.at(0);
-    let op = begins(&p, MANAGERS)[0].clone();
-    assert_eq!(op.steps()[0], Step::DemoteSelfAndLeave);
-    c.journal.push(op.clone());
     // m1 demoted itself; m2 leads now and plans. m1 is still a raft member
     // (not yet out), yet its controller's report (forged, or early) says
     // it left: nothing is destroyed while it is in the raft.
-    {
-        let n = c.node("m1");
-        n.manager_role = false;
-    }
-    c.node("m2").raft.as_mut().expect("member").leader = true;
-    c.node("m1").raft.as_mut().expect("member").leader = false;
-    c.observed.self_link = Some("m2".into());
+    let (mut c, op) = leader_demoted_itself();
     c.observed.left_reports = vec![LeftReport {
         link: "m1".into(),
         node: "n-m1".into(),
