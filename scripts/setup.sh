@@ -19,4 +19,10 @@ if ((${#need[@]})); then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${need[@]}"
 fi
+# Incus (the incus provider's machines) comes from bookworm-backports, on the
+# mirror this machine's apt sources already use; mmdebstrap builds its image.
+if ! command -v incus >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v dnsmasq >/dev/null; then
+  scripts/incus-setup.sh packages
+fi
+scripts/incus-setup.sh daemon
 command -v cargo >/dev/null || { echo "cargo not found: install Rust 1.95 with rustup (https://rustup.rs)" >&2; exit 1; }

@@ -1,0 +1,287 @@
+//! Incus's REST API on its unix socket: the few calls the provider makes,
+//! each bounded in time, answers decoded into the shapes it reads. Every
+//! change Incus makes is an operation the caller waits for, so a call that
+//! returns has finished (or failed) on the server.
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use hyperlocal::{UnixConnector, Uri};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One request's bound: long enough for a create or a delete on a busy
+/// host (the operation itself is waited for separately).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an operation (create, start, stop, delete) may run.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Why an API call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The socket could not be reached, or the call timed out: Incus may
+    /// or may not have done it.
+    #[error("Incus at {socket} did not answer: {detail}")]
+    Unreachable {
+        /// The API socket.
+        socket: String,
+        /// What failed.
+        detail: String,
+    },
+    /// Incus answered with an error status and its message.
+    #[error("Incus refused ({status}): {message}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// Incus's own message.
+        message: String,
+    },
+    /// An operation ran and failed, with Incus's message.
+    #[error("Incus operation failed: {0}")]
+    Operation(String),
+    /// The answer was not what the API documents.
+    #[error("unexpected answer from Incus: {0}")]
+    Decode(String),
+}
+
+impl ApiError {
+    /// True when Incus says the thing is not there.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ApiError::Status { status: 404, .. })
+    }
+}
+
+/// Incus's response envelope.
+#[derive(Debug, Deserialize)]
+struct Envelope<T> {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    error_code: u16,
+    #[serde(default)]
+    operation: String,
+    metadata: Option<T>,
+}
+
+/// What a finished operation says.
+#[derive(Debug, Deserialize)]
+struct Operation {
+    status: String,
+    #[serde(default)]
+    err: String,
+}
+
+/// A client of one Incus server and project.
+#[derive(Clone)]
+pub struct Api {
+    socket: PathBuf,
+    project: String,
+    client: Client<UnixConnector, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("socket", &self.socket)
+            .field("project", &self.project)
+            .finish()
+    }
+}
+
+/// A body to send: JSON, or a file's bytes with Incus's file headers.
+pub enum Body<'a> {
+    /// No body.
+    Empty,
+    /// A JSON document.
+    Json(&'a (dyn erased::Json + Sync)),
+    /// A file for `POST /1.0/instances/NAME/files`: its bytes and mode.
+    File { bytes: &'a [u8], mode: u32 },
+    /// A directory for the same call.
+    Directory { mode: u32 },
+}
+
+/// Object-safe JSON serialisation for [`Body::Json`].
+pub mod erased {
+    /// A value that serialises to JSON.
+    pub trait Json {
+        /// The value as JSON bytes.
+        fn to_json(&self) -> serde_json::Result<Vec<u8>>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+            serde_json::to_vec(self)
+        }
+    }
+}
+
+impl Api {
+    /// A client of the Incus server on `socket`, acting in `project`.
+    pub fn new(socket: &Path, project: &str) -> Api {
+        Api {
+            socket: socket.to_path_buf(),
+            project: project.to_string(),
+            client: Client::builder(TokioExecutor::new()).build(UnixConnector),
+        }
+    }
+
+    /// The API socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// `path` with the project and `query` (pairs, encoded) appended.
+    fn url(&self, path: &str, query: &[(&str, &str)]) -> hyper::Uri {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        q.append_pair("project", &self.project);
+        for (k, v) in query {
+            q.append_pair(k, v);
+        }
+        Uri::new(&self.socket, &format!("{path}?{}", q.finish())).into()
+    }
+
+    fn unreachable(&self, detail: impl std::fmt::Display) -> ApiError {
+        ApiError::Unreachable {
+            socket: self.socket.display().to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    /// One request; the envelope decoded, an error status turned into
+    /// [`ApiError::Status`].
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Body<'_>,
+        within: Duration,
+    ) -> Result<Envelope<T>, ApiError> {
+        let mut req = Request::builder().method(method).uri(self.url(path, query));
+        let bytes = match body {
+            Body::Empty => Bytes::new(),
+            Body::Json(v) => {
+                req = req.header("Content-Type", "application/json");
+                Bytes::from(v.to_json().map_err(|e| ApiError::Decode(e.to_string()))?)
+            }
+            Body::File { bytes, mode } => {
+                req = file_headers(req, "file", mode);
+                Bytes::copy_from_slice(bytes)
+            }
+            Body::Directory { mode } => {
+                req = file_headers(req, "directory", mode);
+                Bytes::new()
+            }
+        };
+        let req = req
+            .body(Full::new(bytes))
+            .map_err(|e| ApiError::Decode(e.to_string()))?;
+        let answer = async {
+            let res = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| self.unreachable(e))?;
+            let status = res.status();
+            let body = res
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| self.unreachable(e))?
+                .to_bytes();
+            Ok::<_, ApiError>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(within, answer)
+            .await
+            .map_err(|_| self.unreachable(format!("no answer within {within:?}")))??;
+        let envelope: Envelope<T> = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::Decode(format!("{status}: {e}: {}", String::from_utf8_lossy(&body)))
+        })?;
+        if envelope.kind == "error" || !status.is_success() {
+            return Err(ApiError::Status {
+                status: if envelope.error_code != 0 {
+                    envelope.error_code
+                } else {
+                    status.as_u16()
+                },
+                message: envelope.error,
+            });
+        }
+        Ok(envelope)
+    }
+
+    /// A `GET` whose metadata is a `T`.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, ApiError> {
+        self.call::<T>(Method::GET, path, query, Body::Empty, REQUEST_TIMEOUT)
+            .await?
+            .metadata
+            .ok_or_else(|| ApiError::Decode(format!("GET {path}: no metadata")))
+    }
+
+    /// A change: the request, then its operation waited for when Incus
+    /// runs it in the background.
+    pub async fn change(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Body<'_>,
+    ) -> Result<(), ApiError> {
+        let envelope = self
+            .call::<serde::de::IgnoredAny>(method, path, query, body, REQUEST_TIMEOUT)
+            .await?;
+        if envelope.kind == "async" {
+            self.wait(&envelope.operation).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the operation at `path` (`/1.0/operations/ID`).
+    async fn wait(&self, path: &str) -> Result<(), ApiError> {
+        let timeout = OPERATION_TIMEOUT.as_secs().to_string();
+        let path = path.split('?').next().unwrap_or(path);
+        let op: Operation = self
+            .call::<Operation>(
+                Method::GET,
+                &format!("{path}/wait"),
+                &[("timeout", &timeout)],
+                Body::Empty,
+                OPERATION_TIMEOUT + REQUEST_TIMEOUT,
+            )
+            .await?
+            .metadata
+            .ok_or_else(|| ApiError::Decode(format!("operation {path}: no metadata")))?;
+        match op.status.as_str() {
+            "Success" => Ok(()),
+            _ => Err(ApiError::Operation(if op.err.is_empty() {
+                op.status
+            } else {
+                op.err
+            })),
+        }
+    }
+}
+
+/// Incus's headers for a file or directory pushed into an instance: owned
+/// by root, with `mode`.
+fn file_headers(
+    req: hyper::http::request::Builder,
+    kind: &str,
+    mode: u32,
+) -> hyper::http::request::Builder {
+    req.header("Content-Type", "application/octet-stream")
+        .header("X-Incus-type", kind)
+        .header("X-Incus-uid", "0")
+        .header("X-Incus-gid", "0")
+        .header("X-Incus-mode", format!("{mode:04o}"))
+        .header("X-Incus-write", "overwrite")
+}

@@ -1,0 +1,308 @@
+//! # drover-incus
+//!
+//! The `incus` provider: each machine is an Incus system container that
+//! boots Debian with systemd, gets `docker.io` from the distribution and
+//! runs its boot script through cloud-init. drover talks to Incus over its
+//! REST API on the unix socket ([`api`]); the translations between
+//! drover's requests and Incus's JSON are pure ([`machine`]).
+//!
+//! - Tags are `user.drover.*` configuration keys; one describe per pass
+//!   lists a cluster's machines with Incus's server-side filter.
+//! - Provision creates the machine stopped, pushes its secret boot
+//!   environment (join token, store URL) into a root-only file on its disk,
+//!   then starts it: secrets never enter the instance's configuration,
+//!   which stays readable for the machine's life. It is idempotent on the
+//!   operation's link tag: a retry finds the machine made before.
+//! - Destroy is a forced stop and a delete; an absent machine is success.
+//! - Each machine's engine is reachable from the Incus host through a
+//!   proxy device: a root-only socket `ENGINE_DIR/NAME.sock`.
+
+pub mod api;
+pub mod machine;
+pub mod properties;
+
+use api::{Api, ApiError, Body};
+use async_trait::async_trait;
+use drover_core::model::{Instance, tags};
+use drover_engine::PeerEndpoints;
+use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest};
+use hyper::Method;
+use machine::Listed;
+use properties::Properties;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The Incus API socket when none is given (Debian's `incus` package).
+pub const DEFAULT_SOCKET: &str = "/var/lib/incus/unix.socket";
+
+/// The `incus` provider.
+#[derive(Debug, Clone)]
+pub struct IncusProvider {
+    api: Api,
+    engine_dir: PathBuf,
+}
+
+impl IncusProvider {
+    /// Machines of the Incus server on `socket`, in `project`; their
+    /// engines' sockets appear in `engine_dir` on the Incus host.
+    pub fn new(socket: &Path, project: &str, engine_dir: &Path) -> IncusProvider {
+        IncusProvider {
+            api: Api::new(socket, project),
+            engine_dir: engine_dir.to_path_buf(),
+        }
+    }
+
+    /// Machine `name`'s engine, as a docker endpoint (on the Incus host).
+    pub fn endpoint(&self, name: &str) -> String {
+        format!(
+            "unix://{}",
+            machine::engine_socket(&self.engine_dir, name).display()
+        )
+    }
+
+    /// Every machine carrying all of `tags`, as Incus lists them.
+    pub async fn list(&self, tags: &BTreeMap<String, String>) -> Result<Vec<Listed>, ApiError> {
+        let filter = server_filter(tags);
+        let mut query = vec![("recursion", "1")];
+        if let Some(f) = &filter {
+            query.push(("filter", f));
+        }
+        let listed: Vec<Listed> = self.api.get("/1.0/instances", &query).await?;
+        Ok(listed
+            .into_iter()
+            .filter(|l| {
+                let have = l.tags();
+                tags.iter().all(|(k, v)| have.get(k) == Some(v))
+            })
+            .collect())
+    }
+
+    /// Pushes the boot environment, then starts machine `name`.
+    async fn boot(&self, name: &str, req: &ProvisionRequest) -> Result<(), ApiError> {
+        if !req.boot_env.is_empty() {
+            let files = format!("/1.0/instances/{name}/files");
+            let dir = Path::new(machine::BOOT_ENV)
+                .parent()
+                .and_then(Path::to_str)
+                .unwrap_or("/");
+            self.api
+                .change(
+                    Method::POST,
+                    &files,
+                    &[("path", dir)],
+                    Body::Directory { mode: 0o700 },
+                )
+                .await?;
+            let bytes = machine::boot_env(&req.boot_env);
+            self.api
+                .change(
+                    Method::POST,
+                    &files,
+                    &[("path", machine::BOOT_ENV)],
+                    Body::File {
+                        bytes: &bytes,
+                        mode: 0o600,
+                    },
+                )
+                .await?;
+        }
+        self.state(name, "start").await
+    }
+
+    /// Refuses an image Incus does not have (Incus itself answers a
+    /// missing alias with a server error, which would read as transient).
+    async fn check_image(&self, image: &str) -> Result<(), ProviderError> {
+        let path = if machine::is_fingerprint(image) {
+            format!("/1.0/images/{image}")
+        } else {
+            format!("/1.0/images/aliases/{image}")
+        };
+        match self.api.get::<serde::de::IgnoredAny>(&path, &[]).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Err(ProviderError::Permanent(format!(
+                "instance.properties.image: Incus has no image {image:?}; import it or name another"
+            ))),
+            Err(e) => Err(provider_error("reading the image", e)),
+        }
+    }
+
+    /// `PUT /1.0/instances/NAME/state` with `action` (forced, for stop).
+    async fn state(&self, name: &str, action: &str) -> Result<(), ApiError> {
+        let body = serde_json::json!({"action": action, "force": true, "timeout": -1});
+        self.api
+            .change(
+                Method::PUT,
+                &format!("/1.0/instances/{name}/state"),
+                &[],
+                Body::Json(&body),
+            )
+            .await
+    }
+}
+
+/// Incus's filter for the cluster tag, when its value is plain enough to
+/// need no quoting (drover's cluster ids are); the other tags are matched
+/// here. None: every machine of the project is listed and matched here.
+fn server_filter(tags: &BTreeMap<String, String>) -> Option<String> {
+    let v = tags.get(tags::CLUSTER)?;
+    let plain = !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    plain.then(|| format!("config.user.{} eq {v}", tags::CLUSTER))
+}
+
+/// An API failure as a provider error: Incus's refusals of a request are
+/// permanent (retrying the same request will not help); everything else
+/// (an unreachable socket, a failed operation) may succeed later.
+fn provider_error(what: &str, e: ApiError) -> ProviderError {
+    match e {
+        ApiError::Status { status, .. } if (400..500).contains(&status) && status != 404 => {
+            ProviderError::Permanent(format!("{what}: {e}"))
+        }
+        ApiError::Status { status: 404, .. } => ProviderError::NotFound(format!("{what}: {e}")),
+        _ => ProviderError::Transient(format!("{what}: {e}")),
+    }
+}
+
+#[async_trait]
+impl InstanceProvider for IncusProvider {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError> {
+        let props = Properties::parse(&req.properties)
+            .map_err(|e| ProviderError::Permanent(e.to_string()))?;
+        // Idempotent on the link (the journal's operation): a machine made
+        // for it before (a retry, a controller that crashed) is the answer,
+        // started if the crash came before its start.
+        if let Some(link) = req.tags.get(tags::LINK) {
+            let mine = BTreeMap::from([(tags::LINK.to_string(), link.clone())]);
+            let found = self
+                .list(&mine)
+                .await
+                .map_err(|e| provider_error("listing machines", e))?;
+            if let Some(m) = found.first() {
+                if m.never_started() {
+                    fence.check()?;
+                    self.boot(&m.name, &req)
+                        .await
+                        .map_err(|e| provider_error("starting the machine", e))?;
+                }
+                return Ok(m.name.clone());
+            }
+        }
+        let unfit = |e: machine::Unfit| ProviderError::Permanent(e.to_string());
+        let mut ctx = req.boot_context.clone();
+        ctx.address = machine::address(req.logical_id.as_deref()).map_err(unfit)?;
+        let user_data = drover_core::template::render(&req.boot_template, &ctx)
+            .map_err(|e| ProviderError::Permanent(format!("boot script: {e}")))?;
+        self.check_image(&props.image).await?;
+        let name = machine::new_name();
+        let body = machine::create(
+            &name,
+            &props,
+            &req.tags,
+            req.logical_id.as_deref(),
+            &user_data,
+            &self.engine_dir,
+        )
+        .map_err(unfit)?;
+        fence.check()?;
+        self.api
+            .change(Method::POST, "/1.0/instances", &[], Body::Json(&body))
+            .await
+            .map_err(|e| match e {
+                // The pool, network or profile named is not there.
+                ApiError::Status { status: 404, .. } => {
+                    ProviderError::Permanent(format!("creating {name}: {e}"))
+                }
+                e => provider_error(&format!("creating {name}"), e),
+            })?;
+        self.boot(&name, &req)
+            .await
+            .map_err(|e| provider_error(&format!("starting {name}"), e))?;
+        Ok(name)
+    }
+
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
+        fence.check()?;
+        match self.state(instance, "stop").await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => return Ok(()),
+            // Already stopped: Incus refuses the stop; the delete follows.
+            Err(ApiError::Status { status: 400, .. }) => {}
+            Err(e) => return Err(provider_error(&format!("stopping {instance}"), e)),
+        }
+        match self
+            .api
+            .change(
+                Method::DELETE,
+                &format!("/1.0/instances/{instance}"),
+                &[],
+                Body::Empty,
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(provider_error(&format!("deleting {instance}"), e)),
+        }
+    }
+
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        let listed = self
+            .list(tags)
+            .await
+            .map_err(|e| provider_error("listing machines", e))?;
+        Ok(listed.iter().map(Listed::instance).collect())
+    }
+
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
+    ) -> Result<(), ProviderError> {
+        let config: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (format!("user.{k}"), v.clone()))
+            .collect();
+        let body = serde_json::json!({ "config": config });
+        fence.check()?;
+        self.api
+            .change(
+                Method::PATCH,
+                &format!("/1.0/instances/{instance}"),
+                &[],
+                Body::Json(&body),
+            )
+            .await
+            .map_err(|e| provider_error(&format!("labelling {instance}"), e))
+    }
+}
+
+/// The engines of this provider's machines, as the Incus host reaches
+/// them (the leader's leave is watched from another manager).
+impl PeerEndpoints for IncusProvider {
+    fn peer_endpoints(&self) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(&self.engine_dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = dir
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_suffix(".sock").map(|n| self.endpoint(n))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+#[cfg(feature = "testkit")]
+pub mod testkit;

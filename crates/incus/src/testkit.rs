@@ -1,0 +1,144 @@
+//! A lab for tests on real Incus machines: its own bridge (NAT off, no
+//! routing: nothing leaves it), the test image, a directory for the
+//! machines' engine sockets, and, when dropped (also when a test fails),
+//! every machine on its bridge deleted and the bridge removed. Setting up
+//! and tearing down uses the `incus` CLI; the provider itself never does.
+
+use crate::IncusProvider;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// One test's machines and bridge.
+pub struct Lab {
+    /// The bridge's name (at most 15 characters).
+    pub network: String,
+    /// The bridge's /24, as its first three octets (`10.203.41`).
+    pub subnet: String,
+    /// The image alias the machines boot.
+    pub image: String,
+    engine_dir: tempfile::TempDir,
+}
+
+/// Runs `incus ARGS`, panicking with its output when it fails.
+pub fn incus(args: &[&str]) -> Output {
+    let out = Command::new("incus")
+        .args(args)
+        .output()
+        .expect("incus (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "incus {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The test image, built from Debian's packages if Incus lacks it (see
+/// scripts/incus-image.sh: cached, keyed by its package list).
+pub fn image() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/incus-image.sh");
+    let out = Command::new(&script)
+        .output()
+        .expect("scripts/incus-image.sh");
+    assert!(
+        out.status.success(),
+        "building the test image: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Lab {
+    /// A lab on a new bridge `network` holding `subnet`.1/24 (the host's
+    /// address on it); machines get `.2`–`.254` by DHCP or fixed.
+    pub fn new(network: &str, subnet: &str) -> Lab {
+        // A bridge left by a killed run of the same test goes first.
+        let lab = Lab {
+            network: network.to_string(),
+            subnet: subnet.to_string(),
+            image: image(),
+            engine_dir: tempfile::Builder::new()
+                .prefix("drover-incus-")
+                .tempdir()
+                .expect("engine socket dir"),
+        };
+        lab.clear();
+        incus(&[
+            "network",
+            "create",
+            network,
+            &format!("ipv4.address={subnet}.1/24"),
+            "ipv4.nat=false",
+            "ipv4.routing=false",
+            "ipv4.firewall=false",
+            "ipv6.address=none",
+        ]);
+        lab
+    }
+
+    /// Where the machines' engine sockets appear.
+    pub fn engine_dir(&self) -> &Path {
+        self.engine_dir.path()
+    }
+
+    /// The provider over this lab's Incus, default project.
+    pub fn provider(&self) -> IncusProvider {
+        IncusProvider::new(
+            Path::new(crate::DEFAULT_SOCKET),
+            "default",
+            self.engine_dir(),
+        )
+    }
+
+    /// Instance properties for a group of this lab's machines.
+    pub fn properties(&self) -> serde_json::Value {
+        serde_json::json!({
+            "image": self.image,
+            "network": self.network,
+            "storage_pool": "drover",
+            "memory": "1GiB",
+        })
+    }
+
+    /// Runs `cmd` inside machine `name`.
+    pub fn exec(&self, name: &str, cmd: &str) -> Output {
+        Command::new("incus")
+            .args(["exec", name, "--", "sh", "-c", cmd])
+            .output()
+            .expect("incus exec")
+    }
+
+    /// The machines on this lab's bridge.
+    pub fn machines(&self) -> Vec<String> {
+        let out = incus(&["list", "--format", "json"]);
+        let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        all.iter()
+            .filter(|m| m["expanded_devices"]["eth0"]["network"] == self.network.as_str())
+            .filter_map(|m| m["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Deletes this lab's machines and bridge, whatever state they are in.
+    fn clear(&self) {
+        for name in self.machines() {
+            let _ = Command::new("incus")
+                .args(["delete", "--force", &name])
+                .output();
+        }
+        let _ = Command::new("incus")
+            .args(["network", "delete", &self.network])
+            .output();
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// A path inside the lab's engine dir (for assertions).
+pub fn socket_of(lab: &Lab, name: &str) -> PathBuf {
+    crate::machine::engine_socket(lab.engine_dir(), name)
+}

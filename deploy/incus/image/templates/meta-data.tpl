@@ -1,0 +1,2 @@
+instance-id: {{ instance.name }}
+local-hostname: {{ instance.name }}

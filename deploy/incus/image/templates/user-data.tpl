@@ -1,0 +1,1 @@
+{{ config_get("cloud-init.user-data", "") }}
