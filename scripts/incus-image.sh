@@ -13,12 +13,15 @@ here=deploy/incus/image
 packages=$(tr '\n' ' ' <"$here/packages")
 key=$({ cat "$here/packages" "$here/metadata.yaml" "$0"; find "$here/templates" "$here/files" -type f -print0 | sort -z | xargs -0 cat; } | sha256sum | cut -c1-12)
 alias="$prefix-$key"
+cache=${DROVER_INCUS_CACHE:-target/incus}
+mkdir -p "$cache"
+# One build at a time (tests start in parallel and all want the image).
+exec 9>"$cache/.lock"
+flock 9
 if incus image info "$alias" >/dev/null 2>&1; then
   echo "$alias"
   exit 0
 fi
-cache=${DROVER_INCUS_CACHE:-target/incus}
-mkdir -p "$cache"
 tarball="$cache/$alias.tar.gz"
 if [ ! -s "$tarball" ]; then
   mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | awk '$2=="bookworm"{print $1; exit}')
@@ -38,4 +41,9 @@ if [ ! -s "$tarball" ]; then
   mv "$tarball.part" "$tarball"
 fi
 incus image import "$tarball" --alias "$alias" >&2
+# Older builds of this image are stale cache: removed, in Incus and on disk.
+for old in $(incus image alias list --format csv | cut -d, -f1 | grep "^$prefix-" | grep -vx "$alias"); do
+  incus image delete "$old" >&2 || true
+done
+find "$cache" -maxdepth 1 -name "$prefix-*.tar.gz" ! -name "$alias.tar.gz" -delete
 echo "$alias"
