@@ -11,14 +11,39 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The default boot script template for `role`.
-pub fn default_boot_script(role: Role) -> &'static str {
-    match role {
-        Role::Manager => include_str!("../templates/manager.sh.j2"),
-        Role::Worker => include_str!("../templates/worker.sh.j2"),
-        Role::Plain => include_str!("../templates/plain.sh.j2"),
+/// The default boot script template for a `role` machine of `provider`:
+/// on machines that boot an OS (`incus`), a cloud-init script that
+/// configures the distribution's engine and installs the controller as a
+/// systemd unit; elsewhere (`local`, `sim`), a script run beside an engine
+/// the provider started.
+pub fn default_boot_script(provider: &str, role: Role) -> &'static str {
+    match (provider, role) {
+        (crate::spec::INCUS_PROVIDER, Role::Manager) => INCUS_MANAGER,
+        (crate::spec::INCUS_PROVIDER, Role::Worker) => INCUS_WORKER,
+        (crate::spec::INCUS_PROVIDER, Role::Plain) => INCUS_HEAD,
+        (_, Role::Manager) => include_str!("../templates/manager.sh.j2"),
+        (_, Role::Worker) => include_str!("../templates/worker.sh.j2"),
+        (_, Role::Plain) => include_str!("../templates/plain.sh.j2"),
     }
 }
+
+/// Every incus machine's script starts so: the secret environment read
+/// and deleted, the address found, the engine labelled and restarted.
+const INCUS_HEAD: &str = include_str!("../templates/incus/head.sh.j2");
+/// An incus worker's: the head, then the join.
+const INCUS_WORKER: &str = concat!(
+    include_str!("../templates/incus/head.sh.j2"),
+    include_str!("../templates/incus/worker.sh.j2"),
+);
+/// An incus manager's: the head, the swarm init or join, then the
+/// controller's systemd unit as shipped in `deploy/systemd/` (one file,
+/// two uses).
+const INCUS_MANAGER: &str = concat!(
+    include_str!("../templates/incus/head.sh.j2"),
+    include_str!("../templates/incus/manager.sh.j2"),
+    include_str!("../../../deploy/systemd/drover-controller.service"),
+    include_str!("../templates/incus/manager-end.sh.j2"),
+);
 
 /// Everything a boot script template may refer to.
 #[derive(Debug, Clone, Serialize)]
@@ -142,12 +167,33 @@ mod tests {
 
     #[test]
     fn defaults_render_for_every_role() {
-        for role in [Role::Manager, Role::Worker, Role::Plain] {
-            let mut ctx = BootContext::example(role);
-            render(default_boot_script(role), &ctx).unwrap();
-            ctx.init = true;
-            render(default_boot_script(role), &ctx).unwrap();
+        for provider in crate::spec::PROVIDERS {
+            for role in [Role::Manager, Role::Worker, Role::Plain] {
+                let mut ctx = BootContext::example(role);
+                render(default_boot_script(provider, role), &ctx).unwrap();
+                ctx.init = true;
+                render(default_boot_script(provider, role), &ctx).unwrap();
+            }
         }
+    }
+
+    #[test]
+    fn the_incus_manager_script_labels_its_engine_and_installs_the_controller_unit() {
+        let mut ctx = BootContext::example(Role::Manager);
+        ctx.engine_labels = BTreeMap::from([
+            ("drover.link".to_string(), "op-1".to_string()),
+            ("tier".to_string(), "a \"quoted\" one".to_string()),
+        ]);
+        let script = render(default_boot_script("incus", Role::Manager), &ctx).unwrap();
+        assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+        assert!(
+            script.contains(r#"{"labels": ["drover.link=op-1", "tier=a \"quoted\" one"]}"#),
+            "{script}"
+        );
+        assert!(script.contains("--remote 127.0.0.11:2377"), "{script}");
+        let unit = include_str!("../../../deploy/systemd/drover-controller.service");
+        assert!(script.contains(unit), "the unit shipped in deploy/systemd/");
+        assert!(script.contains("systemctl enable --now drover-controller.service"));
     }
 
     #[test]

@@ -231,7 +231,10 @@ where
 pub async fn first_manager(p: &crate::LocalProvider, cluster: &str) -> String {
     use drover_core::spec::Role;
     use drover_spi::InstanceProvider;
-    let template = drover_core::template::default_boot_script(Role::Manager);
+    let template = drover_core::template::default_boot_script(
+        drover_core::spec::LOCAL_PROVIDER,
+        Role::Manager,
+    );
     p.provision(
         request(cluster, "m", Role::Manager, template, "", true, vec![]),
         &drover_spi::Unfenced,
@@ -260,7 +263,7 @@ pub async fn joined_member(
             cluster,
             group,
             role,
-            drover_core::template::default_boot_script(role),
+            drover_core::template::default_boot_script(drover_core::spec::LOCAL_PROVIDER, role),
             &jm.addr,
             false,
             vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],

@@ -38,7 +38,7 @@ async fn plain_machine(p: &LocalProvider, cluster: &str) -> InstanceRecord {
         cluster,
         "g",
         Role::Plain,
-        default_boot_script(Role::Plain),
+        default_boot_script(drover_core::spec::LOCAL_PROVIDER, Role::Plain),
         "",
         false,
         vec![],

@@ -57,7 +57,7 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
                     "c43",
                     "m",
                     Role::Manager,
-                    default_boot_script(Role::Manager),
+                    default_boot_script(drover_core::spec::LOCAL_PROVIDER, Role::Manager),
                     &jm.addr,
                     false,
                     vec![("DROVER_JOIN_TOKEN".into(), jm.token.clone())],

@@ -413,7 +413,11 @@ gc: {orphan_grace: 15m}
                 } else {
                     FlavorKind::Swarm
                 },
-                boot_script: crate::template::default_boot_script(role).into(),
+                boot_script: crate::template::default_boot_script(
+                    crate::spec::LOCAL_PROVIDER,
+                    role,
+                )
+                .into(),
                 engine_labels: Default::default(),
             };
             s.groups[1].update.max_in_flight = 1;

@@ -650,19 +650,26 @@ impl Decoder<'_> {
             .required(&f, "instance", path, "instance: provider and properties")
             .and_then(|n| self.instance(n, &join(path, "instance")));
         if let (Some(Allocation::LogicalIds(slots)), Some(inst)) = (&allocation, &instance)
-            && inst.provider == LOCAL_PROVIDER
+            && let Some(addresses) = AddressRule::of(&inst.provider)
         {
-            self.local_logical_ids(node, path, "logical_ids", slots);
-            self.local_logical_ids(
+            self.address_ids(node, path, "logical_ids", slots, addresses);
+            self.address_ids(
                 node,
                 path,
                 "spare_ids",
                 spares.as_deref().unwrap_or_default(),
+                addresses,
             );
         }
         // Decoded even when the role is unknown, so a mistyped role hides
         // none of the group's other problems (role-specific rules wait for it).
-        let flavor = self.flavor(f.get("flavor"), &join(path, "flavor"), role, f.pos);
+        let provider = instance.as_ref().map(|i| i.provider.as_str());
+        let flavor = self.flavor(
+            f.get("flavor"),
+            &join(path, "flavor"),
+            (role, provider),
+            f.pos,
+        );
         let update = self.update(
             f.get("update"),
             &join(path, "update"),
@@ -689,20 +696,27 @@ impl Decoder<'_> {
         })
     }
 
-    /// The local provider runs each pet's engine on its logical id, so the
-    /// id (of `key`: `logical_ids` or `spare_ids`) must be an IPv4 loopback
-    /// address (127.0.0.0/8).
-    fn local_logical_ids(&mut self, group: &Node, path: &str, key: &str, slots: &[Slot]) {
+    /// Providers whose logical ids are addresses check them here (of
+    /// `key`: `logical_ids` or `spare_ids`), so `validate` catches an id
+    /// no machine could hold.
+    fn address_ids(
+        &mut self,
+        group: &Node,
+        path: &str,
+        key: &str,
+        slots: &[Slot],
+        rule: AddressRule,
+    ) {
         for (j, slot) in slots.iter().enumerate() {
             let id = slot.logical_id.as_deref().unwrap_or_default();
             let usable = id
                 .parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|a| a.is_loopback());
+                .is_ok_and(|a| a.is_loopback() == (rule == AddressRule::Loopback));
             if !usable {
                 self.error(
                     seq_item_pos(group, key, j).unwrap_or(group.pos()),
                     &format!("{path}.allocation.{key}[{j}]"),
-                    format!("`{id}` is not an address the local provider can use: its logical ids are IPv4 loopback addresses (127.0.0.0/8), e.g. 127.0.0.10"),
+                    rule.problem(id),
                 );
             }
         }
@@ -946,7 +960,7 @@ impl Decoder<'_> {
         &mut self,
         node: Option<&Node>,
         path: &str,
-        role: Option<Role>,
+        (role, provider): (Option<Role>, Option<&str>),
         group_pos: Pos,
     ) -> Option<FlavorSpec> {
         let expected = role.map(|r| {
@@ -990,7 +1004,9 @@ impl Decoder<'_> {
             );
         }
         let boot_script = match f.get("boot_script") {
-            None => role.map(|r| template::default_boot_script(r).to_string()),
+            None => {
+                role.map(|r| template::default_boot_script(provider.unwrap_or(""), r).to_string())
+            }
             Some(n) => self.string(n, &join(path, "boot_script")),
         };
         let mut rendered = true;
@@ -1441,4 +1457,34 @@ fn seq_item_pos(group: &Node, key: &str, j: usize) -> Option<Pos> {
         return None;
     };
     items.get(j).map(Node::pos)
+}
+
+/// What a provider's logical ids must be, where they are addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AddressRule {
+    /// `local`: each pet's engine listens on its id, a loopback address.
+    Loopback,
+    /// `incus`: each pet's id is its fixed address on its bridge.
+    Bridge,
+}
+
+impl AddressRule {
+    fn of(provider: &str) -> Option<AddressRule> {
+        match provider {
+            LOCAL_PROVIDER => Some(AddressRule::Loopback),
+            INCUS_PROVIDER => Some(AddressRule::Bridge),
+            _ => None,
+        }
+    }
+
+    fn problem(self, id: &str) -> String {
+        match self {
+            AddressRule::Loopback => format!(
+                "`{id}` is not an address the local provider can use: its logical ids are IPv4 loopback addresses (127.0.0.0/8), e.g. 127.0.0.10"
+            ),
+            AddressRule::Bridge => format!(
+                "`{id}` is not an address the incus provider can use: its logical ids are IPv4 addresses on the group's bridge (instance.properties.network), e.g. 10.203.60.11"
+            ),
+        }
+    }
 }

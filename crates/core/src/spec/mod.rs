@@ -20,11 +20,14 @@ pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration}
 /// The local provider's name: real dockerd processes on loopback
 /// addresses (`--local-dir`). Its logical ids must be such addresses.
 pub const LOCAL_PROVIDER: &str = "local";
+/// The incus provider's name: Incus system containers that boot Debian
+/// (`--incus-engines`). Its logical ids are addresses on a bridge.
+pub const INCUS_PROVIDER: &str = "incus";
 /// The simulator's name (`drover sim`, `plan --sim`).
 pub const SIM_PROVIDER: &str = "sim";
 /// The providers drover ships, by the name `instance.provider` uses: the
 /// one list [`load_bytes`] checks names against and the binary wires by.
-pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, SIM_PROVIDER];
+pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, INCUS_PROVIDER, SIM_PROVIDER];
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
