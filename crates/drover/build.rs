@@ -41,12 +41,13 @@ fn from_git() -> Option<String> {
     git(&["ls-files", "--error-unmatch", "build.rs"])?;
     let top = git(&["rev-parse", "--show-toplevel"])?;
     let hash = git(&["rev-parse", "--short=12", "HEAD"])?;
-    // Build again when HEAD moves (a commit, a checkout), the index changes
-    // (a stage, a reset) or a source does (dirty or clean again). Only paths
-    // that exist: cargo reruns a script whose watched path is missing every
-    // time. A directory is watched whole (every file's mtime).
+    // Build again when HEAD moves (a commit, a checkout) or a source changes
+    // (dirty, or clean again: a stash, a checkout of a file). Not on the
+    // index: staging changes nothing here, and `git status` rewrites it.
+    // Only paths that exist: cargo reruns a script whose watched path is
+    // missing every time. A directory is watched whole (every file's mtime).
     let mut watched: Vec<String> = SOURCES.iter().map(|s| format!("{top}/{s}")).collect();
-    let mut git_files = vec!["HEAD".to_string(), "packed-refs".into(), "index".into()];
+    let mut git_files = vec!["HEAD".to_string(), "packed-refs".into()];
     git_files.extend(git(&["symbolic-ref", "-q", "HEAD"]));
     for name in git_files {
         watched.extend(git(&[

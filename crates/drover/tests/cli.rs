@@ -258,6 +258,7 @@ fn version_names_the_commit_it_was_built_from() {
             None => "unknown".to_string(),
             Some(head) => {
                 let changed = git(&[
+                    "--no-optional-locks",
                     "status",
                     "--porcelain",
                     "--untracked-files=no",
