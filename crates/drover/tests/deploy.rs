@@ -134,8 +134,8 @@ fn every_alert_has_a_firing_and_a_quiet_case() {
     }
 }
 
-/// `KEY=VALUE` lines of a unit's section or an environment file.
-fn settings<'a>(text: &'a str, section: Option<&str>) -> Vec<(&'a str, &'a str)> {
+/// The `KEY=VALUE` lines of a unit's `[section]`.
+fn settings<'a>(text: &'a str, section: &str) -> Vec<(&'a str, &'a str)> {
     let mut current = None;
     text.lines()
         .map(str::trim)
@@ -146,7 +146,7 @@ fn settings<'a>(text: &'a str, section: Option<&str>) -> Vec<(&'a str, &'a str)>
                 return None;
             }
             let kv = l.split_once('=')?;
-            (section.is_none() || current == section).then_some(kv)
+            (current == Some(section)).then_some(kv)
         })
         .collect()
 }
@@ -187,7 +187,7 @@ fn the_systemd_unit_verifies_and_keeps_secrets_off_the_command_line() {
     );
 
     let unit = read(&unit);
-    let service = settings(&unit, Some("Service"));
+    let service = settings(&unit, "Service");
     let value = |k: &str| {
         let all: Vec<&str> = service
             .iter()
@@ -206,7 +206,7 @@ fn the_systemd_unit_verifies_and_keeps_secrets_off_the_command_line() {
             "{set}: drover's settings belong in the environment file"
         );
     }
-    let after = settings(&unit, Some("Unit"));
+    let after = settings(&unit, "Unit");
     assert!(
         after
             .iter()
@@ -215,13 +215,20 @@ fn the_systemd_unit_verifies_and_keeps_secrets_off_the_command_line() {
     );
 }
 
-/// Every variable of the example environment file is one drover reads: a
-/// flag's `env` (from `--help`), or one of the two read directly.
+/// Variables drover reads without a flag: the log filter, the etcd
+/// password, the docker CLI's TLS settings (`drover_engine::Endpoint`).
+const READ_DIRECTLY: [&str; 4] = [
+    "DROVER_LOG",
+    "DROVER_ETCD_PASSWORD",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+];
+
+/// Every variable of the example environment file, commented out or not,
+/// is one drover reads: a flag's `env` (from `--help`), or one read directly.
 #[test]
 fn the_example_environment_names_only_variables_drover_reads() {
-    let mut known: BTreeSet<String> = ["DROVER_LOG", "DROVER_ETCD_PASSWORD"]
-        .map(String::from)
-        .into();
+    let mut known: BTreeSet<String> = READ_DIRECTLY.map(String::from).into();
     for args in [&["--help"][..], &["controller", "--help"]] {
         let out = Command::new(env!("CARGO_BIN_EXE_drover"))
             .args(args)
@@ -236,7 +243,14 @@ fn the_example_environment_names_only_variables_drover_reads() {
     }
     assert!(known.contains("DROVER_STORE"), "{known:?}");
     let example = read(&deploy("systemd/controller.env.example"));
-    let names: Vec<&str> = settings(&example, None).iter().map(|(k, _)| *k).collect();
+    // Settings, and commented-out ones (`#NAME=value`, no space).
+    let names: Vec<&str> = example
+        .lines()
+        .filter_map(|l| l.strip_prefix('#').unwrap_or(l).split_once('='))
+        .map(|(k, _)| k)
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .collect();
+    assert!(names.contains(&"DOCKER_CERT_PATH"), "{names:?}");
     assert!(names.contains(&"DROVER_STORE"), "{names:?}");
     for name in names {
         assert!(
