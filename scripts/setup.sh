@@ -11,6 +11,8 @@ command -v ip >/dev/null || need+=(iproute2)
 # iptables (and ss, from iproute2): the nemesis partitions an engine (e2e_nemesis).
 command -v iptables >/dev/null || need+=(iptables)
 command -v promtool >/dev/null || need+=(prometheus)
+# systemd-analyze verify checks deploy/systemd's unit (crates/drover/tests/deploy.rs).
+command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v openssl >/dev/null || need+=(openssl)
 # A C compiler: the linker for Rust, and mimalloc (the binary's allocator) is C.
 command -v cc >/dev/null || need+=(gcc libc6-dev)

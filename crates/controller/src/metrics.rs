@@ -13,7 +13,7 @@
 use crate::execute::Failure;
 use async_trait::async_trait;
 use drover_core::model::{Instance, SwarmView};
-use drover_core::plan::{MemberStatus, Phase, Plan};
+use drover_core::plan::{GroupStatus, MemberStatus, Phase, Plan};
 use drover_core::quorum_probe::EngineView;
 use drover_core::spec::Role;
 use drover_spi::{
@@ -27,8 +27,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -68,6 +68,32 @@ struct CallLabels {
 
 type Latency = Family<CallLabels, Histogram, fn() -> Histogram>;
 
+/// What a group's "last change" timestamp watches: its phase and member
+/// counts as the planner reported them (not its `reason`, whose text may
+/// change while nothing does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct GroupShape {
+    phase: Phase,
+    desired: usize,
+    members: usize,
+    current: usize,
+    healthy: usize,
+    in_flight: usize,
+}
+
+impl GroupShape {
+    fn of(g: &GroupStatus) -> GroupShape {
+        GroupShape {
+            phase: g.phase,
+            desired: g.desired,
+            members: g.members,
+            current: g.current,
+            healthy: g.healthy,
+            in_flight: g.in_flight,
+        }
+    }
+}
+
 fn latency_histogram() -> Histogram {
     // 5 ms .. ~80 s: describes are milliseconds, provisioning is seconds.
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
@@ -78,15 +104,22 @@ fn latency_histogram() -> Histogram {
 pub struct Metrics {
     registry: Arc<Registry>,
     swarm_fault_tolerance: Gauge,
+    raft_members: Gauge,
+    raft_reachable: Gauge,
     group_fault_tolerance: Family<GroupLabel, Gauge>,
     members: Family<MemberLabels, Gauge>,
     desired: Family<GroupLabel, Gauge>,
     progress: Family<GroupLabel, Gauge<f64, AtomicU64>>,
     phase: Family<PhaseLabels, Gauge>,
+    changed: Family<GroupLabel, Gauge<f64, AtomicU64>>,
+    /// Each group's shape on the last pass and when (Unix seconds) it
+    /// last differed from the pass before.
+    shapes: Arc<Mutex<BTreeMap<String, (GroupShape, f64)>>>,
     blocked: Gauge,
     acting: Gauge,
     leader_known: Gauge,
     leader_seen: Gauge<f64, AtomicU64>,
+    last_pass: Gauge<f64, AtomicU64>,
     leadership_changes: Counter,
     passes: Counter,
     steps_started: Family<StepLabels, Counter>,
@@ -109,15 +142,20 @@ impl Metrics {
         let m = Metrics {
             registry: Arc::new(Registry::default()),
             swarm_fault_tolerance: Gauge::default(),
+            raft_members: Gauge::default(),
+            raft_reachable: Gauge::default(),
             group_fault_tolerance: Family::default(),
             members: Family::default(),
             desired: Family::default(),
             progress: Family::default(),
             phase: Family::default(),
+            changed: Family::default(),
+            shapes: Arc::default(),
             blocked: Gauge::default(),
             acting: Gauge::default(),
             leader_known: Gauge::default(),
             leader_seen: Gauge::default(),
+            last_pass: Gauge::default(),
             leadership_changes: Counter::default(),
             passes: Counter::default(),
             steps_started: Family::default(),
@@ -130,6 +168,16 @@ impl Metrics {
             "swarm_fault_tolerance",
             "Reachable managers minus quorum (-1 when the swarm cannot be asked)",
             m.swarm_fault_tolerance.clone(),
+        );
+        r.register(
+            "swarm_raft_members",
+            "Managers in the swarm's raft, as the acting controller last saw them",
+            m.raft_members.clone(),
+        );
+        r.register(
+            "swarm_raft_members_reachable",
+            "Of the raft members, those reachable",
+            m.raft_reachable.clone(),
         );
         r.register(
             "group_fault_tolerance",
@@ -157,6 +205,11 @@ impl Metrics {
             m.phase.clone(),
         );
         r.register(
+            "group_last_change_timestamp_seconds",
+            "When this controller, acting, last saw the group's phase or member counts (declared, members, current, healthy, in flight) change, or first saw the group (Unix time)",
+            m.changed.clone(),
+        );
+        r.register(
             "blocked_groups",
             "Groups blocked until an operator acts",
             m.blocked.clone(),
@@ -175,6 +228,11 @@ impl Metrics {
             "swarm_leader_seen_timestamp_seconds",
             "When this controller's own engine last knew a swarm leader (Unix time): time() minus it is how long the quorum has been lost",
             m.leader_seen.clone(),
+        );
+        r.register(
+            "controller_last_pass_timestamp_seconds",
+            "When this controller's loop last finished a pass, acting or not, whatever its outcome (Unix time): time() minus it is how long the loop has been stuck",
+            m.last_pass.clone(),
         );
         r.register(
             "leadership_changes",
@@ -223,11 +281,15 @@ impl Metrics {
         prometheus_text(&out)
     }
 
-    /// Records what one pass saw: the plan's status and every member.
-    pub(crate) fn observed(&self, plan: &Plan, members: &[MemberStatus]) {
+    /// Records what one pass saw at `now_ms` (Unix ms): the plan's status
+    /// and every member.
+    pub(crate) fn observed(&self, plan: &Plan, members: &[MemberStatus], now_ms: u64) {
         self.passes.inc();
         let swarm_ft = plan.swarm.fault_tolerance.unwrap_or(-1);
         self.swarm_fault_tolerance.set(swarm_ft);
+        self.raft_members.set(plan.swarm.members as i64);
+        self.raft_reachable.set(plan.swarm.reachable as i64);
+        self.group_changes(&plan.groups, now_ms as f64 / 1000.0);
         // Label sets come and go with groups and health: start afresh.
         self.members.clear();
         self.phase.clear();
@@ -267,6 +329,36 @@ impl Metrics {
             blocked += i64::from(g.phase == Phase::Blocked);
         }
         self.blocked.set(blocked);
+    }
+
+    /// Keeps each group's last-change time: carried over while its shape
+    /// stays, `now` when it changed or first appears; a group no longer
+    /// planned is dropped.
+    fn group_changes(&self, groups: &[GroupStatus], now: f64) {
+        let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = BTreeMap::new();
+        for g in groups {
+            let shape = GroupShape::of(g);
+            let since = match shapes.remove(&g.name) {
+                Some((was, since)) if was == shape => since,
+                _ => now,
+            };
+            next.insert(g.name.clone(), (shape, since));
+        }
+        *shapes = next;
+        self.changed.clear();
+        for (group, (_, since)) in shapes.iter() {
+            self.changed
+                .get_or_create(&GroupLabel {
+                    group: group.clone(),
+                })
+                .set(*since);
+        }
+    }
+
+    /// The loop finished a pass at `now_ms` (Unix ms), whatever it did.
+    pub(crate) fn passed(&self, now_ms: u64) {
+        self.last_pass.set(now_ms as f64 / 1000.0);
     }
 
     /// What this controller's own engine said of the swarm this pass:
@@ -460,7 +552,7 @@ impl Cluster for MeteredCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drover_core::plan::{GroupStatus, SwarmStatus};
+    use drover_core::plan::SwarmStatus;
 
     fn group(name: &str, role: Role, phase: Phase, current: usize) -> GroupStatus {
         GroupStatus {
@@ -493,15 +585,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_pass_is_exposed_as_gauges_by_group_health_and_currency() {
-        let m = Metrics::new();
-        let plan = Plan {
+    fn plan(groups: Vec<GroupStatus>) -> Plan {
+        Plan {
             actions: Vec::new(),
-            groups: vec![
-                group("managers", Role::Manager, Phase::Rolling, 1),
-                group("workers", Role::Worker, Phase::Blocked, 4),
-            ],
+            groups,
             swarm: SwarmStatus {
                 members: 3,
                 reachable: 3,
@@ -513,13 +600,23 @@ mod tests {
             memory: Default::default(),
             wake_at: None,
             garbage: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_pass_is_exposed_as_gauges_by_group_health_and_currency() {
+        let m = Metrics::new();
+        let plan = plan(vec![
+            group("managers", Role::Manager, Phase::Rolling, 1),
+            group("workers", Role::Worker, Phase::Blocked, 4),
+        ]);
         let members = [
             member("workers", "healthy", true),
             member("workers", "healthy", true),
             member("workers", "pending", false),
         ];
-        m.observed(&plan, &members);
+        m.observed(&plan, &members, 1_700_000_000_000);
+        m.passed(1_700_000_001_500);
         m.acting(true);
         m.acting(true);
         m.step_started("provision");
@@ -527,6 +624,10 @@ mod tests {
         let text = m.encode();
         for line in [
             "drover_swarm_fault_tolerance 1",
+            "drover_swarm_raft_members 3",
+            "drover_swarm_raft_members_reachable 3",
+            "drover_group_last_change_timestamp_seconds{group=\"workers\"} 1700000000.0",
+            "drover_controller_last_pass_timestamp_seconds 1700000001.5",
             "drover_group_fault_tolerance{group=\"managers\"} 1",
             "drover_group_fault_tolerance{group=\"workers\"} 2",
             "drover_group_members{group=\"workers\",health=\"healthy\",current=\"true\"} 2",
@@ -545,6 +646,35 @@ mod tests {
             !text.contains("# EOF") && !text.contains("# UNIT"),
             "{text}"
         );
+    }
+
+    /// A group's last-change time stays while its phase and member counts
+    /// do (a reworded reason is no change), moves when one of them changes,
+    /// and goes with the group.
+    #[test]
+    fn a_group_s_last_change_moves_only_when_its_phase_or_counts_do() {
+        let m = Metrics::new();
+        let changed = |m: &Metrics, group: &str| {
+            let line = format!("drover_group_last_change_timestamp_seconds{{group=\"{group}\"}} ");
+            m.encode()
+                .lines()
+                .find_map(|l| l.strip_prefix(&line).map(str::to_string))
+        };
+        let workers = group("workers", Role::Worker, Phase::Rolling, 1);
+        let managers = group("managers", Role::Manager, Phase::Converged, 4);
+        m.observed(&plan(vec![workers.clone(), managers.clone()]), &[], 1_000);
+        let mut reworded = workers.clone();
+        reworded.reason = Some("1 of 4 members healthy".into());
+        m.observed(&plan(vec![reworded, managers.clone()]), &[], 61_000);
+        assert_eq!(changed(&m, "workers").as_deref(), Some("1.0"));
+        let mut progressed = workers.clone();
+        progressed.current = 2;
+        m.observed(&plan(vec![progressed.clone(), managers]), &[], 121_000);
+        assert_eq!(changed(&m, "workers").as_deref(), Some("121.0"));
+        assert_eq!(changed(&m, "managers").as_deref(), Some("1.0"));
+        m.observed(&plan(vec![progressed]), &[], 181_000);
+        assert_eq!(changed(&m, "workers").as_deref(), Some("121.0"));
+        assert_eq!(changed(&m, "managers"), None);
     }
 
     /// Every controller says whether its engine knows a leader, and when

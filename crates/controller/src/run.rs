@@ -575,6 +575,9 @@ impl Controller {
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
         let passed = self.guarded_pass().await;
+        if let Some(m) = &self.metrics {
+            m.passed(wall_ms());
+        }
         let on_cluster = self.ctx.self_link.is_some() || self.metrics.is_some();
         if passed.is_err() && on_cluster && self.handing_over.is_none() {
             // The store may be unreadable because the quorum is lost (a
@@ -1031,7 +1034,7 @@ impl Controller {
         }
         let members = plan::member_status(&stored.desired, observed);
         if let Some(m) = &self.metrics {
-            m.observed(plan, &members);
+            m.observed(plan, &members, wall_ms());
         }
         Some(members)
     }

@@ -233,3 +233,63 @@ fn gc_lists_nothing_on_a_fresh_store_and_rejects_a_bad_store_address() {
     let out = drover(&["gc", "--dry-run", "--store", "nosuch://x"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// `git ARGS` at the top of the clone, trimmed; `None` outside a clone.
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| text(&out.stdout).trim().to_string())
+}
+
+/// The commit `drover version` names is the clone's HEAD (12 hex digits),
+/// `+dirty` when the sources differ from it (what `build.rs` watches:
+/// `crates/`, `Cargo.toml`, `Cargo.lock`, `rust-toolchain.toml`), in the
+/// table and the JSON alike; a packager's `DROVER_GIT_COMMIT` wins.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let expected = match option_env!("DROVER_GIT_COMMIT") {
+        Some(given) if !given.trim().is_empty() => given.trim().to_string(),
+        _ => match git(&["rev-parse", "--short=12", "HEAD"]) {
+            None => "unknown".to_string(),
+            Some(head) => {
+                let changed = git(&[
+                    "--no-optional-locks",
+                    "status",
+                    "--porcelain",
+                    "--untracked-files=no",
+                    "--",
+                    "crates",
+                    "Cargo.toml",
+                    "Cargo.lock",
+                    "rust-toolchain.toml",
+                ])
+                .expect("git status");
+                let dirty = if changed.is_empty() { "" } else { "+dirty" };
+                format!("{head}{dirty}")
+            }
+        },
+    };
+    let out = drover(&["version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.lines().any(|l| l == format!("commit:    {expected}")),
+        "expected commit {expected}:\n{shown}"
+    );
+    let out = drover(&["version", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("version JSON");
+    assert_eq!(doc["commit"], expected.as_str(), "{doc}");
+    assert_eq!(
+        doc["profile"],
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+}

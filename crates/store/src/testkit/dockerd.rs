@@ -26,6 +26,13 @@ impl Dockerd {
         Dockerd::start(addr, &[]).await
     }
 
+    /// Like [`Dockerd::start_swarm`], with engine labels (`KEY=VALUE`),
+    /// e.g. the `drover.link` a controller on it needs to act.
+    pub async fn start_swarm_labelled(addr: &str, labels: &[&str]) -> Dockerd {
+        let args: Vec<String> = labels.iter().map(|l| format!("--label={l}")).collect();
+        Dockerd::start(addr, &args).await
+    }
+
     /// Like [`Dockerd::start_swarm`], also listening on
     /// `tcp://{addr}:2376` with `--tlsverify` and `certs`' server half.
     pub async fn start_swarm_tls(addr: &str, certs: &super::TestCerts) -> Dockerd {
