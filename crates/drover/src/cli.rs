@@ -420,6 +420,34 @@ pub struct LocalArgs {
         value_name = "BOOL"
     )]
     pub local_supervise: bool,
+    /// The incus provider: the directory, on the Incus host, where each
+    /// machine's engine socket appears (root only). Giving it enables the
+    /// provider; its machines' controllers get it from their boot script.
+    #[arg(long, env = "DROVER_INCUS_ENGINES", value_name = "DIR")]
+    pub incus_engines: Option<PathBuf>,
+    /// Incus's API socket, as this process reaches it.
+    #[arg(long, env = "INCUS_SOCKET", default_value = drover_incus::DEFAULT_SOCKET)]
+    pub incus_socket: PathBuf,
+    /// The Incus project the machines live in.
+    #[arg(long, env = "DROVER_INCUS_PROJECT", default_value = "default")]
+    pub incus_project: String,
+    /// Incus's API socket on the Incus host: managers' controllers reach
+    /// it through a proxy device to this path.
+    #[arg(long, env = "DROVER_INCUS_HOST_SOCKET", default_value = drover_incus::DEFAULT_SOCKET)]
+    pub incus_host_socket: PathBuf,
+}
+
+impl LocalArgs {
+    /// The arguments as given by nothing but their defaults and the
+    /// environment (for commands that build them, like `demo up`).
+    pub fn parsed_defaults() -> LocalArgs {
+        #[derive(clap::Parser)]
+        struct Only {
+            #[command(flatten)]
+            args: LocalArgs,
+        }
+        <Only as clap::Parser>::parse_from(["drover"]).args
+    }
 }
 
 /// Arguments of `drover apply`.

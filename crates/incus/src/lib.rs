@@ -25,7 +25,7 @@ use api::{Api, ApiError, Body};
 use async_trait::async_trait;
 use drover_core::model::{Instance, tags};
 use drover_engine::PeerEndpoints;
-use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest};
+use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest, Secret};
 use hyper::Method;
 use machine::Listed;
 use properties::Properties;
@@ -39,7 +39,9 @@ pub const DEFAULT_SOCKET: &str = "/var/lib/incus/unix.socket";
 #[derive(Debug, Clone)]
 pub struct IncusProvider {
     api: Api,
+    project: String,
     engine_dir: PathBuf,
+    host_socket: PathBuf,
 }
 
 impl IncusProvider {
@@ -48,8 +50,40 @@ impl IncusProvider {
     pub fn new(socket: &Path, project: &str, engine_dir: &Path) -> IncusProvider {
         IncusProvider {
             api: Api::new(socket, project),
+            project: project.to_string(),
             engine_dir: engine_dir.to_path_buf(),
+            host_socket: PathBuf::from(DEFAULT_SOCKET),
         }
+    }
+
+    /// Where the Incus API socket is on the Incus host (when this process
+    /// reaches it elsewhere, e.g. from inside a manager machine): the
+    /// managers' controllers reach it through a proxy device to this path.
+    pub fn with_host_socket(mut self, host_socket: &Path) -> IncusProvider {
+        self.host_socket = host_socket.to_path_buf();
+        self
+    }
+
+    /// What a manager's controller needs to drive this provider, for its
+    /// boot environment: the machine's "instance metadata", as the local
+    /// provider's `DROVER_LOCAL_DIR` is for its machines.
+    fn settings_for_managers(&self) -> Vec<(String, Secret)> {
+        let pairs = [
+            (
+                "DROVER_INCUS_ENGINES",
+                self.engine_dir.display().to_string(),
+            ),
+            ("DROVER_INCUS_PROJECT", self.project.clone()),
+            (
+                "DROVER_INCUS_HOST_SOCKET",
+                self.host_socket.display().to_string(),
+            ),
+            ("INCUS_SOCKET", machine::API_SOCKET.to_string()),
+        ];
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Secret::new(v)))
+            .collect()
     }
 
     /// Machine `name`'s engine, as a docker endpoint (on the Incus host).
@@ -173,6 +207,11 @@ impl InstanceProvider for IncusProvider {
     ) -> Result<String, ProviderError> {
         let props = Properties::parse(&req.properties)
             .map_err(|e| ProviderError::Permanent(e.to_string()))?;
+        let manager = req.boot_context.role == drover_core::spec::Role::Manager.as_str();
+        let mut req = req;
+        if manager {
+            req.boot_env.extend(self.settings_for_managers());
+        }
         // Idempotent on the link (the journal's operation): a machine made
         // for it before (a retry, a controller that crashed) is the answer,
         // started if the crash came before its start.
@@ -205,7 +244,10 @@ impl InstanceProvider for IncusProvider {
             &req.tags,
             req.logical_id.as_deref(),
             &user_data,
-            &self.engine_dir,
+            &machine::Sockets {
+                engine_dir: &self.engine_dir,
+                api: manager.then_some(self.host_socket.as_path()),
+            },
         )
         .map_err(unfit)?;
         fence.check()?;

@@ -16,6 +16,22 @@ use std::path::Path;
 pub const BOOT_ENV: &str = "/var/lib/drover/boot.env";
 /// The docker socket inside the machine.
 const ENGINE_SOCKET: &str = "/run/docker.sock";
+/// Where a manager's controller finds the Incus API inside its machine
+/// (a proxy device to the host's socket; under `/var/lib`, not `/run`,
+/// which systemd mounts over after the device is set up).
+pub const API_SOCKET: &str = "/var/lib/drover/incus.socket";
+/// The proxy device that exposes the Incus API to a manager's controller.
+pub const API_DEVICE: &str = "drover-api";
+
+/// The host-side sockets a machine's proxy devices use.
+#[derive(Debug, Clone, Copy)]
+pub struct Sockets<'a> {
+    /// Where the machine's engine socket appears on the host.
+    pub engine_dir: &'a Path,
+    /// For a manager: the Incus API socket on the host, exposed inside
+    /// the machine at [`API_SOCKET`] for its controller.
+    pub api: Option<&'a Path>,
+}
 /// Tags become configuration keys under this prefix (`user.drover.group`).
 const TAG_PREFIX: &str = "user.";
 /// Older cloud-init keys Incus also keeps under `user.`: not tags.
@@ -85,14 +101,15 @@ pub fn address(logical_id: Option<&str>) -> Result<String, Unfit> {
 /// The machine `name` as Incus is asked to create it: drover's tags as
 /// `user.*` keys, the rendered boot script as cloud-init user data, the
 /// pet's fixed address on its NIC, the engine's socket exposed on the
-/// host at `engine_dir/NAME.sock` (root only).
+/// host at `engine_dir/NAME.sock` (root only), and for a manager the
+/// Incus API inside the machine for its controller.
 pub fn create(
     name: &str,
     props: &Properties,
     tags: &BTreeMap<String, String>,
     logical_id: Option<&str>,
     user_data: &str,
-    engine_dir: &Path,
+    sockets: &Sockets<'_>,
 ) -> Result<Create, Unfit> {
     let mut config = BTreeMap::from([
         // dockerd inside a system container needs both (measured:
@@ -130,7 +147,19 @@ pub fn create(
         (None, Some(id)) => return Err(Unfit::NoNetwork(id.to_string())),
         (None, None) => {}
     }
-    let listen = format!("unix:{}", engine_socket(engine_dir, name).display());
+    if let Some(api) = sockets.api {
+        devices.insert(
+            API_DEVICE.into(),
+            device(&[
+                ("type", "proxy"),
+                ("bind", "instance"),
+                ("listen", &format!("unix:{API_SOCKET}")),
+                ("connect", &format!("unix:{}", api.display())),
+                ("mode", "0600"),
+            ]),
+        );
+    }
+    let listen = format!("unix:{}", engine_socket(sockets.engine_dir, name).display());
     devices.insert(
         ENGINE_DEVICE.into(),
         device(&[
@@ -264,7 +293,10 @@ mod tests {
             &tags,
             Some("10.203.0.11"),
             "#!/bin/sh\n",
-            Path::new("/run/e"),
+            &Sockets {
+                engine_dir: Path::new("/run/e"),
+                api: Some(Path::new("/var/lib/incus/unix.socket")),
+            },
         )
         .unwrap();
         assert_eq!(c.config["user.drover.group"], "managers");
@@ -276,10 +308,19 @@ mod tests {
             c.devices[ENGINE_DEVICE]["listen"],
             "unix:/run/e/drover-1.sock"
         );
+        assert_eq!(
+            c.devices[API_DEVICE]["listen"],
+            "unix:/var/lib/drover/incus.socket"
+        );
         assert!(!c.start, "started only once its boot environment is pushed");
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains(r#""alias":"drover-bookworm""#), "{json}");
     }
+
+    const NO_API: Sockets<'static> = Sockets {
+        engine_dir: Path::new("/e"),
+        api: None,
+    };
 
     #[test]
     fn a_logical_id_must_be_an_address_on_a_bridge() {

@@ -41,7 +41,7 @@ struct Match {
 
 pub async fn run(args: &AdoptArgs) -> Result<ExitCode, MainError> {
     let spec = spec_file::load(&args.file)?;
-    let local = wiring::local(&args.local)?.ok_or_else(|| {
+    let local = wiring::machines(&args.local)?.local.ok_or_else(|| {
         MainError::BadInput(
             "--local-dir is required: adopted machines are handed to the local provider".into(),
         )

@@ -26,7 +26,7 @@ pub enum Mode {
 
 pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     let file_spec = spec_file::load(&args.file)?;
-    let local = wiring::local(&args.local)?;
+    let local = wiring::machines(&args.local)?;
     let Some((store, made_first_manager)) = crate::cmd::swarm_bootstrap::open_store(
         &args.store,
         &local,
@@ -46,9 +46,9 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
                 args.store.url, r.rev
             )));
         }
-        if local.is_none() {
+        if !local.any() {
             return Err(MainError::BadInput(
-                "bootstrap creates the first manager through a provider: give --local-dir (and --local-pool)".into(),
+                "bootstrap creates the first manager through a provider: give --local-dir (and --local-pool) or --incus-engines".into(),
             ));
         }
     }
@@ -75,7 +75,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     }
     // Refuse before writing anything: bad input changes nothing.
     let cluster = wiring::off_cluster_swarm(&local);
-    let bootstrap = local.is_some()
+    let bootstrap = local.any()
         && matches!(
             drover_spi::Cluster::observe(cluster.as_ref()).await,
             drover_core::model::SwarmView::Absent
@@ -85,8 +85,8 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             "a swarm already runs on the provider's machines: bring it under management with drover adopt".into(),
         ));
     }
-    if current.is_none() && local.is_none() {
-        return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool)".into()));
+    if current.is_none() && !local.any() {
+        return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool) or --incus-engines".into()));
     }
     let cluster_id = ensure_cluster_id(store.as_ref()).await?;
     let expected = current.as_ref().map_or(0, |r| r.rev);

@@ -12,7 +12,7 @@ pub async fn run(
     local: &LocalArgs,
     metrics_addr: &str,
 ) -> Result<ExitCode, MainError> {
-    let local = wiring::local(local)?;
+    let local = wiring::machines(local)?;
     let (ctx, info) = wiring::on_manager(engine, store_args, &local).await?;
     tracing::info!(identity = %ctx.identity, "controller starting");
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

@@ -97,6 +97,7 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
             local_dir: Some(dir.join("machines")),
             local_pool: workers_pool,
             local_supervise: true,
+            ..LocalArgs::parsed_defaults()
         },
     };
     // A demo that exists is left as it is: a second `up` must not undo the

@@ -81,7 +81,7 @@ pub async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     // Only the swarm store can vanish with a retired manager.
-    let stores = wiring::swarm_stores(&wiring::local(local)?)
+    let stores = wiring::swarm_stores(&wiring::machines(local)?)
         .filter(|_| store_args.url.starts_with("swarm"));
     let mut teardown = managers
         .as_mut()

@@ -46,7 +46,7 @@ pub async fn run(
     let now = wall_ms();
     let heard = Heard::of(&beats, now);
     if in_doubt {
-        let probes = wiring::ask_engines(&wiring::local(local)?).await;
+        let probes = wiring::ask_engines(&wiring::machines(local)?).await;
         // The engines asked now say more than heartbeats when they can
         // conclude; else the heartbeats judge.
         let (verdict, evidence) = match judge(&probes) {

@@ -26,7 +26,7 @@ pub async fn open_store(
 ) -> Result<Option<(Arc<dyn Store>, bool)>, MainError> {
     // Created only when this apply can go on to commit (not a dry run, a
     // provider given): a refused apply leaves no empty store behind.
-    let open = if !dry_run && local.is_some() {
+    let open = if !dry_run && local.any() {
         wiring::Open::OrCreate
     } else {
         wiring::Open::OrEmpty
@@ -40,7 +40,7 @@ pub async fn open_store(
         wiring::off_cluster_swarm(local).observe().await,
         drover_core::model::SwarmView::Absent
     );
-    if !absent || local.is_none() {
+    if !absent || !local.any() {
         return Err(e);
     }
     if dry_run {
@@ -73,7 +73,8 @@ async fn first_manager(
     );
     let stores = wiring::swarm_stores(local).ok_or_else(|| {
         MainError::BadInput(
-            "the first manager is created through a provider: give --local-dir".into(),
+            "the first manager is created through a provider: give --local-dir or --incus-engines"
+                .into(),
         )
     })?;
     println!("no swarm yet for the swarm store: creating the first manager");

@@ -7,7 +7,7 @@ use super::Machines;
 use crate::cli::StoreArgs;
 use crate::error::MainError;
 use drover_controller::Context;
-use drover_engine::{Engine, EngineError, EngineInfo, PeerEndpoints};
+use drover_engine::{Engine, EngineError, EngineInfo};
 use drover_swarm::SwarmCluster;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +27,7 @@ pub async fn on_manager(
     let own = Engine::connect(engine).await.map_err(bad)?;
     let info = own.info().await.map_err(bad)?;
     let self_link = self_link(&own, &info).await;
-    let peers = local.clone().map(|l| l as Arc<dyn PeerEndpoints>);
+    let peers = local.peers();
     let ctx = Context {
         providers: super::providers(local),
         cluster: Arc::new(SwarmCluster::new(engine, peers).acting_only_as_leader()),

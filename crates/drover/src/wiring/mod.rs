@@ -21,13 +21,66 @@ use crate::error::MainError;
 use async_trait::async_trait;
 use drover_controller::Providers;
 use drover_engine::PeerEndpoints;
+use drover_incus::IncusProvider;
 use drover_local::LocalProvider;
 use provider_swarm::ProviderSwarm;
 
-/// The local provider's machines, when `--local-dir` is given.
-pub type Machines = Option<Arc<LocalProvider>>;
 use drover_spi::{InstanceProvider, Store, StoreError, SwarmStores};
 use std::sync::Arc;
+
+/// The providers whose machines' engines this process can reach: the
+/// local provider's (`--local-dir`), the incus provider's
+/// (`--incus-engines`). The off-cluster swarm, the swarm store before
+/// the cluster's own controllers run, and the leader's leave are all
+/// found through them.
+#[derive(Clone, Default)]
+pub struct Machines {
+    /// The local provider, when `--local-dir` is given.
+    pub local: Option<Arc<LocalProvider>>,
+    /// The incus provider, when `--incus-engines` is given.
+    pub incus: Option<Arc<IncusProvider>>,
+}
+
+impl Machines {
+    /// True when some provider of machines is configured.
+    pub fn any(&self) -> bool {
+        self.local.is_some() || self.incus.is_some()
+    }
+
+    /// True when some machine may be running (an off-cluster process then
+    /// reads "no manager answers" as unavailable, not as no swarm).
+    pub fn may_run(&self) -> bool {
+        let local = self.local.as_ref().is_some_and(|l| {
+            l.records()
+                .map(|r| r.iter().any(|r| l.is_running(r)))
+                .unwrap_or(true)
+        });
+        let incus = self
+            .incus
+            .as_ref()
+            .is_some_and(|i| !i.peer_endpoints().is_empty());
+        local || incus
+    }
+
+    /// The engines, for the leader's leave watched from another manager.
+    pub fn peers(&self) -> Option<Arc<dyn PeerEndpoints>> {
+        self.any()
+            .then(|| Arc::new(self.clone()) as Arc<dyn PeerEndpoints>)
+    }
+}
+
+impl PeerEndpoints for Machines {
+    fn peer_endpoints(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(l) = &self.local {
+            out.extend(l.peer_endpoints());
+        }
+        if let Some(i) = &self.incus {
+            out.extend(i.peer_endpoints());
+        }
+        out
+    }
+}
 
 /// Whether a command may create the store it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,8 +126,21 @@ fn opening_failed(url: &str, e: StoreError) -> MainError {
     }
 }
 
+/// The providers of machines the arguments configure.
+pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
+    Ok(Machines {
+        local: local(args)?,
+        incus: args.incus_engines.as_ref().map(|dir| {
+            Arc::new(
+                IncusProvider::new(&args.incus_socket, &args.incus_project, dir)
+                    .with_host_socket(&args.incus_host_socket),
+            )
+        }),
+    })
+}
+
 /// The local provider, when `--local-dir` is given.
-pub fn local(args: &LocalArgs) -> Result<Machines, MainError> {
+fn local(args: &LocalArgs) -> Result<Option<Arc<LocalProvider>>, MainError> {
     let Some(dir) = &args.local_dir else {
         return Ok(None);
     };
@@ -114,8 +180,8 @@ pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
 /// Each machine of the local provider, its engine asked directly (a
 /// bounded wait each, all at once): what `status` judges a quorum by when
 /// no controller can say. Empty without `--local-dir`.
-pub async fn ask_engines(local: &Machines) -> Vec<drover_core::quorum_probe::Probe> {
-    let Some(local) = local else {
+pub async fn ask_engines(machines: &Machines) -> Vec<drover_core::quorum_probe::Probe> {
+    let Some(local) = &machines.local else {
         return Vec::new();
     };
     let records = local.records().unwrap_or_default();
@@ -195,12 +261,18 @@ async fn ask_engine(
 }
 
 /// Providers by name, as groups refer to them.
-pub fn providers(local: &Machines) -> Providers {
+pub fn providers(machines: &Machines) -> Providers {
     let mut out = Providers::new();
-    if let Some(l) = local {
+    if let Some(l) = &machines.local {
         out.insert(
             drover_core::spec::LOCAL_PROVIDER.into(),
             l.clone() as Arc<dyn InstanceProvider>,
+        );
+    }
+    if let Some(i) = &machines.incus {
+        out.insert(
+            drover_core::spec::INCUS_PROVIDER.into(),
+            i.clone() as Arc<dyn InstanceProvider>,
         );
     }
     out
@@ -238,16 +310,16 @@ pub fn scratch_store() -> Arc<dyn Store> {
     Arc::new(drover_store::MemStore::default())
 }
 
-/// The swarm store found again through the local provider's manager
-/// machines (none without `--local-dir`).
-pub fn swarm_stores(local: &Machines) -> Option<Arc<dyn SwarmStores>> {
-    local
-        .clone()
-        .map(|l| Arc::new(ManagerStores(l)) as Arc<dyn SwarmStores>)
+/// The swarm store found again through the providers' manager machines
+/// (none without a provider of machines).
+pub fn swarm_stores(machines: &Machines) -> Option<Arc<dyn SwarmStores>> {
+    machines
+        .any()
+        .then(|| Arc::new(ManagerStores(machines.clone())) as Arc<dyn SwarmStores>)
 }
 
-/// [`SwarmStores`] over the local provider's running machines.
-struct ManagerStores(Arc<LocalProvider>);
+/// [`SwarmStores`] over the providers' machines.
+struct ManagerStores(Machines);
 
 #[async_trait]
 impl SwarmStores for ManagerStores {
@@ -284,7 +356,7 @@ pub fn observer_on(
     local: &LocalArgs,
     identity: &str,
 ) -> Result<drover_controller::Context, MainError> {
-    let local = self::local(local)?;
+    let local = self::machines(local)?;
     Ok(drover_controller::Context {
         providers: providers(&local),
         cluster: off_cluster_swarm(&local),

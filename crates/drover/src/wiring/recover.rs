@@ -91,7 +91,7 @@ pub struct Outcome {
 /// and this is no dry run — the recovery. Bad `--gone`/`--from` names are
 /// bad input; a recovery that fails midway is a failure (exit 1).
 pub async fn recover(args: &RecoverArgs) -> Result<Outcome, MainError> {
-    let local = super::local(&args.live.local)?;
+    let local = super::machines(&args.live.local)?;
     let evidence = evidence(&local, &args.gone, args.from.as_deref()).await?;
     let decision = decide(&evidence).map_err(|e| MainError::BadInput(e.to_string()))?;
     let done = match &decision {
@@ -143,7 +143,7 @@ async fn evidence(
 
 /// The provider `recover` needs: the machines are its evidence.
 fn provider(local: &Machines) -> Result<&LocalProvider, MainError> {
-    local.as_deref().ok_or_else(|| {
+    local.local.as_deref().ok_or_else(|| {
         MainError::BadInput(
             "recover judges by the provider's machines: give --local-dir (or DROVER_LOCAL_DIR)"
                 .into(),
