@@ -28,8 +28,9 @@
 //! answers [`Decision::Finish`]: the [`Tail`] of that very recovery — the
 //! entries the record names that are still listed, down and out of the raft
 //! — and never force-new-cluster again. A record with no leader anywhere
-//! means force-new-cluster did not take effect: the evidence is judged
-//! afresh, on the operator's `--gone` as the first time.
+//! [`FORMING_MS`] after it started means force-new-cluster did not take
+//! effect: the evidence is judged afresh, on the operator's `--gone` as the
+//! first time (before then, the new cluster may still be forming: refused).
 //!
 //! # Guarantees
 //! - Never proceeds while an engine knows a leader, or while enough members
@@ -43,6 +44,8 @@
 //! - Never proceeds (a second force-new-cluster) while a recovery is
 //!   recorded and an engine knows a leader; finishing it removes only node
 //!   entries the record names gone, listed neither Ready nor in the raft.
+//! - Nor while a recovery recorded less than [`FORMING_MS`] ago may still
+//!   be forming its new cluster (the engine goes on without its client).
 
 use crate::model::{Node, NodeState};
 use crate::quorum::quorum;
@@ -107,7 +110,18 @@ pub struct Evidence {
     /// The swarm's nodes, read through an engine that knows a leader (the
     /// shell reads them when a recovery is recorded as started).
     pub listed: Option<Listed>,
+    /// Now, ms since the Unix epoch (the caller's clock): how long ago a
+    /// recorded recovery started.
+    pub now_ms: u64,
 }
+
+/// How long after a recorded recovery started its force-new-cluster may
+/// still be forming the new cluster without its client: the engine goes on
+/// when the client is gone, took 16–21 s in the e2e (`swarm-facts.md`),
+/// and a second force-new-cluster meanwhile breaks the first ("address
+/// already in use", measured). `recover` itself waits up to 60 s for the
+/// call and 30 s more for a leader.
+pub const FORMING_MS: u64 = 120_000;
 
 /// The swarm's node list, as a manager that knows a leader lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,6 +361,19 @@ pub enum Refusal {
         /// Its address without the port (what `--gone` takes).
         host: String,
     },
+    /// A recovery recorded as started a moment ago may still be forming
+    /// its new cluster: no second force-new-cluster meanwhile.
+    #[error(
+        "a recovery from {survivor} was recorded as started {ago_s}s ago and no engine knows a leader yet: its force-new-cluster may still be forming the new cluster, and a second one would break it; run drover recover again in {wait_s}s (it finishes the recovery if the new cluster formed, else judges afresh)"
+    )]
+    MayStillBeForming {
+        /// The recorded survivor.
+        survivor: String,
+        /// How long ago it started, s.
+        ago_s: u64,
+        /// How long until the evidence is judged afresh, s.
+        wait_s: u64,
+    },
     /// Several managers survive and the operator named none.
     #[error(
         "{} managers survive ({}): the engines do not say which holds the most recent raft state; name the one to recover from with --from MACHINE",
@@ -463,6 +490,17 @@ pub fn decide(e: &Evidence) -> Result<Decision, BadInput> {
             .any(|m| m.id == listed.by && m.answer == EngineAnswer::Led)
     {
         return finish(e, started, listed).map(Decision::Finish);
+    }
+    if let Some(s) = &e.started
+        && !e.machines.iter().any(|m| m.answer == EngineAnswer::Led)
+        && e.now_ms.saturating_sub(s.at_ms) < FORMING_MS
+    {
+        let ago = e.now_ms.saturating_sub(s.at_ms);
+        return Ok(refuse(Refusal::MayStillBeForming {
+            survivor: s.recovery.survivor.clone(),
+            ago_s: ago / 1000,
+            wait_s: (FORMING_MS - ago).div_ceil(1000),
+        }));
     }
     let survivors: Vec<(&Machine, &Raft)> = e
         .machines
@@ -1159,6 +1197,7 @@ mod tests {
     fn a_record_without_a_leader_is_judged_afresh() {
         let fresh = Evidence {
             started: Some(started()),
+            now_ms: started().at_ms + FORMING_MS,
             ..evidence(vec![survivor(3), worker()])
         };
         assert!(matches!(
@@ -1183,6 +1222,30 @@ mod tests {
             ..named
         };
         assert!(matches!(decide(&e).unwrap(), Decision::Proceed(_)));
+    }
+
+    /// A rerun right after a run killed during force-new-cluster: the
+    /// engine goes on forming the new cluster without its client (16–21 s);
+    /// a second force-new-cluster meanwhile would break it.
+    #[test]
+    fn a_record_without_a_leader_yet_refuses_while_the_cluster_may_be_forming() {
+        let s = started();
+        let e = Evidence {
+            started: Some(s.clone()),
+            gone: vec!["127.0.9.1".into(), "127.0.9.2".into()],
+            now_ms: s.at_ms + 20_000,
+            ..evidence(vec![survivor(3), worker()])
+        };
+        let r = reasons(decide(&e).unwrap());
+        assert_eq!(
+            r,
+            [Refusal::MayStillBeForming {
+                survivor: "m3".into(),
+                ago_s: 20,
+                wait_s: 100
+            }]
+        );
+        assert!(r[0].to_string().contains("again in 100s"), "{}", r[0]);
     }
 
     /// Without a record, a leader still means nothing to recover.

@@ -315,7 +315,10 @@ async fn cut_short_then_finished() {
     assert!(text.contains(survivor.id.as_str()), "{text}");
 
     // Whatever reached the engine before the kill, the state the crash
-    // leaves: the new cluster formed, nothing after it done.
+    // leaves: the new cluster formed, nothing after it done. A request the
+    // engine received completes without its client (16–21 s this long
+    // after the loss, swarm-facts.md), and a second one meanwhile breaks
+    // it ("address already in use"): force it here only after that long.
     let engine = drover_engine::Engine::connect(&survivor.endpoint())
         .await
         .expect("survivor");
@@ -325,7 +328,7 @@ async fn cut_short_then_finished() {
         if let SwarmView::Ok(nodes) = engine.observe().await {
             break nodes;
         }
-        if !forced_here && t.elapsed() > Duration::from_secs(5) {
+        if !forced_here && t.elapsed() > Duration::from_secs(90) {
             eprintln!("the kill came before force-new-cluster reached the engine: forcing it here");
             forced_here = true;
             let addr = format!("{}:2377", survivor.address);
@@ -333,7 +336,7 @@ async fn cut_short_then_finished() {
                 eprintln!("force-new-cluster: {e}");
             }
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "no leader");
+        assert!(t.elapsed() < Duration::from_secs(150), "no leader");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     for id in &lost_nodes {

@@ -318,6 +318,7 @@ async fn evidence(
         machines: futures_util::future::join_all(asked).await,
         gone: gone.to_vec(),
         from: from.map(str::to_string),
+        now_ms: drover_controller::wall_ms(),
         ..Evidence::default()
     })
 }
