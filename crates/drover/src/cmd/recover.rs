@@ -7,7 +7,7 @@ use crate::cli::{Output, RecoverArgs};
 use crate::error::MainError;
 use crate::wiring;
 use crate::wiring::recover::{Done, Outcome, rfc3339};
-use drover_core::recover::{Decision, Evidence, Finish, Recovery, said};
+use drover_core::recover::{Decision, Evidence, Finish, Recovery, Refusal, said};
 use std::process::ExitCode;
 
 pub async fn run(args: &RecoverArgs) -> Result<ExitCode, MainError> {
@@ -23,8 +23,14 @@ pub async fn run(args: &RecoverArgs) -> Result<ExitCode, MainError> {
         done: done.as_ref(),
     };
     report.print(args.live.output)?;
+    let forming = |r: &Refusal| matches!(r, Refusal::MayStillBeForming { .. });
+    let afresh = match &decision {
+        Decision::Finish(_) => false,
+        Decision::Refuse { reasons } => !reasons.iter().any(forming),
+        Decision::Proceed(_) => true,
+    };
     if let Some(s) = &evidence.started
-        && !matches!(decision, Decision::Finish(_))
+        && afresh
     {
         // No engine knows a leader: the recorded force-new-cluster did not
         // take effect, and the evidence was judged afresh.
