@@ -16,7 +16,21 @@
 //! The shell gathers the [`Evidence`] (each machine of the provider, its
 //! engine asked directly; the raft membership as the answering managers
 //! report it), calls [`decide`], prints, and only on
-//! [`Decision::Proceed`] acts.
+//! [`Decision::Proceed`] or [`Decision::Finish`] acts.
+//!
+//! # Journaled: a rerun finishes what a cut-short run started
+//! A recovery is three steps, only the first irreversible: force-new-cluster,
+//! then removing the gone members' node entries, then the audit event. The
+//! shell writes a [`Started`] record (the recovery as decided, with its
+//! evidence and time) *before* force-new-cluster. A run cut short after it
+//! leaves a swarm with a leader, the gone members' entries and the record; a
+//! rerun finds the record and an engine that knows a leader, and [`decide`]
+//! answers [`Decision::Finish`]: the [`Tail`] of that very recovery — the
+//! entries the record names that are still listed, down and out of the raft
+//! — and never force-new-cluster again. A record with no leader anywhere
+//! [`FORMING_MS`] after it started means force-new-cluster did not take
+//! effect: the evidence is judged afresh, on the operator's `--gone` as the
+//! first time (before then, the new cluster may still be forming: refused).
 //!
 //! # Guarantees
 //! - Never proceeds while an engine knows a leader, or while enough members
@@ -27,14 +41,20 @@
 //!   operator names with `--from`: the engines do not report how far each
 //!   raft log got (`docker info` shows no raft index without a leader,
 //!   measured), so drover cannot tell which holds the most recent state.
+//! - Never proceeds (a second force-new-cluster) while a recovery is
+//!   recorded and an engine knows a leader; finishing it removes only node
+//!   entries the record names gone, listed neither Ready nor in the raft.
+//! - Nor while a recovery recorded less than [`FORMING_MS`] ago may still
+//!   be forming its new cluster (the engine goes on without its client).
 
+use crate::model::{Node, NodeState};
 use crate::quorum::quorum;
 use crate::quorum_probe::EngineAnswer;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One raft member as an answering manager's engine lists it
 /// (`docker info .Swarm.RemoteManagers`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peer {
     /// Its swarm node id.
     pub node_id: String,
@@ -84,10 +104,139 @@ pub struct Evidence {
     pub gone: Vec<String>,
     /// The survivor the operator chose (`--from`).
     pub from: Option<String>,
+    /// The recovery a previous run recorded as started and did not
+    /// finish, if any.
+    pub started: Option<Started>,
+    /// The swarm's nodes, read through an engine that knows a leader (the
+    /// shell reads them when a recovery is recorded as started).
+    pub listed: Option<Listed>,
+    /// Now, ms since the Unix epoch (the caller's clock): how long ago a
+    /// recorded recovery started.
+    pub now_ms: u64,
+}
+
+/// How long after a recorded recovery started its force-new-cluster may
+/// still be forming the new cluster without its client: the engine goes on
+/// when the client is gone, took 16–21 s in the e2e (`swarm-facts.md`),
+/// and a second force-new-cluster meanwhile breaks the first ("address
+/// already in use", measured). `recover` itself waits up to 60 s for the
+/// call and 30 s more for a leader.
+pub const FORMING_MS: u64 = 120_000;
+
+/// The swarm's node list, as a manager that knows a leader lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The machine whose engine listed them.
+    pub by: String,
+    /// The nodes.
+    pub nodes: Vec<Node>,
+}
+
+/// The durable record of a recovery, written before force-new-cluster
+/// and removed once its tail is done: what was decided, on what evidence,
+/// when. Holds machine ids, node ids and addresses, never a secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    /// When it started, ms since the Unix epoch (the caller's clock).
+    pub at_ms: u64,
+    /// The recovery as decided: the survivor and the members named gone,
+    /// each with the operator's word.
+    pub recovery: Recovery,
+}
+
+impl Started {
+    /// The record of `recovery`, starting at `now_ms`.
+    pub fn new(recovery: Recovery, now_ms: u64) -> Started {
+        Started {
+            at_ms: now_ms,
+            recovery,
+        }
+    }
+
+    /// The audit event's operation id: the same for every run that
+    /// finishes this recovery, so its event is written once.
+    pub fn op(&self) -> String {
+        format!("recover-{}", self.at_ms)
+    }
+}
+
+/// Why a node entry the record names gone is not removed: it is back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Back {
+    /// The leader lists it in the raft.
+    RaftMember,
+    /// The leader lists it Ready.
+    Ready,
+}
+
+impl std::fmt::Display for Back {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Back::RaftMember => "the leader lists it in the raft again",
+            Back::Ready => "the leader lists it Ready again",
+        })
+    }
+}
+
+/// A member the record names gone whose node entry stays, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    /// The member.
+    pub member: Peer,
+    /// Why its entry stays.
+    pub why: Back,
+}
+
+/// A recovery's remaining steps after force-new-cluster, from the node
+/// list of the swarm that has a leader again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Tail {
+    /// Gone members whose node entries are still listed, neither Ready nor
+    /// in the raft: removed (`docker node rm`, never forced).
+    pub remove: Vec<Peer>,
+    /// Gone members whose node entries are not listed any more.
+    pub absent: Vec<Peer>,
+    /// Gone members listed Ready or in the raft: back, not removed.
+    pub kept: Vec<Kept>,
+}
+
+/// What is left to do of the recovery `started`, the swarm's nodes being
+/// `nodes` (listed with a leader). Only members the record names are
+/// considered; any other node is left alone.
+pub fn tail(started: &Started, nodes: &[Node]) -> Tail {
+    let mut t = Tail::default();
+    for g in &started.recovery.gone {
+        let member = g.member.clone();
+        match nodes.iter().find(|n| n.id == g.member.node_id) {
+            None => t.absent.push(member),
+            Some(n) if n.raft.is_some() => t.kept.push(Kept {
+                member,
+                why: Back::RaftMember,
+            }),
+            Some(n) if n.state == NodeState::Ready => t.kept.push(Kept {
+                member,
+                why: Back::Ready,
+            }),
+            Some(_) => t.remove.push(member),
+        }
+    }
+    t
+}
+
+/// Finishing a recovery a previous run started and did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finish {
+    /// The record of the recovery.
+    pub started: Started,
+    /// The machine whose engine knows the leader: the tail is done through it.
+    pub through: String,
+    /// What is left to do.
+    pub tail: Tail,
 }
 
 /// Why a lost member counts as gone for good: the operator said so.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Proof {
     /// No machine of the provider has its address, and the operator named
@@ -104,7 +253,7 @@ pub enum Proof {
 }
 
 /// A raft member that does not answer, proven gone for good.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gone {
     /// The member.
     pub member: Peer,
@@ -113,7 +262,7 @@ pub struct Gone {
 }
 
 /// What a recovery does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recovery {
     /// The machine whose engine becomes the new cluster's only manager.
     pub survivor: String,
@@ -212,6 +361,19 @@ pub enum Refusal {
         /// Its address without the port (what `--gone` takes).
         host: String,
     },
+    /// A recovery recorded as started a moment ago may still be forming
+    /// its new cluster: no second force-new-cluster meanwhile.
+    #[error(
+        "a recovery from {survivor} was recorded as started {ago_s}s ago and no engine knows a leader yet: its force-new-cluster may still be forming the new cluster, and a second one would break it; run drover recover again in {wait_s}s (it finishes the recovery if the new cluster formed, else judges afresh)"
+    )]
+    MayStillBeForming {
+        /// The recorded survivor.
+        survivor: String,
+        /// How long ago it started, s.
+        ago_s: u64,
+        /// How long until the evidence is judged afresh, s.
+        wait_s: u64,
+    },
     /// Several managers survive and the operator named none.
     #[error(
         "{} managers survive ({}): the engines do not say which holds the most recent raft state; name the one to recover from with --from MACHINE",
@@ -230,6 +392,8 @@ pub enum Refusal {
 pub enum Decision {
     /// Recover as described.
     Proceed(Recovery),
+    /// Finish the recorded recovery: the swarm has a leader again.
+    Finish(Finish),
     /// Change nothing, for these reasons.
     Refuse {
         /// Every reason found.
@@ -278,6 +442,31 @@ pub enum BadInput {
         /// Its address.
         address: String,
     },
+    /// While a recorded recovery is finished, `--gone` names a member the
+    /// record does not.
+    #[error(
+        "--gone {name}: the recovery being finished (started at {at_ms} ms since the epoch) named only {recorded} gone; drover removes no other node entry (check that it is gone, then docker node rm it yourself)"
+    )]
+    NotRecorded {
+        /// The name given.
+        name: String,
+        /// When the recovery started.
+        at_ms: u64,
+        /// The members it named, by address.
+        recorded: String,
+    },
+    /// While a recorded recovery is finished, `--from` names another survivor.
+    #[error(
+        "--from {machine}: the recovery being finished (started at {at_ms} ms since the epoch) forced a new cluster on {survivor}"
+    )]
+    FromNotRecorded {
+        /// The name given.
+        machine: String,
+        /// When the recovery started.
+        at_ms: u64,
+        /// The recorded survivor.
+        survivor: String,
+    },
     /// `--from` names a machine whose engine is not a manager without a leader.
     #[error(
         "--from {machine}: its engine is not a surviving manager (it says: {said}); name a machine whose engine answers as a manager without a leader"
@@ -290,10 +479,29 @@ pub enum BadInput {
     },
 }
 
-/// Judges `e`: recover (from which survivor, with which members proven
-/// gone) or refuse, with every reason. `Err` when the operator's `--gone`
-/// or `--from` names what it cannot.
+/// Judges `e`: finish a recorded recovery (one is recorded and an engine
+/// knows a leader), recover (from which survivor, with which members
+/// proven gone) or refuse, with every reason. `Err` when the operator's
+/// `--gone` or `--from` names what it cannot.
 pub fn decide(e: &Evidence) -> Result<Decision, BadInput> {
+    if let (Some(started), Some(listed)) = (&e.started, &e.listed)
+        && e.machines
+            .iter()
+            .any(|m| m.id == listed.by && m.answer == EngineAnswer::Led)
+    {
+        return finish(e, started, listed).map(Decision::Finish);
+    }
+    if let Some(s) = &e.started
+        && !e.machines.iter().any(|m| m.answer == EngineAnswer::Led)
+        && e.now_ms.saturating_sub(s.at_ms) < FORMING_MS
+    {
+        let ago = e.now_ms.saturating_sub(s.at_ms);
+        return Ok(refuse(Refusal::MayStillBeForming {
+            survivor: s.recovery.survivor.clone(),
+            ago_s: ago / 1000,
+            wait_s: (FORMING_MS - ago).div_ceil(1000),
+        }));
+    }
     let survivors: Vec<(&Machine, &Raft)> = e
         .machines
         .iter()
@@ -352,6 +560,50 @@ pub fn decide(e: &Evidence) -> Result<Decision, BadInput> {
         })),
         _ => Ok(Decision::Refuse { reasons }),
     }
+}
+
+/// The recorded recovery's tail. The operator may repeat its `--gone`
+/// and `--from`; a name it did not record is bad input.
+fn finish(e: &Evidence, started: &Started, listed: &Listed) -> Result<Finish, BadInput> {
+    let r = &started.recovery;
+    for name in &e.gone {
+        if !r.gone.iter().any(|g| recorded(g, name)) {
+            return Err(BadInput::NotRecorded {
+                name: name.clone(),
+                at_ms: started.at_ms,
+                recorded: r
+                    .gone
+                    .iter()
+                    .map(|g| g.member.host())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    if let Some(from) = &e.from
+        && from != &r.survivor
+    {
+        return Err(BadInput::FromNotRecorded {
+            machine: from.clone(),
+            at_ms: started.at_ms,
+            survivor: r.survivor.clone(),
+        });
+    }
+    Ok(Finish {
+        started: started.clone(),
+        through: listed.by.clone(),
+        tail: tail(started, &listed.nodes),
+    })
+}
+
+/// `name` (a `--gone` argument) is how the record names gone member `g`:
+/// its address, node id, or the machine or name the operator gave.
+fn recorded(g: &Gone, name: &str) -> bool {
+    named(&g.member, name)
+        || match &g.proof {
+            Proof::Operator { machine } => machine == name,
+            Proof::Unlisted { named } => named == name,
+        }
 }
 
 fn refuse(r: Refusal) -> Decision {
@@ -592,7 +844,7 @@ mod tests {
     fn reasons(d: Decision) -> Vec<Refusal> {
         match d {
             Decision::Refuse { reasons } => reasons,
-            Decision::Proceed(r) => panic!("proceeds: {r:?}"),
+            other => panic!("does not refuse: {other:?}"),
         }
     }
 
@@ -797,6 +1049,230 @@ mod tests {
         ));
     }
 
+    /// The record a run writes before force-new-cluster: members 1 and 2
+    /// named gone (by address and by node id), survivor m3.
+    fn started() -> Started {
+        let e = Evidence {
+            gone: vec!["127.0.9.1".into(), "node2".into()],
+            ..evidence(vec![survivor(3), worker()])
+        };
+        let Decision::Proceed(r) = decide(&e).unwrap() else {
+            panic!()
+        };
+        Started::new(r, 1_700_000_000_000)
+    }
+
+    fn node(n: u8, state: NodeState, in_raft: bool) -> Node {
+        Node {
+            id: format!("node{n}"),
+            link: None,
+            cluster: None,
+            group: None,
+            state,
+            availability: crate::model::Availability::Active,
+            manager_role: true,
+            raft: in_raft.then(|| crate::model::RaftMember {
+                leader: n == 3,
+                reachable: true,
+                addr: format!("127.0.9.{n}:2377"),
+            }),
+            running_tasks: 0,
+            locked: false,
+            left: false,
+        }
+    }
+
+    /// After force-new-cluster the survivor leads; what a rerun sees.
+    fn after_force(nodes: Vec<Node>) -> Evidence {
+        Evidence {
+            started: Some(started()),
+            listed: Some(Listed {
+                by: "m3".into(),
+                nodes,
+            }),
+            ..evidence(vec![manager(3, EngineAnswer::Led), worker()])
+        }
+    }
+
+    fn finishing(e: &Evidence) -> Finish {
+        match decide(e).unwrap() {
+            Decision::Finish(f) => f,
+            other => panic!("does not finish: {other:?}"),
+        }
+    }
+
+    /// Issue 18's last gap: the run was cut short right after
+    /// force-new-cluster. The rerun finds the record and a leader: it
+    /// finishes that recovery (the gone members' entries, the audit event),
+    /// it does not refuse "nothing to recover", and it never forces a new
+    /// cluster again.
+    #[test]
+    fn a_rerun_after_force_new_cluster_finishes_the_recorded_recovery() {
+        let e = after_force(vec![
+            node(1, NodeState::Down, false),
+            node(2, NodeState::Unknown, false),
+            node(3, NodeState::Ready, true),
+        ]);
+        let f = finishing(&e);
+        assert_eq!(f.through, "m3");
+        assert_eq!(f.started, started());
+        let remove: Vec<_> = f.tail.remove.iter().map(|p| p.node_id.as_str()).collect();
+        assert_eq!(remove, ["node1", "node2"]);
+        assert!(f.tail.absent.is_empty() && f.tail.kept.is_empty());
+        // The operator may repeat the first run's names, by any of them.
+        for gone in [
+            vec!["127.0.9.1", "node2"],
+            vec!["node1", "127.0.9.2"],
+            vec![],
+        ] {
+            let e = Evidence {
+                gone: gone.iter().map(|g| g.to_string()).collect(),
+                from: Some("m3".into()),
+                ..e.clone()
+            };
+            assert_eq!(finishing(&e).tail.remove.len(), 2, "{gone:?}");
+        }
+    }
+
+    #[test]
+    fn finishing_removes_no_node_the_record_does_not_name() {
+        let e = after_force(vec![
+            node(1, NodeState::Down, false),
+            node(4, NodeState::Down, false),
+        ]);
+        let f = finishing(&e);
+        assert_eq!(f.tail.remove, [peer(1)]);
+        assert_eq!(
+            f.tail.absent,
+            [peer(2)],
+            "node2 was removed before the crash"
+        );
+        // Naming another node now is bad input, not a licence.
+        for (gone, from) in [("127.0.9.4", None), ("node4", None), ("node1", Some("m1"))] {
+            let e = Evidence {
+                gone: vec![gone.into()],
+                from: from.map(Into::into),
+                ..e.clone()
+            };
+            let err = decide(&e).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    BadInput::NotRecorded { .. } | BadInput::FromNotRecorded { .. }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    /// A member named gone that is back (it rejoined the raft, or is
+    /// Ready) keeps its entry: the engine would refuse, and it is no
+    /// garbage.
+    #[test]
+    fn a_recorded_member_that_is_back_keeps_its_node_entry() {
+        let f = finishing(&after_force(vec![
+            node(1, NodeState::Ready, false),
+            node(2, NodeState::Unknown, true),
+        ]));
+        assert!(f.tail.remove.is_empty(), "{f:?}");
+        assert_eq!(
+            f.tail.kept,
+            [
+                Kept {
+                    member: peer(1),
+                    why: Back::Ready
+                },
+                Kept {
+                    member: peer(2),
+                    why: Back::RaftMember
+                }
+            ]
+        );
+    }
+
+    /// A record and no engine that knows a leader: force-new-cluster did
+    /// not take effect (the run stopped before it). The evidence is judged
+    /// afresh, on the operator's word again.
+    #[test]
+    fn a_record_without_a_leader_is_judged_afresh() {
+        let fresh = Evidence {
+            started: Some(started()),
+            now_ms: started().at_ms + FORMING_MS,
+            ..evidence(vec![survivor(3), worker()])
+        };
+        assert!(matches!(
+            &reasons(decide(&fresh).unwrap())[..],
+            [
+                Refusal::Unaccounted { .. },
+                Refusal::Unaccounted { .. },
+                Refusal::NotLost { .. }
+            ]
+        ));
+        let named = Evidence {
+            gone: vec!["127.0.9.1".into(), "127.0.9.2".into()],
+            ..fresh
+        };
+        assert!(matches!(decide(&named).unwrap(), Decision::Proceed(_)));
+        // A listing by an engine that does not lead is no leader.
+        let e = Evidence {
+            listed: Some(Listed {
+                by: "m3".into(),
+                nodes: vec![],
+            }),
+            ..named
+        };
+        assert!(matches!(decide(&e).unwrap(), Decision::Proceed(_)));
+    }
+
+    /// A rerun right after a run killed during force-new-cluster: the
+    /// engine goes on forming the new cluster without its client (16–21 s);
+    /// a second force-new-cluster meanwhile would break it.
+    #[test]
+    fn a_record_without_a_leader_yet_refuses_while_the_cluster_may_be_forming() {
+        let s = started();
+        let e = Evidence {
+            started: Some(s.clone()),
+            gone: vec!["127.0.9.1".into(), "127.0.9.2".into()],
+            now_ms: s.at_ms + 20_000,
+            ..evidence(vec![survivor(3), worker()])
+        };
+        let r = reasons(decide(&e).unwrap());
+        assert_eq!(
+            r,
+            [Refusal::MayStillBeForming {
+                survivor: "m3".into(),
+                ago_s: 20,
+                wait_s: 100
+            }]
+        );
+        assert!(r[0].to_string().contains("again in 100s"), "{}", r[0]);
+    }
+
+    /// Without a record, a leader still means nothing to recover.
+    #[test]
+    fn a_leader_without_a_record_is_nothing_to_recover() {
+        let e = Evidence {
+            started: None,
+            ..after_force(vec![node(1, NodeState::Down, false)])
+        };
+        assert!(matches!(
+            &reasons(decide(&e).unwrap())[..],
+            [Refusal::QuorumHeld { .. }]
+        ));
+    }
+
+    #[test]
+    fn the_record_reads_back_as_written_and_names_its_operation() {
+        let s = started();
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<Started>(&text).unwrap(), s);
+        assert_eq!(s.op(), "recover-1700000000000");
+        assert!(
+            text.contains("node1") && text.contains("127.0.9.2:2377"),
+            "{text}"
+        );
+    }
+
     mod props {
         use super::*;
         use proptest::prelude::*;
@@ -847,6 +1323,15 @@ mod tests {
                 .collect()
         }
 
+        fn state() -> impl Strategy<Value = NodeState> {
+            prop_oneof![
+                Just(NodeState::Ready),
+                Just(NodeState::Down),
+                Just(NodeState::Unknown),
+                Just(NodeState::Disconnected),
+            ]
+        }
+
         proptest! {
             /// Design rule 11: never a new cluster while a lost member is
             /// not named by the operator (its machine, or its address when
@@ -870,7 +1355,7 @@ mod tests {
                         _ => Some(format!("m{}", i + 1)),
                     })
                     .collect();
-                let e = Evidence { machines: ms.clone(), gone: gone.clone(), from: None };
+                let e = Evidence { machines: ms.clone(), gone: gone.clone(), ..Evidence::default() };
                 let Ok(Decision::Proceed(r)) = decide(&e) else { return Ok(()); };
                 prop_assert!(ms.iter().all(|m| m.answer != EngineAnswer::Led));
                 for m in ms.iter().filter(|m| m.raft.is_none()) {
@@ -886,6 +1371,77 @@ mod tests {
                 let answering = ms.iter().filter(|m| m.raft.is_some()).count();
                 prop_assert!(answering < quorum(fates.len()));
                 prop_assert_eq!(answering + r.gone.len(), fates.len());
+            }
+
+            /// Issue 18: with a recovery recorded and any engine knowing a
+            /// leader, a rerun never forces a new cluster again; it removes
+            /// only node entries the record names gone, listed, neither
+            /// Ready nor in the raft; the operator's names must be the
+            /// record's.
+            #[test]
+            fn a_rerun_never_forces_again_nor_removes_an_unrecorded_node(
+                fates in proptest::collection::vec(fate(), 1..=7),
+                recorded in proptest::collection::vec(any::<bool>(), 9),
+                listed in proptest::collection::vec(
+                    proptest::option::of((state(), any::<bool>())), 9),
+                names in proptest::collection::vec(0u8..9, 0..3),
+                by in 0usize..7,
+            ) {
+                let ms = machines(&fates);
+                let gone: Vec<Gone> = (1..=9u8)
+                    .filter(|n| recorded[*n as usize - 1])
+                    .map(|n| Gone {
+                        member: peer(n),
+                        proof: Proof::Unlisted { named: format!("127.0.9.{n}") },
+                    })
+                    .collect();
+                let started = Started::new(
+                    Recovery {
+                        survivor: "m1".into(),
+                        node_id: "node1".into(),
+                        addr: "127.0.9.1:2377".into(),
+                        members: 9,
+                        gone,
+                    },
+                    7,
+                );
+                let nodes: Vec<Node> = listed
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, l)| l.map(|(st, raft)| node(i as u8 + 1, st, raft)))
+                    .collect();
+                let by = ms.get(by % ms.len().max(1)).map_or("m1".into(), |m| m.id.clone());
+                let e = Evidence {
+                    machines: ms.clone(),
+                    gone: names.iter().map(|n| format!("node{}", n + 1)).collect(),
+                    started: Some(started.clone()),
+                    listed: Some(Listed { by: by.clone(), nodes: nodes.clone() }),
+                    ..Evidence::default()
+                };
+                let leads = ms.iter().any(|m| m.id == by && m.answer == EngineAnswer::Led);
+                match decide(&e) {
+                    Ok(Decision::Proceed(r)) => {
+                        prop_assert!(!leads, "forced again though {by} leads: {r:?}");
+                    }
+                    Ok(Decision::Finish(f)) => {
+                        prop_assert!(leads);
+                        for p in &f.tail.remove {
+                            prop_assert!(started.recovery.gone.iter().any(|g| g.member == *p));
+                            let n = nodes.iter().find(|n| n.id == p.node_id);
+                            prop_assert!(n.is_some_and(|n| n.state != NodeState::Ready && n.raft.is_none()), "{p:?}");
+                        }
+                        let accounted = f.tail.remove.len() + f.tail.absent.len() + f.tail.kept.len();
+                        prop_assert_eq!(accounted, started.recovery.gone.len());
+                        for name in &e.gone {
+                            prop_assert!(started.recovery.gone.iter().any(|g| &g.member.node_id == name));
+                        }
+                    }
+                    Ok(Decision::Refuse { .. }) => {}
+                    Err(err) => prop_assert!(
+                        !leads || matches!(err, BadInput::NotRecorded { .. }),
+                        "{err:?}"
+                    ),
+                }
             }
         }
     }

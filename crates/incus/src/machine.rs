@@ -317,21 +317,16 @@ mod tests {
         assert!(json.contains(r#""alias":"drover-bookworm""#), "{json}");
     }
 
-    const NO_API: Sockets<'static> = Sockets {
-        engine_dir: Path::new("/e"),
-        api: None,
-    };
+    fn no_api() -> Sockets<'static> {
+        Sockets {
+            engine_dir: Path::new("/e"),
+            api: None,
+        }
+    }
 
     #[test]
     fn a_logical_id_must_be_an_address_on_a_bridge() {
-        let e = create(
-            "n",
-            &props(),
-            &BTreeMap::new(),
-            Some("db-1"),
-            "",
-            Path::new("/e"),
-        );
+        let e = create("n", &props(), &BTreeMap::new(), Some("db-1"), "", &no_api());
         assert_eq!(e.unwrap_err(), Unfit::LogicalId("db-1".into()));
         let no_net = Properties {
             network: None,
@@ -343,7 +338,7 @@ mod tests {
             &BTreeMap::new(),
             Some("10.0.0.1"),
             "",
-            Path::new("/e"),
+            &no_api(),
         );
         assert_eq!(e.unwrap_err(), Unfit::NoNetwork("10.0.0.1".into()));
     }
