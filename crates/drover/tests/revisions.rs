@@ -69,6 +69,50 @@ fn code(out: &Output) -> Option<i32> {
     out.status.code()
 }
 
+/// Destroying a pets manager group with a spare slot commits it at size 0
+/// without the spare (a retired group is cattle, which has no spare
+/// slots): before the fix the commit was refused as invalid.
+#[tokio::test]
+async fn destroying_a_pets_group_with_a_spare_slot_drops_the_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    let store = drover_store::open_with(
+        &url,
+        drover_store::OpenOptions {
+            create: true,
+            timeout: std::time::Duration::from_secs(5),
+        },
+    )
+    .await
+    .expect("store");
+    store.init_cluster("c1").await.unwrap();
+    let epoch = store.campaign("test").await.unwrap();
+    let pets = parse_str(
+        "groups:
+- name: managers
+  role: manager
+  allocation: {logical_ids: [127.0.0.11, 127.0.0.12, 127.0.0.13], spare_ids: [127.0.0.14]}
+  instance: {provider: local}
+",
+    )
+    .spec
+    .expect("valid spec");
+    let who = Provenance {
+        who: "test".into(),
+        at_ms: 1,
+        message: "pets".into(),
+    };
+    store.commit(0, &pets, who, false).await.unwrap();
+    drop((store, epoch));
+    // The last machine is removed from here, which needs the provider:
+    // refused for that (exit 2), not for an invalid state.
+    let out = drover(&url, &["destroy", "managers", "--yes"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), Some(2));
+    assert!(stderr.contains("--local-dir"), "{stderr}");
+    assert!(!stderr.contains("spare"), "{stderr}");
+}
+
 /// A status document, as a controller publishes it, listing `ids` (workers).
 fn status_listing(ids: &[&str]) -> StatusJson {
     let instances: Vec<_> = ids

@@ -94,6 +94,15 @@ impl IncusProvider {
         )
     }
 
+    /// True when Incus lists any machine of any drover cluster (running or
+    /// not). An unreachable Incus counts as yes: "no machine" must be known.
+    pub async fn holds_machines(&self) -> bool {
+        match self.list(&BTreeMap::new()).await {
+            Ok(listed) => listed.iter().any(|l| l.tags().contains_key(tags::CLUSTER)),
+            Err(_) => true,
+        }
+    }
+
     /// Every machine carrying all of `tags`, as Incus lists them.
     pub async fn list(&self, tags: &BTreeMap<String, String>) -> Result<Vec<Listed>, ApiError> {
         let filter = server_filter(tags);
@@ -111,8 +120,31 @@ impl IncusProvider {
             .collect())
     }
 
-    /// Pushes the boot environment, then starts machine `name`.
-    async fn boot(&self, name: &str, req: &ProvisionRequest) -> Result<(), ApiError> {
+    /// Pushes the boot environment, starts machine `name` (unless a start
+    /// was already asked for: `started`) and marks it started.
+    async fn boot(
+        &self,
+        name: &str,
+        req: &ProvisionRequest,
+        started: bool,
+    ) -> Result<(), ApiError> {
+        if !started {
+            self.push_env(name, req).await?;
+            self.state(name, "start").await?;
+        }
+        let body = serde_json::json!({ "config": { machine::STARTED: "true" } });
+        self.api
+            .change(
+                Method::PATCH,
+                &format!("/1.0/instances/{name}"),
+                &[],
+                Body::Json(&body),
+            )
+            .await
+    }
+
+    /// Pushes the secret boot environment into the stopped machine.
+    async fn push_env(&self, name: &str, req: &ProvisionRequest) -> Result<(), ApiError> {
         if !req.boot_env.is_empty() {
             let files = format!("/1.0/instances/{name}/files");
             let dir = Path::new(machine::BOOT_ENV)
@@ -140,7 +172,7 @@ impl IncusProvider {
                 )
                 .await?;
         }
-        self.state(name, "start").await
+        Ok(())
     }
 
     /// Refuses an image Incus does not have (Incus itself answers a
@@ -222,9 +254,9 @@ impl InstanceProvider for IncusProvider {
                 .await
                 .map_err(|e| provider_error("listing machines", e))?;
             if let Some(m) = found.first() {
-                if m.never_started() {
+                if m.provisioning() {
                     fence.check()?;
-                    self.boot(&m.name, &req)
+                    self.boot(&m.name, &req, !m.never_started())
                         .await
                         .map_err(|e| provider_error("starting the machine", e))?;
                 }
@@ -261,7 +293,7 @@ impl InstanceProvider for IncusProvider {
                 }
                 e => provider_error(&format!("creating {name}"), e),
             })?;
-        self.boot(&name, &req)
+        self.boot(&name, &req, false)
             .await
             .map_err(|e| provider_error(&format!("starting {name}"), e))?;
         Ok(name)
@@ -286,10 +318,14 @@ impl InstanceProvider for IncusProvider {
             )
             .await
         {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(provider_error(&format!("deleting {instance}"), e)),
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(provider_error(&format!("deleting {instance}"), e)),
         }
+        // Incus leaves the proxy's socket file behind; on the Incus host it
+        // goes too (elsewhere, e.g. in a manager machine, it is not there).
+        let _ = std::fs::remove_file(machine::engine_socket(&self.engine_dir, instance));
+        Ok(())
     }
 
     async fn describe(

@@ -34,12 +34,18 @@ pub struct Sockets<'a> {
 }
 /// Tags become configuration keys under this prefix (`user.drover.group`).
 const TAG_PREFIX: &str = "user.";
-/// Older cloud-init keys Incus also keeps under `user.`: not tags.
-const NOT_TAGS: [&str; 4] = [
+/// Set once drover saw the machine's first start finish: until then a
+/// `Stopped` machine is one being provisioned, not a dead one (Incus
+/// reports `Stopped` while a start is still running).
+pub const STARTED: &str = "user.drover-started";
+/// Keys under `user.` that are not tags: older cloud-init keys Incus also
+/// keeps there, and drover's own mark.
+const NOT_TAGS: [&str; 5] = [
     "user.user-data",
     "user.meta-data",
     "user.vendor-data",
     "user.network-config",
+    STARTED,
 ];
 
 /// `POST /1.0/instances`.
@@ -247,12 +253,19 @@ impl Listed {
         self.last_used_at.is_empty() || self.last_used_at.starts_with("1970-01-01")
     }
 
-    /// As the planner sees it. A machine being created (never started
-    /// yet) counts as running, as the local provider's engine that is
-    /// still starting does: "stopped" would have it replaced at once. A
-    /// frozen (paused) machine still exists and may resume: running.
+    /// True until drover saw its first start finish.
+    pub fn provisioning(&self) -> bool {
+        !self.config.contains_key(STARTED)
+    }
+
+    /// As the planner sees it. A machine still being provisioned (created,
+    /// or its first start still running) counts as running, as the local
+    /// provider's engine that is still starting does: "stopped" would have
+    /// it replaced at once (measured: a describe during the start saw
+    /// `Stopped` with the start's time as `last_used_at`). A frozen
+    /// (paused) machine still exists and may resume: running.
     pub fn instance(&self) -> Instance {
-        let running = self.status != "Stopped" || self.never_started();
+        let running = self.status != "Stopped" || self.provisioning();
         Instance {
             id: self.name.clone(),
             tags: self.tags().into(),
@@ -357,11 +370,15 @@ mod tests {
         assert_eq!(i.tags.len(), 1);
         assert!(i.running, "never started: still being created");
         assert_eq!(i.created_ms / 1000, 1_796_406_777);
-        let stopped = Listed {
+        let starting = Listed {
             last_used_at: "2026-12-04T18:00:00Z".into(),
             ..listed
         };
+        assert!(starting.instance().running, "its first start still runs");
+        let mut stopped = starting;
+        stopped.config.insert(STARTED.into(), "true".into());
         assert!(!stopped.instance().running, "a power cut reads as stopped");
+        assert_eq!(stopped.instance().tags.len(), 1, "the mark is no tag");
     }
 
     #[test]

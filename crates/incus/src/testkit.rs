@@ -119,12 +119,21 @@ impl Lab {
             .collect()
     }
 
-    /// Deletes this lab's machines and bridge, whatever state they are in.
+    /// Deletes this lab's machines and bridge, whatever state they are in
+    /// (a machine busy with an operation refuses: asked again, up to 2 min).
     fn clear(&self) {
-        for name in self.machines() {
-            let _ = Command::new("incus")
-                .args(["delete", "--force", &name])
-                .output();
+        let t0 = std::time::Instant::now();
+        loop {
+            let left = self.machines();
+            if left.is_empty() || t0.elapsed() > std::time::Duration::from_secs(120) {
+                break;
+            }
+            for name in left {
+                let _ = Command::new("incus")
+                    .args(["delete", "--force", &name])
+                    .output();
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
         }
         let _ = Command::new("incus")
             .args(["network", "delete", &self.network])

@@ -42,6 +42,8 @@ pub async fn run(
                 size: 0,
                 zones: Vec::new(),
             };
+            // Spare slots serve pets; a retired group has none to roll.
+            gone.spares.clear();
             validated(Some(&current.spec), with_group(&current.spec, gone), &what)
         })
         .transpose()?;
@@ -70,7 +72,7 @@ pub async fn run(
         let ctx = wiring::observer_on(store.clone(), local, IDENTITY)?;
         if !ctx.providers.contains_key(&g.instance.provider) {
             return Err(MainError::BadInput(format!(
-                "--local-dir (or DROVER_LOCAL_DIR): the last manager of {group} is removed from here through provider {}, which is not configured here",
+                "--local-dir (or DROVER_LOCAL_DIR) or --incus-engines (DROVER_INCUS_ENGINES): the last manager of {group} is removed from here through provider {}, which is not configured here",
                 g.instance.provider
             )));
         }

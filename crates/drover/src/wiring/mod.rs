@@ -48,17 +48,18 @@ impl Machines {
     }
 
     /// True when some machine may be running (an off-cluster process then
-    /// reads "no manager answers" as unavailable, not as no swarm).
-    pub fn may_run(&self) -> bool {
+    /// reads "no manager answers" as unavailable, not as no swarm). A
+    /// stopped Incus machine counts: it may be started again.
+    pub async fn may_run(&self) -> bool {
         let local = self.local.as_ref().is_some_and(|l| {
             l.records()
                 .map(|r| r.iter().any(|r| l.is_running(r)))
                 .unwrap_or(true)
         });
-        let incus = self
-            .incus
-            .as_ref()
-            .is_some_and(|i| !i.peer_endpoints().is_empty());
+        let incus = match &self.incus {
+            Some(i) => i.holds_machines().await,
+            None => false,
+        };
         local || incus
     }
 

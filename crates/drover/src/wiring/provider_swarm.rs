@@ -47,7 +47,7 @@ impl Cluster for ProviderSwarm {
             Some(c) => c.observe().await,
             // No running machine answers as a manager: no swarm yet (or all
             // managers down, which describe will show as not running).
-            None if self.machines.may_run() => {
+            None if self.machines.may_run().await => {
                 SwarmView::Unavailable("no manager machine answers".into())
             }
             None => SwarmView::Absent,

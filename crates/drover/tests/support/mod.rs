@@ -195,11 +195,17 @@ impl Lab {
 
 /// Asks each machine's engine in turn; the first complete answer wins.
 pub async fn observe_any(records: &[InstanceRecord]) -> Result<Vec<Node>, String> {
+    let endpoints: Vec<String> = records.iter().map(InstanceRecord::endpoint).collect();
+    observe_endpoints(&endpoints).await
+}
+
+/// Asks each engine in turn; the first complete answer wins.
+pub async fn observe_endpoints(endpoints: &[String]) -> Result<Vec<Node>, String> {
     let mut last = "no machine".to_string();
-    for r in records {
+    for endpoint in endpoints {
         let Ok(Ok(engine)) = tokio::time::timeout(
             Duration::from_secs(1),
-            drover_engine::Engine::connect(&r.endpoint()),
+            drover_engine::Engine::connect(endpoint),
         )
         .await
         else {
@@ -256,17 +262,30 @@ impl Watch {
     }
 }
 
+/// [`watch_engines`] over the local provider's machines in `dir`.
 pub fn watch(
     dir: PathBuf,
     stop: Arc<AtomicBool>,
     out: Arc<Mutex<Watch>>,
 ) -> tokio::task::JoinHandle<()> {
+    let provider = LocalProvider::new(&dir, Vec::new()).expect("provider");
+    let engines = move || {
+        let records = provider.records().unwrap_or_default();
+        records.iter().map(InstanceRecord::endpoint).collect()
+    };
+    watch_engines(engines, stop, out)
+}
+
+/// The 200 ms quorum watcher over the engines `engines` names each time.
+pub fn watch_engines(
+    engines: impl Fn() -> Vec<String> + Send + 'static,
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<Watch>>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let provider = LocalProvider::new(&dir, Vec::new()).expect("provider");
         let mut last_ok = Instant::now();
         while !stop.load(Ordering::SeqCst) {
-            let records = provider.records().unwrap_or_default();
-            let result = observe_any(&records).await;
+            let result = observe_endpoints(&engines()).await;
             {
                 let mut w = out.lock().unwrap();
                 w.samples += 1;

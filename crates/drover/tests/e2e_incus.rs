@@ -1,0 +1,255 @@
+//! drover on machines that boot an OS, as operators run it (issue 22):
+//! Incus system containers booting Debian with systemd, the distribution's
+//! `docker.io`, the boot script run by cloud-init, and each manager's
+//! controller a systemd unit its boot script installed. Only drover's
+//! commands act: `apply` bootstraps 3 pet managers (fixed addresses, a
+//! spare slot) and 2 cattle workers from nothing; a change rolls through
+//! both groups under the 200 ms quorum watcher; `destroy` removes every
+//! group, and no machine is left.
+//!
+//! The test's own bridge `drvt60` (10.203.60.0/24, NAT and routing off)
+//! holds only the machines it made; the lab deletes them and the bridge
+//! when it ends, also when the test fails (after printing each machine's
+//! cloud-init and controller logs).
+
+mod support;
+
+use drover_engine::PeerEndpoints;
+use drover_incus::testkit::{Lab, incus};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::{Watch, watch_engines};
+
+const NET: &str = "drvt60";
+const SUBNET: &str = "10.203.60";
+
+/// The cluster file: `tier` is the engine label a roll changes.
+fn spec(lab: &Lab, tier: &str) -> String {
+    let bin = env!("CARGO_BIN_EXE_drover");
+    let props = format!(
+        "{{image: {image}, network: {NET}, storage_pool: drover, memory: 1GiB, \
+         devices: {{drover-bin: {{type: disk, source: {bin}, path: /usr/local/bin/drover, readonly: 'true'}}}}}}",
+        image = lab.image
+    );
+    format!(
+        "groups:\n\
+         - name: managers\n  role: manager\n  allocation:\n    logical_ids: [{SUBNET}.11, {SUBNET}.12, {SUBNET}.13]\n    spare_ids: [{SUBNET}.14]\n  instance:\n    provider: incus\n    properties: {props}\n  flavor:\n    engine_labels: {{tier: {tier}}}\n\
+         - name: workers\n  role: worker\n  allocation: {{size: 2}}\n  instance:\n    provider: incus\n    properties: {props}\n  flavor:\n    engine_labels: {{tier: {tier}}}\n"
+    )
+}
+
+/// Runs `drover ARGS` with the lab's incus provider, printing what it said.
+fn drover(engines: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(args)
+        .arg("--incus-engines")
+        .arg(engines)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run drover");
+    eprintln!(
+        "$ drover {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Prints each machine's boot and controller logs when the test fails,
+/// before the lab deletes the machines.
+struct LogsOnFailure<'a>(&'a Lab);
+
+impl Drop for LogsOnFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for m in self.0.machines() {
+            let out = self.0.exec(
+                &m,
+                "tail -n 40 /var/log/cloud-init-output.log; journalctl -u drover-controller --no-pager -n 80",
+            );
+            eprintln!(
+                "==== {m}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// The `tier` label of each machine whose engine is an active swarm member.
+async fn tiers(engines: &Path) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for sock in std::fs::read_dir(engines).unwrap().flatten() {
+        let name = sock.file_name().to_string_lossy().replace(".sock", "");
+        let endpoint = format!("unix://{}", sock.path().display());
+        let Ok(engine) = drover_engine::Engine::connect(&endpoint).await else {
+            continue;
+        };
+        if let Ok(info) = engine.info().await
+            && info.state == drover_engine::LocalState::Active
+        {
+            out.push((name, info.labels.get("tier").cloned()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Waits until every running machine is a member with label `tier`, 5 in
+/// all, and returns how long that took.
+async fn converged(lab: &Lab, tier: &str, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let running = lab.machines().len();
+        let seen = tiers(lab.engine_dir()).await;
+        let current = seen
+            .iter()
+            .filter(|(_, t)| t.as_deref() == Some(tier))
+            .count();
+        if running == 5 && current == 5 && seen.len() == 5 {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < within,
+            "not converged to tier {tier} within {within:?}: {running} machines, engines {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_roll_and_destroy_on_incus_machines() {
+    let lab = Lab::new(NET, SUBNET);
+    let _logs = LogsOnFailure(&lab);
+    let engines: PathBuf = lab.engine_dir().to_path_buf();
+    let files = tempfile::tempdir().unwrap();
+    let v1 = files.path().join("v1.yaml");
+    std::fs::write(&v1, spec(&lab, "v1")).unwrap();
+
+    // Bootstrap from nothing: the first manager through the provider, then
+    // its own controller (a systemd unit) builds the rest.
+    let t0 = Instant::now();
+    let out = drover(
+        &engines,
+        &[
+            "apply",
+            "-f",
+            v1.to_str().unwrap(),
+            "--store",
+            "swarm",
+            "--wait",
+            "--timeout",
+            "15m",
+        ],
+    );
+    assert!(out.status.success(), "bootstrap failed");
+    let bootstrap = converged(&lab, "v1", Duration::from_secs(300)).await;
+    let bootstrap = t0.elapsed().max(bootstrap);
+    let managers: Vec<String> = lab
+        .machines()
+        .into_iter()
+        .filter(|m| {
+            lab.exec(m, "test -f /etc/drover/controller.env")
+                .status
+                .success()
+        })
+        .collect();
+    assert_eq!(managers.len(), 3, "three managers run a controller");
+    for m in &managers {
+        let unit = lab.exec(m, "systemctl is-active drover-controller.service");
+        assert_eq!(
+            String::from_utf8_lossy(&unit.stdout).trim(),
+            "active",
+            "{m}"
+        );
+        let env = lab.exec(
+            m,
+            "stat -c %a /etc/drover/controller.env; test ! -e /var/lib/drover/boot.env",
+        );
+        assert!(env.status.success(), "{m}: the boot env outlived the boot");
+        assert_eq!(String::from_utf8_lossy(&env.stdout).trim(), "600", "{m}");
+    }
+
+    // A roll through both groups under the quorum watcher.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new(Watch::default()));
+    let provider = lab.provider();
+    let watcher = watch_engines(
+        move || provider.peer_endpoints(),
+        stop.clone(),
+        seen.clone(),
+    );
+    let v2 = files.path().join("v2.yaml");
+    std::fs::write(&v2, spec(&lab, "v2")).unwrap();
+    let store = format!(
+        "swarm:unix://{}",
+        engines.join(format!("{}.sock", managers[0])).display()
+    );
+    let before: Vec<String> = lab.machines();
+    let t1 = Instant::now();
+    let out = drover(
+        &engines,
+        &["apply", "-f", v2.to_str().unwrap(), "--store", &store],
+    );
+    // Committed through one manager's engine; followed here, not with
+    // --wait: the manager it reads through is itself rolled away.
+    assert!(out.status.success(), "the roll was not committed");
+    let roll = converged(&lab, "v2", Duration::from_secs(900))
+        .await
+        .max(t1.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    watcher.await.unwrap();
+    let w = seen.lock().unwrap();
+    eprintln!("{}", w.summary());
+    w.assert_quorum_kept();
+    let after = lab.machines();
+    assert!(
+        after.iter().all(|m| !before.contains(m)),
+        "every machine was replaced: before {before:?}, after {after:?}"
+    );
+    drop(w);
+
+    // Destroy every group: workers first, then the managers (the last one
+    // from outside the swarm).
+    let t2 = Instant::now();
+    let store = format!(
+        "swarm:unix://{}",
+        engines
+            .join(format!("{}.sock", after_manager(&lab)))
+            .display()
+    );
+    let out = drover(
+        &engines,
+        &["destroy", "workers", "--yes", "--store", &store],
+    );
+    assert!(out.status.success(), "destroying the workers failed");
+    let out = drover(
+        &engines,
+        &["destroy", "managers", "--yes", "--store", &store],
+    );
+    assert!(out.status.success(), "destroying the managers failed");
+    let destroy = t2.elapsed();
+    assert!(lab.machines().is_empty(), "left: {:?}", lab.machines());
+    incus(&["image", "info", &lab.image]);
+    eprintln!(
+        "MEASURED incus: bootstrap 3+2 {bootstrap:?}, roll 3+2 (spare added and retired) {roll:?}, destroy {destroy:?}"
+    );
+}
+
+/// A manager machine of the running cluster (its controller env exists).
+fn after_manager(lab: &Lab) -> String {
+    lab.machines()
+        .into_iter()
+        .find(|m| {
+            lab.exec(m, "test -f /etc/drover/controller.env")
+                .status
+                .success()
+        })
+        .expect("a manager machine")
+}
