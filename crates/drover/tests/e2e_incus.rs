@@ -215,15 +215,82 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     );
     drop(w);
 
+    // Faults drover does not cause, during a second roll: a follower
+    // manager loses power, a worker loses its network. The quorum holds,
+    // the roll completes, both machines are replaced.
+    let seen = Arc::new(Mutex::new(Watch::default()));
+    stop.store(false, Ordering::SeqCst);
+    let provider = lab.provider();
+    let watcher = watch_engines(
+        move || provider.peer_endpoints(),
+        stop.clone(),
+        seen.clone(),
+    );
+    let v3 = files.path().join("v3.yaml");
+    std::fs::write(&v3, spec(&lab, "v3")).unwrap();
+    let t3 = Instant::now();
+    let out = drover(
+        &engines,
+        &[
+            "apply",
+            "-f",
+            v3.to_str().unwrap(),
+            "--store",
+            &manager_store(&lab),
+        ],
+    );
+    assert!(out.status.success(), "the second roll was not committed");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (follower, worker) = victims(&lab).await;
+    incus(&["stop", "--force", &follower]);
+    let cut = lab.exec(&worker, "ip link set eth0 down");
+    assert!(cut.status.success(), "cutting {worker}'s network: {cut:?}");
+    eprintln!("power cut {follower} (follower manager), network cut {worker} (worker)");
+    let faulted = converged(&lab, "v3", Duration::from_secs(900))
+        .await
+        .max(t3.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    watcher.await.unwrap();
+    let w = seen.lock().unwrap();
+    eprintln!("{}", w.summary());
+    w.assert_quorum_kept();
+    drop(w);
+    let now = lab.machines();
+    assert!(
+        !now.contains(&follower) && !now.contains(&worker),
+        "not replaced: {now:?}"
+    );
+
+    // A crashed engine is the machine's business: systemd restarts it and
+    // drover replaces nothing.
+    let manager = after_manager(&lab);
+    let machines_before = lab.machines();
+    let killed = lab.exec(&manager, "systemctl kill --signal=KILL docker.service");
+    assert!(killed.status.success(), "{killed:?}");
+    let t4 = Instant::now();
+    let back = loop {
+        let up = lab.exec(&manager, "docker info --format '{{.Swarm.LocalNodeState}}'");
+        if String::from_utf8_lossy(&up.stdout).trim() == "active" {
+            break t4.elapsed();
+        }
+        assert!(
+            t4.elapsed() < Duration::from_secs(120),
+            "dockerd did not come back in {manager}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    converged(&lab, "v3", Duration::from_secs(60)).await;
+    assert_eq!(
+        lab.machines(),
+        machines_before,
+        "drover replaced a machine whose engine systemd restarted"
+    );
+
     // Destroy every group: workers first, then the managers (the last one
     // from outside the swarm).
     let t2 = Instant::now();
-    let store = format!(
-        "swarm:unix://{}",
-        engines
-            .join(format!("{}.sock", after_manager(&lab)))
-            .display()
-    );
+    let store = manager_store(&lab);
     let out = drover(
         &engines,
         &["destroy", "workers", "--yes", "--store", &store],
@@ -238,8 +305,47 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     assert!(lab.machines().is_empty(), "left: {:?}", lab.machines());
     incus(&["image", "info", &lab.image]);
     eprintln!(
-        "MEASURED incus: bootstrap 3+2 {bootstrap:?}, roll 3+2 (spare added and retired) {roll:?}, destroy {destroy:?}"
+        "MEASURED incus: bootstrap 3+2 {bootstrap:?}, roll 3+2 (spare added and retired) {roll:?}, \
+         roll with a power cut and a network cut {faulted:?}, dockerd back by systemd {back:?}, destroy {destroy:?}"
     );
+}
+
+/// The swarm store through a manager machine of the running cluster.
+fn manager_store(lab: &Lab) -> String {
+    let sock = drover_incus::testkit::socket_of(lab, &after_manager(lab));
+    format!("swarm:unix://{}", sock.display())
+}
+
+/// A follower manager's machine and a worker's machine, as the swarm
+/// and Incus see them now (matched by their link).
+async fn victims(lab: &Lab) -> (String, String) {
+    use drover_core::model::tags;
+    use drover_spi::InstanceProvider;
+    let nodes = support::observe_endpoints(&lab.provider().peer_endpoints())
+        .await
+        .expect("the swarm answers");
+    let machines = lab
+        .provider()
+        .describe(&std::collections::BTreeMap::new())
+        .await
+        .expect("describe");
+    let machine_of = |link: &Option<String>| {
+        machines
+            .iter()
+            .find(|m| m.tag(tags::LINK) == link.as_deref())
+            .map(|m| m.id.clone())
+    };
+    let follower = nodes
+        .iter()
+        .find(|n| n.raft.as_ref().is_some_and(|r| !r.leader))
+        .and_then(|n| machine_of(&n.link))
+        .expect("a follower manager");
+    let worker = nodes
+        .iter()
+        .find(|n| n.raft.is_none())
+        .and_then(|n| machine_of(&n.link))
+        .expect("a worker");
+    (follower, worker)
 }
 
 /// A manager machine of the running cluster (its controller env exists).

@@ -100,6 +100,11 @@ pub struct JoinTokens {
     pub manager: Secret,
 }
 
+/// What the engine says when its join timed out but goes on.
+const JOIN_GOES_ON: &str = "will continue in the background";
+/// How long a join that goes on in the background is waited for.
+const JOIN_BACKGROUND: Duration = Duration::from_secs(120);
+
 /// Something that can name other managers' engine endpoints (for the
 /// leader's demote → leave protocol, which must watch its own node leave
 /// the raft from ANOTHER manager).
@@ -511,7 +516,27 @@ impl Engine {
             ..Default::default()
         };
         // Joining a swarm without a leader times out after ~20 s.
-        bounded(Duration::from_secs(40), self.docker.join_swarm(req)).await
+        match bounded(Duration::from_secs(40), self.docker.join_swarm(req)).await {
+            Err(e) if e.to_string().contains(JOIN_GOES_ON) => self.joined_in_background(e).await,
+            other => other,
+        }
+    }
+
+    /// After the engine answered that its join "will continue in the
+    /// background" (measured on Incus machines: the manager it was joining
+    /// through lost power mid-join; the node joined through another one
+    /// seconds later): waits, up to [`JOIN_BACKGROUND`], for the engine to
+    /// be in the swarm, and fails with `refused` if it never is or gives up.
+    async fn joined_in_background(&self, refused: EngineError) -> Result<(), EngineError> {
+        let deadline = Instant::now() + JOIN_BACKGROUND;
+        while Instant::now() < deadline {
+            match self.info().await.map(|i| i.state) {
+                Ok(LocalState::Active) => return Ok(()),
+                Ok(LocalState::Inactive | LocalState::Error) => return Err(refused),
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        Err(refused)
     }
 
     /// `docker swarm leave [--force]`, bounded by `timeout`.
