@@ -35,9 +35,9 @@ const INCUS_WORKER: &str = concat!(
     include_str!("../templates/incus/head.sh.j2"),
     include_str!("../templates/incus/worker.sh.j2"),
 );
-/// An incus manager's: the head, the swarm init or join, then the
-/// controller's systemd unit as shipped in `deploy/systemd/` (one file,
-/// two uses).
+/// An incus manager's: the head, the controller's systemd unit as shipped
+/// in `deploy/systemd/` (one file, two uses) installed and started, then
+/// the swarm init or join.
 const INCUS_MANAGER: &str = concat!(
     include_str!("../templates/incus/head.sh.j2"),
     include_str!("../templates/incus/manager.sh.j2"),

@@ -30,7 +30,8 @@
 //! e2e_chaos -- --nocapture`, docs/testing.md). `DROVER_CHAOS_SEED` replays
 //! the moments and victims of a printed seed. Everything started is stopped
 //! by PID when the lab drops, also on failure. Every machine's dockerd and
-//! controller log is kept in `target/tmp/chaos-<shape>-<seed>/`.
+//! controller log (the controllers log at `info`) is kept in
+//! `target/tmp/chaos-<shape>-<seed>/`.
 
 mod support;
 
@@ -129,7 +130,20 @@ async fn chaos(shape: Shape, net: u8) {
             std::fs::write(&path, spec_text(shape, net, release)).expect("write spec");
             path
         };
-        lab.apply(&write("r0"), true);
+        // The controllers the bootstrap starts (and those they start on
+        // the machines they provision) log at info: their logs are what a
+        // round that does not converge is diagnosed from.
+        let r0 = write("r0");
+        let bootstrap = [
+            "apply",
+            "-f",
+            r0.to_str().expect("utf-8 path"),
+            "--timeout",
+            "8m",
+            "--wait",
+        ];
+        let out = lab.drover_with(&bootstrap, &[("DROVER_LOG", "info")]);
+        assert_eq!(out.status.code(), Some(0), "bootstrap apply failed");
 
         let stop = Arc::new(AtomicBool::new(false));
         let fault = Arc::new(Mutex::new(Fault::default()));

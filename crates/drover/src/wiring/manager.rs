@@ -7,7 +7,7 @@ use super::Machines;
 use crate::cli::StoreArgs;
 use crate::error::MainError;
 use drover_controller::Context;
-use drover_engine::{Engine, EngineError, EngineInfo};
+use drover_engine::{Engine, EngineError, EngineInfo, LocalState};
 use drover_swarm::SwarmCluster;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub async fn on_manager(
         ))
     };
     let own = Engine::connect(engine).await.map_err(bad)?;
-    let info = own.info().await.map_err(bad)?;
+    let info = in_swarm(&own, own.info().await.map_err(bad)?).await;
     let self_link = self_link(&own, &info).await;
     let peers = local.peers();
     let ctx = Context {
@@ -40,6 +40,31 @@ pub async fn on_manager(
         resync: Duration::from_secs(2),
     };
     Ok((ctx, info))
+}
+
+/// The engine's description once it is in a swarm (`info`, or a later
+/// one). A manager's boot script starts its controller before the engine
+/// joins (`templates/manager.sh.j2`: a join can complete after the script
+/// stopped waiting for it), so the controller waits here, asking every
+/// second, while its engine is outside a swarm, joining, or failed to join:
+/// an engine outside the swarm leads nothing, and only a member knows its
+/// swarm address, where `--metrics-addr auto` serves.
+async fn in_swarm(own: &Engine, mut info: EngineInfo) -> EngineInfo {
+    let mut told = false;
+    while matches!(
+        info.state,
+        LocalState::Inactive | LocalState::Pending | LocalState::Error
+    ) {
+        if !told {
+            tracing::info!(state = ?info.state, "this engine is not in a swarm yet: waiting until it joins");
+            told = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Ok(i) = own.info().await {
+            info = i;
+        }
+    }
+    info
 }
 
 /// Which instance this controller runs on: its engine's `drover.link`
