@@ -137,18 +137,9 @@ impl Lab {
     /// `drover` with extra environment (e.g. `DROVER_LOG=info`, which the
     /// controllers a bootstrapping `apply` starts inherit).
     pub fn drover_with(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-        let out = self
-            .drover_command(args)
-            .envs(env.iter().copied())
-            .output()
-            .expect("run drover");
-        eprintln!(
-            "$ drover {}\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        let mut cmd = self.drover_command(args);
+        cmd.envs(env.iter().copied());
+        run_printed(cmd, args)
     }
 
     /// `drover ARGS` against this lab's store and machines, to run or spawn.
@@ -191,6 +182,18 @@ impl Lab {
     pub async fn nodes(&self) -> Option<Vec<Node>> {
         observe_any(&self.records()).await.ok()
     }
+}
+
+/// Runs `cmd` (`drover ARGS`), printing what it said for the test log.
+pub fn run_printed(mut cmd: Command, args: &[&str]) -> std::process::Output {
+    let out = cmd.output().expect("run drover");
+    eprintln!(
+        "$ drover {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Asks each machine's engine in turn; the first complete answer wins.
