@@ -25,10 +25,18 @@ for f in crates/drover/tests/*.rs crates/drover/tests/*/main.rs; do
     *) t=$(basename "$f" .rs) ;;
   esac
   case "$t" in
+    e2e_incus) [ "${DROVER_INCUS:-0}" = 1 ] && e2e+=("$t") ;;
     e2e_*) e2e+=("$t") ;;
     *) others+=(--test "$t") ;;
   esac
 done
+# The tests on Incus machines (the incus provider's contract tests and
+# e2e_incus) run only with DROVER_INCUS=1: on this kind of machine Incus
+# 6.0 intermittently fails every container start for minutes under load
+# (docs/incus.md, "Known problems"), which would fail the whole run. Its
+# unit tests always run.
+incus=(--exclude drover-incus)
+[ "${DROVER_INCUS:-0}" = 1 ] && incus=()
 
 # One e2e suite: its log, then an ok/FAILED line (the log in full on failure).
 run_e2e() {
@@ -46,7 +54,8 @@ printf '%s\n' "${e2e[@]}" | xargs -P "${DROVER_E2E_JOBS:-2}" -I{} bash -c 'run_e
 e2e_pid=$!
 
 status=0
-cargo test --workspace --locked --exclude drover || status=1
+cargo test --workspace --locked --exclude drover "${incus[@]}" || status=1
+[ "${DROVER_INCUS:-0}" = 1 ] || cargo test -p drover-incus --locked --lib || status=1
 cargo test -p drover --locked --bins "${others[@]}" || status=1
 wait "$e2e_pid" || status=1
 exit "$status"
