@@ -169,14 +169,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     }
 
     // A roll through both groups under the quorum watcher.
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new(Watch::default()));
-    let provider = lab.provider();
-    let watcher = watch_engines(
-        move || provider.peer_endpoints(),
-        stop.clone(),
-        seen.clone(),
-    );
+    let watcher = Watcher::start(lab.provider());
     let v2 = files.path().join("v2.yaml");
     std::fs::write(&v2, spec(&lab, "v2")).unwrap();
     let store = format!(
@@ -195,13 +188,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     let roll = converged(&lab, "v2", Duration::from_secs(900))
         .await
         .max(t1.elapsed());
-    stop.store(true, Ordering::SeqCst);
-    watcher.await.unwrap();
-    {
-        let w = seen.lock().unwrap();
-        eprintln!("{}", w.summary());
-        w.assert_quorum_kept();
-    }
+    watcher.assert_quorum_kept().await;
     let after = lab.machines();
     assert!(
         after.iter().all(|m| !before.contains(m)),
@@ -249,17 +236,36 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     );
 }
 
+/// The 200 ms quorum watcher over the provider's machines' engines.
+struct Watcher {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Watch>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watcher {
+    fn start(provider: drover_incus::IncusProvider) -> Watcher {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Watch::default()));
+        let engines = move || provider.peer_endpoints();
+        let task = watch_engines(engines, stop.clone(), seen.clone());
+        Watcher { stop, seen, task }
+    }
+
+    /// Stops watching; the quorum was never lost.
+    async fn assert_quorum_kept(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+        let w = self.seen.lock().unwrap();
+        eprintln!("{}", w.summary());
+        w.assert_quorum_kept();
+    }
+}
+
 /// A roll to `v3` during which a follower manager loses power and a
 /// worker its network: quorum kept, the roll completes, both replaced.
 async fn faults_during_a_roll(lab: &Lab, engines: &Path, files: &Path) -> Duration {
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new(Watch::default()));
-    let provider = lab.provider();
-    let watcher = watch_engines(
-        move || provider.peer_endpoints(),
-        stop.clone(),
-        seen.clone(),
-    );
+    let watcher = Watcher::start(lab.provider());
     let v3 = files.join("v3.yaml");
     std::fs::write(&v3, spec(lab, "v3")).unwrap();
     let t0 = Instant::now();
@@ -283,11 +289,7 @@ async fn faults_during_a_roll(lab: &Lab, engines: &Path, files: &Path) -> Durati
     let faulted = converged(lab, "v3", Duration::from_secs(900))
         .await
         .max(t0.elapsed());
-    stop.store(true, Ordering::SeqCst);
-    watcher.await.unwrap();
-    let w = seen.lock().unwrap();
-    eprintln!("{}", w.summary());
-    w.assert_quorum_kept();
+    watcher.assert_quorum_kept().await;
     let now = lab.machines();
     assert!(
         !now.contains(&follower) && !now.contains(&worker),
