@@ -120,15 +120,15 @@ impl IncusProvider {
             .collect())
     }
 
-    /// Pushes the boot environment, starts machine `name` (unless a start
-    /// was already asked for: `started`) and marks it started.
+    /// Pushes the boot environment, starts machine `name` (unless it
+    /// already runs: `running`) and marks it started.
     async fn boot(
         &self,
         name: &str,
         req: &ProvisionRequest,
-        started: bool,
+        running: bool,
     ) -> Result<(), ApiError> {
-        if !started {
+        if !running {
             self.push_env(name, req).await?;
             self.state(name, "start").await?;
         }
@@ -256,7 +256,10 @@ impl InstanceProvider for IncusProvider {
             if let Some(m) = found.first() {
                 if m.provisioning() {
                     fence.check()?;
-                    self.boot(&m.name, &req, !m.never_started())
+                    // Marked started only once it runs: a start that timed
+                    // out may still be running, or may have failed (then
+                    // it is started again, its environment pushed again).
+                    self.boot(&m.name, &req, m.status == "Running")
                         .await
                         .map_err(|e| provider_error("starting the machine", e))?;
                 }
@@ -293,6 +296,9 @@ impl InstanceProvider for IncusProvider {
                 }
                 e => provider_error(&format!("creating {name}"), e),
             })?;
+        // The create may take minutes (an image unpack): the caller may
+        // have lost its term meanwhile. Nothing secret is pushed then.
+        fence.check()?;
         self.boot(&name, &req, false)
             .await
             .map_err(|e| provider_error(&format!("starting {name}"), e))?;

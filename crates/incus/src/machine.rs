@@ -263,9 +263,11 @@ impl Listed {
     /// provider's engine that is still starting does: "stopped" would have
     /// it replaced at once (measured: a describe during the start saw
     /// `Stopped` with the start's time as `last_used_at`). A frozen
-    /// (paused) machine still exists and may resume: running.
+    /// (paused) machine still exists and may resume: running; one in
+    /// `Error` is dead.
     pub fn instance(&self) -> Instance {
-        let running = self.status != "Stopped" || self.provisioning();
+        let dead = matches!(self.status.as_str(), "Stopped" | "Error");
+        let running = !dead || self.provisioning();
         Instance {
             id: self.name.clone(),
             tags: self.tags().into(),
@@ -378,6 +380,11 @@ mod tests {
         let mut stopped = starting;
         stopped.config.insert(STARTED.into(), "true".into());
         assert!(!stopped.instance().running, "a power cut reads as stopped");
+        let broken = Listed {
+            status: "Error".into(),
+            ..stopped.clone()
+        };
+        assert!(!broken.instance().running, "a machine in error is dead");
         assert_eq!(stopped.instance().tags.len(), 1, "the mark is no tag");
     }
 

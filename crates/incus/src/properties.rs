@@ -103,7 +103,8 @@ impl Properties {
 /// Configuration keys drover writes: its tags, the limits it takes from
 /// `cpu`/`memory`, and the boot script.
 fn drover_sets(key: &str) -> bool {
-    key.starts_with("user.drover.")
+    // `user.drover.*` are its tags; `user.drover-started` its own mark.
+    key.starts_with("user.drover")
         || key == "cloud-init.user-data"
         || key == "limits.cpu"
         || key == "limits.memory"
@@ -133,9 +134,10 @@ mod tests {
         let e = Properties::parse(&json!({"image": "x", "devices": {"eth0": {"type": "nic"}}}))
             .unwrap_err();
         assert_eq!(e.field, ".devices.eth0");
-        let e = Properties::parse(&json!({"image": "x", "config": {"user.drover.group": "g"}}))
-            .unwrap_err();
-        assert_eq!(e.field, ".config.user.drover.group");
+        for key in ["user.drover.group", "user.drover-started"] {
+            let e = Properties::parse(&json!({"image": "x", "config": {key: "g"}})).unwrap_err();
+            assert_eq!(e.field, format!(".config.{key}"));
+        }
         let ok = Properties::parse(&json!({"image": "x", "config": {"security.nesting": "true"}}));
         assert!(ok.is_ok());
     }
