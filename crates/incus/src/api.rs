@@ -99,25 +99,11 @@ pub enum Body<'a> {
     /// No body.
     Empty,
     /// A JSON document.
-    Json(&'a (dyn erased::Json + Sync)),
+    Json(&'a serde_json::Value),
     /// A file for `POST /1.0/instances/NAME/files`: its bytes and mode.
     File { bytes: &'a [u8], mode: u32 },
     /// A directory for the same call.
     Directory { mode: u32 },
-}
-
-/// Object-safe JSON serialisation for [`Body::Json`].
-pub mod erased {
-    /// A value that serialises to JSON.
-    pub trait Json {
-        /// The value as JSON bytes.
-        fn to_json(&self) -> serde_json::Result<Vec<u8>>;
-    }
-    impl<T: serde::Serialize> Json for T {
-        fn to_json(&self) -> serde_json::Result<Vec<u8>> {
-            serde_json::to_vec(self)
-        }
-    }
 }
 
 impl Api {
@@ -128,11 +114,6 @@ impl Api {
             project: project.to_string(),
             client: Client::builder(TokioExecutor::new()).build(UnixConnector),
         }
-    }
-
-    /// The API socket.
-    pub fn socket(&self) -> &Path {
-        &self.socket
     }
 
     /// `path` with the project and `query` (pairs, encoded) appended.
@@ -167,7 +148,7 @@ impl Api {
             Body::Empty => Bytes::new(),
             Body::Json(v) => {
                 req = req.header("Content-Type", "application/json");
-                Bytes::from(v.to_json().map_err(|e| ApiError::Decode(e.to_string()))?)
+                Bytes::from(v.to_string())
             }
             Body::File { bytes, mode } => {
                 req = file_headers(req, "file", mode);

@@ -132,7 +132,18 @@ impl IncusProvider {
             self.push_env(name, req).await?;
             self.state(name, "start").await?;
         }
-        let body = serde_json::json!({ "config": { machine::STARTED: "true" } });
+        let mark = BTreeMap::from([(machine::STARTED.to_string(), "true".to_string())]);
+        self.patch_config(name, &mark).await
+    }
+
+    /// Adds or changes configuration keys of machine `name` (`PATCH`
+    /// merges them into what it has).
+    async fn patch_config(
+        &self,
+        name: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let body = serde_json::json!({ "config": config });
         self.api
             .change(
                 Method::PATCH,
@@ -285,6 +296,8 @@ impl InstanceProvider for IncusProvider {
             },
         )
         .map_err(unfit)?;
+        let body = serde_json::to_value(&body)
+            .map_err(|e| ProviderError::Permanent(format!("creating {name}: {e}")))?;
         fence.check()?;
         self.api
             .change(Method::POST, "/1.0/instances", &[], Body::Json(&body))
@@ -355,15 +368,8 @@ impl InstanceProvider for IncusProvider {
             .iter()
             .map(|(k, v)| (format!("user.{k}"), v.clone()))
             .collect();
-        let body = serde_json::json!({ "config": config });
         fence.check()?;
-        self.api
-            .change(
-                Method::PATCH,
-                &format!("/1.0/instances/{instance}"),
-                &[],
-                Body::Json(&body),
-            )
+        self.patch_config(instance, &config)
             .await
             .map_err(|e| provider_error(&format!("labelling {instance}"), e))
     }

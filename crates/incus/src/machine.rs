@@ -232,9 +232,6 @@ pub struct Listed {
     pub config: BTreeMap<String, String>,
     /// RFC 3339.
     pub created_at: String,
-    /// RFC 3339; the Unix epoch while it was never started.
-    #[serde(default)]
-    pub last_used_at: String,
 }
 
 impl Listed {
@@ -245,12 +242,6 @@ impl Listed {
             .filter(|(k, _)| !NOT_TAGS.contains(&k.as_str()))
             .filter_map(|(k, v)| Some((k.strip_prefix(TAG_PREFIX)?.to_string(), v.clone())))
             .collect()
-    }
-
-    /// True while the machine was created but never started: drover
-    /// starts it right after pushing its boot environment.
-    pub fn never_started(&self) -> bool {
-        self.last_used_at.is_empty() || self.last_used_at.starts_with("1970-01-01")
     }
 
     /// True until drover saw its first start finish.
@@ -363,8 +354,7 @@ mod tests {
         let listed: Listed = serde_json::from_value(serde_json::json!({
             "name": "drover-1", "status": "Stopped",
             "config": {"user.drover.link": "l1", "user.meta-data": "x", "limits.cpu": "1"},
-            "created_at": "2026-12-04T17:52:57.731509716Z",
-            "last_used_at": "1970-01-01T00:00:00Z"
+            "created_at": "2026-12-04T17:52:57.731509716Z"
         }))
         .unwrap();
         let i = listed.instance();
@@ -372,10 +362,8 @@ mod tests {
         assert_eq!(i.tags.len(), 1);
         assert!(i.running, "never started: still being created");
         assert_eq!(i.created_ms / 1000, 1_796_406_777);
-        let starting = Listed {
-            last_used_at: "2026-12-04T18:00:00Z".into(),
-            ..listed
-        };
+        // Incus lists a machine whose first start still runs as `Stopped`.
+        let starting = listed;
         assert!(starting.instance().running, "its first start still runs");
         let mut stopped = starting;
         stopped.config.insert(STARTED.into(), "true".into());
