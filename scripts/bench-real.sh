@@ -253,6 +253,10 @@ for run in $(seq "$RUNS"); do
   curl -s -X POST "http://$NET.1:23791/v3/kv/range" \
     -d "{\"key\":\"$(printf /drover/default/controllers/ | base64 -w0)\",\"range_end\":\"$(printf /drover/default/controllers0 | base64 -w0)\"}" \
     >"$RESULTS/beats-$run.json" || true
+  # The controllers' logs, for a breakdown of their passes (DROVER_LOG).
+  for log in "$BASE"/machines/instances/*/controller.log; do
+    [ -f "$log" ] && cp "$log" "$RESULTS/controller-$run-$(basename "$(dirname "$log")").log"
+  done
 done
 stop_poller
 down

@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use drover_core::journal::{Operation, Step};
-use drover_core::model::{Described, Instance, LeftReport, Observed, tags};
+use drover_core::model::{Described, Instance, LeftReport, Observed, SwarmView, tags};
 use drover_core::plan::Desired;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{Controls, ProviderError, Revision, StoreError};
@@ -64,16 +64,24 @@ pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> 
 /// a machine twice (issue 7). A provider failure is recorded as
 /// [`Described::Failed`], never as "none".
 pub(crate) async fn world(ctx: &Context, desired: &Desired, journal: &[Operation]) -> Observed {
+    let swarm = ctx.cluster.observe().await;
+    around(ctx, desired, journal, swarm).await
+}
+
+/// [`world`] around a `swarm` view already taken (a pass takes it while it
+/// reads the store).
+pub(crate) async fn around(
+    ctx: &Context,
+    desired: &Desired,
+    journal: &[Operation],
+    swarm: SwarmView,
+) -> Observed {
     let filter = BTreeMap::from([(tags::CLUSTER.to_string(), desired.cluster_id.clone())]);
     let describes = ctx.providers.iter().map(|(name, p)| {
         let filter = &filter;
         async move { (name.as_str(), p.describe(filter).await) }
     });
-    let (swarm, described, left_reports) = tokio::join!(
-        ctx.cluster.observe(),
-        join_all(describes),
-        left_reports(ctx, journal)
-    );
+    let (described, left_reports) = tokio::join!(join_all(describes), left_reports(ctx, journal));
     Observed {
         instances: by_group(desired, journal, described),
         swarm,

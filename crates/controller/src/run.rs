@@ -614,29 +614,45 @@ impl Controller {
             // controller standing down.
             return Ok(PassReport::empty(false, false));
         }
-        let Some(mut stored) = observe::stored(&self.ctx).await? else {
+        // The pass's reads overlap where nothing orders them (the swarm
+        // with the store; the heartbeat with the term): each is a round trip
+        // to a busy engine or store, and the pass after a former leader's
+        // leave is what stands between that leave and its machine's destroy
+        // (issue 18: within 0.1 s).
+        let started = Instant::now();
+        let (stored, swarm) = tokio::join!(observe::stored(&self.ctx), self.ctx.cluster.observe());
+        let Some(mut stored) = stored? else {
             self.beat(true).await?;
             return Ok(PassReport::empty(false, false));
         };
-        let mut observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
+        let mut observed =
+            observe::around(&self.ctx, &stored.desired, &stored.journal, swarm).await;
+        let seen = started.elapsed();
         self.see_engine(&observed.swarm);
-        // One write per pass, whether this controller acts or not.
-        self.beat(true).await?;
         let leads = self.leads(&observed.swarm);
+        // A newer term anywhere means this controller was deposed: it stops
+        // at once, before acting, rather than at its next refused write.
+        let store = self.ctx.store.clone();
+        let term = async move {
+            match leads {
+                true => Some(store.leader().await),
+                false => None,
+            }
+        };
+        // One write per pass, whether this controller acts or not.
+        let (beat, term) = tokio::join!(self.beat(true), term);
+        beat?;
         if let Some(m) = &self.metrics {
             m.acting(leads);
         }
-        if !leads {
+        let Some(term) = term else {
             if let (SwarmView::NoQuorum(_), Some(epoch)) = (&observed.swarm, self.epoch) {
                 return self.report_only(&stored, &observed, epoch).await;
             }
             self.stand_down("not the swarm leader");
             return Ok(PassReport::empty(false, false));
-        }
-        // A newer term anywhere means this controller was deposed: stop at once,
-        // before acting, rather than at its next refused write.
-        let term = self.ctx.store.leader().await?;
-        if let (Some(mine), Some((current, _))) = (self.epoch, term)
+        };
+        if let (Some(mine), Some((current, _))) = (self.epoch, term?)
             && current != mine
         {
             self.stand_down("a newer controller term exists");
@@ -663,7 +679,15 @@ impl Controller {
             nonce,
         });
         self.memory = plan.memory.clone();
+        let planned = started.elapsed();
         let acted = self.act(&stored, &plan, epoch).await;
+        tracing::debug!(
+            observed_ms = seen.as_millis() as u64,
+            planned_ms = planned.as_millis() as u64,
+            acted_ms = started.elapsed().as_millis() as u64,
+            actions = plan.actions.len(),
+            "pass"
+        );
         self.block_refused_rollbacks(&mut plan);
         self.blocked_events(&plan).await;
         let progressed = match acted {

@@ -185,6 +185,13 @@ async fn three_managers_one_worker_follower_then_leader_leave() {
     // The new leader can hand out join material.
     let jm = c3.join_material(Role::Manager).await.unwrap().unwrap();
     assert_eq!(jm.addr, "127.0.43.12:2377");
+
+    // The adapter keeps what its last view showed (a manager, its node id)
+    // to ask only the node list next time; the engine leaving by another
+    // hand must still read as gone at once, not as the kept view.
+    assert!(matches!(c3.observe().await, SwarmView::Ok(_)));
+    c3.engine().await.unwrap().leave(true).await.unwrap();
+    assert_eq!(c3.observe().await, SwarmView::Absent);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
