@@ -73,9 +73,7 @@ impl Default for Timeouts {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PluginError {
     /// Neither handshake answered as InfraKit's do.
-    #[error(
-        "plugin {plugin} is not an InfraKit plugin (Handshake.Hello: {hello}; Handshake.Implements: {implements})"
-    )]
+    #[error("plugin {plugin} is not an InfraKit plugin ({hello}; {implements})")]
     NotAPlugin {
         /// The plugin's address.
         plugin: String,
@@ -179,6 +177,26 @@ pub enum PluginError {
         /// The fence's refusal.
         source: drover_spi::LeaseExpired,
     },
+}
+
+impl PluginError {
+    /// What happened to the call, without the plugin's name (for a message
+    /// that already names it).
+    fn call_detail(&self) -> String {
+        match self {
+            PluginError::Unreachable { method, detail, .. } => {
+                format!("{method} not sent: {detail}")
+            }
+            PluginError::Lost { method, detail, .. } => format!("{method} got no answer: {detail}"),
+            PluginError::Refused {
+                method, message, ..
+            } => format!("{method} failed: {message}"),
+            PluginError::Malformed { method, detail, .. } => {
+                format!("{method} answered malformed: {detail}")
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 impl From<PluginError> for ProviderError {
@@ -336,8 +354,11 @@ impl PluginProvider {
                 continue;
             }
             if matches!(answer, Err(CallError::NotSent { .. })) {
-                // The plugin may come back as another build: shake hands again.
-                *self.agreed.lock().await = None;
+                // The plugin may come back as another build: shake hands
+                // again (unless this call is the handshake, which holds it).
+                if let Ok(mut agreed) = self.agreed.try_lock() {
+                    *agreed = None;
+                }
             }
             return self.decode(method, answer.map_err(|e| self.error(method, e))?);
         }
@@ -390,8 +411,8 @@ impl PluginProvider {
                 Err(implements) => {
                     return Err(PluginError::NotAPlugin {
                         plugin: self.label.clone(),
-                        hello: hello.to_string(),
-                        implements: implements.to_string(),
+                        hello: hello.call_detail(),
+                        implements: implements.call_detail(),
                     });
                 }
             },
