@@ -43,7 +43,7 @@ pub struct Machines {
     pub incus: Option<Arc<IncusProvider>>,
     /// InfraKit plugins (`--plugin`), by provider key: machines drover
     /// cannot reach the engines of, so only groups use them.
-    pub plugins: Vec<(String, Arc<dyn InstanceProvider>)>,
+    pub plugins: Providers,
 }
 
 impl Machines {
@@ -282,7 +282,7 @@ pub fn providers(machines: &Machines) -> Providers {
             i.clone() as Arc<dyn InstanceProvider>,
         );
     }
-    out.extend(machines.plugins.iter().cloned());
+    out.extend(machines.plugins.clone());
     out
 }
 

@@ -5,6 +5,7 @@
 
 use crate::cli::LocalArgs;
 use crate::error::MainError;
+use drover_controller::Providers;
 use drover_core::spec::PluginAddress;
 use drover_plugin::{PluginProvider, Timeouts, discovery, server};
 use drover_spi::InstanceProvider;
@@ -12,11 +13,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The plugin clients `--plugin` names, by provider key.
-pub(super) fn plugins(
-    args: &LocalArgs,
-) -> Result<Vec<(String, Arc<dyn InstanceProvider>)>, MainError> {
+pub(super) fn plugins(args: &LocalArgs) -> Result<Providers, MainError> {
     if args.plugins.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Providers::new());
     }
     let dir = plugins_dir(args)?;
     args.plugins

@@ -198,15 +198,21 @@ pub struct ServedSim {
 }
 
 impl ServedSim {
-    /// Starts it.
+    /// Starts it over a fresh cloud.
     pub fn start() -> ServedSim {
-        let dir = short_dir();
-        let socket = dir.path().join("sim");
         let timings = drover_sim::Timings {
             provision: 20,
             ..Default::default()
         };
-        let cloud = drover_sim::SimCloud::new(drover_sim::World::new(7, timings));
+        ServedSim::serve(drover_sim::SimCloud::new(drover_sim::World::new(
+            7, timings,
+        )))
+    }
+
+    /// Starts it over `cloud`.
+    pub fn serve(cloud: drover_sim::SimCloud) -> ServedSim {
+        let dir = short_dir();
+        let socket = dir.path().join("sim");
         let (listener, guard) = server::bind(&socket).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let provider = Arc::new(cloud.clone());
