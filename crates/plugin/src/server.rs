@@ -306,3 +306,44 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
             .collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provision(init: &str) -> wire::ProvisionRequest {
+        wire::ProvisionRequest {
+            kind: String::new(),
+            spec: wire::Spec {
+                properties: Value::Null,
+                tags: BTreeMap::from([(tags::LINK.to_string(), "op-1".to_string())]),
+                init: init.into(),
+                logical_id: None,
+                attachments: Vec::new(),
+            },
+            drover: None,
+        }
+    }
+
+    #[test]
+    fn the_script_is_kept_verbatim_but_for_the_address_the_provider_fills_in() {
+        let init = "#!/bin/sh\necho {{ not a template }} ${DROVER_ADDRESS:-}:2377 {% x %}";
+        let req = to_provision(provision(init)).unwrap();
+        let mut ctx = req.boot_context.clone();
+        ctx.address = "127.0.0.9".into();
+        let script = drover_core::template::render(&req.boot_template, &ctx).unwrap();
+        assert_eq!(
+            script,
+            "#!/bin/sh\necho {{ not a template }} 127.0.0.9:2377 {% x %}"
+        );
+        assert_eq!(
+            (
+                req.boot_context.role.as_str(),
+                req.boot_context.link.as_str()
+            ),
+            ("plain", "op-1")
+        );
+        assert!(req.properties.is_object());
+        assert!(to_provision(provision("{% endraw %}")).is_err());
+    }
+}
