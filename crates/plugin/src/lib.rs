@@ -19,6 +19,8 @@ pub mod client;
 pub mod discovery;
 mod rpc;
 pub mod server;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod wire;
 
 pub use client::{ADDRESS_PLACEHOLDER, Agreed, Api, PluginError, PluginProvider, Timeouts};

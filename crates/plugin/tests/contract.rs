@@ -4,7 +4,7 @@
 mod support;
 
 use drover_plugin::Timeouts;
-use support::contract::{contract, plain};
+use drover_plugin::testkit::{contract, plain};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_contract_holds_over_drover_s_own_server() {

@@ -17,7 +17,7 @@ use support::{FakePlugin, Reply, fixture};
 /// The fixtures' Provision, as the controller asks for it.
 fn provision_request(link: &str, logical_id: Option<&str>) -> drover_spi::ProvisionRequest {
     let mut req =
-        support::contract::plain("c1", link, "#!/bin/sh\necho {{ group }} {{ address }}\n");
+        drover_plugin::testkit::plain("c1", link, "#!/bin/sh\necho {{ group }} {{ address }}\n");
     req.tags.insert(tags::GROUP.into(), "web".into());
     req.boot_context.group = "web".into();
     req.properties = json!({"flavor": "small", "zone": "b"});

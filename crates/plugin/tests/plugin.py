@@ -17,10 +17,12 @@ through it as the example of a plugin that holds its own state:
   handshake declares `Drover/0.1.0`) reach the boot script's environment
   and nothing else: never the state file, the log or argv.
 
-A "machine" here is a directory with the boot script's output: enough to
-show that `Spec.Init` ran with its environment.
+A "machine" is a directory with the boot script's output; with --dockerd
+it also runs a real `dockerd` (its own data-root, exec-root and API socket
+in that directory, in a process group of its own), which the boot script
+reaches through DOCKER_HOST and Destroy stops.
 
-Usage: plugin.py --socket PATH --state DIR [--api 0.6.1|0.5.0]
+Usage: plugin.py --socket PATH --state DIR [--api 0.6.1|0.5.0] [--dockerd]
        [--no-drover] [--provision-delay SECONDS] [--fail-describe-file PATH]
 """
 
@@ -28,6 +30,9 @@ import argparse
 import http.server
 import json
 import os
+import shutil
+import signal
+import socket
 import socketserver
 import subprocess
 import threading
@@ -69,14 +74,64 @@ class State:
 
     def teardown(self, iid):
         """The external destroy (idempotent), then the records go."""
-        d = self.machine_dir(iid)
-        if os.path.isdir(d):
-            for name in os.listdir(d):
-                os.remove(os.path.join(d, name))
-            os.rmdir(d)
+        rec = self.data["instances"].get(iid) or {}
+        if rec.get("pgid"):
+            stop_engine(rec["pgid"])
+        shutil.rmtree(self.machine_dir(iid), ignore_errors=True)
         self.data["instances"].pop(iid, None)
         self.data["tombstones"].pop(iid, None)
         self.save()
+
+
+def stop_engine(pgid):
+    """SIGTERM to the engine's process group, SIGKILL after 20 s."""
+    for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            try:
+                os.waitpid(pgid, os.WNOHANG)  # reaps it, when ours
+            except ChildProcessError:
+                pass  # started by an earlier run of the plugin
+            try:
+                os.kill(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def start_engine(directory, labels, log):
+    """A dockerd of its own in `directory`; its endpoint once it answers."""
+    sock = os.path.join(directory, "sock")
+    args = ["dockerd", "--data-root", os.path.join(directory, "root"),
+            "--exec-root", os.path.join(directory, "exec"),
+            "--pidfile", os.path.join(directory, "pid"), "-H", "unix://" + sock,
+            "--bridge=none", "--iptables=false", "--ip6tables=false",
+            "--ip-masq=false", "--storage-driver=vfs"]
+    for k, v in sorted(labels.items()):
+        args += ["--label", "%s=%s" % (k, v)]
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc, "unix://" + sock
+
+
+def wait_for_engine(endpoint, within=60.0):
+    path = endpoint[len("unix://"):]
+    deadline = time.time() + within
+    while time.time() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(path)
+                s.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
+                if b"OK" in s.recv(1024):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the engine at %s did not answer within %ds" % (endpoint, within))
 
 
 class Plugin:
@@ -137,7 +192,16 @@ class Plugin:
             st.save()
         os.makedirs(st.machine_dir(iid), mode=0o700, exist_ok=True)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DROVER_ADDRESS": address}
-        env.update((params.get("Drover") or {}).get("BootEnv") or {})
+        drover = params.get("Drover") or {}
+        if self.args.dockerd:
+            with open(os.path.join(st.machine_dir(iid), "engine.log"), "w") as log:
+                proc, endpoint = start_engine(st.machine_dir(iid), drover.get("EngineLabels") or {}, log)
+            with st.lock:
+                st.data["instances"][iid]["pgid"] = proc.pid
+                st.save()
+            wait_for_engine(endpoint)
+            env["DOCKER_HOST"] = endpoint
+        env.update(drover.get("BootEnv") or {})
         with open(os.path.join(st.machine_dir(iid), "boot.log"), "w") as log:
             done = subprocess.run(
                 ["sh", "-c", spec.get("Init") or "true"],
@@ -244,6 +308,7 @@ def main():
     p.add_argument("--state", required=True)
     p.add_argument("--api", default="0.6.1", choices=["0.6.1", "0.5.0"])
     p.add_argument("--no-drover", action="store_true")
+    p.add_argument("--dockerd", action="store_true")
     p.add_argument("--provision-delay", type=float, default=0)
     p.add_argument("--fail-describe-file")
     args = p.parse_args()

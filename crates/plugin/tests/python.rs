@@ -8,12 +8,12 @@ mod support;
 
 use drover_core::model::tags;
 use drover_plugin::Timeouts;
+use drover_plugin::testkit::{contract, plain};
 use drover_spi::{InstanceProvider, ProviderError, Secret, Unfenced};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use support::PythonPlugin;
-use support::contract::{contract, plain};
 
 fn cluster(id: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(tags::CLUSTER.to_string(), id.to_string())])

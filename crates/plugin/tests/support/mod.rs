@@ -6,8 +6,6 @@
 
 #![allow(dead_code)] // each test file uses a part
 
-pub mod contract;
-
 use drover_core::spec::PluginAddress;
 use drover_plugin::server;
 use drover_plugin::{PluginProvider, Timeouts};

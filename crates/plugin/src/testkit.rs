@@ -1,7 +1,9 @@
-//! The contract every [`InstanceProvider`] keeps, run against any of them:
-//! provisioning is idempotent on the link (also when two calls race),
-//! describe filters by tags and lists what was made, labels are found
-//! again, destroy is idempotent, a refused fence does nothing.
+//! The provider contract, for this crate's tests and the end-to-end
+//! suites (never part of a production build): what every
+//! [`InstanceProvider`] keeps, run against any of them — provisioning is
+//! idempotent on the link (also when two calls race), describe filters by
+//! tags and lists what was made, labels are found again, destroy is
+//! idempotent, a refused fence does nothing.
 
 use drover_core::model::tags;
 use drover_core::template::BootContext;
