@@ -20,10 +20,9 @@ pub const INSTANCE_0_5_0: &str = "Instance/0.5.0";
 /// [`DroverExtension`] (the boot secrets among it) with a Provision.
 pub const DROVER_0_1_0: &str = "Drover/0.1.0";
 
-/// The `Context.Reason` of a Destroy that removes a machine for good.
+/// The `Context.Reason` of a Destroy that removes a machine for good, the
+/// one drover sends (InfraKit's other is `rolling_update`; see `client.rs`).
 pub const REASON_TERMINATE: &str = "terminate";
-/// The `Context.Reason` of a Destroy that replaces a machine.
-pub const REASON_ROLLING_UPDATE: &str = "rolling_update";
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
@@ -247,7 +246,7 @@ pub struct LabelRequest {
 /// Why a machine is destroyed (0.6.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Context {
-    /// [`REASON_TERMINATE`] or [`REASON_ROLLING_UPDATE`].
+    /// [`REASON_TERMINATE`] or `rolling_update`.
     #[serde(rename = "Reason", default)]
     pub reason: String,
 }

@@ -269,3 +269,29 @@ async fn drover_s_server_answers_bad_requests_with_json_rpc_errors() {
     assert_eq!(a["error"]["message"], "no-plugin:large", "{a}");
     assert_eq!(a["id"], 9);
 }
+
+#[tokio::test]
+async fn secrets_travel_only_in_drover_s_extension_never_in_the_spec() {
+    let plugin = FakePlugin::start(std::sync::Arc::new(|req: &Value| {
+        match req["method"].as_str().unwrap_or_default() {
+            "Handshake.Hello" => Reply::Json(json!({"jsonrpc": "2.0", "result": {"Objects": {
+                "Instance/0.6.1": [{"Name": ".", "ProxyFor": ""}],
+                "Drover/0.1.0": [{"Name": ".", "ProxyFor": ""}]
+            }}})),
+            "Instance.Validate" => Reply::Json(fixture("0.6.1/validate")["response"].clone()),
+            "Instance.Provision" => Reply::Json(fixture("0.6.1/provision")["response"].clone()),
+            _ => Reply::Json(fixture("0.6.1/describe-none")["response"].clone()),
+        }
+    }));
+    let client = plugin.client("fake", Timeouts::default());
+    let token = "SWMTKN-1-golden-secret";
+    let mut req = provision_request("op-7", None);
+    req.boot_template = "#!/bin/sh\ntest -n \"$DROVER_JOIN_TOKEN\"\n".into();
+    req.boot_env = vec![("DROVER_JOIN_TOKEN".into(), drover_spi::Secret::new(token))];
+    client.provision(req, &Unfenced).await.unwrap();
+    let sent = &plugin.calls("Instance.Provision")[0]["params"];
+    assert!(!sent["Spec"].to_string().contains(token), "{sent}");
+    assert_eq!(sent["Drover"]["BootEnv"]["DROVER_JOIN_TOKEN"], token);
+    assert_eq!(sent["Drover"]["EngineLabels"][tags::LINK], "op-7");
+    assert_eq!(sent["Drover"]["Role"], "plain");
+}
