@@ -7,7 +7,8 @@
 //! - [`wire`]: the request and response shapes, one set for both ends;
 //! - [`discovery`]: where a plugin's socket is (`INFRAKIT_PLUGINS_DIR`...);
 //! - [`client`]: [`PluginProvider`], an `InstanceProvider` over a plugin
-//!   (handshake with fallback, per-call time bounds, "maybe done");
+//!   (handshake with fallback, per-call time bounds, "maybe done"), and
+//!   [`PluginError`], how its calls fail;
 //! - [`server`]: any `InstanceProvider` served as a plugin
 //!   (`drover plugin serve`).
 //!
@@ -17,6 +18,7 @@
 
 pub mod client;
 pub mod discovery;
+mod error;
 mod rpc;
 pub mod server;
 #[cfg(feature = "testkit")]
