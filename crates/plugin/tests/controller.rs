@@ -2,7 +2,8 @@
 //! through the plugin protocol: its only provider is drover's client of a
 //! plugin (`plugin:sim`), which is drover's server over the simulated
 //! cloud, on a real unix socket and the real clock. Bring-up from nothing,
-//! then a roll of 3 managers (leader last) and 2 workers.
+//! then a roll of 3 managers (leader last) and 2 workers; then the plugin
+//! goes away (every describe fails) and nothing is destroyed.
 
 mod support;
 
@@ -98,6 +99,25 @@ async fn the_controller_brings_up_and_rolls_a_swarm_through_the_plugin_protocol(
     let t1 = Instant::now();
     converge(&store, rev2, Duration::from_secs(150)).await;
     eprintln!("roll through the plugin: {:?}", t1.elapsed());
+
+    // The plugin goes away: its describes fail, which is never "none".
+    let machines = || cloud.world().instances.keys().cloned().collect::<Vec<_>>();
+    let (before, seen) = (machines(), store.events(0).await.unwrap().len());
+    served.stop().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        machines(),
+        before,
+        "a machine went while its plugin was away"
+    );
+    let later = store.events(0).await.unwrap();
+    assert!(
+        later[seen..]
+            .iter()
+            .all(|e| !e.reason.contains("destroy") && !e.reason.contains("provision")),
+        "{:?}",
+        &later[seen..]
+    );
     let _ = stop.send(());
     running.await.unwrap();
 
