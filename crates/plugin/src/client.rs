@@ -22,8 +22,9 @@
 //!
 //! # Caveats
 //! - The SPI's destroy carries no reason: Destroy's `Context.Reason` is
-//!   always `terminate` (a replaced machine's replacement is already made
-//!   when drover destroys it, so to the plugin it is gone for good).
+//!   always `terminate`. drover never reuses a destroyed machine (a roll
+//!   makes a new one under a new link), so to the plugin every destroy is
+//!   for good: it must release everything the machine held.
 //! - A plugin's machines read as running unless its description's
 //!   `Properties` say `"running": false` (drover's own server says so).
 
