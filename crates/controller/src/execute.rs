@@ -286,15 +286,11 @@ pub(crate) async fn side_effect(
             .iter()
             .find(|g| g.spec.name == group)
             .ok_or_else(|| StepError::Unable(format!("group {group} is not declared")))?;
+        let key = g.spec.instance.provider_key();
         ctx.providers
-            .get(&g.spec.instance.provider)
+            .get(&key)
             .cloned()
-            .ok_or_else(|| {
-                StepError::Unable(format!(
-                    "no provider `{}` configured",
-                    g.spec.instance.provider
-                ))
-            })
+            .ok_or_else(|| StepError::Unable(format!("no provider `{key}` configured")))
     };
     let call = match action {
         Action::Provision { group, .. } => {

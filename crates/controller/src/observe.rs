@@ -137,13 +137,13 @@ fn by_group(
             .groups
             .iter()
             .find(|d| d.spec.name == g)
-            .map(|d| d.spec.instance.provider.as_str())
+            .map(|d| d.spec.instance.provider_key())
     };
     let mut out: BTreeMap<String, Described> = desired
         .groups
         .iter()
         .map(|g| {
-            let provider = &g.spec.instance.provider;
+            let provider = g.spec.instance.provider_key();
             let d = match described.iter().find(|(p, _)| *p == provider) {
                 Some((_, Ok(_))) => Described::Ok(Vec::new()),
                 Some((_, Err(e))) => Described::Failed(e.to_string()),

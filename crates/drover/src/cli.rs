@@ -316,6 +316,9 @@ pub enum Command {
     /// The simulator: try drover without Docker.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// drover's providers as InfraKit instance plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Print drover's version, the git commit it was built from and what it was built with.
     #[command(after_help = "Examples:\n  drover version\n  drover version -o json")]
     Version {
@@ -435,6 +438,20 @@ pub struct LocalArgs {
     /// it through a proxy device to this path.
     #[arg(long, env = "DROVER_INCUS_HOST_SOCKET", default_value = drover_incus::DEFAULT_SOCKET)]
     pub incus_host_socket: PathBuf,
+    /// InfraKit instance plugins to wire, `NAME[/TYPE]` (repeatable or
+    /// comma-separated): groups with `provider: plugin` use them
+    /// (docs/plugins.md).
+    #[arg(
+        long = "plugin",
+        env = "DROVER_PLUGINS",
+        value_delimiter = ',',
+        value_name = "NAME[/TYPE]"
+    )]
+    pub plugins: Vec<String>,
+    /// Where the plugins' sockets are (default: $INFRAKIT_HOME/plugins,
+    /// else ~/.infrakit/plugins).
+    #[arg(long, env = "INFRAKIT_PLUGINS_DIR", value_name = "DIR")]
+    pub plugins_dir: Option<PathBuf>,
 }
 
 impl LocalArgs {
@@ -587,5 +604,26 @@ pub enum EngineCommand {
             default_value = "unix:///var/run/docker.sock"
         )]
         engine: String,
+    },
+}
+
+/// drover's providers as InfraKit instance plugins (docs/plugins.md).
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Serve one of drover's providers (local, incus, sim) as an InfraKit
+    /// instance plugin (Instance/0.6.1 and 0.5.0) on a unix socket, until
+    /// SIGINT or SIGTERM; the socket is removed on exit.
+    #[command(
+        after_help = "Examples:\n  drover plugin serve local --socket ~/.infrakit/plugins/drover-local --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40\n  drover plugin serve sim --socket /tmp/plugins/sim\n\nExit codes: 0 stopped by a signal, 2 bad input (unknown provider, its flags missing, the socket in use)."
+    )]
+    Serve {
+        /// The provider: local, incus or sim.
+        provider: String,
+        /// The socket to listen on (owner-only; its file name is the plugin's name).
+        #[arg(long)]
+        socket: PathBuf,
+        /// The provider's settings.
+        #[command(flatten)]
+        local: LocalArgs,
     },
 }

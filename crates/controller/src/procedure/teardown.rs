@@ -253,7 +253,7 @@ impl<'a> Teardown<'a> {
             });
         }
         note(store, epoch, g, &last.id, "started").await;
-        let provider = &self.ctx.providers[&g.instance.provider];
+        let provider = &self.ctx.providers[&g.instance.provider_key()];
         provider
             .destroy(&last.id)
             .await

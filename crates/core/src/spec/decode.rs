@@ -928,10 +928,53 @@ impl Decoder<'_> {
                 None
             }
         };
+        let provider = provider?;
+        let plugin = self.plugin_address(&f, &provider, path)?;
         Some(InstanceSpec {
-            provider: provider?,
+            provider,
             properties: properties?,
+            plugin,
         })
+    }
+
+    /// `instance.plugin`: required with `provider: plugin`, where it must
+    /// be a usable `NAME[/TYPE]`; refused with any other provider.
+    fn plugin_address(
+        &mut self,
+        f: &Fields<'_>,
+        provider: &str,
+        path: &str,
+    ) -> Option<Option<String>> {
+        let at = join(path, "plugin");
+        match (f.get("plugin"), provider == PLUGIN_PROVIDER) {
+            (None, false) => Some(None),
+            (None, true) => {
+                self.error(
+                    f.pos,
+                    &at,
+                    "`provider: plugin` needs `plugin: NAME[/TYPE]`, the plugin's socket name in the plugins directory".to_string(),
+                );
+                None
+            }
+            (Some(n), false) => {
+                self.error(
+                    n.pos(),
+                    &at,
+                    format!("only `provider: plugin` takes a plugin; this group's provider is `{provider}`"),
+                );
+                None
+            }
+            (Some(n), true) => {
+                let name = self.string(n, &at)?;
+                match PluginAddress::parse(&name) {
+                    Ok(_) => Some(Some(name)),
+                    Err(e) => {
+                        self.error(n.pos(), &at, e.to_string());
+                        None
+                    }
+                }
+            }
+        }
     }
 
     /// True when `name` is a provider this decoder accepts; else reports it.
@@ -1407,7 +1450,7 @@ fn node_text(node: &Node) -> String {
 }
 
 const ALLOCATION_FIELDS: &[&str] = &["size", "logical_ids", "zones", "spare_ids"];
-const INSTANCE_FIELDS: &[&str] = &["provider", "properties"];
+const INSTANCE_FIELDS: &[&str] = &["provider", "properties", "plugin"];
 const FLAVOR_FIELDS: &[&str] = &["kind", "boot_script", "engine_labels"];
 const UPDATE_FIELDS: &[&str] = &[
     "strategy",

@@ -11,11 +11,13 @@ mod commit;
 mod decode;
 mod diag;
 mod duration;
+mod plugin;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
 pub use diag::{Diagnostic, Severity};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
+pub use plugin::{MAX_PLUGIN_NAME, PLUGIN_PROVIDER, PluginAddress, PluginAddressError};
 
 /// The local provider's name: real dockerd processes on loopback
 /// addresses (`--local-dir`). Its logical ids must be such addresses.
@@ -27,7 +29,12 @@ pub const INCUS_PROVIDER: &str = "incus";
 pub const SIM_PROVIDER: &str = "sim";
 /// The providers drover ships, by the name `instance.provider` uses: the
 /// one list [`load_bytes`] checks names against and the binary wires by.
-pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, INCUS_PROVIDER, SIM_PROVIDER];
+pub const PROVIDERS: &[&str] = &[
+    LOCAL_PROVIDER,
+    INCUS_PROVIDER,
+    SIM_PROVIDER,
+    PLUGIN_PROVIDER,
+];
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -136,6 +143,24 @@ pub struct InstanceSpec {
     pub provider: String,
     /// Opaque to drover; passed to the provider as is.
     pub properties: serde_json::Value,
+    /// With `provider: plugin`: the plugin's address, `NAME[/TYPE]`
+    /// (checked by [`PluginAddress::parse`]); absent for every other
+    /// provider, so other groups' config hashes are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+}
+
+impl InstanceSpec {
+    /// The name the group's provider is wired under: the provider's name,
+    /// or `plugin:NAME[/TYPE]` for a plugin (each plugin object is a
+    /// provider of its own, so groups on different plugins never share a
+    /// describe).
+    pub fn provider_key(&self) -> String {
+        match &self.plugin {
+            Some(address) => format!("{PLUGIN_PROVIDER}:{address}"),
+            None => self.provider.clone(),
+        }
+    }
 }
 
 /// What makes an instance a member.

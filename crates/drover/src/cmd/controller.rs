@@ -27,7 +27,7 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn shutdown() {
+pub(super) async fn shutdown() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -70,10 +70,10 @@ pub async fn run(
             )));
         }
         let ctx = wiring::observer_on(store.clone(), local, IDENTITY)?;
-        if !ctx.providers.contains_key(&g.instance.provider) {
+        if !ctx.providers.contains_key(&g.instance.provider_key()) {
             return Err(MainError::BadInput(format!(
-                "--local-dir (or DROVER_LOCAL_DIR) or --incus-engines (DROVER_INCUS_ENGINES): the last manager of {group} is removed from here through provider {}, which is not configured here",
-                g.instance.provider
+                "--local-dir (or DROVER_LOCAL_DIR), --incus-engines (DROVER_INCUS_ENGINES) or --plugin (DROVER_PLUGINS): the last manager of {group} is removed from here through provider {}, which is not configured here",
+                g.instance.provider_key()
             )));
         }
         managers = Some(ctx);

@@ -11,6 +11,7 @@ mod destroy;
 mod engine;
 mod gc;
 mod plan;
+mod plugin;
 mod progress;
 mod recover;
 mod revisions;
@@ -20,7 +21,7 @@ mod swarm_bootstrap;
 mod validate;
 mod version;
 
-use crate::cli::{Cli, Command, EngineCommand, SimCommand};
+use crate::cli::{Cli, Command, EngineCommand, PluginCommand, SimCommand};
 use crate::error::MainError;
 use std::process::ExitCode;
 
@@ -108,6 +109,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             remote,
             engine,
         }) => runtime()?.block_on(engine::join(&role, &address, &remote, &engine)),
+        Command::Plugin(PluginCommand::Serve {
+            provider,
+            socket,
+            local,
+        }) => runtime()?.block_on(plugin::serve(&provider, &socket, &local)),
         Command::Completions { shell } => {
             let mut cmd = crate::cli::command();
             clap_complete::generate(shell, &mut cmd, "drover", &mut std::io::stdout());

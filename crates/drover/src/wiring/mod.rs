@@ -8,6 +8,7 @@
 
 mod demo;
 mod manager;
+mod plugins;
 mod provider_swarm;
 pub mod recover;
 
@@ -15,6 +16,7 @@ pub use demo::{demo_machines, remove_demo};
 pub use drover_engine::{Engine, EngineError};
 pub use drover_store::{BACKENDS as STORE_BACKENDS, DEFAULT_OPEN_TIMEOUT};
 pub use manager::{forward_node_events, on_manager};
+pub use plugins::{bind_plugin_socket, serve_plugin, served_provider};
 
 use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
@@ -39,6 +41,9 @@ pub struct Machines {
     pub local: Option<Arc<LocalProvider>>,
     /// The incus provider, when `--incus-engines` is given.
     pub incus: Option<Arc<IncusProvider>>,
+    /// InfraKit plugins (`--plugin`), by provider key: machines drover
+    /// cannot reach the engines of, so only groups use them.
+    pub plugins: Providers,
 }
 
 impl Machines {
@@ -137,6 +142,7 @@ pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
                     .with_host_socket(&args.incus_host_socket),
             )
         }),
+        plugins: plugins::plugins(args)?,
     })
 }
 
@@ -276,6 +282,7 @@ pub fn providers(machines: &Machines) -> Providers {
             i.clone() as Arc<dyn InstanceProvider>,
         );
     }
+    out.extend(machines.plugins.clone());
     out
 }
 

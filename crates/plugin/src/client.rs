@@ -1,0 +1,695 @@
+//! drover as a plugin's client: [`PluginProvider`] is an
+//! [`InstanceProvider`] whose machines an InfraKit instance plugin makes.
+//!
+//! # Guarantees
+//! - One Provision per link at a time from this client, and none while a
+//!   machine carrying the link is described: a Provision that got no answer
+//!   in time is "maybe done" — its call goes on in the background (the
+//!   plugin's server goes on too, as InfraKit's did after its client's 15 s
+//!   timeout), its late answer is remembered for the controller's retry, and
+//!   until it ends every retry for that link only looks (DescribeInstances
+//!   by the link tag) and never provisions again.
+//! - A failed, malformed or wrong-type DescribeInstances is an error, never
+//!   "no instances"; machines a plugin lists that do not carry the asked
+//!   tags are dropped (a plugin ignoring the filter cannot hand drover
+//!   someone else's machines).
+//! - Boot secrets (`boot_env`) never go into `Spec.Init`, `Spec.Tags` or
+//!   `Spec.Properties`: they travel only in drover's extension, and only to
+//!   a plugin whose handshake declares [`wire::DROVER_0_1_0`]; a machine
+//!   that needs them is refused (permanently) by any other plugin.
+//! - Every error names the plugin; nothing is destroyed on a plugin's
+//!   account (a failed call is reported, never read as "gone").
+//!
+//! # Caveats
+//! - The SPI's destroy carries no reason: Destroy's `Context.Reason` is
+//!   always `terminate`. drover never reuses a destroyed machine (a roll
+//!   makes a new one under a new link), so to the plugin every destroy is
+//!   for good: it must release everything the machine held.
+//! - A plugin's machines read as running unless its description's
+//!   `Properties` say `"running": false` (drover's own server says so).
+
+pub use crate::error::PluginError;
+use crate::rpc::{CallError, Rpc};
+use crate::wire::{self, DROVER_0_1_0, INSTANCE_0_5_0, INSTANCE_0_6_1};
+use async_trait::async_trait;
+use drover_core::model::{Instance, tags};
+use drover_core::spec::PluginAddress;
+use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long each call may take, and how often an idempotent one is tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Handshake, Validate, DescribeInstances, Label.
+    pub call: Duration,
+    /// Provision and Destroy: past it the call is "maybe done".
+    pub change: Duration,
+    /// How long a Provision that got no answer is let run in the
+    /// background before its link may be provisioned again.
+    pub in_flight: Duration,
+    /// Attempts of a call that could not be sent, or of an idempotent one
+    /// that got no answer.
+    pub attempts: u32,
+}
+
+impl Default for Timeouts {
+    /// InfraKit's client's 15 s for the calls that change things; a
+    /// machine's whole boot (the local provider's bound) in the background.
+    fn default() -> Self {
+        Timeouts {
+            call: Duration::from_secs(10),
+            change: Duration::from_secs(15),
+            in_flight: Duration::from_secs(180),
+            attempts: 3,
+        }
+    }
+}
+
+/// What the handshake agreed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `Instance/0.6.1` (Hello): Destroy carries a context.
+    V0_6_1,
+    /// `Instance/0.5.0` (Implements): Destroy takes the instance only.
+    V0_5_0,
+}
+
+/// The handshake's outcome, kept until a call finds the socket gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agreed {
+    /// The interface version spoken.
+    pub api: Api,
+    /// Whether the plugin takes drover's extension (boot secrets).
+    pub drover: bool,
+}
+
+/// Provisions by link: one at a time per link, and the answers that came
+/// after their caller stopped waiting.
+#[derive(Debug, Default)]
+struct Flights {
+    /// Held by the call provisioning the link (by its background task
+    /// once the caller stopped waiting) until the plugin answers.
+    locks: BTreeMap<String, Arc<tokio::sync::Mutex<()>>>,
+    /// Machines made by calls whose callers had stopped waiting.
+    made: BTreeMap<String, String>,
+}
+
+/// An instance plugin as a provider of machines.
+pub struct PluginProvider {
+    address: PluginAddress,
+    label: String,
+    socket: PathBuf,
+    rpc: Rpc,
+    timeouts: Timeouts,
+    agreed: tokio::sync::Mutex<Option<Agreed>>,
+    flights: Arc<Mutex<Flights>>,
+    validated: Mutex<BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for PluginProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginProvider")
+            .field("plugin", &self.label)
+            .field("socket", &self.socket)
+            .finish()
+    }
+}
+
+/// The placeholder a boot template's `address` becomes in `Spec.Init` for
+/// a machine without a logical id: the plugin's machine sets
+/// `DROVER_ADDRESS` (or the script finds its address itself, as the incus
+/// scripts do when it is empty). drover's own server puts its provider's
+/// address back in its place.
+pub const ADDRESS_PLACEHOLDER: &str = "${DROVER_ADDRESS:-}";
+
+impl PluginProvider {
+    /// A client of the plugin object `address`, listening on `socket`.
+    pub fn new(address: PluginAddress, socket: &Path, timeouts: Timeouts) -> PluginProvider {
+        PluginProvider {
+            label: format!("{address} ({})", socket.display()),
+            address,
+            socket: socket.to_path_buf(),
+            rpc: Rpc::new(socket),
+            timeouts,
+            agreed: tokio::sync::Mutex::new(None),
+            flights: Arc::default(),
+            validated: Mutex::default(),
+        }
+    }
+
+    fn kind(&self) -> String {
+        self.address.kind_or_default().to_string()
+    }
+
+    fn error(&self, method: &str, e: CallError) -> PluginError {
+        let (plugin, method) = (self.label.clone(), method.to_string());
+        match e {
+            CallError::NotSent { detail, .. } => PluginError::Unreachable {
+                plugin,
+                method,
+                detail,
+            },
+            CallError::Lost(detail) => PluginError::Lost {
+                plugin,
+                method,
+                detail,
+            },
+            CallError::Rpc(e) => PluginError::Refused {
+                plugin,
+                method,
+                message: format!("{} (code {})", e.message, e.code),
+            },
+            CallError::Malformed(detail) => PluginError::Malformed {
+                plugin,
+                method,
+                detail,
+            },
+        }
+    }
+
+    /// One call bounded by `within`, its answer decoded; a call that was
+    /// not sent, or (when `idempotent`) got no answer, is tried again up to
+    /// [`Timeouts::attempts`] times.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &impl Serialize,
+        idempotent: bool,
+    ) -> Result<T, PluginError> {
+        let params = serde_json::to_value(params).map_err(|e| PluginError::BadRequest {
+            plugin: self.label.clone(),
+            detail: e.to_string(),
+        })?;
+        let mut attempt = 1;
+        loop {
+            let answer =
+                tokio::time::timeout(self.timeouts.call, self.rpc.call(method, params.clone()))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(CallError::Lost(format!(
+                            "no answer within {:?}",
+                            self.timeouts.call
+                        )))
+                    });
+            let retry = match &answer {
+                Err(CallError::NotSent { .. }) => true,
+                Err(CallError::Lost(_)) => idempotent,
+                _ => false,
+            };
+            if retry && attempt < self.timeouts.attempts {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                continue;
+            }
+            if matches!(answer, Err(CallError::NotSent { .. })) {
+                // The plugin may come back as another build: shake hands
+                // again (unless this call is the handshake, which holds it).
+                if let Ok(mut agreed) = self.agreed.try_lock() {
+                    *agreed = None;
+                }
+            }
+            return self.decode(method, answer.map_err(|e| self.error(method, e))?);
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&self, method: &str, v: Value) -> Result<T, PluginError> {
+        serde_json::from_value(v).map_err(|e| PluginError::Malformed {
+            plugin: self.label.clone(),
+            method: method.into(),
+            detail: e.to_string(),
+        })
+    }
+
+    fn same_type(&self, method: &str, got: &str) -> Result<(), PluginError> {
+        if got == self.address.kind_or_default() {
+            return Ok(());
+        }
+        Err(PluginError::Malformed {
+            plugin: self.label.clone(),
+            method: method.into(),
+            detail: format!(
+                "it answered for type {got:?}, drover asked {:?}",
+                self.address.kind_or_default()
+            ),
+        })
+    }
+
+    /// The handshake: `Handshake.Hello` (0.6.1), else `Handshake.Implements`
+    /// (0.5.0); done once, again after the socket was found gone.
+    pub async fn handshake(&self) -> Result<Agreed, PluginError> {
+        let mut agreed = self.agreed.lock().await;
+        if let Some(a) = *agreed {
+            return Ok(a);
+        }
+        let made = match self
+            .call::<wire::HelloResponse>("Handshake.Hello", &serde_json::json!({}), true)
+            .await
+        {
+            Ok(hello) => self.agree_hello(&hello)?,
+            Err(e @ PluginError::Unreachable { .. }) => return Err(e),
+            Err(hello) => match self
+                .call::<wire::ImplementsResponse>(
+                    "Handshake.Implements",
+                    &serde_json::json!({}),
+                    true,
+                )
+                .await
+            {
+                Ok(implements) => self.agree_implements(&implements)?,
+                Err(implements) => {
+                    return Err(PluginError::NotAPlugin {
+                        plugin: self.label.clone(),
+                        hello: hello.call_detail(),
+                        implements: implements.call_detail(),
+                    });
+                }
+            },
+        };
+        *agreed = Some(made);
+        Ok(made)
+    }
+
+    fn agree_hello(&self, hello: &wire::HelloResponse) -> Result<Agreed, PluginError> {
+        let Some(objects) = hello.objects.get(INSTANCE_0_6_1) else {
+            let offered = hello.objects.keys().cloned().collect::<Vec<_>>();
+            // A plugin of the older version answers Hello only if it is a
+            // newer build: Implements is for those that do not.
+            return Err(PluginError::Version {
+                plugin: self.label.clone(),
+                offered: format!("{offered:?}"),
+            });
+        };
+        let want = self.address.kind.as_deref().unwrap_or(".");
+        if !objects.iter().any(|o| o.name == want) {
+            return Err(PluginError::NoSuchType {
+                plugin: self.label.clone(),
+                kind: want.into(),
+                offered: format!("{:?}", objects.iter().map(|o| &o.name).collect::<Vec<_>>()),
+            });
+        }
+        Ok(Agreed {
+            api: Api::V0_6_1,
+            drover: hello.objects.contains_key(DROVER_0_1_0),
+        })
+    }
+
+    fn agree_implements(
+        &self,
+        implements: &wire::ImplementsResponse,
+    ) -> Result<Agreed, PluginError> {
+        let has = |spec: &str| {
+            implements
+                .apis
+                .iter()
+                .any(|a| format!("{}/{}", a.name, a.version) == spec)
+        };
+        if !has(INSTANCE_0_5_0) {
+            let offered: Vec<String> = implements
+                .apis
+                .iter()
+                .map(|a| format!("{}/{}", a.name, a.version))
+                .collect();
+            return Err(PluginError::Version {
+                plugin: self.label.clone(),
+                offered: format!("{offered:?}"),
+            });
+        }
+        // 0.5.0 lists no objects: a wrong type shows in the first call.
+        Ok(Agreed {
+            api: Api::V0_5_0,
+            drover: has(DROVER_0_1_0),
+        })
+    }
+
+    /// `Instance.Validate` of `properties`; each distinct value is asked
+    /// once per client (before its first Provision).
+    pub async fn validate(&self, properties: &Value) -> Result<(), PluginError> {
+        let key = properties.to_string();
+        if self
+            .validated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        self.handshake().await?;
+        let req = wire::ValidateRequest {
+            kind: self.kind(),
+            properties: properties.clone(),
+        };
+        let ok: wire::OkResponse = self.call("Instance.Validate", &req, true).await?;
+        self.same_type("Instance.Validate", &ok.kind)?;
+        if !ok.ok {
+            return Err(PluginError::Refused {
+                plugin: self.label.clone(),
+                method: "Instance.Validate".into(),
+                message: "it answered OK: false".into(),
+            });
+        }
+        self.validated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key);
+        Ok(())
+    }
+
+    /// DescribeInstances, checked: the right type, no id twice, only
+    /// machines carrying every asked tag.
+    async fn describe_checked(
+        &self,
+        filter: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, PluginError> {
+        self.handshake().await?;
+        let req = wire::DescribeRequest {
+            kind: self.kind(),
+            tags: filter.clone(),
+            properties: true,
+        };
+        const M: &str = "Instance.DescribeInstances";
+        let answer: wire::DescribeResponse = self.call(M, &req, true).await?;
+        self.same_type(M, &answer.kind)?;
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for d in answer.descriptions {
+            if !seen.insert(d.id.clone()) {
+                return Err(PluginError::Malformed {
+                    plugin: self.label.clone(),
+                    method: M.into(),
+                    detail: format!("machine {} is listed twice", d.id),
+                });
+            }
+            if !filter.iter().all(|(k, v)| d.tags.get(k) == Some(v)) {
+                tracing::warn!(plugin = %self.label, instance = %d.id, "the plugin listed a machine without the asked tags: ignored");
+                continue;
+            }
+            let state = d
+                .properties
+                .and_then(|p| serde_json::from_value::<wire::DescribedState>(p).ok())
+                .unwrap_or(wire::DescribedState {
+                    running: true,
+                    created_ms: 0,
+                });
+            out.push(Instance {
+                id: d.id,
+                tags: d.tags.into(),
+                running: state.running,
+                created_ms: state.created_ms,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The machine carrying `link`, if the plugin lists one.
+    async fn made_for(&self, link: &str) -> Result<Option<String>, PluginError> {
+        let filter = BTreeMap::from([(tags::LINK.to_string(), link.to_string())]);
+        Ok(self
+            .describe_checked(&filter)
+            .await?
+            .into_iter()
+            .next()
+            .map(|i| i.id))
+    }
+
+    fn fenced(&self, fence: &dyn Fence) -> Result<(), PluginError> {
+        fence.check().map_err(|source| PluginError::Fenced {
+            plugin: self.label.clone(),
+            source,
+        })
+    }
+
+    /// The Provision's parameters: every tag in `Spec.Tags`, the rendered
+    /// script in `Spec.Init`, secrets only in drover's extension.
+    fn provision_request(
+        &self,
+        req: &ProvisionRequest,
+        agreed: Agreed,
+    ) -> Result<wire::ProvisionRequest, PluginError> {
+        if !req.boot_env.is_empty() && !agreed.drover {
+            return Err(PluginError::NoSecretChannel {
+                plugin: self.label.clone(),
+                names: req
+                    .boot_env
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let mut ctx = req.boot_context.clone();
+        ctx.address = req
+            .logical_id
+            .clone()
+            .unwrap_or_else(|| ADDRESS_PLACEHOLDER.to_string());
+        let init = drover_core::template::render(&req.boot_template, &ctx).map_err(|e| {
+            PluginError::BadRequest {
+                plugin: self.label.clone(),
+                detail: format!("the boot script does not render: {e}"),
+            }
+        })?;
+        let drover = agreed.drover.then(|| wire::DroverExtension {
+            role: req.boot_context.role.clone(),
+            engine_labels: req.engine_labels.clone(),
+            boot_env: req
+                .boot_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                .collect(),
+        });
+        Ok(wire::ProvisionRequest {
+            kind: self.kind(),
+            spec: wire::Spec {
+                properties: req.properties.clone(),
+                tags: req.tags.clone(),
+                init,
+                logical_id: req.logical_id.clone(),
+                attachments: Vec::new(),
+            },
+            drover,
+        })
+    }
+
+    fn flights(&self) -> std::sync::MutexGuard<'_, Flights> {
+        self.flights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends the Provision in a task of its own, which holds the link's
+    /// lock until the plugin answers and records a late answer for the
+    /// link; waits for it at most [`Timeouts::change`].
+    async fn provision_in_flight(
+        &self,
+        link: &str,
+        params: wire::ProvisionRequest,
+        held: tokio::sync::OwnedMutexGuard<()>,
+    ) -> Result<String, PluginError> {
+        const M: &str = "Instance.Provision";
+        let params = serde_json::to_value(&params).map_err(|e| PluginError::BadRequest {
+            plugin: self.label.clone(),
+            detail: e.to_string(),
+        })?;
+        let (rpc, flights, link_owned, cap) = (
+            self.rpc.clone(),
+            self.flights.clone(),
+            link.to_string(),
+            self.timeouts.in_flight,
+        );
+        let task = tokio::spawn(async move {
+            let answer = tokio::time::timeout(cap, rpc.call(M, params))
+                .await
+                .unwrap_or_else(|_| Err(CallError::Lost(format!("no answer within {cap:?}"))));
+            if let Some(id) = answer
+                .as_ref()
+                .ok()
+                .and_then(|v| v.get("ID"))
+                .and_then(Value::as_str)
+            {
+                let mut f = flights.lock().unwrap_or_else(|e| e.into_inner());
+                f.made.insert(link_owned, id.to_string());
+            }
+            drop(held);
+            answer
+        });
+        let answer = match tokio::time::timeout(self.timeouts.change, task).await {
+            Ok(Ok(answer)) => answer.map_err(|e| self.error(M, e))?,
+            Ok(Err(join)) => {
+                return Err(PluginError::Lost {
+                    plugin: self.label.clone(),
+                    method: M.into(),
+                    detail: join.to_string(),
+                });
+            }
+            Err(_) => {
+                // Maybe done: the plugin may list it already.
+                return match self.made_for(link).await {
+                    Ok(Some(id)) => Ok(id),
+                    _ => Err(PluginError::Lost {
+                        plugin: self.label.clone(),
+                        method: M.into(),
+                        detail: format!(
+                            "no answer within {:?}; the call goes on",
+                            self.timeouts.change
+                        ),
+                    }),
+                };
+            }
+        };
+        self.flights().made.remove(link);
+        let answer: wire::ProvisionResponse = self.decode(M, answer)?;
+        self.same_type(M, &answer.kind)?;
+        answer
+            .id
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| PluginError::Malformed {
+                plugin: self.label.clone(),
+                method: M.into(),
+                detail: "no ID".into(),
+            })
+    }
+
+    /// The link's lock, waited for at most [`Timeouts::change`]: a
+    /// Provision for the link that runs longer may still make the machine.
+    async fn hold_link(&self, link: &str) -> Result<tokio::sync::OwnedMutexGuard<()>, PluginError> {
+        let lock = self
+            .flights()
+            .locks
+            .entry(link.to_string())
+            .or_default()
+            .clone();
+        tokio::time::timeout(self.timeouts.change, lock.lock_owned())
+            .await
+            .map_err(|_| PluginError::InFlight {
+                plugin: self.label.clone(),
+                link: link.into(),
+            })
+    }
+
+    async fn provision_checked(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, PluginError> {
+        self.fenced(fence)?;
+        let link = req
+            .tags
+            .get(tags::LINK)
+            .cloned()
+            .ok_or_else(|| PluginError::BadRequest {
+                plugin: self.label.clone(),
+                detail: format!("a machine to provision carries no {} tag", tags::LINK),
+            })?;
+        let agreed = self.handshake().await?;
+        let params = self.provision_request(&req, agreed)?;
+        self.validate(&req.properties).await?;
+        let held = self.hold_link(&link).await?;
+        if let Some(id) = self.flights().made.remove(&link) {
+            return Ok(id);
+        }
+        if let Some(id) = self.made_for(&link).await? {
+            return Ok(id);
+        }
+        self.fenced(fence)?;
+        let made = self.provision_in_flight(&link, params, held).await;
+        if made.is_ok() {
+            self.flights().locks.remove(&link);
+        }
+        made
+    }
+
+    async fn destroy_checked(&self, instance: &str, fence: &dyn Fence) -> Result<(), PluginError> {
+        const M: &str = "Instance.Destroy";
+        let agreed = self.handshake().await?;
+        let req = wire::DestroyRequest {
+            kind: self.kind(),
+            instance: instance.into(),
+            context: (agreed.api == Api::V0_6_1).then(|| wire::Context {
+                reason: wire::REASON_TERMINATE.into(),
+            }),
+        };
+        let params = serde_json::to_value(&req).map_err(|e| PluginError::BadRequest {
+            plugin: self.label.clone(),
+            detail: e.to_string(),
+        })?;
+        self.fenced(fence)?;
+        let answer = tokio::time::timeout(self.timeouts.change, self.rpc.call(M, params))
+            .await
+            .unwrap_or_else(|_| {
+                Err(CallError::Lost(format!(
+                    "no answer within {:?}",
+                    self.timeouts.change
+                )))
+            });
+        match answer {
+            Ok(v) => {
+                let ok: wire::OkResponse = self.decode(M, v)?;
+                self.same_type(M, &ok.kind)?;
+                Ok(())
+            }
+            // Absent is success: a plugin's "not found" is a string of its
+            // own, so ask whether the machine is still listed.
+            Err(CallError::Rpc(e)) => {
+                let listed = self.describe_checked(&BTreeMap::new()).await?;
+                if listed.iter().any(|i| i.id == instance) {
+                    Err(self.error(M, CallError::Rpc(e)))
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => Err(self.error(M, e)),
+        }
+    }
+
+    async fn label_checked(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
+    ) -> Result<(), PluginError> {
+        const M: &str = "Instance.Label";
+        self.handshake().await?;
+        let req = wire::LabelRequest {
+            kind: self.kind(),
+            instance: instance.into(),
+            labels: labels.clone(),
+        };
+        self.fenced(fence)?;
+        let ok: wire::OkResponse = self.call(M, &req, true).await?;
+        self.same_type(M, &ok.kind)
+    }
+}
+
+#[async_trait]
+impl InstanceProvider for PluginProvider {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn Fence,
+    ) -> Result<String, ProviderError> {
+        Ok(self.provision_checked(req, fence).await?)
+    }
+
+    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
+        Ok(self.destroy_checked(instance, fence).await?)
+    }
+
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        Ok(self.describe_checked(tags).await?)
+    }
+
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+        fence: &dyn Fence,
+    ) -> Result<(), ProviderError> {
+        Ok(self.label_checked(instance, labels, fence).await?)
+    }
+}

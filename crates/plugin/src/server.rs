@@ -1,0 +1,349 @@
+//! drover as a plugin: any [`InstanceProvider`] served as an InfraKit
+//! instance plugin on a unix socket (the default object `.` only).
+//!
+//! It answers `Handshake.Hello` (`Instance/0.6.1` and drover's extension)
+//! and `Handshake.Implements` (`Instance/0.5.0`: every call reads both
+//! versions' shapes), and the five instance methods. A provider call runs
+//! in a task of its own, so a client that stops waiting (InfraKit's timed
+//! out after 15 s) does not cancel a machine half made.
+//!
+//! `Spec.Init` is run as given, except that the client's
+//! [`ADDRESS_PLACEHOLDER`](crate::ADDRESS_PLACEHOLDER) becomes the address
+//! the provider allocated. Requests are never logged: drover's extension
+//! carries boot secrets.
+
+use crate::wire::{self, DROVER_0_1_0, INSTANCE_0_5_0, INSTANCE_0_6_1};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use drover_core::model::tags;
+use drover_core::template::BootContext;
+use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::net::UnixListener;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Another process answers on the socket.
+    #[error("{0} is in use by a running plugin")]
+    InUse(PathBuf),
+    /// The socket could not be made or served.
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+}
+
+/// Removes the socket file when dropped (the server's exit, also on an
+/// error).
+#[derive(Debug)]
+pub struct SocketGuard(PathBuf);
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Binds `socket` (owner-only: Provisions carry boot secrets), replacing
+/// a stale file that no process answers on.
+pub fn bind(socket: &Path) -> Result<(UnixListener, SocketGuard), ServeError> {
+    let io = |e| ServeError::Io(socket.to_path_buf(), e);
+    if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Err(ServeError::InUse(socket.to_path_buf()));
+        }
+        std::fs::remove_file(socket).map_err(io)?;
+    }
+    let listener = UnixListener::bind(socket).map_err(io)?;
+    let guard = SocketGuard(socket.to_path_buf());
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    Ok((listener, guard))
+}
+
+/// Serves `provider` on `listener` until `shutdown` completes.
+pub async fn serve(
+    provider: Arc<dyn InstanceProvider>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new().route("/", post(handle)).with_state(provider);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+type Provider = Arc<dyn InstanceProvider>;
+
+/// A JSON body, as gorilla's json2 writes it.
+type JsonBody = ([(axum::http::HeaderName, &'static str); 1], Vec<u8>);
+
+fn json_body(r: &wire::Response) -> JsonBody {
+    // A response of plain values always serialises.
+    let bytes = serde_json::to_vec(r).unwrap_or_default();
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+}
+
+async fn handle(State(p): State<Provider>, body: Bytes) -> JsonBody {
+    let req: wire::Request = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return json_body(&failure(Value::Null, wire::PARSE_ERROR, e.to_string())),
+    };
+    let id = req.id.clone();
+    // In a task: a client that hangs up does not cancel the provider call.
+    let answer = tokio::spawn(dispatch(p, req.method, req.params))
+        .await
+        .unwrap_or_else(|e| Err((wire::SERVER_ERROR, format!("the call failed: {e}"))));
+    json_body(&match answer {
+        Ok(result) => wire::Response {
+            jsonrpc: "2.0".into(),
+            result: Some(result),
+            error: None,
+            id,
+        },
+        Err((code, message)) => failure(id, code, message),
+    })
+}
+
+fn failure(id: Value, code: i64, message: String) -> wire::Response {
+    wire::Response {
+        jsonrpc: "2.0".into(),
+        result: None,
+        error: Some(wire::RpcError {
+            code,
+            message,
+            data: None,
+        }),
+        id,
+    }
+}
+
+type Answer = Result<Value, (i64, String)>;
+
+fn params<T: DeserializeOwned>(v: Value) -> Result<T, (i64, String)> {
+    serde_json::from_value(v).map_err(|e| (wire::INVALID_PARAMS, e.to_string()))
+}
+
+fn ok(v: impl Serialize) -> Answer {
+    serde_json::to_value(v).map_err(|e| (wire::SERVER_ERROR, e.to_string()))
+}
+
+fn provider_error(e: ProviderError) -> (i64, String) {
+    (wire::SERVER_ERROR, e.to_string())
+}
+
+/// Only the default object is served; InfraKit answers another type so.
+fn default_type(kind: &str) -> Result<(), (i64, String)> {
+    if kind.is_empty() {
+        Ok(())
+    } else {
+        Err((wire::SERVER_ERROR, format!("no-plugin:{kind}")))
+    }
+}
+
+async fn dispatch(p: Provider, method: String, v: Value) -> Answer {
+    match method.as_str() {
+        "Handshake.Hello" => {
+            let objects = vec![wire::Object {
+                name: ".".into(),
+                proxy_for: String::new(),
+            }];
+            ok(wire::HelloResponse {
+                objects: BTreeMap::from([
+                    (INSTANCE_0_6_1.to_string(), objects.clone()),
+                    (DROVER_0_1_0.to_string(), objects),
+                ]),
+            })
+        }
+        "Handshake.Implements" => {
+            let spec = |s: &str| {
+                let (name, version) = s.split_once('/').unwrap_or((s, ""));
+                wire::InterfaceSpec {
+                    name: name.into(),
+                    version: version.into(),
+                }
+            };
+            ok(wire::ImplementsResponse {
+                apis: vec![spec(INSTANCE_0_5_0), spec(DROVER_0_1_0)],
+            })
+        }
+        "Instance.Validate" => {
+            let req: wire::ValidateRequest = params(v)?;
+            default_type(&req.kind)?;
+            // drover's providers check their properties when the spec is
+            // decoded; here only the shape is theirs to refuse.
+            if !(req.properties.is_object() || req.properties.is_null()) {
+                return Err((wire::SERVER_ERROR, "Properties must be an object".into()));
+            }
+            ok(wire::OkResponse {
+                kind: req.kind,
+                ok: true,
+            })
+        }
+        "Instance.Provision" => {
+            let req: wire::ProvisionRequest = params(v)?;
+            default_type(&req.kind)?;
+            let kind = req.kind.clone();
+            let id = p
+                .provision(to_provision(req)?, &Unfenced)
+                .await
+                .map_err(provider_error)?;
+            ok(wire::ProvisionResponse { kind, id: Some(id) })
+        }
+        "Instance.Label" => {
+            let req: wire::LabelRequest = params(v)?;
+            default_type(&req.kind)?;
+            p.label(&req.instance, &req.labels, &Unfenced)
+                .await
+                .map_err(provider_error)?;
+            ok(wire::OkResponse {
+                kind: req.kind,
+                ok: true,
+            })
+        }
+        "Instance.Destroy" => {
+            let req: wire::DestroyRequest = params(v)?;
+            default_type(&req.kind)?;
+            match p.destroy(&req.instance).await {
+                Ok(()) | Err(ProviderError::NotFound(_)) => ok(wire::OkResponse {
+                    kind: req.kind,
+                    ok: true,
+                }),
+                Err(e) => Err(provider_error(e)),
+            }
+        }
+        "Instance.DescribeInstances" => {
+            let req: wire::DescribeRequest = params(v)?;
+            default_type(&req.kind)?;
+            let list = p.describe(&req.tags).await.map_err(provider_error)?;
+            let descriptions = list
+                .into_iter()
+                .map(|i| wire::Description {
+                    logical_id: i.logical_id().map(str::to_string),
+                    tags: i.tags.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                    properties: req.properties.then(|| {
+                        json!(wire::DescribedState {
+                            running: i.running,
+                            created_ms: i.created_ms,
+                        })
+                    }),
+                    id: i.id,
+                })
+                .collect();
+            ok(wire::DescribeResponse {
+                kind: req.kind,
+                descriptions,
+            })
+        }
+        other => Err((
+            wire::METHOD_NOT_FOUND,
+            format!("rpc: can't find method {other}"),
+        )),
+    }
+}
+
+/// The provider's request from a Provision: the script as a template whose
+/// only variable is the address, the context from drover's tags and
+/// extension.
+fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, String)> {
+    const RAW_END: &str = "{% endraw %}";
+    let init = &req.spec.init;
+    if init.contains(RAW_END) {
+        return Err((
+            wire::SERVER_ERROR,
+            format!("Spec.Init may not contain {RAW_END}"),
+        ));
+    }
+    let boot_template = format!(
+        "{{% raw %}}{}{RAW_END}",
+        init.replace(
+            crate::ADDRESS_PLACEHOLDER,
+            &format!("{RAW_END}{{{{ address }}}}{{% raw %}}")
+        )
+    );
+    let ext = req.drover.unwrap_or_default();
+    let tag = |k: &str| req.spec.tags.get(k).cloned().unwrap_or_default();
+    let boot_context = BootContext {
+        role: if ext.role.is_empty() {
+            "plain".into()
+        } else {
+            ext.role.clone()
+        },
+        cluster_id: tag(tags::CLUSTER),
+        group: tag(tags::GROUP),
+        link: tag(tags::LINK),
+        logical_id: req.spec.logical_id.clone().unwrap_or_default(),
+        address: String::new(),
+        join_addr: String::new(),
+        init: false,
+        engine_labels: ext.engine_labels.clone(),
+    };
+    let properties = match req.spec.properties {
+        Value::Null => Value::Object(Default::default()),
+        p => p,
+    };
+    Ok(ProvisionRequest {
+        tags: req.spec.tags,
+        logical_id: req.spec.logical_id,
+        properties,
+        engine_labels: ext.engine_labels,
+        boot_template,
+        boot_context,
+        boot_env: ext
+            .boot_env
+            .into_iter()
+            .map(|(k, v)| (k, Secret::new(v)))
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provision(init: &str) -> wire::ProvisionRequest {
+        wire::ProvisionRequest {
+            kind: String::new(),
+            spec: wire::Spec {
+                properties: Value::Null,
+                tags: BTreeMap::from([(tags::LINK.to_string(), "op-1".to_string())]),
+                init: init.into(),
+                logical_id: None,
+                attachments: Vec::new(),
+            },
+            drover: None,
+        }
+    }
+
+    #[test]
+    fn the_script_is_kept_verbatim_but_for_the_address_the_provider_fills_in() {
+        let init = "#!/bin/sh\necho {{ not a template }} ${DROVER_ADDRESS:-}:2377 {% x %}";
+        let req = to_provision(provision(init)).unwrap();
+        let mut ctx = req.boot_context.clone();
+        ctx.address = "127.0.0.9".into();
+        let script = drover_core::template::render(&req.boot_template, &ctx).unwrap();
+        assert_eq!(
+            script,
+            "#!/bin/sh\necho {{ not a template }} 127.0.0.9:2377 {% x %}"
+        );
+        assert_eq!(
+            (
+                req.boot_context.role.as_str(),
+                req.boot_context.link.as_str()
+            ),
+            ("plain", "op-1")
+        );
+        assert!(req.properties.is_object());
+        assert!(to_provision(provision("{% endraw %}")).is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! Plugins that are not, or misbehave: each is a clear error naming the
+//! plugin, and none is ever read as "no machines" (so nothing is destroyed
+//! on its account).
+
+mod support;
+
+use drover_core::model::tags;
+use drover_plugin::Timeouts;
+use drover_spi::{InstanceProvider, ProviderError, Unfenced};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::{FakePlugin, Reply, fixture};
+
+fn ours() -> BTreeMap<String, String> {
+    BTreeMap::from([(tags::CLUSTER.to_string(), "c1".to_string())])
+}
+
+fn hello() -> Reply {
+    Reply::Json(fixture("0.6.1/hello")["response"].clone())
+}
+
+fn result(v: Value) -> Reply {
+    Reply::Json(json!({"jsonrpc": "2.0", "result": v}))
+}
+
+/// A plugin answering the handshake well and everything else by `rest`.
+fn after_hello(rest: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> FakePlugin {
+    FakePlugin::start(Arc::new(move |req: &Value| match req["method"].as_str() {
+        Some("Handshake.Hello") => hello(),
+        _ => rest(req),
+    }))
+}
+
+/// `describe` fails permanently or transiently, naming the plugin, and
+/// nothing asked the plugin to destroy anything.
+async fn describe_fails(
+    plugin: &FakePlugin,
+    client: &dyn InstanceProvider,
+    want: &str,
+) -> ProviderError {
+    let e = client
+        .describe(&ours())
+        .await
+        .expect_err("never an empty list");
+    let text = e.to_string();
+    assert!(
+        text.contains("plugin fake") && text.contains(want),
+        "{text}"
+    );
+    assert!(plugin.calls("Instance.Destroy").is_empty());
+    e
+}
+
+#[tokio::test]
+async fn a_socket_that_is_not_a_plugin() {
+    let plugin = FakePlugin::start(Arc::new(|_: &Value| {
+        Reply::Garbage("SSH-2.0-OpenSSH_9.6\r\n")
+    }));
+    let client = plugin.client("fake", Timeouts::default());
+    let e = describe_fails(&plugin, &client, "is not an InfraKit plugin").await;
+    assert!(matches!(e, ProviderError::Permanent(_)), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_wrong_handshake_and_a_version_mismatch() {
+    let flavor = FakePlugin::start(Arc::new(|_: &Value| {
+        result(json!({"Objects": {"Flavor/0.6.1": [{"Name": ".", "ProxyFor": ""}]}}))
+    }));
+    let e = describe_fails(
+        &flavor,
+        &flavor.client("fake", Timeouts::default()),
+        "implements [\"Flavor/0.6.1\"], not Instance/0.6.1",
+    )
+    .await;
+    assert!(matches!(e, ProviderError::Permanent(_)), "{e:?}");
+
+    let old = FakePlugin::start(Arc::new(|req: &Value| match req["method"].as_str() {
+        Some("Handshake.Implements") => {
+            result(json!({"APIs": [{"Name": "Instance", "Version": "0.4.0"}]}))
+        }
+        _ => Reply::Http(400, "rpc: can't find method\n".into()),
+    }));
+    describe_fails(
+        &old,
+        &old.client("fake", Timeouts::default()),
+        "implements [\"Instance/0.4.0\"]",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn malformed_json_in_the_handshake_or_an_answer() {
+    let garbled = FakePlugin::start(Arc::new(|_: &Value| {
+        Reply::Http(200, "{\"jsonrpc\": \"2.0\", \"res".into())
+    }));
+    describe_fails(
+        &garbled,
+        &garbled.client("fake", Timeouts::default()),
+        "Handshake.Implements answered malformed",
+    )
+    .await;
+
+    // Descriptions missing is not "none"; a machine listed twice is garbled.
+    let partial = after_hello(|_| result(json!({"Type": ""})));
+    let e = describe_fails(
+        &partial,
+        &partial.client("fake", Timeouts::default()),
+        "missing field `Descriptions`",
+    )
+    .await;
+    assert!(matches!(e, ProviderError::Permanent(_)), "{e:?}");
+    let twice = after_hello(|_| {
+        result(
+            json!({"Type": "", "Descriptions": [{"ID": "a", "Tags": {"drover.cluster": "c1"}}, {"ID": "a", "Tags": {"drover.cluster": "c1"}}]}),
+        )
+    });
+    describe_fails(
+        &twice,
+        &twice.client("fake", Timeouts::default()),
+        "listed twice",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_plugin_that_ignores_the_filter_cannot_hand_over_other_machines() {
+    let sloppy = after_hello(|_| {
+        result(json!({"Type": "", "Descriptions": [
+            {"ID": "mine", "Tags": {"drover.cluster": "c1"}},
+            {"ID": "theirs", "Tags": {"drover.cluster": "c2"}}
+        ]}))
+    });
+    let listed = sloppy
+        .client("fake", Timeouts::default())
+        .describe(&ours())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        ["mine"]
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_that_hangs_is_given_up_on_in_bounded_time() {
+    let hung = after_hello(|_| Reply::Hang);
+    let quick = Timeouts {
+        call: Duration::from_millis(300),
+        change: Duration::from_millis(300),
+        attempts: 2,
+        ..Timeouts::default()
+    };
+    let client = hung.client("fake", quick);
+    let t0 = Instant::now();
+    let e = describe_fails(&hung, &client, "got no answer").await;
+    assert!(e.is_transient(), "{e:?}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert_eq!(
+        hung.calls("Instance.DescribeInstances").len(),
+        2,
+        "bounded retries"
+    );
+    let e = client.destroy("vm-1").await.unwrap_err();
+    assert!(
+        e.is_transient() && e.to_string().contains("may have been done"),
+        "{e}"
+    );
+    assert_eq!(
+        hung.calls("Instance.Destroy").len(),
+        1,
+        "a Destroy is not sent blind twice"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_that_dies_mid_call() {
+    let dying = after_hello(|_| Reply::Die);
+    let client = dying.client(
+        "fake",
+        Timeouts {
+            attempts: 1,
+            ..Timeouts::default()
+        },
+    );
+    describe_fails(&dying, &client, "got no answer").await;
+    let e = client.destroy("vm-1").await.unwrap_err();
+    assert!(
+        e.is_transient() && e.to_string().contains("plugin fake"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_that_answers_for_the_wrong_type() {
+    let other = after_hello(|req| {
+        result(json!({"Type": "other", "Descriptions": [], "ID": "x", "OK": true, "r": req["id"]}))
+    });
+    let client = other.client("fake", Timeouts::default());
+    describe_fails(&other, &client, "answered for type \"other\"").await;
+    let labels = BTreeMap::from([("x".to_string(), "y".to_string())]);
+    assert!(client.label("vm-1", &labels, &Unfenced).await.is_err());
+
+    // A typed object the plugin does not have.
+    let typed = other.client("fake/large", Timeouts::default());
+    let e = typed.describe(&ours()).await.unwrap_err();
+    assert!(
+        e.to_string().contains("has no instance object \"large\""),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_destroy_of_a_machine_still_listed_is_an_error_and_of_one_gone_is_success() {
+    let listed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let plugin = {
+        let listed = listed.clone();
+        after_hello(move |req| match req["method"].as_str() {
+            Some("Instance.Destroy") => Reply::Json(fixture("0.6.1/error")["response"].clone()),
+            _ => {
+                let ds = if listed.load(std::sync::atomic::Ordering::SeqCst) {
+                    json!([{"ID": "vm-0001", "Tags": {}}])
+                } else {
+                    json!(null)
+                };
+                result(json!({"Type": "", "Descriptions": ds}))
+            }
+        })
+    };
+    let client = plugin.client("fake", Timeouts::default());
+    assert!(client.destroy("vm-0001").await.is_err());
+    listed.store(false, std::sync::atomic::Ordering::SeqCst);
+    client.destroy("vm-0001").await.unwrap();
+}
+
+#[tokio::test]
+async fn no_socket_is_a_transient_error_naming_the_plugin() {
+    let dir = support::short_dir();
+    let client = drover_plugin::PluginProvider::new(
+        drover_core::spec::PluginAddress::parse("gone").unwrap(),
+        &dir.path().join("gone"),
+        Timeouts {
+            attempts: 1,
+            ..Timeouts::default()
+        },
+    );
+    let e = client.describe(&ours()).await.unwrap_err();
+    assert!(
+        e.is_transient() && e.to_string().contains("plugin gone"),
+        "{e}"
+    );
+}
