@@ -120,8 +120,8 @@ impl PeerEndpoints for Vec<String> {
     }
 }
 
-/// How long [`Engine::observe_known`] waits for the node list alone: a
-/// manager with a leader answers in milliseconds (1-20 ms here, loaded).
+/// How long [`Engine::observe_known`] waits for the node list: a manager
+/// with a leader answers in milliseconds (1-20 ms here, loaded).
 const KNOWN_VIEW_BOUND: Duration = Duration::from_millis(150);
 
 /// One Docker Engine.
@@ -367,14 +367,27 @@ impl Engine {
     /// follower's blocks while leadership moves (1.0 s in 4 of 4 planned
     /// hand-overs measured), where `info` says at once that there is no
     /// leader yet.
+    /// The kept id must still be a reachable raft member that is not Down:
+    /// an engine that left and joined again is a new node, and its old one
+    /// lingers in the list (unreachable, later Down).
     pub async fn observe_known(&self, known: Option<&str>) -> (SwarmView, String) {
         if let Some(own) = known {
-            match tokio::time::timeout(KNOWN_VIEW_BOUND, self.nodes()).await {
-                Ok(Ok(nodes)) if nodes.iter().any(|n| n.id == own) => {
-                    return (SwarmView::Ok(nodes), own.to_string());
+            let listed = tokio::time::timeout(KNOWN_VIEW_BOUND, self.raw_nodes());
+            let (listed, running) = tokio::join!(listed, self.running_tasks());
+            let is_own = |n: &Node| {
+                n.id == own
+                    && n.state != NodeState::Down
+                    && n.raft.as_ref().is_some_and(|r| r.reachable)
+            };
+            match (listed, running) {
+                (Ok(Ok(raw)), Ok(running)) => {
+                    let nodes: Vec<Node> = raw.iter().map(|n| convert_node(n, &running)).collect();
+                    if nodes.iter().any(is_own) {
+                        return (SwarmView::Ok(nodes), own.to_string());
+                    }
                 }
                 // As `view_from` would conclude after `info`.
-                Ok(Err(EngineError::NoLeader(m))) => {
+                (Ok(Err(EngineError::NoLeader(m))), _) | (_, Err(EngineError::NoLeader(m))) => {
                     return (SwarmView::NoQuorum(m), own.to_string());
                 }
                 _ => {}

@@ -10,9 +10,10 @@
 //!   until it ends every retry for that link only looks (DescribeInstances
 //!   by the link tag) and never provisions again.
 //! - A failed, malformed or wrong-type DescribeInstances is an error, never
-//!   "no instances"; machines a plugin lists that do not carry the asked
-//!   tags are dropped (a plugin ignoring the filter cannot hand drover
-//!   someone else's machines).
+//!   "no instances"; so is an answer listing a machine without every asked
+//!   tag (a plugin ignoring the filter, or rewriting drover's tags, could
+//!   neither keep others' machines out nor find one again by its link).
+//! - A Destroy or Label is done only on `OK: true`.
 //! - Boot secrets (`boot_env`) never go into `Spec.Init`, `Spec.Tags` or
 //!   `Spec.Properties`: they travel only in drover's extension, and only to
 //!   a plugin whose handshake declares [`wire::DROVER_0_1_0`]; a machine
@@ -345,14 +346,7 @@ impl PluginProvider {
             properties: properties.clone(),
         };
         let ok: wire::OkResponse = self.call("Instance.Validate", &req, true).await?;
-        self.same_type("Instance.Validate", &ok.kind)?;
-        if !ok.ok {
-            return Err(PluginError::Refused {
-                plugin: self.label.clone(),
-                method: "Instance.Validate".into(),
-                message: "it answered OK: false".into(),
-            });
-        }
+        self.done("Instance.Validate", &ok)?;
         self.validated
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -360,8 +354,24 @@ impl PluginProvider {
         Ok(())
     }
 
+    /// An answer of the right type that says `OK: true`: anything else
+    /// (`false`, or no `OK` at all) is not done.
+    fn done(&self, method: &str, ok: &wire::OkResponse) -> Result<(), PluginError> {
+        self.same_type(method, &ok.kind)?;
+        if ok.ok {
+            return Ok(());
+        }
+        Err(PluginError::Refused {
+            plugin: self.label.clone(),
+            method: method.into(),
+            message: "it did not answer OK: true".into(),
+        })
+    }
+
     /// DescribeInstances, checked: the right type, no id twice, only
-    /// machines carrying every asked tag.
+    /// machines carrying every asked tag (a plugin that lists others, or
+    /// rewrites drover's tags, cannot be trusted to find a machine again
+    /// by its link: its answer is a failed describe, never "none").
     async fn describe_checked(
         &self,
         filter: &BTreeMap<String, String>,
@@ -373,7 +383,10 @@ impl PluginProvider {
             properties: true,
         };
         const M: &str = "Instance.DescribeInstances";
-        let answer: wire::DescribeResponse = self.call(M, &req, true).await?;
+        // Once per call: a pass waits for every provider's describe, and
+        // the next pass asks again anyway (a hung plugin holds each pass
+        // for one bound, not for every retry of it).
+        let answer: wire::DescribeResponse = self.call(M, &req, false).await?;
         self.same_type(M, &answer.kind)?;
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
@@ -386,8 +399,14 @@ impl PluginProvider {
                 });
             }
             if !filter.iter().all(|(k, v)| d.tags.get(k) == Some(v)) {
-                tracing::warn!(plugin = %self.label, instance = %d.id, "the plugin listed a machine without the asked tags: ignored");
-                continue;
+                return Err(PluginError::Malformed {
+                    plugin: self.label.clone(),
+                    method: M.into(),
+                    detail: format!(
+                        "machine {} is listed without the tags asked for (the plugin must filter on, and keep, every tag drover gives)",
+                        d.id
+                    ),
+                });
             }
             let state = d
                 .properties
@@ -627,19 +646,12 @@ impl PluginProvider {
         match answer {
             Ok(v) => {
                 let ok: wire::OkResponse = self.decode(M, v)?;
-                self.same_type(M, &ok.kind)?;
-                Ok(())
+                self.done(M, &ok)
             }
-            // Absent is success: a plugin's "not found" is a string of its
-            // own, so ask whether the machine is still listed.
-            Err(CallError::Rpc(e)) => {
-                let listed = self.describe_checked(&BTreeMap::new()).await?;
-                if listed.iter().any(|i| i.id == instance) {
-                    Err(self.error(M, CallError::Rpc(e)))
-                } else {
-                    Ok(())
-                }
-            }
+            // A plugin's "not found" is a string of its own, and a describe
+            // without drover's cluster tag may be partial: the error stands,
+            // and the next pass's describe (by the cluster tag, trusted as
+            // any provider's) shows whether the machine is gone.
             Err(e) => Err(self.error(M, e)),
         }
     }
@@ -659,7 +671,7 @@ impl PluginProvider {
         };
         self.fenced(fence)?;
         let ok: wire::OkResponse = self.call(M, &req, true).await?;
-        self.same_type(M, &ok.kind)
+        self.done(M, &ok)
     }
 }
 

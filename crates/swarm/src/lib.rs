@@ -36,13 +36,17 @@ pub struct SwarmCluster {
 /// The controller's engine, its API version negotiated once (a `version`
 /// call: 6 ms on an idle engine here, tens under load), and its own node id
 /// while its last view showed it a manager with a leader
-/// ([`Engine::observe_known`]). Forgotten when the engine cannot be asked,
-/// so a restarted or replaced engine is negotiated with again.
+/// ([`Engine::observe_known`]), with when `info` last said so: it is asked
+/// again at least every [`ASK_INFO_EVERY`]. Forgotten when the engine cannot
+/// be asked, so a restarted or replaced engine is negotiated with again.
 #[derive(Clone)]
 struct Connected {
     engine: Engine,
-    manager_as: Option<String>,
+    manager_as: Option<(String, std::time::Instant)>,
 }
+
+/// The longest a kept own node id is trusted without `info`.
+const ASK_INFO_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl std::fmt::Debug for SwarmCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -264,8 +268,18 @@ impl Cluster for SwarmCluster {
                     .into(),
             );
         }
+        let mut trusted = None;
         let (view, own) = match self.connected().await {
-            Ok(c) => c.engine.observe_known(c.manager_as.as_deref()).await,
+            Ok(c) => {
+                let known = c
+                    .manager_as
+                    .as_ref()
+                    .filter(|(_, at)| at.elapsed() < ASK_INFO_EVERY);
+                trusted = known.map(|(_, at)| *at);
+                c.engine
+                    .observe_known(known.map(|(id, _)| id.as_str()))
+                    .await
+            }
             Err(e) => (SwarmView::Unavailable(e.to_string()), String::new()),
         };
         {
@@ -274,7 +288,11 @@ impl Cluster for SwarmCluster {
                 SwarmView::Unavailable(_) => *client = None,
                 SwarmView::Ok(_) => {
                     if let Some(c) = client.as_mut() {
-                        c.manager_as = Some(own.clone());
+                        // When `info` last said so: now, unless this view
+                        // came from the kept id (the fast path may still
+                        // have asked `info`; then it is merely older).
+                        let since = trusted.unwrap_or_else(std::time::Instant::now);
+                        c.manager_as = Some((own.clone(), since));
                     }
                 }
                 SwarmView::Absent | SwarmView::NoQuorum(_) => {
