@@ -11,6 +11,7 @@ mod commit;
 mod decode;
 mod diag;
 mod duration;
+pub mod ec2;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
@@ -23,11 +24,15 @@ pub const LOCAL_PROVIDER: &str = "local";
 /// The incus provider's name: Incus system containers that boot Debian
 /// (`--incus-engines`). Its logical ids are addresses on a bridge.
 pub const INCUS_PROVIDER: &str = "incus";
+/// The ec2 provider's name: Amazon EC2 instances (`--ec2-region`). Its
+/// logical ids are private IPv4 addresses; its properties are
+/// [`ec2::Ec2Properties`], checked by the decoder.
+pub const EC2_PROVIDER: &str = "ec2";
 /// The simulator's name (`drover sim`, `plan --sim`).
 pub const SIM_PROVIDER: &str = "sim";
 /// The providers drover ships, by the name `instance.provider` uses: the
 /// one list [`load_bytes`] checks names against and the binary wires by.
-pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, INCUS_PROVIDER, SIM_PROVIDER];
+pub const PROVIDERS: &[&str] = &[LOCAL_PROVIDER, INCUS_PROVIDER, EC2_PROVIDER, SIM_PROVIDER];
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
