@@ -435,6 +435,19 @@ pub struct LocalArgs {
     /// it through a proxy device to this path.
     #[arg(long, env = "DROVER_INCUS_HOST_SOCKET", default_value = drover_incus::DEFAULT_SOCKET)]
     pub incus_host_socket: PathBuf,
+    /// The ec2 provider: EC2 instances in `--ec2-region`. Credentials come
+    /// from the standard AWS chain only (environment, profile, web
+    /// identity, ECS, instance metadata), never from a flag.
+    #[arg(long, env = "DROVER_EC2", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub ec2: bool,
+    /// The region the ec2 provider works in (a group's
+    /// `instance.properties.region` must match it).
+    #[arg(long, env = "AWS_REGION", value_name = "REGION")]
+    pub ec2_region: Option<String>,
+    /// Another EC2 endpoint than the region's (a VPC endpoint, or moto's
+    /// in tests), as `https://HOST[:PORT]`.
+    #[arg(long, env = "DROVER_EC2_ENDPOINT", value_name = "URL")]
+    pub ec2_endpoint: Option<String>,
 }
 
 impl LocalArgs {
