@@ -146,8 +146,11 @@ impl Client {
         let attempt = || async {
             let wait = lock(bucket).reserve(Instant::now());
             tokio::time::sleep(wait).await;
-            if let Some(f) = fence {
-                f.check()?;
+            if let Some(f) = fence
+                && let Err(e) = f.check()
+            {
+                lock(bucket).refund(Instant::now());
+                return Err(e.into());
             }
             self.metrics.calls.get_or_create(&label).inc();
             self.api

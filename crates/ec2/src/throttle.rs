@@ -120,6 +120,14 @@ impl Bucket {
         ok
     }
 
+    /// Gives back a token reserved and not used (the caller's fence
+    /// refused after its wait): abandoned reservations would otherwise
+    /// queue every later caller behind calls never made.
+    pub fn refund(&mut self, now: Instant) {
+        self.refill(now);
+        self.tokens = (self.tokens + 1.0).min(self.rate.burst);
+    }
+
     /// EC2 throttled a call: no token is left (reservations already made
     /// stay queued behind).
     pub fn drain(&mut self, now: Instant) {
@@ -152,6 +160,17 @@ mod tests {
         b.reserve(t0);
         assert_eq!(b.reserve(t0 + Duration::from_secs(60)), Duration::ZERO);
         assert!(b.tokens <= RUN.burst);
+    }
+
+    #[test]
+    fn an_unused_reservation_is_given_back() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(RUN, t0);
+        for _ in 0..6 {
+            b.reserve(t0);
+        }
+        b.refund(t0);
+        assert_eq!(b.reserve(t0), Duration::from_millis(500));
     }
 
     #[test]
