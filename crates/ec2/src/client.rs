@@ -183,3 +183,31 @@ fn lock(b: &Mutex<Bucket>) -> std::sync::MutexGuard<'_, Bucket> {
     // A panic while holding it leaves a consistent bucket (plain numbers).
     b.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counters_are_registered_by_action() {
+        let m = Metrics::default();
+        let mut r = Registry::with_prefix("drover");
+        m.register(&mut r);
+        let run = ActionLabel {
+            action: "RunInstances",
+        };
+        m.calls.get_or_create(&run).inc();
+        m.throttles.get_or_create(&run).inc();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &r).unwrap();
+        assert!(
+            out.contains(r#"drover_ec2_api_calls_total{action="RunInstances"} 1"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"drover_ec2_api_throttles_total{action="RunInstances"} 1"#),
+            "{out}"
+        );
+        assert_eq!(m.calls("RunInstances"), 1);
+    }
+}
