@@ -69,6 +69,9 @@ pub struct Settings {
     pub rates: Rates,
     /// How calls are retried.
     pub retry: Retry,
+    /// Instances per describe page ([`machine::MAX_PAGE`]; smaller in
+    /// tests, to page through few instances).
+    pub page: u32,
 }
 
 impl Settings {
@@ -80,6 +83,7 @@ impl Settings {
             credentials: Credentials::Chain,
             rates: Rates::default(),
             retry: Retry::default(),
+            page: machine::MAX_PAGE,
         }
     }
 }
@@ -88,6 +92,7 @@ impl Settings {
 #[derive(Debug, Clone)]
 pub struct Ec2Provider {
     client: Client,
+    page: u32,
     young: Arc<Mutex<Young>>,
 }
 
@@ -102,6 +107,7 @@ impl Ec2Provider {
         );
         Ec2Provider {
             client: Client::new(api, settings.rates, settings.retry),
+            page: settings.page,
             young: Arc::default(),
         }
     }
@@ -140,7 +146,7 @@ impl Ec2Provider {
         let mut out = Vec::new();
         let mut next: Option<String> = None;
         loop {
-            let params = machine::describe_params(tags, next.as_deref());
+            let params = machine::describe_params(tags, self.page, next.as_deref());
             let text = self.client.call("DescribeInstances", &params, None).await?;
             let page: xml::DescribeInstances = parse("DescribeInstances", &text)?;
             out.extend(

@@ -155,13 +155,21 @@ pub fn run_params(l: &Launch<'_>) -> Result<Vec<(String, String)>, Unfit> {
     Ok(p)
 }
 
-/// One page of `DescribeInstances` for the live instances carrying all
-/// of `tags` (drover's cluster tag among them).
+/// The most instances EC2 lists per `DescribeInstances` page.
+pub const MAX_PAGE: u32 = 1000;
+
+/// One page (at most `page` instances, 5 to [`MAX_PAGE`]) of
+/// `DescribeInstances` for the live instances carrying all of `tags`
+/// (drover's cluster tag among them).
 pub fn describe_params(
     tags: &BTreeMap<String, String>,
+    page: u32,
     next_token: Option<&str>,
 ) -> Vec<(String, String)> {
-    let mut p = vec![("MaxResults".to_string(), "1000".to_string())];
+    let mut p = vec![(
+        "MaxResults".to_string(),
+        page.clamp(5, MAX_PAGE).to_string(),
+    )];
     let mut n = 0;
     for (k, v) in tags {
         n += 1;
@@ -328,12 +336,15 @@ mod tests {
     #[test]
     fn describes_filter_on_tags_and_live_states() {
         let tags = BTreeMap::from([("drover.cluster".to_string(), "c1".to_string())]);
-        let p: BTreeMap<String, String> = describe_params(&tags, Some("t")).into_iter().collect();
+        let p: BTreeMap<String, String> = describe_params(&tags, 5000, Some("t"))
+            .into_iter()
+            .collect();
         assert_eq!(p["Filter.1.Name"], "tag:drover.cluster");
         assert_eq!(p["Filter.1.Value.1"], "c1");
         assert_eq!(p["Filter.2.Name"], "instance-state-name");
         assert_eq!(p["Filter.2.Value.4"], "stopped");
         assert_eq!(p["NextToken"], "t");
+        assert_eq!(p["MaxResults"], "1000");
     }
 
     #[test]

@@ -321,3 +321,45 @@ async fn a_group_converges_under_sustained_throttling() {
         BTreeMap::from([("terminated".to_string(), 10)])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_describe_pages_through_every_instance_and_shows_no_secret() {
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let mut settings = moto.settings(&proxy.endpoint);
+    settings.page = 5;
+    let p = Ec2Provider::new(settings);
+    let req = request(&moto, "c1", "x", None).await;
+    for n in 0..12 {
+        let mut req = req.clone();
+        req.tags.insert(tags::LINK.to_string(), format!("op-{n}"));
+        p.provision(req, &Unfenced).await.unwrap();
+    }
+    // Processes that did not launch them (no young instance to add).
+    let whole_pages = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let mut small = moto.settings(&proxy.endpoint);
+    small.page = 5;
+    let small_pages = Ec2Provider::new(small);
+    let before = proxy.calls("DescribeInstances");
+    let mut paged = small_pages.describe(&cluster_tag("c1")).await.unwrap();
+    assert_eq!(paged.len(), 12);
+    assert_eq!(
+        proxy.calls("DescribeInstances") - before,
+        3,
+        "pages of 5, 5, 2"
+    );
+    paged.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut whole = whole_pages.describe(&cluster_tag("c1")).await.unwrap();
+    whole.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(paged, whole);
+    // Neither the provider nor its settings show the secret key.
+    let Credentials::Static { secret_key, .. } = moto.credentials() else {
+        unreachable!()
+    };
+    for shown in [
+        format!("{p:?}"),
+        format!("{:?}", moto.settings(&moto.endpoint)),
+    ] {
+        assert!(!shown.contains(&secret_key), "{shown}");
+    }
+}
