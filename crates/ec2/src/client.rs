@@ -105,11 +105,9 @@ pub struct Client {
 impl Client {
     /// Calls through `api` within `rates`.
     pub fn new(api: Api, rates: Rates, retry: Retry) -> Client {
-        let now = Instant::now();
-        let b = |r| Mutex::new(Bucket::new(r, now));
         Client {
             api,
-            buckets: Arc::new([b(rates.describe), b(rates.run), b(rates.mutate)]),
+            buckets: Arc::new(rates.buckets(Instant::now()).map(Mutex::new)),
             retry,
             metrics: Metrics::default(),
         }
@@ -126,11 +124,7 @@ impl Client {
     }
 
     fn bucket(&self, family: Family) -> &Mutex<Bucket> {
-        &self.buckets[match family {
-            Family::Describe => 0,
-            Family::Run => 1,
-            Family::Mutate => 2,
-        }]
+        &self.buckets[family.index()]
     }
 
     /// `action` with `params`, retried; `fence` (for mutations) checked

@@ -269,14 +269,7 @@ impl Proxy {
     /// Sets the faults from now on.
     pub fn set(&self, faults: Faults) {
         let mut s = self.lock();
-        let now = Instant::now();
-        s.buckets = faults.rates.map(|r| {
-            [
-                Bucket::new(r.describe, now),
-                Bucket::new(r.run, now),
-                Bucket::new(r.mutate, now),
-            ]
-        });
+        s.buckets = faults.rates.map(|r| r.buckets(Instant::now()));
         s.faults = faults;
     }
 
@@ -345,7 +338,7 @@ fn before(up: &Upstream, action: &str, form: &[(String, String)], token: Option<
         }
         _ => false,
     };
-    let family = Family::of(action) as usize;
+    let family = Family::of(action).index();
     let limited = s.buckets.as_mut().is_some_and(|b| !b[family].try_take(now));
     if scripted || limited {
         *s.throttled.entry(action.to_string()).or_default() += 1;

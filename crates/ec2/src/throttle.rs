@@ -21,6 +21,15 @@ pub enum Family {
 }
 
 impl Family {
+    /// Its position among the families (of its bucket, in a `[_; 3]`).
+    pub fn index(self) -> usize {
+        match self {
+            Family::Describe => 0,
+            Family::Run => 1,
+            Family::Mutate => 2,
+        }
+    }
+
     /// The family of `action`.
     pub fn of(action: &str) -> Family {
         if action.starts_with("Describe") {
@@ -71,6 +80,17 @@ impl Default for Rates {
                 burst: 50.0,
             },
         }
+    }
+}
+
+impl Rates {
+    /// A full bucket per family, in [`Family::index`] order.
+    pub fn buckets(&self, now: Instant) -> [Bucket; 3] {
+        [
+            Bucket::new(self.describe, now),
+            Bucket::new(self.run, now),
+            Bucket::new(self.mutate, now),
+        ]
     }
 }
 

@@ -62,9 +62,6 @@ pub struct Described {
     /// RFC 3339.
     #[serde(default)]
     pub launch_time: Option<String>,
-    /// Its private IPv4 address.
-    #[serde(default)]
-    pub private_ip_address: Option<String>,
     /// Its tags.
     #[serde(default)]
     pub tag_set: Items<Tag>,
@@ -167,6 +164,7 @@ mod tests {
         let i = &page.reservation_set.items[0].instances_set.items[0];
         assert_eq!(i.instance_id, "i-1");
         assert_eq!(i.instance_state.name, "running");
+        assert_eq!(i.launch_time.as_deref(), Some("2026-12-04T20:44:04.000Z"));
         assert_eq!(i.tags()["drover.group"], "g");
         assert_eq!(i.tags()["empty"], "");
         assert_eq!(page.next_token.as_deref(), Some("more"));
