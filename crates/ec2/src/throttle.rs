@@ -84,13 +84,18 @@ impl Default for Rates {
 }
 
 impl Rates {
+    /// The rate of `family`.
+    pub fn of(&self, family: Family) -> Rate {
+        match family {
+            Family::Describe => self.describe,
+            Family::Run => self.run,
+            Family::Mutate => self.mutate,
+        }
+    }
+
     /// A full bucket per family, in [`Family::index`] order.
     pub fn buckets(&self, now: Instant) -> [Bucket; 3] {
-        [
-            Bucket::new(self.describe, now),
-            Bucket::new(self.run, now),
-            Bucket::new(self.mutate, now),
-        ]
+        [Family::Describe, Family::Run, Family::Mutate].map(|f| Bucket::new(self.of(f), now))
     }
 }
 

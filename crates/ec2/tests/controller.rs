@@ -5,100 +5,18 @@
 //! controller crash; and a controller whose describes are throttled for
 //! many passes acting on nothing. Real time: moto is a real server.
 
-use drover_controller::{Context, Controller};
-use drover_core::spec::parse_str;
+use drover_controller::Metrics;
 use drover_ec2::Ec2Provider;
-use drover_ec2::testkit::{AMI, Faults, Moto, Proxy};
+use drover_ec2::testkit::controlled::{commit, controller, converged, plain_group, store};
+use drover_ec2::testkit::{Faults, Moto, Proxy};
 use drover_ec2::throttle::{Rate, Rates};
-use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{InstanceProvider, Provenance, Store};
-use drover_store::MemStore;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SIZE: usize = 6;
 
 fn spec(instance_type: &str, subnet: &str) -> String {
-    format!(
-        "groups:
-- name: batch
-  role: plain
-  allocation: {{size: {SIZE}, zones: [us-east-1a]}}
-  update: {{max_in_flight: 3}}
-  instance:
-    provider: ec2
-    properties: {{image_id: {AMI}, instance_type: {instance_type}, subnets: {{us-east-1a: {subnet}}}}}
-"
-    )
-}
-
-fn who() -> Provenance {
-    Provenance {
-        who: "test".into(),
-        at_ms: 0,
-        message: "test".into(),
-    }
-}
-
-/// A memory store holding `spec` as revision 1.
-async fn store(spec: &str) -> Arc<MemStore> {
-    let store = Arc::new(MemStore::default());
-    store.init_cluster("c1").await.unwrap();
-    let spec = parse_str(spec).spec.expect("valid spec");
-    store.commit(0, &spec, who(), false).await.unwrap();
-    store
-}
-
-/// A controller running until [`Running::stop`].
-struct Running {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
-    }
-}
-
-/// A controller over `provider` and `store`.
-fn controller(provider: Ec2Provider, store: &Arc<MemStore>) -> Running {
-    let cloud = SimCloud::new(World::new(5, Timings::default()));
-    let ctx = Context {
-        providers: [(
-            "ec2".to_string(),
-            Arc::new(provider) as Arc<dyn InstanceProvider>,
-        )]
-        .into(),
-        cluster: Arc::new(cloud),
-        store: store.clone() as Arc<dyn Store>,
-        self_link: None,
-        identity: "test-controller".into(),
-        store_url: None,
-        resync: Duration::from_millis(500),
-    };
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Controller::new(ctx).run(async {
-        let _ = stop_rx.await;
-    }));
-    Running { stop, task }
-}
-
-async fn converged(store: &MemStore, rev: u64, within: Duration) {
-    let t0 = Instant::now();
-    loop {
-        let history = store.history().await.unwrap();
-        if history.iter().any(|r| r.rev == rev && r.converged) {
-            return;
-        }
-        assert!(
-            t0.elapsed() < within,
-            "revision {rev} did not converge within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    plain_group(SIZE, 3, instance_type, subnet)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,7 +41,11 @@ async fn a_group_comes_up_and_rolls_under_sustained_throttling_with_no_duplicate
         ..Faults::default()
     });
     let store = store(&spec("t3.micro", &subnet)).await;
-    let first = controller(Ec2Provider::new(moto.settings(&proxy.endpoint)), &store);
+    let first = controller(
+        Ec2Provider::new(moto.settings(&proxy.endpoint)),
+        &store,
+        Metrics::new(),
+    );
     // The controller crashes once it has launched: its successor (a new
     // process: a fresh provider; the journal in the store) finishes.
     let t0 = Instant::now();
@@ -132,15 +54,18 @@ async fn a_group_comes_up_and_rolls_under_sustained_throttling_with_no_duplicate
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     first.stop().await;
-    let running = controller(Ec2Provider::new(moto.settings(&proxy.endpoint)), &store);
+    let running = controller(
+        Ec2Provider::new(moto.settings(&proxy.endpoint)),
+        &store,
+        Metrics::new(),
+    );
     converged(&store, 1, Duration::from_secs(120)).await;
     assert_eq!(
         moto.states().await,
         BTreeMap::from([("running".to_string(), SIZE)])
     );
     // A roll: every instance replaced, exactly once.
-    let next = parse_str(&spec("t3.small", &subnet)).spec.unwrap();
-    store.commit(1, &next, who(), false).await.unwrap();
+    commit(&store, 1, &spec("t3.small", &subnet)).await;
     converged(&store, 2, Duration::from_secs(180)).await;
     let rolled = BTreeMap::from([
         ("running".to_string(), SIZE),
@@ -181,7 +106,11 @@ async fn throttled_describes_make_the_controller_act_on_nothing() {
     let proxy = Proxy::start(&moto).await;
     let subnet = moto.subnets().await["us-east-1a"].clone();
     let store = store(&spec("t3.micro", &subnet)).await;
-    let running = controller(Ec2Provider::new(moto.settings(&proxy.endpoint)), &store);
+    let running = controller(
+        Ec2Provider::new(moto.settings(&proxy.endpoint)),
+        &store,
+        Metrics::new(),
+    );
     converged(&store, 1, Duration::from_secs(60)).await;
     let (runs, terminates) = (
         proxy.calls("RunInstances"),

@@ -6,6 +6,8 @@
 //! is one server (so one account's state) for one test, killed by its PID
 //! when dropped, also when the test fails.
 
+pub mod controlled;
+
 use crate::api::{Api, Credentials};
 use crate::throttle::{Bucket, Family, Rates};
 use crate::{Ec2Provider, Settings};
