@@ -67,7 +67,13 @@ async fn main() {
     let metrics = Metrics::new();
     let running = controller(Ec2Provider::new(settings), &store, metrics.clone());
     let long = Duration::from_secs(3600);
+    let up = Instant::now();
     converged(&store, 1, long).await;
+    println!(
+        "brought up {size} instances in {:.1} s (least at the launch limit: {:.1} s)\n",
+        up.elapsed().as_secs_f64(),
+        least(size as u64, limits.run)
+    );
     let before: Vec<(u64, u64)> = ACTIONS
         .iter()
         .map(|a| (proxy.calls(a), proxy.throttled(a)))

@@ -466,6 +466,10 @@ const ENGINE: &str = "engine";
 
 #[async_trait]
 impl InstanceProvider for MeteredProvider {
+    async fn ready(&self, call: drover_spi::ProviderCall) {
+        self.inner.ready(call).await
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,

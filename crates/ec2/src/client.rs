@@ -13,6 +13,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family as Metric;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -98,6 +99,9 @@ impl Metrics {
 pub struct Client {
     api: Api,
     buckets: Arc<[Mutex<Bucket>; 3]>,
+    /// Tokens reserved (and waited for) by [`Client::prepay`], per family,
+    /// that the next calls spend instead of reserving their own.
+    prepaid: Arc<[AtomicU32; 3]>,
     retry: Retry,
     metrics: Metrics,
 }
@@ -108,6 +112,7 @@ impl Client {
         Client {
             api,
             buckets: Arc::new(rates.buckets(Instant::now()).map(Mutex::new)),
+            prepaid: Arc::default(),
             retry,
             metrics: Metrics::default(),
         }
@@ -127,6 +132,22 @@ impl Client {
         &self.buckets[family.index()]
     }
 
+    /// Waits for a token of `family` and sets it aside for the next call
+    /// of that family, which then goes at once: the caller waits here,
+    /// before its fence's lease starts, rather than inside the call.
+    pub async fn prepay(&self, family: Family) {
+        let wait = lock(self.bucket(family)).reserve(Instant::now());
+        tokio::time::sleep(wait).await;
+        self.prepaid[family.index()].fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Takes a token set aside by [`Client::prepay`], if one is.
+    fn take_prepaid(&self, family: Family) -> bool {
+        self.prepaid[family.index()]
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// `action` with `params`, retried; `fence` (for mutations) checked
     /// right before every attempt.
     pub async fn call(
@@ -135,11 +156,14 @@ impl Client {
         params: &[(String, String)],
         fence: Option<&dyn Fence>,
     ) -> Result<String, CallError> {
-        let bucket = self.bucket(Family::of(action));
+        let family = Family::of(action);
+        let bucket = self.bucket(family);
         let label = ActionLabel { action };
         let attempt = || async {
-            let wait = lock(bucket).reserve(Instant::now());
-            tokio::time::sleep(wait).await;
+            if !self.take_prepaid(family) {
+                let wait = lock(bucket).reserve(Instant::now());
+                tokio::time::sleep(wait).await;
+            }
             if let Some(f) = fence
                 && let Err(e) = f.check()
             {

@@ -49,7 +49,7 @@ use async_trait::async_trait;
 use client::{CallError, Client, Metrics, Retry};
 use drover_core::model::{Instance, tags};
 use drover_core::spec::ec2::Ec2Properties;
-use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest};
+use drover_spi::{Fence, InstanceProvider, ProviderCall, ProviderError, ProvisionRequest};
 use machine::{Launch, Unfit, Young};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -196,6 +196,17 @@ fn is_not_found(e: &ApiError) -> bool {
 
 #[async_trait]
 impl InstanceProvider for Ec2Provider {
+    /// Queues for a token of the call's family before the controller's
+    /// lease starts (a roll of many machines at EC2's 2 launches/s would
+    /// otherwise spend its 1 s lease waiting, and find it expired).
+    async fn ready(&self, call: ProviderCall) {
+        let family = match call {
+            ProviderCall::Provision => throttle::Family::Run,
+            ProviderCall::Destroy => throttle::Family::Mutate,
+        };
+        self.client.prepay(family).await
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,
