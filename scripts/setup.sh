@@ -16,10 +16,21 @@ command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v openssl >/dev/null || need+=(openssl)
 # A C compiler: the linker for Rust, and mimalloc (the binary's allocator) is C.
 command -v cc >/dev/null || need+=(gcc libc6-dev)
+# python3-venv: moto, the EC2 API the ec2 provider's tests run against (below).
+{ command -v python3 >/dev/null && /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; } || need+=(python3 python3-venv)
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${need[@]}"
+fi
+# moto (PyPI), the EC2 API the ec2 provider's tests run against
+# (crates/ec2/tests), in a venv of its own; reinstalled only when the
+# pinned version is not the one there.
+MOTO_VERSION=5.2.5
+if ! /opt/drover-moto/bin/python -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO /usr/bin/python3 -m venv /opt/drover-moto
+  $SUDO /opt/drover-moto/bin/pip install --quiet "moto[server]==$MOTO_VERSION"
 fi
 # Incus (the incus provider's machines, for the tests that run with
 # DROVER_INCUS=1) comes from bookworm-backports, on the mirror this machine's

@@ -219,6 +219,16 @@ enum Call<'a> {
 }
 
 impl Call<'_> {
+    /// Waits until the provider may send the call at once (see
+    /// [`InstanceProvider::ready`]); engine calls go at once.
+    async fn ready(&self) {
+        match self {
+            Call::Provision(p, _) => p.ready(drover_spi::ProviderCall::Provision).await,
+            Call::Destroy(p, _) => p.ready(drover_spi::ProviderCall::Destroy).await,
+            _ => {}
+        }
+    }
+
     /// Makes the call under `lease`, which the provider or engine checks
     /// immediately before it acts.
     async fn run(
@@ -318,6 +328,9 @@ pub(crate) async fn side_effect(
     let op = action.op_id().unwrap_or_default();
     let mut expired = None;
     for _ in 0..CONFIRMATION_ATTEMPTS {
+        // A provider queueing for its API's rate limit does so before the
+        // lease starts, not out of it.
+        call.ready().await;
         let lease = term.confirm(op).await?;
         match call.run(ctx, &lease, left).await {
             Err(StepError::Expired(e)) => {

@@ -138,6 +138,13 @@ impl Default for Metrics {
 impl Metrics {
     /// Every metric registered, all at zero.
     pub fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    /// [`Metrics::new`], plus what `extra` registers under the same
+    /// `drover_` prefix: a provider's own counters (the ec2 provider's API
+    /// calls and throttles), served on the same endpoint.
+    pub fn with(extra: impl FnOnce(&mut Registry)) -> Self {
         let mut r = Registry::with_prefix("drover");
         let m = Metrics {
             registry: Arc::new(Registry::default()),
@@ -266,6 +273,7 @@ impl Metrics {
             Unit::Seconds,
             m.call_latency.clone(),
         );
+        extra(&mut r);
         Metrics {
             registry: Arc::new(r),
             ..m
@@ -458,6 +466,10 @@ const ENGINE: &str = "engine";
 
 #[async_trait]
 impl InstanceProvider for MeteredProvider {
+    async fn ready(&self, call: drover_spi::ProviderCall) {
+        self.inner.ready(call).await
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,

@@ -114,6 +114,10 @@ impl Paced {
 
 #[async_trait]
 impl InstanceProvider for Paced {
+    async fn ready(&self, call: drover_spi::ProviderCall) {
+        self.inner.ready(call).await
+    }
+
     /// Each attempt, retries included, hands `fence` on: the inner provider
     /// checks it right before it acts, so an attempt after the lease ran
     /// out (a long pacing wait or backoff) does nothing and ends the call

@@ -21,6 +21,9 @@ pub fn default_boot_script(provider: &str, role: Role) -> &'static str {
         (crate::spec::INCUS_PROVIDER, Role::Manager) => INCUS_MANAGER,
         (crate::spec::INCUS_PROVIDER, Role::Worker) => INCUS_WORKER,
         (crate::spec::INCUS_PROVIDER, Role::Plain) => INCUS_HEAD,
+        (crate::spec::EC2_PROVIDER, Role::Manager) => EC2_MANAGER,
+        (crate::spec::EC2_PROVIDER, Role::Worker) => EC2_WORKER,
+        (crate::spec::EC2_PROVIDER, Role::Plain) => EC2_HEAD,
         (_, Role::Manager) => include_str!("../templates/manager.sh.j2"),
         (_, Role::Worker) => include_str!("../templates/worker.sh.j2"),
         (_, Role::Plain) => include_str!("../templates/plain.sh.j2"),
@@ -40,6 +43,24 @@ const INCUS_WORKER: &str = concat!(
 /// the swarm init or join.
 const INCUS_MANAGER: &str = concat!(
     include_str!("../templates/incus/head.sh.j2"),
+    include_str!("../templates/incus/manager.sh.j2"),
+    include_str!("../../../deploy/systemd/drover-controller.service"),
+    include_str!("../templates/incus/manager-end.sh.j2"),
+);
+
+/// Every ec2 instance's script starts so: the address found (its logical
+/// id, else the metadata service's), the engine labelled and restarted.
+/// Nothing secret: user data stays readable for the instance's life.
+const EC2_HEAD: &str = include_str!("../templates/ec2/head.sh.j2");
+/// An ec2 worker's: the head, then the join (as on incus machines).
+const EC2_WORKER: &str = concat!(
+    include_str!("../templates/ec2/head.sh.j2"),
+    include_str!("../templates/incus/worker.sh.j2"),
+);
+/// An ec2 manager's: the head, the controller's unit, the init or join
+/// (as on incus machines).
+const EC2_MANAGER: &str = concat!(
+    include_str!("../templates/ec2/head.sh.j2"),
     include_str!("../templates/incus/manager.sh.j2"),
     include_str!("../../../deploy/systemd/drover-controller.service"),
     include_str!("../templates/incus/manager-end.sh.j2"),

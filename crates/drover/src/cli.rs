@@ -452,6 +452,19 @@ pub struct LocalArgs {
     /// else ~/.infrakit/plugins).
     #[arg(long, env = "INFRAKIT_PLUGINS_DIR", value_name = "DIR")]
     pub plugins_dir: Option<PathBuf>,
+    /// The ec2 provider: EC2 instances in `--ec2-region`. Credentials come
+    /// from the standard AWS chain only (environment, profile, web
+    /// identity, ECS, instance metadata), never from a flag.
+    #[arg(long, env = "DROVER_EC2", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub ec2: bool,
+    /// The region the ec2 provider works in (a group's
+    /// `instance.properties.region` must match it).
+    #[arg(long, env = "AWS_REGION", value_name = "REGION")]
+    pub ec2_region: Option<String>,
+    /// Another EC2 endpoint than the region's (a VPC endpoint, or moto's
+    /// in tests), as `https://HOST[:PORT]`.
+    #[arg(long, env = "DROVER_EC2_ENDPOINT", value_name = "URL")]
+    pub ec2_endpoint: Option<String>,
 }
 
 impl LocalArgs {
@@ -610,14 +623,14 @@ pub enum EngineCommand {
 /// drover's providers as InfraKit instance plugins (docs/plugins.md).
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
-    /// Serve one of drover's providers (local, incus, sim) as an InfraKit
+    /// Serve one of drover's providers (local, incus, ec2, sim) as an InfraKit
     /// instance plugin (Instance/0.6.1 and 0.5.0) on a unix socket, until
     /// SIGINT or SIGTERM; the socket is removed on exit.
     #[command(
         after_help = "Examples:\n  drover plugin serve local --socket ~/.infrakit/plugins/drover-local --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40\n  drover plugin serve sim --socket /tmp/plugins/sim\n\nExit codes: 0 stopped by a signal, 2 bad input (unknown provider, its flags missing, the socket in use)."
     )]
     Serve {
-        /// The provider: local, incus or sim.
+        /// The provider: local, incus, ec2 or sim.
         provider: String,
         /// The socket to listen on (owner-only; its file name is the plugin's name).
         #[arg(long)]

@@ -234,6 +234,32 @@ fn gc_lists_nothing_on_a_fresh_store_and_rejects_a_bad_store_address() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
+#[test]
+fn the_ec2_provider_needs_a_region_and_its_spec_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = empty_store(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["gc", "--dry-run", "--store", &store, "--ec2", "true"])
+        .env_remove("AWS_REGION")
+        .output()
+        .expect("run drover");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--ec2-region"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = drover(&["validate", "-f", "crates/core/tests/good-specs/ec2.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = drover(&[
+        "validate",
+        "-f",
+        "crates/core/tests/bad-specs/83-ec2-properties.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("instance.properties.image_id"));
+}
+
 /// `git ARGS` at the top of the clone, trimmed; `None` outside a clone.
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")

@@ -127,9 +127,27 @@ pub struct Foreign {
     pub adopted_as: Option<String>,
 }
 
+/// A side-effect call a controller is about to make (see
+/// [`InstanceProvider::ready`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderCall {
+    /// [`InstanceProvider::provision`].
+    Provision,
+    /// [`InstanceProvider::destroy_fenced`].
+    Destroy,
+}
+
 /// A source of machines.
 #[async_trait]
 pub trait InstanceProvider: Send + Sync {
+    /// Waits until a `call` may be sent at once. A controller awaits it
+    /// before it confirms its term for the call: a provider that paces its
+    /// own API calls (EC2's per-account limits) queues here, so the wait is
+    /// not spent from the short lease the call's fence checks. The default:
+    /// at once.
+    async fn ready(&self, call: ProviderCall) {
+        let _ = call;
+    }
     /// Creates a machine, boots it with the rendered boot script, returns its
     /// id. `fence` is checked right before anything is started.
     async fn provision(

@@ -661,6 +661,24 @@ impl Decoder<'_> {
                 addresses,
             );
         }
+        if let (Some(alloc), Some(inst)) = (&allocation, &instance)
+            && inst.provider == EC2_PROVIDER
+        {
+            self.ec2_properties(node, path, alloc, inst);
+            let launchable = match role {
+                Some(Role::Manager) => Some("only the first manager of a new swarm"),
+                Some(Role::Worker) => Some("none"),
+                _ => None,
+            };
+            if let Some(launchable) = launchable {
+                let at = field_pos(node, &["instance", "provider"]).unwrap_or(node.pos());
+                self.warn(
+                    at,
+                    &join(path, "instance.provider"),
+                    format!("the ec2 provider refuses to launch a machine whose boot needs the swarm's join token or the store's address (user data stays readable for the instance's life): of this group's machines, {launchable} can be launched yet; see docs/ec2.md, \"Secrets\""),
+                );
+            }
+        }
         // Decoded even when the role is unknown, so a mistyped role hides
         // none of the group's other problems (role-specific rules wait for it).
         let provider = instance.as_ref().map(|i| i.provider.as_str());
@@ -696,6 +714,39 @@ impl Decoder<'_> {
         })
     }
 
+    /// The ec2 provider's properties, checked offline (the same type the
+    /// provider launches from): each problem at the properties' position.
+    fn ec2_properties(
+        &mut self,
+        group: &Node,
+        path: &str,
+        alloc: &Allocation,
+        inst: &InstanceSpec,
+    ) {
+        let zones: Vec<Option<&str>> = match alloc {
+            Allocation::Size { zones, .. } if zones.is_empty() => vec![None],
+            Allocation::Size { zones, .. } => zones.iter().map(|z| Some(z.as_str())).collect(),
+            Allocation::LogicalIds(slots) => slots.iter().map(|s| s.zone.as_deref()).collect(),
+        };
+        let Err(problems) = ec2::Ec2Properties::parse(&inst.properties, &zones) else {
+            return;
+        };
+        for p in problems {
+            // At the field's own node when it is there (`.subnets.a`,
+            // `.security_groups[0]`: its key's), else at the properties.
+            let key = p.field.trim_start_matches('.');
+            let key = key.split(['.', '[']).next().unwrap_or_default();
+            let pos = field_pos(group, &["instance", "properties", key])
+                .or_else(|| field_pos(group, &["instance", "properties"]))
+                .unwrap_or(group.pos());
+            self.error(
+                pos,
+                &format!("{path}.instance.properties{}", p.field),
+                p.problem,
+            );
+        }
+    }
+
     /// Providers whose logical ids are addresses check them here (of
     /// `key`: `logical_ids` or `spare_ids`), so `validate` catches an id
     /// no machine could hold.
@@ -709,9 +760,12 @@ impl Decoder<'_> {
     ) {
         for (j, slot) in slots.iter().enumerate() {
             let id = slot.logical_id.as_deref().unwrap_or_default();
-            let usable = id
-                .parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|a| a.is_loopback() == (rule == AddressRule::Loopback));
+            let usable = match rule {
+                AddressRule::PrivateIp => ec2::private_ip(id).is_some(),
+                _ => id
+                    .parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|a| a.is_loopback() == (rule == AddressRule::Loopback)),
+            };
             if !usable {
                 self.error(
                     seq_item_pos(group, key, j).unwrap_or(group.pos()),
@@ -1509,6 +1563,8 @@ enum AddressRule {
     Loopback,
     /// `incus`: each pet's id is its fixed address on its bridge.
     Bridge,
+    /// `ec2`: each pet's id is its private IPv4 address in its subnet.
+    PrivateIp,
 }
 
 impl AddressRule {
@@ -1516,6 +1572,7 @@ impl AddressRule {
         match provider {
             LOCAL_PROVIDER => Some(AddressRule::Loopback),
             INCUS_PROVIDER => Some(AddressRule::Bridge),
+            EC2_PROVIDER => Some(AddressRule::PrivateIp),
             _ => None,
         }
     }
@@ -1527,6 +1584,9 @@ impl AddressRule {
             ),
             AddressRule::Bridge => format!(
                 "`{id}` is not an address the incus provider can use: its logical ids are IPv4 addresses on the group's bridge (instance.properties.network), e.g. 10.203.60.11"
+            ),
+            AddressRule::PrivateIp => format!(
+                "`{id}` is not an address the ec2 provider can use: its logical ids are private IPv4 addresses in the zone's subnet (instance.properties.subnets), e.g. 10.0.1.11"
             ),
         }
     }

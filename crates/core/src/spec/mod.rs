@@ -12,6 +12,7 @@ mod decode;
 mod diag;
 mod duration;
 mod plugin;
+pub mod ec2;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
@@ -25,6 +26,10 @@ pub const LOCAL_PROVIDER: &str = "local";
 /// The incus provider's name: Incus system containers that boot Debian
 /// (`--incus-engines`). Its logical ids are addresses on a bridge.
 pub const INCUS_PROVIDER: &str = "incus";
+/// The ec2 provider's name: Amazon EC2 instances (`--ec2-region`). Its
+/// logical ids are private IPv4 addresses; its properties are
+/// [`ec2::Ec2Properties`], checked by the decoder.
+pub const EC2_PROVIDER: &str = "ec2";
 /// The simulator's name (`drover sim`, `plan --sim`).
 pub const SIM_PROVIDER: &str = "sim";
 /// The providers drover ships, by the name `instance.provider` uses: the
@@ -32,6 +37,7 @@ pub const SIM_PROVIDER: &str = "sim";
 pub const PROVIDERS: &[&str] = &[
     LOCAL_PROVIDER,
     INCUS_PROVIDER,
+    EC2_PROVIDER,
     SIM_PROVIDER,
     PLUGIN_PROVIDER,
 ];

@@ -19,7 +19,11 @@ pub async fn run(
     tokio::spawn(wiring::forward_node_events(engine.to_string(), tx));
     let mut controller = Controller::new(ctx).with_triggers(rx);
     if let Some(addr) = crate::metrics_server::address(metrics_addr, &info.node_addr)? {
-        let metrics = Metrics::new();
+        let metrics = Metrics::with(|r| {
+            if let Some(ec2) = &local.ec2 {
+                ec2.metrics().register(r);
+            }
+        });
         crate::metrics_server::serve(addr, metrics.clone()).await;
         controller = controller.with_metrics(metrics);
     }

@@ -22,6 +22,7 @@ use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
 use async_trait::async_trait;
 use drover_controller::Providers;
+use drover_ec2::Ec2Provider;
 use drover_engine::PeerEndpoints;
 use drover_incus::IncusProvider;
 use drover_local::LocalProvider;
@@ -44,10 +45,15 @@ pub struct Machines {
     /// InfraKit plugins (`--plugin`), by provider key: machines drover
     /// cannot reach the engines of, so only groups use them.
     pub plugins: Providers,
+    /// The ec2 provider, when `--ec2` is given. Its instances' engines are
+    /// not reachable from here (no socket on this host): it provides
+    /// machines to groups, but no swarm, store or leave is found through it.
+    pub ec2: Option<Arc<Ec2Provider>>,
 }
 
 impl Machines {
-    /// True when some provider of machines is configured.
+    /// True when some provider of machines whose engines this process
+    /// reaches is configured (the ec2 provider's it does not).
     pub fn any(&self) -> bool {
         self.local.is_some() || self.incus.is_some()
     }
@@ -143,7 +149,27 @@ pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
             )
         }),
         plugins: plugins::plugins(args)?,
+        ec2: ec2(args)?,
     })
+}
+
+/// The ec2 provider, when `--ec2` is given: it needs a region.
+fn ec2(args: &LocalArgs) -> Result<Option<Arc<Ec2Provider>>, MainError> {
+    if !args.ec2 {
+        return Ok(None);
+    }
+    let region = args.ec2_region.as_deref().ok_or_else(|| {
+        MainError::BadInput("--ec2 needs a region: give --ec2-region or set AWS_REGION".into())
+    })?;
+    if let Some(e) = &args.ec2_endpoint
+        && !(e.starts_with("https://") || e.starts_with("http://"))
+    {
+        return Err(MainError::BadInput(format!(
+            "--ec2-endpoint {e}: expected a URL, https://HOST[:PORT]"
+        )));
+    }
+    let settings = drover_ec2::Settings::new(region, args.ec2_endpoint.as_deref());
+    Ok(Some(Arc::new(Ec2Provider::new(settings))))
 }
 
 /// The local provider, when `--local-dir` is given.
@@ -283,6 +309,12 @@ pub fn providers(machines: &Machines) -> Providers {
         );
     }
     out.extend(machines.plugins.clone());
+    if let Some(e) = &machines.ec2 {
+        out.insert(
+            drover_core::spec::EC2_PROVIDER.into(),
+            e.clone() as Arc<dyn InstanceProvider>,
+        );
+    }
     out
 }
 

@@ -58,11 +58,15 @@ pub fn served_provider(
             .incus
             .map(|i| i as Arc<dyn InstanceProvider>)
             .ok_or_else(|| missing("--incus-engines (DROVER_INCUS_ENGINES)")),
+        drover_core::spec::EC2_PROVIDER => machines
+            .ec2
+            .map(|e| e as Arc<dyn InstanceProvider>)
+            .ok_or_else(|| missing("--ec2 true and --ec2-region (DROVER_EC2, AWS_REGION)")),
         drover_core::spec::SIM_PROVIDER => Ok(Arc::new(drover_sim::SimCloud::new(
             drover_sim::World::new(1, drover_sim::Timings::default()),
         ))),
         other => Err(MainError::BadInput(format!(
-            "{other} is not a provider drover can serve: local, incus or sim"
+            "{other} is not a provider drover can serve: local, incus, ec2 or sim"
         ))),
     }
 }

@@ -1,0 +1,325 @@
+//! A group's `instance.properties` for the ec2 provider, and the checks
+//! that need no AWS call: `drover validate` runs them (so a misspelt AMI id
+//! or a zone with no subnet is refused before anything is launched) and
+//! the provider parses the same type before every launch. What only AWS
+//! knows (does the AMI exist, is the subnet in that zone) the provider
+//! reports with AWS's own error code.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+/// The ec2 provider's instance properties (docs/ec2.md). Unknown fields
+/// are errors, so a misspelt `instace_type` is not silently ignored.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Ec2Properties {
+    /// The region; else the provider's `--ec2-region` (or `AWS_REGION`).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// The AMI (`ami-` and 8 or 17 hex digits); required unless the launch
+    /// template gives one.
+    #[serde(default)]
+    pub image_id: Option<String>,
+    /// The instance type (`t3.micro`); required unless the launch template
+    /// gives one.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// The subnet of each of the group's zones (`zone: subnet-…`); the key
+    /// `default` serves slots without a zone.
+    #[serde(default)]
+    pub subnets: BTreeMap<String, String>,
+    /// Security group ids (`sg-…`) of the instance's network interface.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    /// The EC2 key pair's name (SSH access), if any.
+    #[serde(default)]
+    pub key_name: Option<String>,
+    /// The IAM instance profile, by name or ARN.
+    #[serde(default)]
+    pub iam_instance_profile: Option<String>,
+    /// A launch template as the base: what the properties above give
+    /// overrides it.
+    #[serde(default)]
+    pub launch_template: Option<LaunchTemplate>,
+}
+
+/// A launch template, by id or by name, and its version.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchTemplate {
+    /// `lt-…`.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The template's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A version number, `$Latest` or `$Default` (EC2's default when absent).
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// The `subnets` key for slots that have no zone.
+pub const DEFAULT_SUBNET: &str = "default";
+
+/// Why a group's properties cannot be used, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("instance.properties{field}: {problem}")]
+pub struct BadProperty {
+    /// The field, as `.name` (empty for the whole object).
+    pub field: String,
+    /// What is wrong and what to do.
+    pub problem: String,
+}
+
+impl Ec2Properties {
+    /// Reads `value` (the group's opaque properties) and checks what can be
+    /// checked offline; `zones` are the zones the group's slots use (None
+    /// for a slot without one). Every problem is returned, not the first.
+    pub fn parse(
+        value: &serde_json::Value,
+        zones: &[Option<&str>],
+    ) -> Result<Ec2Properties, Vec<BadProperty>> {
+        let props: Ec2Properties = serde_json::from_value(value.clone()).map_err(|e| {
+            vec![BadProperty {
+                field: String::new(),
+                problem: format!("{e}; see docs/ec2.md"),
+            }]
+        })?;
+        let problems = props.problems(zones);
+        if problems.is_empty() {
+            Ok(props)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The subnet a slot in `zone` is launched in, if the properties name one.
+    pub fn subnet_for(&self, zone: Option<&str>) -> Option<&str> {
+        self.subnets
+            .get(zone.unwrap_or(DEFAULT_SUBNET))
+            .map(String::as_str)
+    }
+
+    fn problems(&self, zones: &[Option<&str>]) -> Vec<BadProperty> {
+        let mut out = Vec::new();
+        let mut bad = |field: String, problem: String| {
+            out.push(BadProperty {
+                field: format!(".{field}"),
+                problem,
+            })
+        };
+        if let Some(region) = &self.region
+            && !is_region(region)
+        {
+            bad(
+                "region".into(),
+                format!("`{region}` is not an AWS region name (e.g. eu-west-1)"),
+            );
+        }
+        let template = self.launch_template.as_ref();
+        match &self.image_id {
+            Some(ami) if !is_id(ami, "ami") => bad(
+                "image_id".into(),
+                format!("`{ami}` is not an AMI id: `ami-` and 8 or 17 hex digits"),
+            ),
+            None if template.is_none() => bad(
+                "image_id".into(),
+                "is required (or a launch_template that gives one)".into(),
+            ),
+            _ => {}
+        }
+        match &self.instance_type {
+            Some(t) if !is_instance_type(t) => bad(
+                "instance_type".into(),
+                format!("`{t}` is not an instance type (family.size, e.g. t3.micro)"),
+            ),
+            None if template.is_none() => bad(
+                "instance_type".into(),
+                "is required (or a launch_template that gives one)".into(),
+            ),
+            _ => {}
+        }
+        for (zone, subnet) in &self.subnets {
+            if !is_id(subnet, "subnet") {
+                bad(
+                    format!("subnets.{zone}"),
+                    format!("`{subnet}` is not a subnet id: `subnet-` and 8 or 17 hex digits"),
+                );
+            }
+        }
+        let mut missing: Vec<&str> = zones
+            .iter()
+            .filter(|z| self.subnet_for(**z).is_none())
+            .map(|z| z.unwrap_or(DEFAULT_SUBNET))
+            .collect();
+        missing.dedup();
+        // Without any subnet EC2 picks the default VPC's; a zone needs one.
+        if !self.subnets.is_empty() || zones.iter().any(Option::is_some) {
+            for zone in missing {
+                bad(
+                    "subnets".into(),
+                    format!(
+                        "no subnet for zone `{zone}`: each zone the group uses needs `{zone}: subnet-…`"
+                    ),
+                );
+            }
+        }
+        for (i, sg) in self.security_groups.iter().enumerate() {
+            if !is_id(sg, "sg") {
+                bad(
+                    format!("security_groups[{i}]"),
+                    format!("`{sg}` is not a security group id: `sg-` and 8 or 17 hex digits"),
+                );
+            }
+        }
+        if self
+            .key_name
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            bad(
+                "key_name".into(),
+                "is empty: name a key pair or leave it out".into(),
+            );
+        }
+        if let Some(p) = &self.iam_instance_profile
+            && (p.trim().is_empty() || (p.starts_with("arn:") && !p.contains(":instance-profile/")))
+        {
+            bad(
+                "iam_instance_profile".into(),
+                format!("`{p}` is neither a profile name nor an instance-profile ARN"),
+            );
+        }
+        if let Some(t) = template {
+            match (&t.id, &t.name) {
+                (Some(_), Some(_)) | (None, None) => bad(
+                    "launch_template".into(),
+                    "name exactly one of `id` and `name`".into(),
+                ),
+                (Some(id), None) if !is_id(id, "lt") => bad(
+                    "launch_template.id".into(),
+                    format!("`{id}` is not a launch template id: `lt-` and 8 or 17 hex digits"),
+                ),
+                _ => {}
+            }
+            if let Some(v) = &t.version
+                && !(v == "$Latest" || v == "$Default" || v.parse::<u64>().is_ok_and(|n| n > 0))
+            {
+                bad(
+                    "launch_template.version".into(),
+                    format!("`{v}` is not a version: a number, `$Latest` or `$Default`"),
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A pet's logical id on ec2: its private IPv4 address in its subnet.
+pub fn private_ip(logical_id: &str) -> Option<Ipv4Addr> {
+    logical_id
+        .parse::<Ipv4Addr>()
+        .ok()
+        .filter(|a| !a.is_loopback() && !a.is_unspecified() && !a.is_multicast())
+}
+
+/// `PREFIX-` and 8 or 17 lowercase hex digits, as EC2's resource ids are.
+fn is_id(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix('-'))
+        .is_some_and(|hex| {
+            (8..=17).contains(&hex.len())
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
+/// `t3.micro`, `m7g.16xlarge`, `u-6tb1.metal`.
+fn is_instance_type(s: &str) -> bool {
+    let Some((family, size)) = s.split_once('.') else {
+        return false;
+    };
+    let word = |w: &str| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    family.starts_with(|c: char| c.is_ascii_lowercase()) && word(family) && word(size)
+}
+
+/// `eu-west-1`, `us-gov-west-1`, `ap-southeast-4`.
+fn is_region(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() >= 3
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].parse::<u8>().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(value: serde_json::Value, zones: &[Option<&str>]) -> Vec<String> {
+        match Ec2Properties::parse(&value, zones) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems.into_iter().map(|p| p.field).collect(),
+        }
+    }
+
+    #[test]
+    fn a_complete_group_passes() {
+        let ok = json!({"region": "eu-west-1", "image_id": "ami-0abcdef1234567890",
+            "instance_type": "t3.micro", "subnets": {"eu-west-1a": "subnet-12345678"},
+            "security_groups": ["sg-0123456789abcdef0"], "key_name": "ops",
+            "iam_instance_profile": "drover-node"});
+        assert_eq!(fields(ok, &[Some("eu-west-1a")]), Vec::<String>::new());
+        let template = json!({"launch_template": {"name": "nodes", "version": "$Latest"}});
+        assert_eq!(fields(template, &[None]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let bad = json!({"region": "Europe", "image_id": "ami-XYZ", "instance_type": "big",
+            "subnets": {"a": "net-1"}, "security_groups": ["default"], "key_name": " ",
+            "iam_instance_profile": "arn:aws:iam::1:role/x",
+            "launch_template": {"id": "lt-1", "version": "latest"}});
+        assert_eq!(
+            fields(bad, &[Some("a"), Some("b")]),
+            [
+                ".region",
+                ".image_id",
+                ".instance_type",
+                ".subnets.a",
+                ".subnets",
+                ".security_groups[0]",
+                ".key_name",
+                ".iam_instance_profile",
+                ".launch_template.id",
+                ".launch_template.version"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_a_missing_image_are_refused() {
+        let e = Ec2Properties::parse(&json!({"instace_type": "t3.micro"}), &[]).unwrap_err();
+        assert!(
+            e[0].problem.contains("unknown field `instace_type`"),
+            "{e:?}"
+        );
+        assert_eq!(fields(json!({}), &[None]), [".image_id", ".instance_type"]);
+    }
+
+    #[test]
+    fn a_pets_id_is_a_private_ipv4_address() {
+        assert!(private_ip("10.0.1.11").is_some());
+        for bad in ["db-1", "127.0.0.1", "fe80::1", "0.0.0.0"] {
+            assert!(private_ip(bad).is_none(), "{bad}");
+        }
+    }
+}

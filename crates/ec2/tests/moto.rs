@@ -1,0 +1,365 @@
+//! The ec2 provider against a real EC2 API: moto on loopback, checking
+//! every signature, and the test kit's fault-injecting proxy in front of
+//! it for what moto does not do (throttling, eventual consistency, lost
+//! answers, `ClientToken` idempotency). Each test has its own moto,
+//! killed by PID when the test ends, also when it fails.
+
+use drover_core::model::tags;
+use drover_core::spec::Role;
+use drover_core::template::BootContext;
+use drover_ec2::testkit::{AMI, Faults, Moto, Proxy};
+use drover_ec2::throttle::{Rate, Rates};
+use drover_ec2::{Ec2Provider, api::Credentials};
+use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const SCRIPT: &str = "#!/bin/sh\necho booted {{ address }} {{ join_addr }}\n";
+
+async fn request(
+    moto: &Moto,
+    cluster: &str,
+    link: &str,
+    logical_id: Option<&str>,
+) -> ProvisionRequest {
+    let subnets = moto.subnets().await;
+    let tags = BTreeMap::from([
+        (tags::CLUSTER.to_string(), cluster.to_string()),
+        (tags::GROUP.to_string(), "g".to_string()),
+        (tags::LINK.to_string(), link.to_string()),
+        (tags::ZONE.to_string(), "us-east-1a".to_string()),
+    ]);
+    ProvisionRequest {
+        tags,
+        logical_id: logical_id.map(str::to_string),
+        properties: json!({"image_id": AMI, "instance_type": "t3.micro",
+            "subnets": {"us-east-1a": subnets["us-east-1a"]}}),
+        engine_labels: BTreeMap::new(),
+        boot_template: SCRIPT.into(),
+        boot_context: BootContext::example(Role::Worker),
+        boot_env: Vec::new(),
+    }
+}
+
+fn cluster_tag(cluster: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(tags::CLUSTER.to_string(), cluster.to_string())])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_describe_label_destroy_with_signatures_checked() {
+    let moto = Moto::start().await;
+    let p = moto.provider();
+    let req = request(&moto, "c1", "op-1", Some("172.31.0.50")).await;
+    let id = p.provision(req.clone(), &Unfenced).await.unwrap();
+    assert!(id.starts_with("i-"), "{id}");
+    // Tagged at launch: the instance and its volume carry every drover tag.
+    let listed = p.describe(&cluster_tag("c1")).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let i = &listed[0];
+    assert_eq!(i.id, id);
+    assert!(i.running && i.created_ms > 0);
+    for (k, v) in &req.tags {
+        assert_eq!(i.tag(k), Some(v.as_str()), "{k}");
+    }
+    let volumes = moto
+        .ec2()
+        .call(
+            "DescribeVolumes",
+            &[
+                ("Filter.1.Name".into(), "tag:drover.link".into()),
+                ("Filter.1.Value.1".into(), "op-1".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(volumes.contains("<volumeId>vol-"), "{volumes}");
+    let user_data = moto
+        .ec2()
+        .call(
+            "DescribeInstanceAttribute",
+            &[
+                ("InstanceId".into(), id.clone()),
+                ("Attribute".into(), "userData".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(user_data.contains("<value>"), "{user_data}");
+    // Another cluster's describe does not see it; labels are added.
+    assert!(p.describe(&cluster_tag("c2")).await.unwrap().is_empty());
+    let labels = BTreeMap::from([("drover.node".to_string(), "n1".to_string())]);
+    p.label(&id, &labels, &Unfenced).await.unwrap();
+    let listed = p.describe(&cluster_tag("c1")).await.unwrap();
+    assert_eq!(listed[0].tag("drover.node"), Some("n1"));
+    // Destroyed: gone from describes (terminated is not live); again: success.
+    p.destroy(&id).await.unwrap();
+    assert!(p.describe(&cluster_tag("c1")).await.unwrap().is_empty());
+    p.destroy(&id).await.unwrap();
+    assert_eq!(
+        moto.states().await,
+        BTreeMap::from([("terminated".to_string(), 1)])
+    );
+    // moto checks signatures: a wrong secret is refused, and permanently.
+    let mut settings = moto.settings(&moto.endpoint);
+    settings.credentials = Credentials::Static {
+        access_key: "AKIDWRONG".into(),
+        secret_key: "wrong".into(),
+    };
+    let e = Ec2Provider::new(settings)
+        .describe(&cluster_tag("c1"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProviderError::Permanent(_)), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_before_any_call_and_no_secret_is_shown() {
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let secret = "SWMTKN-1-never-in-user-data";
+    let mut req = request(&moto, "c1", "op-1", None).await;
+    req.boot_env = vec![("DROVER_JOIN_TOKEN".into(), Secret::new(secret.to_string()))];
+    let e = p
+        .provision(req.clone(), &Unfenced)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("DROVER_JOIN_TOKEN") && e.contains("\"g\""),
+        "{e}"
+    );
+    assert!(!e.contains(secret), "{e}");
+    req.boot_env.clear();
+    req.boot_template = format!("#!/bin/sh\n# {}\n", "x".repeat(16 * 1024));
+    let e = p.provision(req.clone(), &Unfenced).await.unwrap_err();
+    assert!(matches!(e, ProviderError::Permanent(_)), "{e}");
+    assert!(
+        e.to_string().contains("group \"g\"") && e.to_string().contains("16384"),
+        "{e}"
+    );
+    req.boot_template = SCRIPT.into();
+    let base = req.properties.clone();
+    req.properties["image_id"] = json!("ami-XYZ");
+    let e = p
+        .provision(req.clone(), &Unfenced)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("instance.properties.image_id"), "{e}");
+    req.properties = base.clone();
+    req.properties["region"] = json!("eu-west-1");
+    let e = p
+        .provision(req.clone(), &Unfenced)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("instance.properties.region"), "{e}");
+    assert_eq!(proxy.calls("RunInstances"), 0);
+    // What only EC2 knows comes back with EC2's code, permanently.
+    req.properties = base;
+    req.properties["subnets"] = json!({"us-east-1a": "subnet-0000000000000000f"});
+    let e = p.provision(req, &Unfenced).await.unwrap_err();
+    assert!(matches!(e, ProviderError::Permanent(_)), "{e}");
+    assert!(e.to_string().contains("InvalidSubnetID.NotFound"), "{e}");
+    assert!(moto.states().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_answers_and_controller_crashes_make_no_second_instance() {
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let req = request(&moto, "c1", "op-7", None).await;
+    // Both first answers are lost after the launch took effect: the
+    // provider's retries repeat the token and get the first instance.
+    proxy.set(Faults {
+        drop_run_answers: 2,
+        ..Faults::default()
+    });
+    let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let id = p.provision(req.clone(), &Unfenced).await.unwrap();
+    assert_eq!(proxy.calls("RunInstances"), 3);
+    // A controller that crashed before journaling the id retries the same
+    // operation from a new process: the same instance again.
+    for _ in 0..3 {
+        let fresh = Ec2Provider::new(moto.settings(&proxy.endpoint));
+        assert_eq!(fresh.provision(req.clone(), &Unfenced).await.unwrap(), id);
+    }
+    // Retried with other parameters (the join address changed meanwhile):
+    // EC2 refuses the token's reuse; the instance made for it is found.
+    let mut changed = req.clone();
+    changed.boot_context.join_addr = "10.9.9.9:2377".into();
+    let fresh = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    assert_eq!(fresh.provision(changed, &Unfenced).await.unwrap(), id);
+    assert_eq!(
+        moto.states().await,
+        BTreeMap::from([("running".to_string(), 1)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_describe_is_an_error_and_a_young_instance_is_not_lost() {
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let id = p
+        .provision(request(&moto, "c1", "op-1", None).await, &Unfenced)
+        .await
+        .unwrap();
+    // Throttled past every retry: an error, never "no instances".
+    proxy.set(Faults {
+        throttle_next: [("DescribeInstances".to_string(), 1000)].into(),
+        ..Faults::default()
+    });
+    let e = p.describe(&cluster_tag("c1")).await.unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    assert!(p.metrics().throttles("DescribeInstances") >= 8);
+    // A few throttles are absorbed by the retries.
+    proxy.set(Faults {
+        throttle_next: [("DescribeInstances".to_string(), 3)].into(),
+        ..Faults::default()
+    });
+    assert_eq!(p.describe(&cluster_tag("c1")).await.unwrap().len(), 1);
+    // EC2 does not list a new instance yet: it still counts, and
+    // terminating it is retried rather than taken as done.
+    proxy.set(Faults {
+        invisible_for: Duration::from_secs(3),
+        ..Faults::default()
+    });
+    let young = p
+        .provision(request(&moto, "c1", "op-2", None).await, &Unfenced)
+        .await
+        .unwrap();
+    let fresh = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let seen_by_fresh = fresh.describe(&cluster_tag("c1")).await.unwrap();
+    assert_eq!(
+        seen_by_fresh.len(),
+        1,
+        "EC2 hides it from a process that did not launch it"
+    );
+    let seen = p.describe(&cluster_tag("c1")).await.unwrap();
+    let mut ids: Vec<&str> = seen.iter().map(|i| i.id.as_str()).collect();
+    ids.sort();
+    let mut want = vec![id.as_str(), young.as_str()];
+    want.sort();
+    assert_eq!(ids, want);
+    let e = p.destroy(&young).await.unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(fresh.describe(&cluster_tag("c1")).await.unwrap().len(), 2);
+    p.destroy(&young).await.unwrap();
+    assert_eq!(
+        moto.states().await,
+        BTreeMap::from([("running".to_string(), 1), ("terminated".to_string(), 1)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_converges_under_sustained_throttling() {
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    // EC2 allows less than the provider's defaults assume: the proxy's
+    // buckets throttle, the provider's drain and back off.
+    let slow = Rate {
+        per_sec: 2.0,
+        burst: 2.0,
+    };
+    proxy.set(Faults {
+        rates: Some(Rates {
+            describe: slow,
+            run: slow,
+            mutate: slow,
+        }),
+        ..Faults::default()
+    });
+    let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let req = request(&moto, "c1", "x", None).await;
+    let launches = (0..10).map(|n| {
+        let p = p.clone();
+        let mut req = req.clone();
+        req.tags.insert(tags::LINK.to_string(), format!("op-{n}"));
+        tokio::spawn(async move { p.provision(req, &Unfenced).await })
+    });
+    let watcher = {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let mut seen = 0;
+            while seen < 10 {
+                if let Ok(listed) = p.describe(&cluster_tag("c1")).await {
+                    seen = listed.len();
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let mut ids = Vec::new();
+    for l in launches {
+        ids.push(l.await.unwrap().expect("every launch gets through"));
+    }
+    tokio::time::timeout(Duration::from_secs(60), watcher)
+        .await
+        .unwrap()
+        .unwrap();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 10);
+    assert_eq!(
+        moto.states().await,
+        BTreeMap::from([("running".to_string(), 10)])
+    );
+    assert!(proxy.throttled("RunInstances") + proxy.throttled("DescribeInstances") > 0);
+    let stops = ids.iter().map(|id| {
+        let (p, id) = (p.clone(), id.clone());
+        tokio::spawn(async move { p.destroy(&id).await })
+    });
+    for s in stops {
+        s.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        moto.states().await,
+        BTreeMap::from([("terminated".to_string(), 10)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_describe_pages_through_every_instance_and_shows_no_secret() {
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let mut settings = moto.settings(&proxy.endpoint);
+    settings.page = 5;
+    let p = Ec2Provider::new(settings);
+    let req = request(&moto, "c1", "x", None).await;
+    for n in 0..12 {
+        let mut req = req.clone();
+        req.tags.insert(tags::LINK.to_string(), format!("op-{n}"));
+        p.provision(req, &Unfenced).await.unwrap();
+    }
+    // Processes that did not launch them (no young instance to add).
+    let whole_pages = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let mut small = moto.settings(&proxy.endpoint);
+    small.page = 5;
+    let small_pages = Ec2Provider::new(small);
+    let before = proxy.calls("DescribeInstances");
+    let mut paged = small_pages.describe(&cluster_tag("c1")).await.unwrap();
+    assert_eq!(paged.len(), 12);
+    assert_eq!(
+        proxy.calls("DescribeInstances") - before,
+        3,
+        "pages of 5, 5, 2"
+    );
+    paged.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut whole = whole_pages.describe(&cluster_tag("c1")).await.unwrap();
+    whole.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(paged, whole);
+    // Neither the provider nor its settings show the secret key.
+    let Credentials::Static { secret_key, .. } = moto.credentials() else {
+        unreachable!()
+    };
+    for shown in [
+        format!("{p:?}"),
+        format!("{:?}", moto.settings(&moto.endpoint)),
+    ] {
+        assert!(!shown.contains(&secret_key), "{shown}");
+    }
+}
