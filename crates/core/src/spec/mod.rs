@@ -11,8 +11,8 @@ mod commit;
 mod decode;
 mod diag;
 mod duration;
-mod plugin;
 pub mod ec2;
+mod plugin;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
