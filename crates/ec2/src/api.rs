@@ -163,12 +163,17 @@ impl Api {
         &self.region
     }
 
-    /// `Action` with `params` (EC2's `Version` added): the answer's XML.
-    pub async fn call(
+    /// `Action` with `params` (EC2's `Version` added), signed: ready to
+    /// [`send`](Self::send). Signing may first fetch credentials over the
+    /// network (instance metadata, web identity, the container endpoint:
+    /// up to the call timeout), so a caller that checks a fence signs
+    /// first and checks right before sending (a signature stays valid for
+    /// 5 minutes).
+    pub async fn signed(
         &self,
         action: &str,
         params: &[(String, String)],
-    ) -> Result<String, ApiError> {
+    ) -> Result<reqwest::Request, ApiError> {
         let body = Bytes::from(form(action, version(&self.service), params));
         let uri: http::Uri = format!("{}/", self.endpoint)
             .parse()
@@ -190,8 +195,11 @@ impl Api {
             .await
             .map_err(|e| ApiError::Signing(e.to_string()))?;
         let req = http::Request::from_parts(parts, body);
-        let req =
-            reqwest::Request::try_from(req).map_err(|e| ApiError::Transport(e.to_string()))?;
+        reqwest::Request::try_from(req).map_err(|e| ApiError::Transport(e.to_string()))
+    }
+
+    /// Sends a [`signed`](Self::signed) request: the answer's XML.
+    pub async fn send(&self, req: reqwest::Request) -> Result<String, ApiError> {
         let resp = self
             .http
             .execute(req)

@@ -164,6 +164,17 @@ impl Client {
                 let wait = lock(bucket).reserve(Instant::now());
                 tokio::time::sleep(wait).await;
             }
+            let api = |source| CallError::Api { action, source };
+            // Signed before the fence is checked: signing may wait on the
+            // credential chain, and nothing may stand between the check
+            // and the send.
+            let req = match self.api.signed(action, params).await {
+                Ok(req) => req,
+                Err(e) => {
+                    lock(bucket).refund(Instant::now());
+                    return Err(api(e));
+                }
+            };
             if let Some(f) = fence
                 && let Err(e) = f.check()
             {
@@ -171,10 +182,7 @@ impl Client {
                 return Err(e.into());
             }
             self.metrics.calls.get_or_create(&label).inc();
-            self.api
-                .call(action, params)
-                .await
-                .map_err(|source| CallError::Api { action, source })
+            self.api.send(req).await.map_err(api)
         };
         let backoff = ExponentialBuilder::default()
             .with_min_delay(self.retry.min_delay)

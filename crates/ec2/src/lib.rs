@@ -256,7 +256,12 @@ impl InstanceProvider for Ec2Provider {
             Err(CallError::Api { source, .. })
                 if source.code() == Some("IdempotentParameterMismatch") =>
             {
-                let mine = BTreeMap::from([(tags::LINK.to_string(), link.clone())]);
+                // By cluster too, as every describe: a link names an
+                // operation of this cluster's journal only.
+                let mut mine = BTreeMap::from([(tags::LINK.to_string(), link.clone())]);
+                if let Some(cluster) = req.tags.get(tags::CLUSTER) {
+                    mine.insert(tags::CLUSTER.to_string(), cluster.clone());
+                }
                 let found = self.list(&mine).await.map_err(provider_error)?;
                 return match found.first() {
                     Some(i) => Ok(i.id.clone()),

@@ -210,9 +210,11 @@ pub fn instance(d: &Described) -> Option<Instance> {
     })
 }
 
-/// Instances this process launched, kept until EC2's describes list them
-/// (or [`YOUNG_WINDOW`] passes): until then a describe that misses one
-/// is not taken to mean it is gone, which would have it launched again.
+/// Instances this process launched, kept for [`YOUNG_WINDOW`] (unless
+/// terminated here): within it a describe that misses one is not taken to
+/// mean it is gone, which would have it launched again — also after a
+/// describe listed it once, as EC2's eventually consistent reads may list
+/// an instance and miss it on the next.
 #[derive(Debug, Default)]
 pub struct Young {
     launched: HashMap<String, (Instance, Instant)>,
@@ -237,22 +239,27 @@ impl Young {
     }
 
     /// Adds to `listed` (a describe's answer for `tags`) the young
-    /// instances it misses that carry `tags`; forgets those it lists and
-    /// those past the window.
+    /// instances it misses that carry `tags`, as last listed (or as
+    /// launched); forgets those past the window.
     pub fn complete(
         &mut self,
         listed: &mut Vec<Instance>,
         tags: &BTreeMap<String, String>,
         now: Instant,
     ) {
-        for i in listed.iter() {
-            self.launched.remove(&i.id);
-        }
         self.launched
             .retain(|_, (_, at)| now.saturating_duration_since(*at) < YOUNG_WINDOW);
+        let seen: std::collections::HashSet<String> =
+            listed.iter().map(|i| i.id.clone()).collect();
+        for i in listed.iter() {
+            if let Some((kept, _)) = self.launched.get_mut(&i.id) {
+                *kept = i.clone();
+            }
+        }
         listed.extend(
             self.launched
                 .values()
+                .filter(|(i, _)| !seen.contains(&i.id))
                 .filter(|(i, _)| tags.iter().all(|(k, v)| i.tag(k) == Some(v)))
                 .map(|(i, _)| i.clone()),
         );
@@ -266,6 +273,7 @@ mod tests {
 
     fn props() -> Ec2Properties {
         Ec2Properties {
+            region: Some("eu-west-1".into()),
             image_id: Some("ami-12345678".into()),
             instance_type: Some("t3.micro".into()),
             subnets: BTreeMap::from([("a".into(), "subnet-12345678".into())]),
@@ -348,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn a_young_instance_counts_until_listed_or_past_the_window() {
+    fn a_young_instance_counts_for_the_whole_window_unless_terminated_here() {
         let t0 = Instant::now();
         let tags = BTreeMap::from([("drover.cluster".to_string(), "c1".to_string())]);
         let i = Instance {
@@ -372,7 +380,16 @@ mod tests {
         young.launched(i.clone(), t0);
         let mut listed = vec![i.clone()];
         young.complete(&mut listed, &tags, t0);
-        assert_eq!(listed.len(), 1);
-        assert!(!young.holds("i-1", t0), "listed: forgotten");
+        assert_eq!(listed.len(), 1, "listed once, not twice");
+        // Listed once, then missed by an eventually consistent read: still
+        // there (a miss would otherwise launch a second machine).
+        let mut listed = Vec::new();
+        young.complete(&mut listed, &tags, t0);
+        assert_eq!(listed, vec![i.clone()]);
+        assert!(young.holds("i-1", t0));
+        young.forget("i-1");
+        let mut listed = Vec::new();
+        young.complete(&mut listed, &tags, t0);
+        assert!(listed.is_empty(), "terminated here: forgotten");
     }
 }

@@ -25,8 +25,10 @@ impl<T> Default for Items<T> {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DescribeInstances {
-    /// Reservations, each with its instances.
-    #[serde(default)]
+    /// Reservations, each with its instances. Required: EC2 always sends
+    /// it (empty when nothing matches), so an answer without it (another
+    /// service behind the endpoint, a proxy's page) is not read as "no
+    /// instances".
     pub reservation_set: Items<Reservation>,
     /// The next page's token, if any.
     #[serde(default)]
@@ -172,6 +174,9 @@ mod tests {
             parse("<DescribeInstancesResponse><reservationSet/></DescribeInstancesResponse>")
                 .unwrap();
         assert!(empty.reservation_set.items.is_empty());
+        // Without the element it is no answer at all, never "no instances".
+        assert!(parse::<DescribeInstances>("<DescribeInstancesResponse/>").is_err());
+        assert!(parse::<DescribeInstances>("<html><body>proxy</body></html>").is_err());
     }
 
     #[test]

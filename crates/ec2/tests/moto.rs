@@ -7,7 +7,7 @@
 use drover_core::model::tags;
 use drover_core::spec::Role;
 use drover_core::template::BootContext;
-use drover_ec2::testkit::{AMI, Faults, Moto, Proxy};
+use drover_ec2::testkit::{AMI, Faults, Moto, Proxy, REGION};
 use drover_ec2::throttle::{Rate, Rates};
 use drover_ec2::{Ec2Provider, api::Credentials};
 use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
@@ -33,7 +33,7 @@ async fn request(
     ProvisionRequest {
         tags,
         logical_id: logical_id.map(str::to_string),
-        properties: json!({"image_id": AMI, "instance_type": "t3.micro",
+        properties: json!({"region": REGION, "image_id": AMI, "instance_type": "t3.micro",
             "subnets": {"us-east-1a": subnets["us-east-1a"]}}),
         engine_labels: BTreeMap::new(),
         boot_template: SCRIPT.into(),

@@ -14,7 +14,7 @@ use std::net::Ipv4Addr;
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Ec2Properties {
-    /// The region; else the provider's `--ec2-region` (or `AWS_REGION`).
+    /// The region (required; must be the controller's `--ec2-region`).
     #[serde(default)]
     pub region: Option<String>,
     /// The AMI (`ami-` and 8 or 17 hex digits); required unless the launch
@@ -109,13 +109,18 @@ impl Ec2Properties {
                 problem,
             })
         };
-        if let Some(region) = &self.region
-            && !is_region(region)
-        {
-            bad(
+        match &self.region {
+            // Required: a controller started in another region would
+            // describe nothing there and read the group as empty.
+            None => bad(
+                "region".into(),
+                "required: the region the group's instances live in (the controller's --ec2-region must be the same)".into(),
+            ),
+            Some(region) if !is_region(region) => bad(
                 "region".into(),
                 format!("`{region}` is not an AWS region name (e.g. eu-west-1)"),
-            );
+            ),
+            Some(_) => {}
         }
         let template = self.launch_template.as_ref();
         match &self.image_id {
@@ -278,8 +283,12 @@ mod tests {
             "security_groups": ["sg-0123456789abcdef0"], "key_name": "ops",
             "iam_instance_profile": "drover-node"});
         assert_eq!(fields(ok, &[Some("eu-west-1a")]), Vec::<String>::new());
-        let template = json!({"launch_template": {"name": "nodes", "version": "$Latest"}});
-        assert_eq!(fields(template, &[None]), Vec::<String>::new());
+        let template = json!({"region": "eu-west-1",
+            "launch_template": {"name": "nodes", "version": "$Latest"}});
+        assert_eq!(fields(template.clone(), &[None]), Vec::<String>::new());
+        let mut nowhere = template;
+        nowhere.as_object_mut().unwrap().remove("region");
+        assert_eq!(fields(nowhere, &[None]), [".region"], "the region is required");
     }
 
     #[test]

@@ -38,7 +38,19 @@ use std::sync::Arc;
 /// found through them.
 #[derive(Clone, Default)]
 pub struct Machines {
-    /// The local provider, when `--local-dir` is given.
+    /// `http://` to a 127.0.0.0/8 address or `localhost` (a test's moto).
+fn loopback_http(endpoint: &str) -> bool {
+    let Some(rest) = endpoint.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', ':']).next().unwrap_or_default();
+    host == "localhost"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
+/// The local provider, when `--local-dir` is given.
     pub local: Option<Arc<LocalProvider>>,
     /// The incus provider, when `--incus-engines` is given.
     pub incus: Option<Arc<IncusProvider>>,
@@ -162,10 +174,10 @@ fn ec2(args: &LocalArgs) -> Result<Option<Arc<Ec2Provider>>, MainError> {
         MainError::BadInput("--ec2 needs a region: give --ec2-region or set AWS_REGION".into())
     })?;
     if let Some(e) = &args.ec2_endpoint
-        && !(e.starts_with("https://") || e.starts_with("http://"))
+        && !(e.starts_with("https://") || loopback_http(e))
     {
         return Err(MainError::BadInput(format!(
-            "--ec2-endpoint {e}: expected a URL, https://HOST[:PORT]"
+            "--ec2-endpoint {e}: expected https://HOST[:PORT] (plain http:// only to a loopback address: signed requests carry a session token)"
         )));
     }
     let settings = drover_ec2::Settings::new(region, args.ec2_endpoint.as_deref());

@@ -5,7 +5,7 @@
 //! stopped, and waiting for a revision to converge.
 
 use crate::Ec2Provider;
-use crate::testkit::AMI;
+use crate::testkit::{AMI, REGION};
 use drover_controller::{Context, Controller, Metrics};
 use drover_core::spec::parse_str;
 use drover_sim::{SimCloud, Timings, World};
@@ -25,7 +25,7 @@ pub fn plain_group(size: usize, in_flight: usize, instance_type: &str, subnet: &
   update: {{max_in_flight: {in_flight}}}
   instance:
     provider: ec2
-    properties: {{image_id: {AMI}, instance_type: {instance_type}, subnets: {{us-east-1a: {subnet}}}}}
+    properties: {{region: {REGION}, image_id: {AMI}, instance_type: {instance_type}, subnets: {{us-east-1a: {subnet}}}}}
 "
     )
 }
