@@ -252,7 +252,12 @@ fn the_ec2_provider_needs_a_region_and_its_spec_validates() {
     // Signed requests carry credentials: plain http only to loopback.
     let out = Command::new(env!("CARGO_BIN_EXE_drover"))
         .args(["gc", "--dry-run", "--store", &store, "--ec2", "true"])
-        .args(["--ec2-region", "eu-west-1", "--ec2-endpoint", "http://10.0.0.1:5000"])
+        .args([
+            "--ec2-region",
+            "eu-west-1",
+            "--ec2-endpoint",
+            "http://10.0.0.1:5000",
+        ])
         .output()
         .expect("run drover");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));

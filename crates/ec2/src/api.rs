@@ -198,6 +198,16 @@ impl Api {
         reqwest::Request::try_from(req).map_err(|e| ApiError::Transport(e.to_string()))
     }
 
+    /// [`signed`](Self::signed), then [`send`](Self::send): for callers
+    /// with no fence to check between the two.
+    pub async fn call(
+        &self,
+        action: &str,
+        params: &[(String, String)],
+    ) -> Result<String, ApiError> {
+        self.send(self.signed(action, params).await?).await
+    }
+
     /// Sends a [`signed`](Self::signed) request: the answer's XML.
     pub async fn send(&self, req: reqwest::Request) -> Result<String, ApiError> {
         let resp = self

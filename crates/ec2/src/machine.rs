@@ -249,8 +249,7 @@ impl Young {
     ) {
         self.launched
             .retain(|_, (_, at)| now.saturating_duration_since(*at) < YOUNG_WINDOW);
-        let seen: std::collections::HashSet<String> =
-            listed.iter().map(|i| i.id.clone()).collect();
+        let seen: std::collections::HashSet<String> = listed.iter().map(|i| i.id.clone()).collect();
         for i in listed.iter() {
             if let Some((kept, _)) = self.launched.get_mut(&i.id) {
                 *kept = i.clone();

@@ -288,7 +288,11 @@ mod tests {
         assert_eq!(fields(template.clone(), &[None]), Vec::<String>::new());
         let mut nowhere = template;
         nowhere.as_object_mut().unwrap().remove("region");
-        assert_eq!(fields(nowhere, &[None]), [".region"], "the region is required");
+        assert_eq!(
+            fields(nowhere, &[None]),
+            [".region"],
+            "the region is required"
+        );
     }
 
     #[test]
@@ -321,7 +325,10 @@ mod tests {
             e[0].problem.contains("unknown field `instace_type`"),
             "{e:?}"
         );
-        assert_eq!(fields(json!({}), &[None]), [".image_id", ".instance_type"]);
+        assert_eq!(
+            fields(json!({}), &[None]),
+            [".region", ".image_id", ".instance_type"]
+        );
     }
 
     #[test]

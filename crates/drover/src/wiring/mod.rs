@@ -38,19 +38,7 @@ use std::sync::Arc;
 /// found through them.
 #[derive(Clone, Default)]
 pub struct Machines {
-    /// `http://` to a 127.0.0.0/8 address or `localhost` (a test's moto).
-fn loopback_http(endpoint: &str) -> bool {
-    let Some(rest) = endpoint.strip_prefix("http://") else {
-        return false;
-    };
-    let host = rest.split(['/', ':']).next().unwrap_or_default();
-    host == "localhost"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|a| a.is_loopback())
-}
-
-/// The local provider, when `--local-dir` is given.
+    /// The local provider, when `--local-dir` is given.
     pub local: Option<Arc<LocalProvider>>,
     /// The incus provider, when `--incus-engines` is given.
     pub incus: Option<Arc<IncusProvider>>,
@@ -182,6 +170,18 @@ fn ec2(args: &LocalArgs) -> Result<Option<Arc<Ec2Provider>>, MainError> {
     }
     let settings = drover_ec2::Settings::new(region, args.ec2_endpoint.as_deref());
     Ok(Some(Arc::new(Ec2Provider::new(settings))))
+}
+
+/// `http://` to a 127.0.0.0/8 address or `localhost` (a test's moto).
+fn loopback_http(endpoint: &str) -> bool {
+    let Some(rest) = endpoint.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', ':']).next().unwrap_or_default();
+    host == "localhost"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
 }
 
 /// The local provider, when `--local-dir` is given.
