@@ -120,8 +120,10 @@ impl PeerEndpoints for Vec<String> {
     }
 }
 
-/// How long [`Engine::observe_known`] waits for the node list: a manager
-/// with a leader answers in milliseconds (1-20 ms here, loaded).
+/// How long [`Engine::observe_known`] waits for the node and task lists: a
+/// manager with a leader answers in milliseconds (1-20 ms here, loaded);
+/// past it (leadership moving, or a task list too long to read so fast)
+/// `info` is asked, as every pass did before.
 const KNOWN_VIEW_BOUND: Duration = Duration::from_millis(150);
 
 /// One Docker Engine.
@@ -372,22 +374,20 @@ impl Engine {
     /// lingers in the list (unreachable, later Down).
     pub async fn observe_known(&self, known: Option<&str>) -> (SwarmView, String) {
         if let Some(own) = known {
-            let listed = tokio::time::timeout(KNOWN_VIEW_BOUND, self.raw_nodes());
-            let (listed, running) = tokio::join!(listed, self.running_tasks());
             let is_own = |n: &Node| {
                 n.id == own
                     && n.state != NodeState::Down
                     && n.raft.as_ref().is_some_and(|r| r.reachable)
             };
-            match (listed, running) {
-                (Ok(Ok(raw)), Ok(running)) => {
-                    let nodes: Vec<Node> = raw.iter().map(|n| convert_node(n, &running)).collect();
-                    if nodes.iter().any(is_own) {
-                        return (SwarmView::Ok(nodes), own.to_string());
-                    }
+            // The bound covers both lists: the task list blocks as the node
+            // list does while leadership moves, and the bound is there so
+            // that `info` is asked then.
+            match tokio::time::timeout(KNOWN_VIEW_BOUND, self.nodes()).await {
+                Ok(Ok(nodes)) if nodes.iter().any(is_own) => {
+                    return (SwarmView::Ok(nodes), own.to_string());
                 }
                 // As `view_from` would conclude after `info`.
-                (Ok(Err(EngineError::NoLeader(m))), _) | (_, Err(EngineError::NoLeader(m))) => {
+                Ok(Err(EngineError::NoLeader(m))) => {
                     return (SwarmView::NoQuorum(m), own.to_string());
                 }
                 _ => {}
