@@ -538,6 +538,7 @@ impl World {
             swarm: self.swarm(),
             self_link,
             left_reports: Vec::new(),
+            services: Default::default(),
         }
     }
 

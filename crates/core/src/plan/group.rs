@@ -1,6 +1,7 @@
 //! One planning pass: evaluate operations in flight, then start new ones
 //! group by group (managers first), then summarise.
 
+use super::budget::{Budgets, Verdict};
 use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
@@ -62,6 +63,8 @@ pub(crate) struct Planner<'a> {
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
     pub(crate) counter: u32,
+    /// The services' budgets and the nodes on their way out.
+    pub(crate) budgets: Budgets<'a>,
 }
 
 impl<'a> Planner<'a> {
@@ -121,6 +124,15 @@ impl<'a> Planner<'a> {
             .map(|(_, n)| n)
             .filter(|n| n.cluster.as_deref().is_none_or(|c| c == cluster))
             .collect();
+        let budgets = Budgets::new(
+            &input.observed.services,
+            world.nodes(),
+            input.journal,
+            |op| {
+                let v = op.victim.as_ref()?;
+                world.victim_node(v.link.as_deref(), v.node.as_deref())
+            },
+        );
         Planner {
             input,
             world,
@@ -143,6 +155,7 @@ impl<'a> Planner<'a> {
             demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
+            budgets,
         }
     }
 
@@ -615,6 +628,28 @@ impl<'a> Planner<'a> {
             return false;
         }
         true
+    }
+
+    /// The service budget gate for `inst`'s node, where a roll or a
+    /// retirement would begin (after [`Self::may_disrupt`]): a wait says
+    /// why; a budget that can never be met blocks the group, so `plan` and
+    /// `status` report it before the roll spends anything. Either way only
+    /// this member is held: the next in order may run other tasks.
+    pub(crate) fn within_service_budgets(&mut self, name: &str, inst: &Member<'_>) -> bool {
+        let Some(node) = inst.node else {
+            return true;
+        };
+        match self.service_budget(name, node) {
+            Verdict::Go => true,
+            Verdict::Wait(why) => {
+                self.wait(name, format!("{} waits: {why}", inst.id));
+                false
+            }
+            Verdict::Never(why) => {
+                self.block(name, why);
+                false
+            }
+        }
     }
 
     /// Records why `group` waits, unless a reason is recorded already.

@@ -137,6 +137,7 @@ impl Cluster {
                 swarm: SwarmView::Ok(nodes),
                 self_link: Some("m1".into()),
                 left_reports: Vec::new(),
+                services: Default::default(),
             },
             journal: Vec::new(),
             memory: Memory::default(),
@@ -2056,6 +2057,7 @@ impl Cluster {
     }
 }
 
+mod budget;
 mod spare;
 mod untidy;
 

@@ -233,6 +233,10 @@ pub struct UpdatePolicy {
     pub step_timeout: Duration,
     /// pause or rollback.
     pub on_failure: OnFailure,
+    /// The availability budget of every service that declares none in its
+    /// labels, while this group disrupts nodes ([`crate::budget`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_budget: Option<crate::budget::ServiceBudget>,
 }
 
 /// Health judgement timers.
