@@ -134,6 +134,7 @@ mod tests {
             intent: None,
             collection: None,
             provision_failures: 0,
+            hook_failure: None,
         }
     }
 

@@ -22,7 +22,12 @@ use std::time::{Duration, Instant};
 use support::{Lab, bounded};
 
 /// A service: name, replicas, labels, fewest running tasks allowed.
-type Declared = (&'static str, u32, &'static [(&'static str, &'static str)], u32);
+type Declared = (
+    &'static str,
+    u32,
+    &'static [(&'static str, &'static str)],
+    u32,
+);
 
 /// The services: name, replicas, labels (the `batch` service takes the
 /// group's `update.service_budget`), and the fewest running tasks its

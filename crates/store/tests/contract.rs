@@ -59,6 +59,12 @@ fn op(id: &str) -> Operation {
             evidence: "no node carries link l-0".into(),
         }),
         provision_failures: 1,
+        // A blocking hook's failure too.
+        hook_failure: Some(drover_core::journal::HookFailed {
+            step: Step::PreDrainHook,
+            message: "maintenance calendar says no".into(),
+            attempts: 2,
+        }),
     }
 }
 

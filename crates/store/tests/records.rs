@@ -54,6 +54,7 @@ fn op(id: &str) -> Operation {
         intent: None,
         collection: None,
         provision_failures: 0,
+        hook_failure: None,
     }
 }
 

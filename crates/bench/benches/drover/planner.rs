@@ -172,6 +172,7 @@ impl Fixture {
                 intent: None,
                 collection: None,
                 provision_failures: 0,
+                hook_failure: None,
             });
         }
         let observed = Observed {

@@ -321,6 +321,7 @@ impl<'a> Planner<'a> {
             intent: None,
             collection: None,
             provision_failures: 0,
+            hook_failure: None,
         }
     }
 
@@ -453,6 +454,7 @@ impl<'a> Planner<'a> {
                 intent: None,
                 collection: Some(c),
                 provision_failures: 0,
+                hook_failure: None,
             };
             self.begin_collection(op);
         }

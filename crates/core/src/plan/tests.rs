@@ -326,6 +326,7 @@ fn replacement_op(
         intent: None,
         collection: None,
         provision_failures: 0,
+        hook_failure: None,
     }
 }
 
@@ -2058,6 +2059,7 @@ impl Cluster {
 }
 
 mod budget;
+mod hooks;
 mod spare;
 mod untidy;
 
