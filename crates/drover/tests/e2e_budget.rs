@@ -108,18 +108,8 @@ fn spec(lab: &Lab, label: &str, with_budget: bool) -> String {
         ""
     };
     let rootfs = lab.dir.join("busybox-rootfs.tar");
-    let text = format!(
-        "groups:
-- name: managers
-  role: manager
-  allocation: {{size: 1}}
-  instance: {{provider: local}}
-  health: {{startup_timeout: 60s}}
-- name: workers
-  role: worker
-  allocation: {{size: 4}}
-  instance: {{provider: local}}
-  flavor:
+    let workers = format!(
+        "  flavor:
     engine_labels: {{release: {label}}}
     boot_script: |
       #!/bin/sh
@@ -127,13 +117,10 @@ fn spec(lab: &Lab, label: &str, with_budget: bool) -> String {
       docker import {rootfs} {BUSYBOX_IMAGE} >/dev/null
       drover engine join --role worker --address {{{{ address }}}} --remote {{{{ join_addr }}}}
   update: {{strategy: replace, max_in_flight: 2, canaries: 0, watch: 1s, step_timeout: 5m{budget}}}
-  health: {{startup_timeout: 60s}}
 ",
         rootfs = rootfs.display()
     );
-    let path = lab.dir.join(format!("spec-{label}.yaml"));
-    std::fs::write(&path, text).expect("write spec");
-    path.to_str().expect("utf-8 path").to_string()
+    lab.one_manager_spec(label, 4, &workers)
 }
 
 fn docker(endpoint: &str, args: &[&str]) -> String {

@@ -14,7 +14,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use support::nemesis::HaltControllers;
 use support::{Lab, bounded};
@@ -194,20 +194,9 @@ async fn hooks_kept() {
 /// at a time, every hook the script.
 fn spec(lab: &Lab, script: &Path, label: &str) -> String {
     let hook = format!("{{command: [{}], timeout: 10m}}", script.display());
-    let text = format!(
-        "groups:
-- name: managers
-  role: manager
-  allocation: {{size: 1}}
-  instance: {{provider: local}}
-  health: {{startup_timeout: 60s}}
-- name: workers
-  role: worker
-  allocation: {{size: 2}}
-  instance: {{provider: local}}
-  flavor: {{engine_labels: {{release: {label}}}}}
+    let workers = format!(
+        "  flavor: {{engine_labels: {{release: {label}}}}}
   update: {{max_in_flight: 1, canaries: 0, watch: 1s, step_timeout: 10m}}
-  health: {{startup_timeout: 60s}}
   hooks:
     pre_drain: {hook}
     pre_destroy: {hook}
@@ -215,9 +204,7 @@ fn spec(lab: &Lab, script: &Path, label: &str) -> String {
     post_join: {hook}
 "
     );
-    let path: PathBuf = lab.dir.join(format!("spec-{label}.yaml"));
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
+    lab.one_manager_spec(label, 2, &workers)
 }
 
 #[derive(Debug)]

@@ -130,6 +130,29 @@ impl Lab {
         path
     }
 
+    /// A spec of one manager and a worker group `workers` of `size`
+    /// whose further lines are `workers` (YAML at the group's indent),
+    /// written as `spec-{label}.yaml`: its path, as text.
+    pub fn one_manager_spec(&self, label: &str, size: u32, workers: &str) -> String {
+        let text = format!(
+            "groups:
+- name: managers
+  role: manager
+  allocation: {{size: 1}}
+  instance: {{provider: local}}
+  health: {{startup_timeout: 60s}}
+- name: workers
+  role: worker
+  allocation: {{size: {size}}}
+  instance: {{provider: local}}
+  health: {{startup_timeout: 60s}}
+{workers}"
+        );
+        let path = self.dir.join(format!("spec-{label}.yaml"));
+        std::fs::write(&path, text).expect("write spec");
+        path.to_str().expect("a UTF-8 path").to_string()
+    }
+
     pub fn drover(&self, args: &[&str]) -> std::process::Output {
         self.drover_with(args, &[])
     }
