@@ -278,11 +278,13 @@ impl Operation {
     }
 
     /// [`Self::steps`] with the hook steps of the hooks `hooks` declares,
-    /// each before or after the step it belongs to (an orphan's collection
-    /// runs none: its group is not declared).
+    /// each before or after the step it belongs to. Only an operator's
+    /// change runs hooks (a roll, a retirement, a fill): a heal, a dead
+    /// node's removal and an orphan's collection run none, so that no
+    /// hook ever delays the repair of a broken member.
     pub fn steps_with_hooks(&self, hooks: &Hooks) -> Vec<Step> {
         let steps = self.steps();
-        if hooks.is_empty() || self.kind == OpKind::Orphan {
+        if hooks.is_empty() || !self.is_voluntary() && self.kind != OpKind::Provision {
             return steps;
         }
         let has = |p: HookPoint| hooks.at(p).is_some();
@@ -306,6 +308,30 @@ impl Operation {
             }
         }
         out
+    }
+
+    /// True for a roll or a retirement: an operator's change that takes a
+    /// working member away (service budgets and `pre_*` hooks apply).
+    pub fn is_voluntary(&self) -> bool {
+        matches!(self.kind, OpKind::Roll | OpKind::Retire)
+    }
+
+    /// True once a step that takes the victim's tasks away has started
+    /// (by its intent) or been seen done; hook steps in between overwrite
+    /// the intent, so the done marks are read too.
+    pub fn began_disrupting(&self) -> bool {
+        let takes = |s: &Step| {
+            matches!(
+                s,
+                Step::Drain
+                    | Step::Demote
+                    | Step::DemoteSelfAndLeave
+                    | Step::Destroy
+                    | Step::RemoveNode
+            )
+        };
+        self.victim.is_some()
+            && (self.intent.as_ref().is_some_and(|i| takes(&i.step)) || self.done.iter().any(takes))
     }
 
     /// True when the operation disrupts a member (as opposed to only adding one).

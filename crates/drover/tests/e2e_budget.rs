@@ -230,5 +230,10 @@ fn probe_during(endpoint: &str, roll: impl FnOnce()) -> BTreeMap<String, u32> {
     let samples = probe.join().expect("probe");
     eprintln!("probe: {samples} samples");
     assert!(samples > 10, "the probe hardly sampled ({samples})");
+    let seen = low.lock().unwrap();
+    for (name, ..) in SERVICES {
+        assert!(seen.contains_key(*name), "service {name} was never sampled");
+    }
+    drop(seen);
     low.lock().unwrap().clone()
 }

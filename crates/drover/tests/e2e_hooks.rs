@@ -25,7 +25,7 @@ use support::{Lab, bounded};
 const HOOK: &str = r#"#!/bin/sh
 dir=$(dirname "$0")
 echo "$DROVER_HOOK $DROVER_IDEMPOTENCY_KEY ${DROVER_INSTANCE:--} ${DROVER_NODE:--} $$" >>"$dir/calls"
-env | cut -d= -f1 | sort | tr '\n' ' ' >>"$dir/env"
+env >>"$dir/env"
 echo >>"$dir/env"
 if [ -e "$dir/freeze" ]; then
   echo "change freeze until 06:00" >&2
@@ -157,11 +157,13 @@ async fn hooks_kept() {
     // The hook's environment holds its facts, never the controller's own
     // settings (the store's address, the engine, a join token).
     let env = std::fs::read_to_string(hooks.join("env")).unwrap();
+    let store = lab.store_url();
     for secret in [
         "DROVER_STORE",
         "DROVER_JOIN_TOKEN",
         "DOCKER_HOST",
         "DROVER_LOCAL_DIR",
+        store.as_str(),
     ] {
         assert!(!env.contains(secret), "{secret} reached a hook: {env}");
     }
@@ -193,7 +195,7 @@ async fn hooks_kept() {
 /// The cluster file: 1 manager, 2 workers (release `label`) rolled one
 /// at a time, every hook the script.
 fn spec(lab: &Lab, script: &Path, label: &str) -> String {
-    let hook = format!("{{command: [{}], timeout: 10m}}", script.display());
+    let hook = format!("{{command: [{}], timeout: 5m}}", script.display());
     let workers = format!(
         "  flavor: {{engine_labels: {{release: {label}}}}}
   update: {{max_in_flight: 1, canaries: 0, watch: 1s, step_timeout: 10m}}

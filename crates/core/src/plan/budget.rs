@@ -12,14 +12,15 @@
 
 use super::group::Planner;
 use crate::budget::ServiceBudget;
-use crate::journal::{Operation, Step};
+use crate::journal::Operation;
 use crate::model::{Availability, Node, Service, Services};
 use std::collections::HashSet;
 use std::time::Duration;
 
 /// How soon a pass waiting on a budget looks again: tasks starting
-/// elsewhere raise no node event, so it is learnt by asking.
-const LOOK_AGAIN: Duration = Duration::from_millis(500);
+/// elsewhere raise no node event, so it is learnt by asking (a pass
+/// describes every provider: not much more often than the 2 s resync).
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Whether a node may be disrupted, by its services' budgets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +44,7 @@ pub(crate) struct Budgets<'a> {
 
 impl<'a> Budgets<'a> {
     /// The nodes on their way out: drained, or the victim of an operation
-    /// whose disruption began ([`began_disrupting`]). Found only when
+    /// whose disruption began ([`Operation::began_disrupting`]). Found only when
     /// there are services to keep.
     pub(crate) fn new(
         services: &'a Services,
@@ -58,7 +59,7 @@ impl<'a> Budgets<'a> {
                 .filter(|n| n.availability == Availability::Drain);
             let disrupted = journal
                 .iter()
-                .filter(|op| began_disrupting(op))
+                .filter(|op| op.began_disrupting())
                 .filter_map(victim);
             going.extend(drained.chain(disrupted).map(|n| n.id.clone()));
         }
@@ -141,21 +142,6 @@ impl<'a> Budgets<'a> {
             self.going.insert(node.id.clone());
         }
     }
-}
-
-/// `op` has started a step that takes its victim's tasks away.
-fn began_disrupting(op: &Operation) -> bool {
-    op.victim.is_some()
-        && op.intent.as_ref().is_some_and(|i| {
-            matches!(
-                i.step,
-                Step::Drain
-                    | Step::Demote
-                    | Step::DemoteSelfAndLeave
-                    | Step::Destroy
-                    | Step::RemoveNode
-            )
-        })
 }
 
 impl<'a> Planner<'a> {

@@ -7,6 +7,7 @@ use super::health::Health;
 use super::in_flight::{InFlight, Ops};
 use super::memory::UNLISTED_BOUND;
 use super::memory::{Clock, Timer};
+use super::steps::held_too_long;
 use super::view::{Found, Member, View};
 use super::world::World;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
@@ -637,12 +638,21 @@ impl<'a> Planner<'a> {
     /// why; a budget that can never be met blocks the group, so `plan` and
     /// `status` report it before the roll spends anything. Either way only
     /// this member is held: the next in order may run other tasks.
-    pub(crate) fn within_service_budgets(&mut self, name: &str, inst: &Member<'_>) -> bool {
+    pub(crate) fn within_service_budgets(&mut self, d: &DesiredGroup, inst: &Member<'_>) -> bool {
         let Some(node) = inst.node else {
             return true;
         };
+        let name = d.spec.name.as_str();
+        let timeout = d.spec.update.step_timeout;
         match self.service_budget(name, node) {
             Verdict::Go => true,
+            Verdict::Wait(why) if self.clock.elapsed(Timer::Budget(inst.id.clone()), timeout) => {
+                self.block(
+                    name,
+                    format!("{} {}", inst.id, held_too_long(&why, timeout)),
+                );
+                false
+            }
             Verdict::Wait(why) => {
                 self.wait(name, format!("{} waits: {why}", inst.id));
                 false

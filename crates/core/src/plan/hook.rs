@@ -3,7 +3,7 @@
 use super::Action;
 use super::group::Planner;
 use super::memory::Timer;
-use super::op::{StepOf, StepState, wait};
+use super::op::{StepOf, StepState};
 use crate::spec::hooks::{HOOK_RETRY, HookOnFailure};
 use crate::spec::{HookFacts, HookPoint};
 
@@ -37,8 +37,7 @@ impl<'a> Planner<'a> {
                 f.message,
                 HOOK_RETRY.as_secs()
             );
-            self.block(&op.group, why.clone());
-            return wait(why);
+            return StepState::Fail(why);
         }
         // Leaving: the victim; arriving: the machine the op made.
         let post = matches!(point, HookPoint::PostProvision | HookPoint::PostJoin);

@@ -53,6 +53,9 @@ pub(crate) enum Timer {
     /// An operation's blocking hook, after its nth failure, waits to be
     /// called again.
     HookRetry(String, u32),
+    /// A disruption (by operation id, or by instance id before one
+    /// begins) has been held by a service budget.
+    Budget(String),
     /// A machine of an undeclared group has been seen (by instance id).
     Orphan(String),
     /// A node (by id) has been Down with no machine carrying its link.

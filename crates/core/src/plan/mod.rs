@@ -220,7 +220,9 @@ pub enum Action {
         op: String,
         /// The hook's step.
         step: Step,
-        /// What to call, for how long, and what a failure does.
+        /// What to call, for how long, and what a failure does (not in a
+        /// plan's JSON: an endpoint's URL is the operator's to show).
+        #[serde(skip)]
         hook: Box<Hook>,
         /// What the hook is told.
         facts: Box<HookFacts>,

@@ -13,6 +13,9 @@ pub(super) enum StepState<'x> {
     Done,
     Act(Action),
     Wait(Why<'x>),
+    /// Waiting on a gate with its own deadline (a service budget): not
+    /// timed by `step_timeout` here, so it never turns into a rollback.
+    Hold(String),
     Fail(String),
     /// Nothing was disrupted yet and the op no longer makes sense: drop it.
     Abandon(String),
@@ -151,6 +154,11 @@ impl<'a> Planner<'a> {
                         self.demoting.push(op.id.clone());
                     }
                     self.actions.push(action);
+                }
+                StepState::Hold(why) => {
+                    if !self.waiting.contains_key(op.group.as_str()) {
+                        self.wait(&op.group, format!("{}: {why}", op.id));
+                    }
                 }
                 StepState::Wait(why) => {
                     let timed_out = self.clock.elapsed(key(), step_timeout);

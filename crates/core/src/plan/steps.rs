@@ -12,6 +12,7 @@ use super::op::{StepOf, StepState, undisrupted, wait, wait_for};
 use crate::journal::{Operation, Step};
 use crate::model::{Availability, Node, NodeState};
 use crate::spec::{OnDrainTimeout, Role};
+use std::time::Duration;
 
 impl<'a> Planner<'a> {
     /// Provision: done once the operation's machine is listed; otherwise its
@@ -150,7 +151,7 @@ impl<'a> Planner<'a> {
         if n.availability != Availability::Drain {
             // Checked again here: a surge roll drains long after it began,
             // and the services' tasks may be down by then.
-            return self.within_budgets(op, n, || Action::Drain {
+            return self.within_budgets(op, n, d.spec.update.step_timeout, || Action::Drain {
                 op: op.id.clone(),
                 node: n.id.clone(),
             });
@@ -206,26 +207,38 @@ impl<'a> Planner<'a> {
                 StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
             }
             Some(no) => wait_for(move || format!("demote of {} waits: {no}", n.id)),
-            None => self.within_budgets(op, n, || Action::Demote {
-                op: op.id.clone(),
-                node: n.id.clone(),
+            None => self.within_budgets(op, n, s.view.d.spec.update.step_timeout, || {
+                Action::Demote {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                }
             }),
         }
     }
 
     /// `act` once `n`'s tasks may go by their services' budgets (a
     /// manager running tasks loses them as its machine goes; a worker's
-    /// drain is gated the same way), else a wait naming the service: its
-    /// step timeout blocks the group with it.
+    /// drain is gated the same way), else a hold naming the service, and
+    /// after `timeout` (the group's `step_timeout`) a block: never a
+    /// rollback, whose own steps would wait on the same budget. Only a
+    /// roll or a retirement is held: a heal's member is broken already.
     fn within_budgets<'o>(
         &mut self,
         op: &Operation,
         n: &Node,
+        timeout: Duration,
         act: impl FnOnce() -> Action,
     ) -> StepState<'o> {
+        if !op.is_voluntary() {
+            return StepState::Act(act());
+        }
         match self.service_budget(&op.group, n) {
             Verdict::Go => StepState::Act(act()),
-            Verdict::Wait(why) | Verdict::Never(why) => wait(why),
+            Verdict::Never(why) => StepState::Fail(why),
+            Verdict::Wait(why) if self.clock.elapsed(Timer::Budget(op.id.clone()), timeout) => {
+                StepState::Fail(held_too_long(&why, timeout))
+            }
+            Verdict::Wait(why) => StepState::Hold(why),
         }
     }
 
@@ -276,9 +289,11 @@ impl<'a> Planner<'a> {
                 }
                 return wait_for(move || format!("self-demotion waits: {no}"));
             }
-            return self.within_budgets(op, n, || Action::DemoteSelfAndLeave {
-                op: op.id.clone(),
-                node: n.id.clone(),
+            return self.within_budgets(op, n, s.view.d.spec.update.step_timeout, || {
+                Action::DemoteSelfAndLeave {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                }
             });
         }
         // Another controller: the old leader journaled this, then
@@ -394,4 +409,12 @@ impl<'a> Planner<'a> {
             force: n.state == NodeState::Ready,
         })
     }
+}
+
+/// The block of a disruption held by a service budget past `timeout`.
+pub(super) fn held_too_long(why: &str, timeout: Duration) -> String {
+    format!(
+        "{why}; held longer than update.step_timeout ({})",
+        humantime::format_duration(timeout)
+    )
 }

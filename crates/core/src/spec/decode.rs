@@ -706,6 +706,9 @@ impl Decoder<'_> {
         let drain = self.drain(f.get("drain"), &join(path, "drain"));
         let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));
         let hooks = self.hooks(f.get("hooks"), &join(path, "hooks"));
+        if let (Some(h), Some(u)) = (&hooks, &update) {
+            self.hook_deadlines(node, path, h, u.step_timeout);
+        }
         Some(GroupSpec {
             name: name?,
             role: role?,

@@ -37,7 +37,12 @@ impl Planner<'_> {
             if !self.may_disrupt(d, inst, None) {
                 break;
             }
-            if !self.within_service_budgets(name, inst) {
+            if !self.within_service_budgets(d, inst) {
+                // Another worker may run other services; a manager waits
+                // (the leader goes last).
+                if is_manager {
+                    break;
+                }
                 continue;
             }
             let op = self.make_op(d, OpKind::Retire, Some(inst), None);

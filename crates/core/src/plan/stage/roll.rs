@@ -89,7 +89,12 @@ impl Planner<'_> {
             if !self.may_disrupt(d, inst, Some(settled)) {
                 break;
             }
-            if !self.within_service_budgets(name, inst) {
+            if !self.within_service_budgets(d, inst) {
+                // Another worker may run other services; a manager waits
+                // (the leader goes last).
+                if is_manager {
+                    break;
+                }
                 continue;
             }
             let target = Target {

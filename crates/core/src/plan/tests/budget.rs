@@ -124,7 +124,7 @@ fn the_next_drain_waits_until_the_moved_task_runs_again() {
         "{}",
         describe(&p)
     );
-    assert!(p.wake_at.is_some_and(|t| t <= SEC + 500), "{:?}", p.wake_at);
+    assert!(p.wake_at.is_some_and(|t| t <= 2 * SEC), "{:?}", p.wake_at);
     // The task runs again on another node: the next one may go.
     let mut back = others.clone();
     back[0].1 += 1;
@@ -323,4 +323,76 @@ fn a_manager_running_tasks_is_demoted_only_within_the_budgets() {
     c.observed.services = Services::Known(vec![web(1)]);
     let p = c.at(SEC);
     assert!(demotes(&p), "{}", describe(&p));
+}
+
+#[test]
+fn a_heal_is_never_held_by_a_budget() {
+    let mut c = workers("{max_unavailable: 0}", "replace");
+    set_services(&mut c, vec![spread("web", &[])]);
+    c.journal.push(replacement_op(
+        "op-heal",
+        OpKind::Heal,
+        crate::spec::Role::Worker,
+        "w1",
+        Some("n-w1"),
+    ));
+    let p = c.at(0);
+    assert!(
+        drained(&p).contains(&"n-w1".to_string()),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_drain_held_past_the_step_timeout_blocks_and_never_rolls_back() {
+    let mut c = Cluster::new(
+        1,
+        "  allocation: {size: 4}\n  update: {canaries: 0, max_in_flight: 1, step_timeout: 60s, on_failure: rollback, service_budget: {max_unavailable: 1}}\n",
+    );
+    for w in ["w1", "w2", "w3", "w4"] {
+        c.add_worker(w, OLD, None);
+    }
+    let mut op = replacement_op(
+        "op-w1",
+        OpKind::Roll,
+        crate::spec::Role::Worker,
+        "w1",
+        Some("n-w1"),
+    );
+    op.surge = true;
+    c.journal.push(op);
+    // w1's task runs; another of the service's is down for good.
+    set_services(
+        &mut c,
+        vec![service("web", 4, &[("w1", 1), ("w2", 1), ("w3", 1)], &[])],
+    );
+    c.add_new_member(&c.journal[0].clone(), true);
+    c.at(0);
+    c.at(10 * SEC);
+    let p = c.at(30 * SEC);
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Rolling,
+        "{}",
+        describe(&p)
+    );
+    let p = c.at(100 * SEC);
+    assert!(drained(&p).is_empty(), "{}", describe(&p));
+    assert!(
+        !has(&p, |a| matches!(a, Action::Rollback { .. })),
+        "{}",
+        describe(&p)
+    );
+    assert_eq!(
+        status(&p, WORKERS).phase,
+        Phase::Blocked,
+        "{}",
+        describe(&p)
+    );
+    assert!(
+        reason(&p, WORKERS).contains("service web"),
+        "{}",
+        describe(&p)
+    );
 }

@@ -173,3 +173,61 @@ fn hooks_go_around_the_steps_of_every_kind_of_operation() {
     );
     assert_eq!(op.steps_with_hooks(&Default::default()), op.steps());
 }
+
+#[test]
+fn a_failing_hook_blocks_but_never_rolls_back() {
+    let mut c = Cluster::new(
+        1,
+        &format!(
+            "  allocation: {{size: 1}}\n  update: {{canaries: 0, step_timeout: 90s, on_failure: rollback}}\n{HOOKS}"
+        ),
+    );
+    c.add_worker("w1", OLD, None);
+    let op = begins(&c.at(0), WORKERS)[0].clone();
+    c.journal.push(op);
+    c.journal[0].hook_failure = Some(HookFailed {
+        step: Step::PreDrainHook,
+        message: "change freeze".into(),
+        attempts: 1,
+    });
+    // Every 10 s for 20 minutes; each call fails again, as the
+    // controller records it.
+    let mut calls = 0;
+    for t in (1..=120).map(|k| k * 10 * SEC) {
+        let p = c.at(t);
+        assert!(
+            !has(&p, |a| matches!(a, Action::Rollback { .. })),
+            "t={t}: {}",
+            describe(&p)
+        );
+        if !hook_runs(&p).is_empty() {
+            calls += 1;
+            c.journal[0].hook_failure.as_mut().unwrap().attempts += 1;
+        } else {
+            assert!(
+                reason(&p, WORKERS).contains("change freeze"),
+                "{}",
+                describe(&p)
+            );
+        }
+    }
+    assert!(calls >= 30, "called again every 30 s: {calls}");
+}
+
+#[test]
+fn heals_and_dead_node_removals_run_no_hooks() {
+    let hooks = super::super::tests::desired(&cluster_yaml(
+        1,
+        &format!("  allocation: {{size: 1}}\n{HOOKS}"),
+    ))
+    .groups[1]
+        .spec
+        .hooks
+        .clone();
+    for kind in [OpKind::Heal, OpKind::RemoveDead] {
+        let op = replacement_op("o", kind, crate::spec::Role::Worker, "w1", None);
+        assert_eq!(op.steps_with_hooks(&hooks), op.steps(), "{kind:?}");
+    }
+    let roll = replacement_op("o", OpKind::Roll, crate::spec::Role::Worker, "w1", None);
+    assert_ne!(roll.steps_with_hooks(&hooks), roll.steps());
+}

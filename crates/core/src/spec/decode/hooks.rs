@@ -1,8 +1,10 @@
 //! `hooks:` of a group ([`crate::spec::hooks`]).
 
-use super::{Decoder, join};
+use super::{Decoder, field_pos, join};
+use crate::spec::format_duration;
 use crate::spec::hooks::{DEFAULT_TIMEOUT, Hook, HookCall, HookOnFailure, HookPoint, Hooks};
 use crate::yaml::Node;
+use std::time::Duration;
 
 /// The fields of one hook.
 pub(super) const HOOK_FIELDS: &[&str] = &["command", "http", "timeout", "on_failure"];
@@ -29,6 +31,35 @@ impl Decoder<'_> {
             }
         }
         hooks
+    }
+
+    /// Each hook ends before its step's deadline: a call still running at
+    /// `update.step_timeout` would fail its step (and could roll the group
+    /// back) for the hook's slowness alone.
+    pub(super) fn hook_deadlines(
+        &mut self,
+        group: &Node,
+        path: &str,
+        hooks: &Hooks,
+        step_timeout: Duration,
+    ) {
+        for point in HookPoint::ALL {
+            let Some(h) = hooks.at(point).filter(|h| h.timeout >= step_timeout) else {
+                continue;
+            };
+            let at = field_pos(group, &["hooks", point.as_str(), "timeout"])
+                .or_else(|| field_pos(group, &["hooks", point.as_str()]))
+                .unwrap_or(group.pos());
+            self.error(
+                at,
+                &join(path, &format!("hooks.{}.timeout", point.as_str())),
+                format!(
+                    "{} is not shorter than update.step_timeout ({}): a hook must end before its step's deadline; shorten it or raise step_timeout",
+                    format_duration(h.timeout),
+                    format_duration(step_timeout)
+                ),
+            );
+        }
     }
 
     fn hook(&mut self, node: &Node, path: &str) -> Option<Hook> {
@@ -94,11 +125,21 @@ impl Decoder<'_> {
         let rest = url
             .strip_prefix("http://")
             .or_else(|| url.strip_prefix("https://"));
-        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+        let Some(rest) = rest.filter(|r| !r.is_empty() && !r.starts_with('/')) else {
             self.error(
                 node.pos(),
                 path,
                 format!("`{url}` is not an http:// or https:// URL with a host"),
+            );
+            return None;
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if authority.contains('@') {
+            // Never echo it: it holds a credential.
+            self.error(
+                node.pos(),
+                path,
+                "a credential in the URL is refused (the URL is stored with the spec and shown by plan and status); let the endpoint trust the network it listens on, or use a command hook that reads its credential from a file",
             );
             return None;
         }
