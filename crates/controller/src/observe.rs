@@ -238,6 +238,7 @@ pub async fn preview(
         journal: &journal,
         memory: &memory,
         now: 0,
+        wall_ms: crate::status::wall_ms(),
         nonce: 0,
     }))
 }

@@ -676,6 +676,7 @@ impl Controller {
             journal: &stored.journal,
             memory: &self.memory,
             now: self.now(),
+            wall_ms: wall_ms(),
             nonce,
         });
         self.memory = plan.memory.clone();
@@ -781,6 +782,7 @@ impl Controller {
             journal: &stored.journal,
             memory: &self.memory,
             now: self.now(),
+            wall_ms: wall_ms(),
             nonce: 0,
         });
         self.memory = plan.memory.clone();

@@ -785,6 +785,7 @@ impl Runner {
             journal: &self.journal,
             memory: &self.memory,
             now: self.world.now,
+            wall_ms: self.world.wall_ms(),
             nonce,
         });
         self.passes += 1;
@@ -1305,7 +1306,8 @@ impl Runner {
         // An orphan (undeclared group) may go, but only after gc.orphan_grace.
         let orphan_due = i.inst.tag(tags::GROUP).is_some()
             && !declared
-            && i.inst.created_ms + self.desired.orphan_grace.as_millis() as u64 <= self.world.now;
+            && i.inst.created_ms + self.desired.orphan_grace.as_millis() as u64
+                <= self.world.wall_ms();
         let owned = ours && (declared || orphan_due);
         if !owned || self.foreign.iter().any(|f| f == id) {
             self.violations.push(format!(

@@ -221,9 +221,11 @@ impl<'a> Planner<'a> {
                 .any(|o| o.group == v.d.spec.name && o.kind == OpKind::Roll)
         };
         let outdated = |v: &View<'_>, keep: &dyn Fn(&Member<'_>) -> bool| {
-            v.described
-                .as_ref()
-                .is_ok_and(|insts| insts.iter().any(|i| !i.current() && keep(i)))
+            v.described.as_ref().is_ok_and(|insts| {
+                insts
+                    .iter()
+                    .any(|i| (!i.current() || self.expired(&v.d.spec, i)) && keep(i))
+            })
         };
         let first = self
             .views
@@ -705,6 +707,7 @@ impl<'a> Planner<'a> {
             current: 0,
             healthy: 0,
             in_flight,
+            window: self.calendar(&v.d.spec).describe(),
         };
         let insts = match &v.described {
             Err(e) => {

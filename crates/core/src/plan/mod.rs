@@ -23,12 +23,14 @@
 //! deliberately not persisted: a new leader starts every timer from its own
 //! first sighting, never from another host's clock.
 
+mod calendar;
 mod fast;
 mod gate;
 mod gc;
 mod group;
 mod health;
 mod in_flight;
+mod lifetime;
 mod members;
 mod memory;
 mod op;
@@ -130,6 +132,11 @@ pub struct PlanInput<'a> {
     pub memory: &'a Memory,
     /// This controller's clock, in ms.
     pub now: Time,
+    /// Wall-clock time, ms since the Unix epoch: what maintenance windows
+    /// and machine ages (`created_ms`) are read against. Kept apart from
+    /// `now`, which only measures timers and may start anywhere (the
+    /// controller's monotonic clock, the simulator's virtual one).
+    pub wall_ms: Time,
     /// A fresh random number per pass, so operation ids never collide across
     /// controllers (the planner itself has no randomness).
     pub nonce: u64,
@@ -376,6 +383,9 @@ pub struct GroupStatus {
     pub healthy: usize,
     /// Operations in flight.
     pub in_flight: usize,
+    /// Its maintenance windows: open until when, or when next open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 /// The swarm's manager health.

@@ -108,8 +108,14 @@ struct Cluster {
     journal: Vec<Operation>,
     memory: Memory,
     now: Time,
+    /// Wall-clock time (epoch ms) at `now` 0: a pass at `now` reads the
+    /// wall clock at `wall + now`.
+    wall: Time,
     nonce: u64,
 }
+
+/// 2026-12-05 00:00 UTC, a Saturday: the test clusters' wall clock at `now` 0.
+const WALL: Time = 1_796_428_800_000;
 
 impl Cluster {
     /// `managers` current, healthy managers (`m1` leads and is self) and an
@@ -141,6 +147,7 @@ impl Cluster {
             journal: Vec::new(),
             memory: Memory::default(),
             now: 0,
+            wall: WALL,
             nonce: 1,
         }
     }
@@ -247,6 +254,7 @@ impl Cluster {
             journal: &self.journal,
             memory: &self.memory,
             now,
+            wall_ms: self.wall + now,
             nonce: self.nonce,
         });
         self.nonce += 1;
@@ -2057,6 +2065,7 @@ impl Cluster {
 }
 
 mod spare;
+mod time;
 mod untidy;
 
 #[test]

@@ -12,6 +12,8 @@ use crate::template::{self, BootContext};
 use crate::yaml::{self, Node, Pos};
 use std::collections::HashMap;
 
+mod time;
+
 /// Result of reading a cluster file.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -1240,6 +1242,7 @@ impl Decoder<'_> {
             OnFailure::Pause,
         );
 
+        let windows = self.windows(f.get("windows"), &join(path, "windows"));
         let min_fault_tolerance = f
             .get("min_fault_tolerance")
             .and_then(|n| self.count(n, &join(path, "min_fault_tolerance"), 0));
@@ -1261,6 +1264,7 @@ impl Decoder<'_> {
             watch: watch?,
             step_timeout: step_timeout?,
             on_failure: on_failure?,
+            windows: windows?,
         })
     }
 
@@ -1426,11 +1430,13 @@ impl Decoder<'_> {
             });
         let max_unhealthy =
             self.max_unhealthy(f.get("max_unhealthy"), &join(path, "max_unhealthy"));
+        let max_age = self.max_age(f.get("max_age"), &join(path, "max_age"));
         Some(HealthPolicy {
             startup_timeout: startup?,
             unhealthy_after: unhealthy?,
             max_attempts: max_attempts?,
             max_unhealthy: max_unhealthy?,
+            max_age: max_age?,
         })
     }
 
@@ -1514,12 +1520,14 @@ const UPDATE_FIELDS: &[&str] = &[
     "watch",
     "step_timeout",
     "on_failure",
+    "windows",
 ];
 const HEALTH_FIELDS: &[&str] = &[
     "startup_timeout",
     "unhealthy_after",
     "max_attempts",
     "max_unhealthy",
+    "max_age",
 ];
 const GC_FIELDS: &[&str] = &["orphan_grace"];
 const DRAIN_FIELDS: &[&str] = &["timeout", "on_timeout"];
