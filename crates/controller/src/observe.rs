@@ -276,6 +276,7 @@ mod tests {
             intent: None,
             collection: None,
             provision_failures: 0,
+            short_zones: Vec::new(),
         }
     }
 

@@ -43,6 +43,9 @@ struct Finished {
     what: String,
     /// The step was a provision call (a failure uses the slot's attempt budget).
     provision: bool,
+    /// The zone it provisioned in (a refusal there for lack of capacity
+    /// moves the slot's next call to another zone).
+    zone: Option<String>,
     /// The step was this engine's own hand-over: the node it demoted.
     handed_over: Option<String>,
     kind: &'static str,
@@ -325,23 +328,43 @@ impl Controller {
                     .map(|e| (e.failure(), e.to_string())),
             });
         }
-        if done.provision
-            && done
-                .result
-                .as_ref()
-                .is_err_and(|e| e.failure() != Failure::Term)
+        if let (true, Err(e)) = (done.provision, &done.result)
+            && e.failure() != Failure::Term
         {
-            self.record_provision_failure(&done.op).await;
+            let short = done.zone.as_deref().filter(|_| e.is_capacity());
+            self.record_provision_failure(&done.op, short).await;
         }
-        self.event(done.group, Some(done.op), "step", &done.what, outcome)
+        self.event(
+            done.group.clone(),
+            Some(done.op.clone()),
+            "step",
+            &done.what,
+            outcome,
+        )
+        .await;
+        if let (Some(zone), Err(e)) = (&done.zone, &done.result)
+            && e.is_capacity()
+        {
+            let reason = format!(
+                "zone {zone} has no capacity for this machine ({e}): the slot's next provision goes to another of the group's zones unless its logical id pins it, and the group avoids zone {zone} for {}s",
+                drover_core::plan::ZONE_BACKOFF.as_secs()
+            );
+            self.event(
+                done.group,
+                Some(done.op),
+                "zone-fallback",
+                &reason,
+                "zone avoided".into(),
+            )
             .await;
+        }
     }
 
     /// Counts a failed provision call on its journaled operation: the
     /// planner backs off and blocks the group once the slot's
     /// `health.max_attempts` are used. A fact about the world the planner
     /// cannot observe itself, so the journal (fenced) keeps it across leaders.
-    async fn record_provision_failure(&mut self, op: &str) {
+    async fn record_provision_failure(&mut self, op: &str, short_zone: Option<&str>) {
         let Some(epoch) = self.epoch else { return };
         let journal = match self.ctx.store.journal().await {
             Ok(j) => j,
@@ -353,7 +376,7 @@ impl Controller {
         let Some(mut entry) = journal.into_iter().find(|o| o.id == op) else {
             return;
         };
-        entry.provision_failures += 1;
+        entry.provision_failed(short_zone);
         match self.ctx.store.journal_put(epoch, &entry).await {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
@@ -953,6 +976,10 @@ impl Controller {
                 group,
                 what: action.describe(),
                 provision: matches!(action, Action::Provision { .. }),
+                zone: match &action {
+                    Action::Provision { zone, .. } => zone.clone(),
+                    _ => None,
+                },
                 handed_over: match &action {
                     Action::DemoteSelfAndLeave { node, .. } => Some(node.clone()),
                     _ => None,

@@ -47,6 +47,9 @@ pub const RESYNC: Time = 10_000;
 pub struct Faults {
     /// Probability a provision call fails.
     pub provision_failure: f64,
+    /// By zone: probability a provision call in that zone is refused for
+    /// lack of capacity (the provider's `Capacity` error).
+    pub no_capacity: BTreeMap<String, f64>,
     /// Probability a new machine never joins.
     pub never_join: f64,
     /// Engine crashes per simulated minute (only while quorum would survive).
@@ -1169,6 +1172,17 @@ impl Runner {
         }
     }
 
+    /// The zone that refuses `action` for lack of capacity
+    /// ([`Faults::no_capacity`]) while faults are on. Draws from the seeded
+    /// generator only for a zone that has a rate, so other runs keep theirs.
+    fn capacity_refusal(&mut self, action: &Action) -> Option<String> {
+        let Action::Provision { zone: Some(z), .. } = action else {
+            return None;
+        };
+        let rate = *self.faults.no_capacity.get(z)?;
+        (self.world.now < self.faults.until && self.rng.chance(rate)).then(|| z.clone())
+    }
+
     fn finish_provision(&mut self, action: &Action, op: &str, role: Role) {
         if self
             .world
@@ -1178,14 +1192,21 @@ impl Runner {
         {
             return; // idempotent on the link: a re-issued call finds the machine
         }
-        if self.rng.chance(self.faults.provision_failure) && self.world.now < self.faults.until {
+        let short = self.capacity_refusal(action);
+        if short.is_some()
+            || (self.rng.chance(self.faults.provision_failure)
+                && self.world.now < self.faults.until)
+        {
+            let why = short
+                .as_ref()
+                .map_or_else(|| "failed".into(), |z| format!("no capacity in zone {z}"));
             self.note(
-                format!("{} -> failed (simulated)", action.describe()),
+                format!("{} -> {why} (simulated)", action.describe()),
                 self.world.settled_fault_tolerance(),
             );
             // As the controller does: a failed call uses the slot's budget.
             if let Some(o) = self.journal.iter_mut().find(|o| o.id == op) {
-                o.provision_failures += 1;
+                o.provision_failed(short.as_deref());
             }
             return;
         }

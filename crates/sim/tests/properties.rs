@@ -165,6 +165,7 @@ fn run(s: &Schedule) -> Result<(), String> {
         label_losses_per_min: f.label_losses_per_min,
         hand_promotions_per_min: f.hand_promotions_per_min,
         operator_events_per_min: f.operator_events_per_min,
+        no_capacity: Default::default(),
         until: f.minutes * 60_000,
     };
     let (runner, up, rolled) = rollout(

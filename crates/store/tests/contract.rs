@@ -59,6 +59,7 @@ fn op(id: &str) -> Operation {
             evidence: "no node carries link l-0".into(),
         }),
         provision_failures: 1,
+        short_zones: Vec::new(),
     }
 }
 

@@ -172,6 +172,7 @@ impl Fixture {
                 intent: None,
                 collection: None,
                 provision_failures: 0,
+                short_zones: Vec::new(),
             });
         }
         let observed = Observed {

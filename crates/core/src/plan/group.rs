@@ -8,6 +8,7 @@ use super::memory::UNLISTED_BOUND;
 use super::memory::{Clock, Timer};
 use super::view::{Found, Member, View};
 use super::world::World;
+use super::zones::ShortZones;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
 use crate::model::{Node, NodeState};
@@ -62,6 +63,8 @@ pub(crate) struct Planner<'a> {
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
     pub(crate) counter: u32,
+    /// Zones the group's provisions avoid (`plan::zones`).
+    pub(crate) short_zones: ShortZones,
 }
 
 impl<'a> Planner<'a> {
@@ -143,6 +146,7 @@ impl<'a> Planner<'a> {
             demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
+            short_zones: ShortZones::at(&input.memory.short_zones, input.journal, input.now),
         }
     }
 
@@ -310,6 +314,7 @@ impl<'a> Planner<'a> {
             intent: None,
             collection: None,
             provision_failures: 0,
+            short_zones: Vec::new(),
         }
     }
 
@@ -442,6 +447,7 @@ impl<'a> Planner<'a> {
                 intent: None,
                 collection: Some(c),
                 provision_failures: 0,
+                short_zones: Vec::new(),
             };
             self.begin_collection(op);
         }
@@ -664,7 +670,8 @@ impl<'a> Planner<'a> {
                 crate::model::SwarmView::Absent => Some("no swarm exists yet".into()),
             },
         };
-        let (memory, wake_at) = self.clock.finish();
+        let (mut memory, wake_at) = self.clock.finish();
+        memory.short_zones = std::mem::take(&mut self.short_zones);
         // Collections in flight that this pass did not list itself.
         let mut listed: Set<String> = self
             .garbage

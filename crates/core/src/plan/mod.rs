@@ -40,10 +40,12 @@ mod steps;
 mod tests;
 mod view;
 mod world;
+mod zones;
 
 pub use health::Health;
 pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
+pub use zones::ZONE_BACKOFF;
 
 use crate::journal::{Operation, Step};
 use crate::model::{Observed, Time};

@@ -333,6 +333,7 @@ fn replacement_op(
         intent: None,
         collection: None,
         provision_failures: 0,
+        short_zones: Vec::new(),
     }
 }
 
@@ -2067,6 +2068,7 @@ impl Cluster {
 mod spare;
 mod time;
 mod untidy;
+mod zones;
 
 #[test]
 fn a_phase_is_named_as_the_status_document_spells_it() {
