@@ -12,7 +12,7 @@
 
 use crate::execute::Failure;
 use async_trait::async_trait;
-use drover_core::model::{Instance, SwarmView};
+use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::plan::{GroupStatus, MemberStatus, Phase, Plan};
 use drover_core::quorum_probe::EngineView;
 use drover_core::spec::Role;
@@ -520,6 +520,11 @@ impl Cluster for MeteredCluster {
         let f = self.inner.observe();
         let failed = |v: &SwarmView| matches!(v, SwarmView::Unavailable(_));
         self.metrics.timed(ENGINE, "observe", f, failed).await
+    }
+    async fn services(&self) -> Services {
+        let f = self.inner.services();
+        let failed = |s: &Services| matches!(s, Services::Unknown(_));
+        self.metrics.timed(ENGINE, "services", f, failed).await
     }
     async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         let f = self.inner.drain(node, fence);

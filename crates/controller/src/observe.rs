@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use drover_core::journal::{Operation, Step};
-use drover_core::model::{Described, Instance, LeftReport, Observed, SwarmView, tags};
+use drover_core::model::{Described, Instance, LeftReport, Observed, Services, SwarmView, tags};
 use drover_core::plan::Desired;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{Controls, ProviderError, Revision, StoreError};
@@ -81,12 +81,27 @@ pub(crate) async fn around(
         let filter = &filter;
         async move { (name.as_str(), p.describe(filter).await) }
     });
-    let (described, left_reports) = tokio::join!(join_all(describes), left_reports(ctx, journal));
+    let (described, left_reports, services) = tokio::join!(
+        join_all(describes),
+        left_reports(ctx, journal),
+        services(ctx, &swarm)
+    );
     Observed {
         instances: by_group(desired, journal, described),
         swarm,
         self_link: ctx.self_link.clone(),
         left_reports,
+        services,
+    }
+}
+
+/// The services and their tasks, for the roll's service budgets, from a
+/// swarm whose node list was had (else nothing would be disrupted anyway;
+/// a pass without a swarm view asks nothing more of the engine).
+async fn services(ctx: &Context, swarm: &SwarmView) -> Services {
+    match swarm {
+        SwarmView::Ok(_) => ctx.cluster.services().await,
+        _ => Services::Unknown("the swarm cannot be observed".into()),
     }
 }
 

@@ -1198,6 +1198,9 @@ mod tests {
         async fn observe(&self) -> SwarmView {
             SwarmView::Absent
         }
+        async fn services(&self) -> drover_core::model::Services {
+            drover_core::model::Services::default()
+        }
         async fn drain(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
             self.release.notified().await;
             self.drained.store(true, Ordering::SeqCst);

@@ -47,6 +47,9 @@ impl Cluster for Watched {
         }
         self.cloud.observe().await
     }
+    async fn services(&self) -> drover_core::model::Services {
+        self.cloud.services().await
+    }
 
     async fn drain(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
         self.cloud.drain(node, fence).await

@@ -395,6 +395,9 @@ impl Cluster for Stalling {
     async fn observe(&self) -> SwarmView {
         self.cloud.observe().await
     }
+    async fn services(&self) -> drover_core::model::Services {
+        self.cloud.services().await
+    }
     async fn drain(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
         self.cloud.drain(node, fence).await
     }

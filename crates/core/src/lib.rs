@@ -16,6 +16,7 @@
 //! 3. [`plan::plan`] returns a [`plan::Plan`]: journal writes and side effects
 //!    in order, status, explanation, and when to wake up next.
 
+pub mod budget;
 pub mod execute;
 pub mod hash;
 pub mod journal;

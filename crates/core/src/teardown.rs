@@ -212,6 +212,7 @@ mod tests {
             swarm: SwarmView::Ok(nodes),
             self_link: None,
             left_reports: Vec::new(),
+            services: Default::default(),
         }
     }
 

@@ -25,10 +25,11 @@ use bollard::models::{
     Reachability, SwarmInitRequest, SwarmJoinRequest, TaskState,
 };
 use bollard::query_parameters::{
-    DeleteNodeOptionsBuilder, LeaveSwarmOptionsBuilder, ListTasksOptionsBuilder,
-    UpdateNodeOptionsBuilder,
+    DeleteNodeOptionsBuilder, LeaveSwarmOptionsBuilder, ListServicesOptions,
+    ListTasksOptionsBuilder, UpdateNodeOptionsBuilder,
 };
-use drover_core::model::{Availability, Node, NodeState, RaftMember, SwarmView, tags};
+use drover_core::budget::{MAX_UNAVAILABLE_LABEL, MIN_AVAILABLE_LABEL};
+use drover_core::model::{Availability, Node, NodeState, RaftMember, Service, SwarmView, tags};
 use drover_spi::Secret;
 use drover_spi::{Fence, Unfenced};
 use std::collections::{BTreeMap, HashMap};
@@ -163,6 +164,34 @@ fn backoff() -> ExponentialBuilder {
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(8)
         .with_jitter()
+}
+
+/// Converts a replicated or global service to drover's model (without
+/// its tasks); `None` for jobs.
+fn convert_service(s: &bollard::models::Service) -> Option<Service> {
+    let spec = s.spec.as_ref()?;
+    let mode = spec.mode.as_ref();
+    let replicas = match mode.and_then(|m| m.replicated.as_ref()) {
+        Some(r) => Some(r.replicas.unwrap_or(1).clamp(0, i64::from(u32::MAX)) as u32),
+        None if mode.is_some_and(|m| m.global.is_some()) => None,
+        // A job, or no mode at all (the engine defaults to one replica).
+        None if mode.is_some() => return None,
+        None => Some(1),
+    };
+    let labels = spec
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| [MAX_UNAVAILABLE_LABEL, MIN_AVAILABLE_LABEL].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some(Service {
+        id: s.id.clone()?,
+        name: spec.name.clone().unwrap_or_default(),
+        replicas,
+        labels,
+        running: BTreeMap::new(),
+    })
 }
 
 /// Converts an engine node (plus per-node running task counts) to drover's model.
@@ -305,19 +334,53 @@ impl Engine {
 
     /// Running tasks per node id: desired state running AND status running.
     pub async fn running_tasks(&self) -> Result<HashMap<String, u32>, EngineError> {
+        let mut out = HashMap::new();
+        for (node, _) in self.running_task_list().await? {
+            *out.entry(node).or_insert(0) += 1;
+        }
+        Ok(out)
+    }
+
+    /// Each running task (desired state running AND status running) as
+    /// its node id and service id.
+    async fn running_task_list(&self) -> Result<Vec<(String, String)>, EngineError> {
         let mut filters = HashMap::new();
         filters.insert("desired-state", vec!["running"]);
         let opts = ListTasksOptionsBuilder::default().filters(&filters).build();
         let tasks = bounded(CALL_TIMEOUT, self.docker.list_tasks(Some(opts))).await?;
-        let mut out = HashMap::new();
-        for t in tasks {
-            let desired = t.desired_state == Some(TaskState::RUNNING);
-            let running = t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING);
-            if let (true, true, Some(node)) = (desired, running, t.node_id) {
-                *out.entry(node).or_insert(0) += 1;
+        Ok(tasks
+            .into_iter()
+            .filter(|t| {
+                t.desired_state == Some(TaskState::RUNNING)
+                    && t.status.as_ref().and_then(|s| s.state) == Some(TaskState::RUNNING)
+            })
+            .filter_map(|t| Some((t.node_id?, t.service_id.unwrap_or_default())))
+            .collect())
+    }
+
+    /// The swarm's services with their running tasks per node, for the
+    /// roll's service budgets. Replicated and global services only: a
+    /// job's tasks are meant to end.
+    pub async fn services(&self) -> Result<Vec<Service>, EngineError> {
+        let (listed, running) = tokio::try_join!(
+            bounded(
+                CALL_TIMEOUT,
+                self.docker.list_services(None::<ListServicesOptions>)
+            ),
+            self.running_task_list()
+        )?;
+        let mut services: Vec<Service> = listed.iter().filter_map(convert_service).collect();
+        let at: HashMap<String, usize> = services
+            .iter()
+            .enumerate()
+            .map(|(k, s)| (s.id.clone(), k))
+            .collect();
+        for (node, service) in running {
+            if let Some(&k) = at.get(&service) {
+                *services[k].running.entry(node).or_insert(0) += 1;
             }
         }
-        Ok(out)
+        Ok(services)
     }
 
     /// The raw engine node list.

@@ -4,7 +4,7 @@
 
 use crate::world::World;
 use async_trait::async_trait;
-use drover_core::model::{Instance, SwarmView};
+use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::spec::Role;
 use drover_spi::{
     Cluster, ClusterError, Fence, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
@@ -114,6 +114,12 @@ impl Cluster for SimCloud {
         // Only the node list: building a whole observation would copy every
         // machine on every swarm observation (the describes do that).
         self.world().swarm()
+    }
+
+    /// The simulated swarm runs no services (budgets are the planner's
+    /// unit tests' and the real-engine tests' subject).
+    async fn services(&self) -> Services {
+        Services::default()
     }
 
     async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {

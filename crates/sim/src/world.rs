@@ -552,6 +552,7 @@ impl World {
             swarm: self.swarm(),
             self_link,
             left_reports: Vec::new(),
+            services: Default::default(),
         }
     }
 

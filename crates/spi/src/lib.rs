@@ -23,7 +23,7 @@ pub use store::{
 };
 
 use async_trait::async_trait;
-use drover_core::model::{Instance, SwarmView};
+use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::spec::Role;
 use std::collections::BTreeMap;
 
@@ -264,6 +264,9 @@ pub struct JoinMaterial {
 pub trait Cluster: Send + Sync {
     /// The node list, or why it could not be had (no leader, unavailable, absent).
     async fn observe(&self) -> SwarmView;
+    /// The services and where their tasks run (for the roll's service
+    /// budgets), or why they could not be had: never "none" on a failure.
+    async fn services(&self) -> Services;
     /// Set a node's availability to drain. Every side-effect call here
     /// checks `fence` right before it sends its request (after re-reading
     /// the node, and again before each retry), and sends nothing when it

@@ -7,7 +7,7 @@
 //! manager's engine when a [`PeerEndpoints`] source is given.
 
 use async_trait::async_trait;
-use drover_core::model::{Node, SwarmView};
+use drover_core::model::{Node, Services, SwarmView};
 use drover_core::own_engine;
 use drover_core::spec::Role;
 use drover_engine::{Engine, EngineInfo, LOCKED_MESSAGE, LocalState, PeerEndpoints};
@@ -346,6 +346,14 @@ impl Cluster for SwarmCluster {
         fence: &dyn Fence,
     ) -> Result<(), ClusterError> {
         Ok(self.engine().await?.remove_node(node, force, fence).await?)
+    }
+
+    async fn services(&self) -> Services {
+        let listed = match self.connected().await {
+            Ok(c) => c.engine.services().await.map_err(ClusterError::from),
+            Err(e) => Err(e),
+        };
+        listed.map_or_else(|e| Services::Unknown(e.to_string()), Services::Known)
     }
 
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {

@@ -123,6 +123,7 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
         swarm: SwarmView::Ok(nodes),
         self_link: None,
         left_reports: Vec::new(),
+        services: Default::default(),
     };
     let plan = drover_core::plan::plan(drover_core::plan::PlanInput {
         desired: &desired,

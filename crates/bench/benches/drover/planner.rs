@@ -183,6 +183,7 @@ impl Fixture {
             swarm: SwarmView::Ok(nodes),
             self_link: None,
             left_reports: Vec::new(),
+            services: Default::default(),
         };
         Fixture {
             desired,

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 /// Milliseconds on the observing controller's own monotonic clock.
 pub type Time = u64;
 
+pub mod service;
 pub mod tags;
+pub use service::{Service, Services};
 pub use tags::{Key, Tags};
 
 /// One machine as the provider describes it.
@@ -182,6 +184,8 @@ pub struct Observed {
     /// left the swarm (the end of a leader's hand-over). Read only while a
     /// former leader's leave is awaited; empty otherwise.
     pub left_reports: Vec<LeftReport>,
+    /// The swarm's services and where their tasks run (service budgets).
+    pub services: Services,
 }
 
 /// A controller's report that its own engine ran `swarm leave` and left:

@@ -1,6 +1,7 @@
 //! One planning pass: evaluate operations in flight, then start new ones
 //! group by group (managers first), then summarise.
 
+use super::budget::{Budgets, Verdict};
 use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
@@ -65,6 +66,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) counter: u32,
     /// Zones the group's provisions avoid (`plan::zones`).
     pub(crate) short_zones: ShortZones,
+    /// The services' budgets and the nodes on their way out.
+    pub(crate) budgets: Budgets<'a>,
 }
 
 impl<'a> Planner<'a> {
@@ -124,6 +127,15 @@ impl<'a> Planner<'a> {
             .map(|(_, n)| n)
             .filter(|n| n.cluster.as_deref().is_none_or(|c| c == cluster))
             .collect();
+        let budgets = Budgets::new(
+            &input.observed.services,
+            world.nodes(),
+            input.journal,
+            |op| {
+                let v = op.victim.as_ref()?;
+                world.victim_node(v.link.as_deref(), v.node.as_deref())
+            },
+        );
         Planner {
             input,
             world,
@@ -147,6 +159,7 @@ impl<'a> Planner<'a> {
             found: RefCell::new(Vec::new()),
             counter: 0,
             short_zones: ShortZones::at(&input.memory.short_zones, input.journal, input.now),
+            budgets,
         }
     }
 
@@ -623,6 +636,28 @@ impl<'a> Planner<'a> {
             return false;
         }
         true
+    }
+
+    /// The service budget gate for `inst`'s node, where a roll or a
+    /// retirement would begin (after [`Self::may_disrupt`]): a wait says
+    /// why; a budget that can never be met blocks the group, so `plan` and
+    /// `status` report it before the roll spends anything. Either way only
+    /// this member is held: the next in order may run other tasks.
+    pub(crate) fn within_service_budgets(&mut self, name: &str, inst: &Member<'_>) -> bool {
+        let Some(node) = inst.node else {
+            return true;
+        };
+        match self.service_budget(name, node) {
+            Verdict::Go => true,
+            Verdict::Wait(why) => {
+                self.wait(name, format!("{} waits: {why}", inst.id));
+                false
+            }
+            Verdict::Never(why) => {
+                self.block(name, why);
+                false
+            }
+        }
     }
 
     /// Records why `group` waits, unless a reason is recorded already.

@@ -23,6 +23,7 @@
 //! deliberately not persisted: a new leader starts every timer from its own
 //! first sighting, never from another host's clock.
 
+mod budget;
 mod calendar;
 mod fast;
 mod gate;

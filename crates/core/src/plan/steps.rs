@@ -3,6 +3,7 @@
 //! done), next to the rules that gate it.
 
 use super::Action;
+use super::budget::Verdict;
 use super::group::Planner;
 use super::health::Health;
 use super::memory::Timer;
@@ -148,10 +149,16 @@ impl<'a> Planner<'a> {
             return StepState::Done;
         }
         if n.availability != Availability::Drain {
-            return StepState::Act(Action::Drain {
-                op: op.id.clone(),
-                node: n.id.clone(),
-            });
+            // Checked again here: a surge roll drains long after it began,
+            // and the services' tasks may be down by then. Its step timeout
+            // blocks the group with the service named.
+            return match self.service_budget(&op.group, n) {
+                Verdict::Go => StepState::Act(Action::Drain {
+                    op: op.id.clone(),
+                    node: n.id.clone(),
+                }),
+                Verdict::Wait(why) | Verdict::Never(why) => wait(why),
+            };
         }
         if n.running_tasks == 0 {
             return StepState::Done;

@@ -143,6 +143,7 @@ impl Cluster {
                 swarm: SwarmView::Ok(nodes),
                 self_link: Some("m1".into()),
                 left_reports: Vec::new(),
+                services: Default::default(),
             },
             journal: Vec::new(),
             memory: Memory::default(),
@@ -2065,6 +2066,7 @@ impl Cluster {
     }
 }
 
+mod budget;
 mod spare;
 mod time;
 mod untidy;

@@ -381,6 +381,7 @@ mod tests {
             swarm: SwarmView::Ok(Vec::new()),
             self_link: None,
             left_reports: Vec::new(),
+            services: Default::default(),
         };
         let world = World::new(&observed, Set::default());
         let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();

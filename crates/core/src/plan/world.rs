@@ -281,6 +281,7 @@ mod tests {
             swarm: SwarmView::Ok(vec![stale, node("n-1", Some("l-1")), node("n-2", None)]),
             self_link: None,
             left_reports: Vec::new(),
+            services: Default::default(),
         };
         let world = World::new(&observed, ["n-2", "n-9"].into_iter().collect());
         let id = |n: Option<&Node>| n.map(|n| n.id.clone());
@@ -305,6 +306,7 @@ mod tests {
             swarm: SwarmView::Ok(vec![stale, live]),
             self_link: None,
             left_reports: Vec::new(),
+            services: Default::default(),
         };
         let world = World::new(&observed, Default::default());
         assert_eq!(

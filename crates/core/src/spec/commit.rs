@@ -26,6 +26,7 @@
 use super::decode::parse_committed;
 use super::diag::Severity;
 use super::*;
+use crate::budget::ServiceBudget;
 use serde_json::{Value, json};
 use std::time::UNIX_EPOCH;
 
@@ -242,6 +243,12 @@ fn group_file(g: &GroupSpec) -> Value {
     if let Some(age) = g.health.max_age {
         file["health"]["max_age"] = json!(duration(age));
     }
+    if let Some(b) = g.update.service_budget {
+        file["update"]["service_budget"] = match b {
+            ServiceBudget::MaxUnavailable(a) => json!({"max_unavailable": a.to_string()}),
+            ServiceBudget::MinAvailable(a) => json!({"min_available": a.to_string()}),
+        };
+    }
     if let Some(ms) = g.rollout_after {
         file["rollout"] = json!({"after": timestamp(ms)});
     }
@@ -290,7 +297,7 @@ mod tests {
   allocation: {size: 2, zones: [a, b]}
   instance: {provider: local}
   flavor: {engine_labels: {tier: web}}
-  update: {watch: 1500ms, step_timeout: 1h30m, on_failure: rollback, max_in_flight: 2, windows: [{start: '0 2 * * SAT', duration: 90m, time_zone: Europe/Berlin}]}
+  update: {watch: 1500ms, step_timeout: 1h30m, on_failure: rollback, max_in_flight: 2, service_budget: {min_available: 80%}, windows: [{start: '0 2 * * SAT', duration: 90m, time_zone: Europe/Berlin}]}
   health: {max_unhealthy: 1, unhealthy_after: 90s, max_age: 30d}
   drain: {timeout: 1m, on_timeout: force}
   rollout: {after: 2026-12-01T10:00:00.250Z}

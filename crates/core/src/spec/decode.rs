@@ -7,6 +7,7 @@
 
 use super::diag::{Diagnostic, Severity};
 use super::*;
+use crate::budget::{Amount, ServiceBudget};
 use crate::quorum;
 use crate::template::{self, BootContext};
 use crate::yaml::{self, Node, Pos};
@@ -1246,6 +1247,12 @@ impl Decoder<'_> {
         let min_fault_tolerance = f
             .get("min_fault_tolerance")
             .and_then(|n| self.count(n, &join(path, "min_fault_tolerance"), 0));
+        let service_budget = match f.get("service_budget") {
+            None => Some(None),
+            Some(n) => self
+                .service_budget(n, &join(path, "service_budget"))
+                .map(Some),
+        };
         let draft = UpdateDraft {
             strategy,
             min_fault_tolerance,
@@ -1265,7 +1272,42 @@ impl Decoder<'_> {
             step_timeout: step_timeout?,
             on_failure: on_failure?,
             windows: windows?,
+            service_budget: service_budget?,
         })
+    }
+
+    /// `update.service_budget`: exactly one of `max_unavailable` and
+    /// `min_available`, a count or a percentage (as the service labels).
+    fn service_budget(&mut self, node: &Node, path: &str) -> Option<ServiceBudget> {
+        let f = self.fields(node, path, &["max_unavailable", "min_available"])?;
+        let amount = |d: &mut Self, key: &str| {
+            let n = f.get(key)?;
+            let field = join(path, key);
+            let text = d.string(n, &field)?;
+            text.parse::<Amount>()
+                .map_err(|e| d.error(n.pos(), &field, e.to_string()))
+                .ok()
+        };
+        match (f.get("max_unavailable"), f.get("min_available")) {
+            (Some(_), Some(_)) => {
+                self.error(
+                    f.pos,
+                    path,
+                    "set max_unavailable or min_available, not both",
+                );
+                None
+            }
+            (Some(_), None) => amount(self, "max_unavailable").map(ServiceBudget::MaxUnavailable),
+            (None, Some(_)) => amount(self, "min_available").map(ServiceBudget::MinAvailable),
+            (None, None) => {
+                self.error(
+                    f.pos,
+                    path,
+                    "expected max_unavailable or min_available (a count like 1 or a percentage like 80%)",
+                );
+                None
+            }
+        }
     }
 
     /// The fault-tolerance floor of a manager group's roll: at most its
@@ -1521,6 +1563,7 @@ const UPDATE_FIELDS: &[&str] = &[
     "step_timeout",
     "on_failure",
     "windows",
+    "service_budget",
 ];
 const HEALTH_FIELDS: &[&str] = &[
     "startup_timeout",

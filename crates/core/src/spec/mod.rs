@@ -239,6 +239,10 @@ pub struct UpdatePolicy {
     /// one is open (healing, reaping and filling never wait).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<Window>,
+    /// The availability budget of every service that declares none in its
+    /// labels, while this group disrupts nodes ([`crate::budget`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_budget: Option<crate::budget::ServiceBudget>,
 }
 
 /// Health judgement timers.

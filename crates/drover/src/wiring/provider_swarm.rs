@@ -5,7 +5,7 @@
 
 use super::Machines;
 use async_trait::async_trait;
-use drover_core::model::SwarmView;
+use drover_core::model::{Services, SwarmView};
 use drover_core::spec::Role;
 use drover_spi::{Cluster, ClusterError, Fence, JoinMaterial};
 use drover_swarm::SwarmCluster;
@@ -51,6 +51,12 @@ impl Cluster for ProviderSwarm {
                 SwarmView::Unavailable("no manager machine answers".into())
             }
             None => SwarmView::Absent,
+        }
+    }
+    async fn services(&self) -> Services {
+        match self.with().await {
+            Ok(c) => c.services().await,
+            Err(e) => Services::Unknown(e.to_string()),
         }
     }
     async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {

@@ -37,6 +37,9 @@ impl Planner<'_> {
             if !self.may_disrupt(d, inst, None) {
                 break;
             }
+            if !self.within_service_budgets(name, inst) {
+                continue;
+            }
             let op = self.make_op(d, OpKind::Retire, Some(inst), None);
             self.begin(op, format!("retire {} (not declared any more)", inst.id));
         }

@@ -94,6 +94,9 @@ impl Planner<'_> {
             if !self.may_disrupt(d, inst, Some(settled)) {
                 break;
             }
+            if !self.within_service_budgets(name, inst) {
+                continue;
+            }
             let target = Target {
                 logical_id: inst.logical_id().map(str::to_string),
                 zone: inst.zone().map(str::to_string),

@@ -1,0 +1,181 @@
+//! The service budget gate: may a roll disrupt this node now, given the
+//! tasks of the swarm's services that run on it ([`crate::budget`])?
+//!
+//! A service's tasks count as down when they are not running (desired
+//! replicas minus running tasks: a drained node's tasks until they run
+//! elsewhere) and, ahead of that, when they run on a node that is on its
+//! way out: drained, the victim of an operation whose disruption began,
+//! or disrupted earlier in this pass. The candidate node's own tasks are
+//! added; the sum must stay within the budget. So after a drain the next
+//! disruption of a node running the same service waits until the moved
+//! tasks run again, unless the budget allows more at once.
+
+use super::group::Planner;
+use crate::budget::ServiceBudget;
+use crate::journal::{Operation, Step};
+use crate::model::{Availability, Node, Service, Services};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// How soon a pass waiting on a budget looks again: tasks starting
+/// elsewhere raise no node event, so it is learnt by asking.
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
+
+/// Whether a node may be disrupted, by its services' budgets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Within every budget.
+    Go,
+    /// Not now: a service's tasks are down already.
+    Wait(String),
+    /// Never as the tasks are placed: draining the node alone exceeds a
+    /// budget, or a budget cannot be read.
+    Never(String),
+}
+
+/// The services and the nodes on their way out, for one pass.
+pub(crate) struct Budgets<'a> {
+    services: &'a Services,
+    /// Node ids whose tasks are going or gone (owned: few, and only
+    /// while there are services).
+    going: HashSet<String>,
+}
+
+impl<'a> Budgets<'a> {
+    /// The nodes on their way out: drained, or the victim of an operation
+    /// whose disruption began ([`began_disrupting`]). Found only when
+    /// there are services to keep.
+    pub(crate) fn new(
+        services: &'a Services,
+        nodes: &'a [Node],
+        journal: &'a [Operation],
+        victim: impl Fn(&'a Operation) -> Option<&'a Node>,
+    ) -> Budgets<'a> {
+        let mut going = HashSet::new();
+        if !matches!(services, Services::Known(s) if s.is_empty()) {
+            let drained = nodes
+                .iter()
+                .filter(|n| n.availability == Availability::Drain);
+            let disrupted = journal
+                .iter()
+                .filter(|op| began_disrupting(op))
+                .filter_map(victim);
+            going.extend(drained.chain(disrupted).map(|n| n.id.clone()));
+        }
+        Budgets { services, going }
+    }
+
+    /// May `node` be disrupted, with `default` the budget of services
+    /// that declare none?
+    pub(crate) fn verdict(&self, node: &Node, default: Option<ServiceBudget>) -> Verdict {
+        let services = match self.services {
+            Services::Known(s) => s,
+            Services::Unknown(_) if node.running_tasks == 0 => return Verdict::Go,
+            Services::Unknown(e) => {
+                return Verdict::Wait(format!(
+                    "node {} runs {} tasks and the services cannot be listed ({e}): their budgets are unknown",
+                    node.id, node.running_tasks
+                ));
+            }
+        };
+        let mut wait = None;
+        for s in services.iter().filter(|s| s.running_on(&node.id) > 0) {
+            match self.service_verdict(s, node, default) {
+                Verdict::Go => {}
+                Verdict::Wait(why) => {
+                    wait.get_or_insert(why);
+                }
+                never => return never,
+            }
+        }
+        wait.map_or(Verdict::Go, Verdict::Wait)
+    }
+
+    fn service_verdict(&self, s: &Service, node: &Node, default: Option<ServiceBudget>) -> Verdict {
+        let Some(replicas) = s.replicas.filter(|r| *r > 0) else {
+            // Global: its task goes with the node and comes with its successor.
+            return Verdict::Go;
+        };
+        let budget = match ServiceBudget::from_labels(|k| s.labels.get(k).map(String::as_str)) {
+            Ok(Some(b)) => (b, "its label"),
+            Ok(None) => match default {
+                Some(b) => (b, "update.service_budget"),
+                None => return Verdict::Go,
+            },
+            Err(e) => {
+                return Verdict::Never(format!(
+                    "service {}: {e}; its tasks stay where they are until it is fixed",
+                    s.name
+                ));
+            }
+        };
+        let (b, from) = budget;
+        let allowed = b.allowed_unavailable(replicas);
+        let here = s.running_on(&node.id);
+        if here > allowed {
+            return Verdict::Never(format!(
+                "service {} ({b}, from {from}) may lose {allowed} of its {replicas} tasks at once, and node {} runs {here} of them: draining it can never meet the budget (spread the tasks, e.g. `docker service update --force`, or change the budget)",
+                s.name, node.id
+            ));
+        }
+        let missing = replicas.saturating_sub(s.running_total());
+        let leaving: u32 = self
+            .going
+            .iter()
+            .filter(|id| **id != node.id)
+            .map(|id| s.running_on(id))
+            .sum();
+        let down = missing + leaving;
+        if down + here > allowed {
+            return Verdict::Wait(format!(
+                "service {} ({b}, from {from}): {down} of its {replicas} tasks are down or leaving, and node {} runs {here} more",
+                s.name, node.id
+            ));
+        }
+        Verdict::Go
+    }
+
+    /// Counts `node`'s tasks as leaving for the rest of the pass.
+    pub(crate) fn spend(&mut self, node: &Node) {
+        if !matches!(self.services, Services::Known(s) if s.is_empty()) {
+            self.going.insert(node.id.clone());
+        }
+    }
+}
+
+/// `op` has started a step that takes its victim's tasks away.
+fn began_disrupting(op: &Operation) -> bool {
+    op.victim.is_some()
+        && op.intent.as_ref().is_some_and(|i| {
+            matches!(
+                i.step,
+                Step::Drain
+                    | Step::Demote
+                    | Step::DemoteSelfAndLeave
+                    | Step::Destroy
+                    | Step::RemoveNode
+            )
+        })
+}
+
+impl<'a> Planner<'a> {
+    /// The budget gate for `node`, disrupted by group `group`: `Go`
+    /// spends the node's tasks for the rest of the pass; a wait asks
+    /// for the next pass soon.
+    pub(crate) fn service_budget(&mut self, group: &str, node: &Node) -> Verdict {
+        let default = self
+            .input
+            .desired
+            .groups
+            .iter()
+            .find(|g| g.spec.name == group)
+            .and_then(|g| g.spec.update.service_budget);
+        let verdict = self.budgets.verdict(node, default);
+        match &verdict {
+            Verdict::Go => self.budgets.spend(node),
+            Verdict::Wait(_) => self.clock.wake_within(LOOK_AGAIN),
+            Verdict::Never(_) => {}
+        }
+        verdict
+    }
+}
