@@ -5,9 +5,10 @@
 //! checks it immediately before its irreversible operation.
 
 use crate::context::Context;
+use crate::hook::{self, HookError};
 use drover_core::model::tags;
 use drover_core::plan::{self, Action, Desired};
-use drover_core::spec::Role;
+use drover_core::spec::{Hook, HookFacts, Role};
 use drover_core::template::BootContext;
 use drover_spi::{
     ClusterError, Epoch, Fence, InstanceProvider, LeaseExpired, ProviderError, ProvisionRequest,
@@ -68,6 +69,9 @@ pub(crate) enum StepError {
     /// The step's task panicked.
     #[error("the step's task failed: {0}")]
     Panicked(String),
+    /// A lifecycle hook failed (its own message included).
+    #[error(transparent)]
+    Hook(#[from] HookError),
 }
 
 /// What a failed step says about trying it again.
@@ -113,7 +117,8 @@ impl StepError {
             StepError::Provider(_)
             | StepError::Cluster(_)
             | StepError::Unable(_)
-            | StepError::Panicked(_) => Failure::Final,
+            | StepError::Panicked(_)
+            | StepError::Hook(_) => Failure::Final,
         }
     }
 
@@ -221,6 +226,7 @@ enum Call<'a> {
     Demote(&'a str),
     HandOver(&'a str),
     RemoveNode(&'a str, bool),
+    Hook(&'a Hook, &'a HookFacts),
 }
 
 impl Call<'_> {
@@ -241,8 +247,14 @@ impl Call<'_> {
         ctx: &Context,
         lease: &Lease,
         left: &(dyn Fn() + Send + Sync),
-    ) -> Result<(), StepError> {
+    ) -> Result<Option<String>, StepError> {
+        if let Call::Hook(hook, facts) = self {
+            // Nothing of the world to fence: the term is checked before.
+            lease.check().map_err(StepError::Expired)?;
+            return Ok(Some(hook::call(hook, facts).await?));
+        }
         let result = match self {
+            Call::Hook(..) => Ok(()),
             Call::Provision(provider, req) => provider
                 .provision((**req).clone(), lease)
                 .await
@@ -267,7 +279,7 @@ impl Call<'_> {
                 .await
                 .map_err(Into::into),
         };
-        result.map_err(|e| match e {
+        result.map(|()| None).map_err(|e| match e {
             StepError::Provider(ProviderError::Fenced(e))
             | StepError::Cluster(ClusterError::Fenced(e)) => StepError::Expired(e),
             e => e,
@@ -294,7 +306,7 @@ pub(crate) async fn side_effect(
     op_group: Option<&str>,
     action: &Action,
     left: &(dyn Fn() + Send + Sync),
-) -> Result<(), StepError> {
+) -> Result<Option<String>, StepError> {
     let group_provider = |group: &str| {
         let g = desired
             .groups
@@ -325,10 +337,11 @@ pub(crate) async fn side_effect(
         Action::Demote { node, .. } => Call::Demote(node),
         Action::DemoteSelfAndLeave { node, .. } => Call::HandOver(node),
         Action::RemoveNode { node, force, .. } => Call::RemoveNode(node, *force),
+        Action::RunHook { hook, facts, .. } => Call::Hook(hook, facts),
         Action::Begin { .. }
         | Action::MarkDone { .. }
         | Action::Complete { .. }
-        | Action::Rollback { .. } => return Ok(()),
+        | Action::Rollback { .. } => return Ok(None),
     };
     let op = action.op_id().unwrap_or_default();
     let mut expired = None;

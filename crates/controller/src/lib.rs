@@ -32,6 +32,7 @@
 
 mod context;
 mod execute;
+mod hook;
 mod metrics;
 pub(crate) mod observe;
 mod paced;

@@ -7,11 +7,12 @@ use crate::observe::{self, Stored};
 use crate::status::{status_json, wall_ms};
 use crate::takeover;
 use drover_core::execute::{Carry, Execution, JournalWrite};
+use drover_core::journal::{HookFailed, Operation, Step};
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
 use drover_core::quorum_probe::{EngineAnswer, EngineView, Left};
 use drover_core::revision::{rollback_target, with_group};
-use drover_core::spec::validate_commit;
+use drover_core::spec::{HookOnFailure, validate_commit};
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, Revision, StoreError};
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +53,10 @@ struct Finished {
     /// The term it was started under.
     epoch: Epoch,
     result: Result<(), StepError>,
+    /// What a hook said (its output's end), when it succeeded.
+    output: Option<String>,
+    /// The step was a lifecycle hook: its step and failure policy.
+    hook: Option<(Step, HookOnFailure)>,
 }
 
 /// A side effect that ended, as a subscriber ([`Controller::with_step_reports`])
@@ -307,9 +312,10 @@ impl Controller {
             self.stand_down("the store named a newer term before a side effect");
             self.fenced = true;
         }
-        let outcome = match &done.result {
-            Ok(()) => "ok".to_string(),
-            Err(e) => {
+        let outcome = match (&done.result, &done.output) {
+            (Ok(()), Some(said)) if !said.is_empty() => format!("ok: {said}"),
+            (Ok(()), _) => "ok".to_string(),
+            (Err(e), _) => {
                 if let Some(m) = &self.metrics {
                     m.step_failed(done.kind, e.failure());
                 }
@@ -333,6 +339,10 @@ impl Controller {
         {
             let short = done.zone.as_deref().filter(|_| e.is_capacity());
             self.record_provision_failure(&done.op, short).await;
+        }
+        if let Some((step, on_failure)) = done.hook {
+            self.record_hook(&done.op, step, on_failure, &done.result)
+                .await;
         }
         self.event(
             done.group.clone(),
@@ -360,29 +370,73 @@ impl Controller {
         }
     }
 
-    /// Counts a failed provision call on its journaled operation: the
-    /// planner backs off and blocks the group once the slot's
-    /// `health.max_attempts` are used. A fact about the world the planner
-    /// cannot observe itself, so the journal (fenced) keeps it across leaders.
+    /// Counts a failed provision call on its journaled operation (with the
+    /// zone, when it lacked capacity there): the planner backs off, moves
+    /// the slot's next call to another zone, and blocks the group once the
+    /// slot's `health.max_attempts` are used. A fact about the world the
+    /// planner cannot observe itself, so the journal (fenced) keeps it
+    /// across leaders.
     async fn record_provision_failure(&mut self, op: &str, short_zone: Option<&str>) {
+        self.update_entry(op, "a failed provision", |e| e.provision_failed(short_zone))
+            .await;
+    }
+
+    /// Journals a hook's end, which nothing in the world shows: its step
+    /// done when it succeeded (or failed with `on_failure: continue`),
+    /// otherwise its failure, with which the planner blocks the group and
+    /// after which it calls the hook again. A call that never started
+    /// (this controller's term ended first) records nothing.
+    async fn record_hook(
+        &mut self,
+        op: &str,
+        step: Step,
+        on_failure: HookOnFailure,
+        result: &Result<(), StepError>,
+    ) {
+        let failed = match result {
+            Err(e) if e.failure() == Failure::Term => return,
+            Ok(()) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        self.update_entry(op, "a hook's end", |entry| match failed {
+            Some(message) if on_failure == HookOnFailure::Block => {
+                let before = entry.hook_failure.as_ref().filter(|f| f.step == step);
+                let attempts = before.map_or(0, |f| f.attempts) + 1;
+                entry.hook_failure = Some(HookFailed {
+                    step,
+                    message,
+                    attempts,
+                });
+            }
+            _ => {
+                entry.done.insert(step);
+                entry.hook_failure = None;
+            }
+        })
+        .await;
+    }
+
+    /// Changes journaled operation `op` by `change`, fenced by this
+    /// controller's term (`what` names the change in a warning).
+    async fn update_entry(&mut self, op: &str, what: &str, change: impl FnOnce(&mut Operation)) {
         let Some(epoch) = self.epoch else { return };
         let journal = match self.ctx.store.journal().await {
             Ok(j) => j,
             Err(e) => {
-                tracing::warn!(error = %e, op, "could not record a failed provision");
+                tracing::warn!(error = %e, op, "could not record {what}");
                 return;
             }
         };
         let Some(mut entry) = journal.into_iter().find(|o| o.id == op) else {
             return;
         };
-        entry.provision_failed(short_zone);
+        change(&mut entry);
         match self.ctx.store.journal_put(epoch, &entry).await {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
                 self.fenced = true;
             }
-            Err(e) => tracing::warn!(error = %e, op, "could not record a failed provision"),
+            Err(e) => tracing::warn!(error = %e, op, "could not record {what}"),
             Ok(()) => {}
         }
     }
@@ -966,10 +1020,11 @@ impl Controller {
         self.running
             .insert(op.clone(), (!hand_over).then(|| effect.abort_handle()));
         tokio::spawn(async move {
-            let result = match effect.await {
-                Ok(r) => r,
-                Err(e) if e.is_cancelled() => Err(StepError::Cancelled),
-                Err(e) => Err(StepError::Panicked(e.to_string())),
+            let (result, output) = match effect.await {
+                Ok(Ok(output)) => (Ok(()), output),
+                Ok(Err(e)) => (Err(e), None),
+                Err(e) if e.is_cancelled() => (Err(StepError::Cancelled), None),
+                Err(e) => (Err(StepError::Panicked(e.to_string())), None),
             };
             let _ = tx.send(Finished {
                 op,
@@ -987,6 +1042,11 @@ impl Controller {
                 kind,
                 epoch,
                 result,
+                output,
+                hook: match &action {
+                    Action::RunHook { step, hook, .. } => Some((*step, hook.on_failure)),
+                    _ => None,
+                },
             });
         });
     }

@@ -135,6 +135,7 @@ mod tests {
             collection: None,
             provision_failures: 0,
             short_zones: Vec::new(),
+            hook_failure: None,
         }
     }
 

@@ -7,7 +7,7 @@
 //! demoted, an instance already gone) is detected, never re-done blindly.
 //! `done` marks are an optimisation and an audit trail, not the truth.
 
-use crate::spec::Role;
+use crate::spec::{HookPoint, Hooks, Role};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -84,6 +84,17 @@ pub enum Step {
     Destroy,
     /// Remove the old node from the swarm.
     RemoveNode,
+    /// The group's `hooks.pre_drain`, before the first step that takes the
+    /// member out of service. Hook steps are in the walk only while the
+    /// group declares the hook ([`Operation::steps_with_hooks`]), and only
+    /// the journal can say one ran.
+    PreDrainHook,
+    /// `hooks.pre_destroy`, before the destroy.
+    PreDestroyHook,
+    /// `hooks.post_provision`, once the new machine is listed.
+    PostProvisionHook,
+    /// `hooks.post_join`, once the new member is healthy.
+    PostJoinHook,
 }
 
 impl Step {
@@ -98,6 +109,31 @@ impl Step {
             Step::DemoteSelfAndLeave => "demote-self-and-leave",
             Step::Destroy => "destroy",
             Step::RemoveNode => "remove-node",
+            Step::PreDrainHook => "hook-pre-drain",
+            Step::PreDestroyHook => "hook-pre-destroy",
+            Step::PostProvisionHook => "hook-post-provision",
+            Step::PostJoinHook => "hook-post-join",
+        }
+    }
+
+    /// The hook this step runs, if it is a hook step.
+    pub fn hook(self) -> Option<HookPoint> {
+        match self {
+            Step::PreDrainHook => Some(HookPoint::PreDrain),
+            Step::PreDestroyHook => Some(HookPoint::PreDestroy),
+            Step::PostProvisionHook => Some(HookPoint::PostProvision),
+            Step::PostJoinHook => Some(HookPoint::PostJoin),
+            _ => None,
+        }
+    }
+
+    /// The step that runs the hook at `point`.
+    pub fn of_hook(point: HookPoint) -> Step {
+        match point {
+            HookPoint::PreDrain => Step::PreDrainHook,
+            HookPoint::PreDestroy => Step::PreDestroyHook,
+            HookPoint::PostProvision => Step::PostProvisionHook,
+            HookPoint::PostJoin => Step::PostJoinHook,
         }
     }
 }
@@ -175,6 +211,21 @@ pub struct Operation {
     /// (`plan::zones`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub short_zones: Vec<String>,
+    /// The last failure of a blocking hook of this operation (recorded by
+    /// the controller): the group's reason until the hook succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_failure: Option<HookFailed>,
+}
+
+/// A blocking hook's failure, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookFailed {
+    /// The hook's step.
+    pub step: Step,
+    /// The hook's own message (its output's end, or the endpoint's answer).
+    pub message: String,
+    /// Failed calls of this hook so far (each waits out its own retry).
+    pub attempts: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -243,6 +294,37 @@ impl Operation {
             (true, true) => add.iter().chain(remove).copied().collect(),
             (true, false) => remove.iter().chain(&add).copied().collect(),
         }
+    }
+
+    /// [`Self::steps`] with the hook steps of the hooks `hooks` declares,
+    /// each before or after the step it belongs to (an orphan's collection
+    /// runs none: its group is not declared).
+    pub fn steps_with_hooks(&self, hooks: &Hooks) -> Vec<Step> {
+        let steps = self.steps();
+        if hooks.is_empty() || self.kind == OpKind::Orphan {
+            return steps;
+        }
+        let has = |p: HookPoint| hooks.at(p).is_some();
+        let mut out = Vec::with_capacity(steps.len() + 4);
+        let mut out_of_service = false;
+        for s in steps {
+            let takes_out = matches!(s, Step::Drain | Step::Demote | Step::DemoteSelfAndLeave);
+            if takes_out && !out_of_service && has(HookPoint::PreDrain) {
+                out.push(Step::PreDrainHook);
+            }
+            out_of_service |= takes_out;
+            if s == Step::Destroy && has(HookPoint::PreDestroy) {
+                out.push(Step::PreDestroyHook);
+            }
+            out.push(s);
+            if s == Step::Provision && has(HookPoint::PostProvision) {
+                out.push(Step::PostProvisionHook);
+            }
+            if s == Step::AwaitHealthy && has(HookPoint::PostJoin) {
+                out.push(Step::PostJoinHook);
+            }
+        }
+        out
     }
 
     /// True when the operation disrupts a member (as opposed to only adding one).

@@ -161,26 +161,6 @@ fn matches(p: &Point, e: &Event) -> bool {
         && e.outcome == p.outcome
 }
 
-/// SIGKILLs the `drover controller` process of the machine whose link is
-/// `link` (found among its process group's members by command line; the
-/// restart loop around it, `sh -c ...`, is left alone). The PID it killed.
-fn kill_controller(lab: &Lab, link: &str) -> Option<i32> {
-    let record = lab
-        .records()
-        .into_iter()
-        .find(|r| r.tags.get("drover.link").map(String::as_str) == Some(link))?;
-    let pgid = record.pgid?;
-    let pid = drover_local::procs::group_members(pgid)
-        .into_iter()
-        .find(|&p| support::is_controller(p))?;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .ok()?;
-    Some(pid)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_survives_the_acting_controller_killed_at_every_step_boundary() {
     bounded(840, crash_matrix()).await;
@@ -230,7 +210,7 @@ async fn crash_matrix() {
             else {
                 continue;
             };
-            if let Some(pid) = kill_controller(&lab, &e.controller) {
+            if let Some(pid) = support::kill_controller(&lab, &e.controller) {
                 fired[i] = true;
                 kills.push((
                     POINTS[i].name,

@@ -1152,6 +1152,13 @@ impl Runner {
                     self.finish_provision(&f.action, op, *role);
                     self.acting_for = None;
                 }
+                // A simulated hook succeeds; as the controller does, its
+                // step is journaled done (nothing in the world shows it).
+                Action::RunHook { op, step, .. } => {
+                    if let Some(o) = self.journal.iter_mut().find(|o| o.id == *op) {
+                        o.done.insert(*step);
+                    }
+                }
                 // Refused while still in the raft: retry, as the shell does
                 // (unless the demote itself was refused: the call failed).
                 Action::DemoteSelfAndLeave { node, .. }

@@ -55,6 +55,7 @@ fn op(id: &str) -> Operation {
         collection: None,
         provision_failures: 0,
         short_zones: Vec::new(),
+        hook_failure: None,
     }
 }
 

@@ -40,6 +40,7 @@ fn op(n: usize) -> Operation {
         collection: None,
         provision_failures: 0,
         short_zones: Vec::new(),
+        hook_failure: None,
     }
 }
 

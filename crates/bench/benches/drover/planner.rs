@@ -173,6 +173,7 @@ impl Fixture {
                 collection: None,
                 provision_failures: 0,
                 short_zones: Vec::new(),
+                hook_failure: None,
             });
         }
         let observed = Observed {

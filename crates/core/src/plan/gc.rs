@@ -248,6 +248,7 @@ impl Planner<'_> {
             collection: Some(c),
             provision_failures: 0,
             short_zones: Vec::new(),
+            hook_failure: None,
         }
     }
 

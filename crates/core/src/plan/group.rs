@@ -328,6 +328,7 @@ impl<'a> Planner<'a> {
             collection: None,
             provision_failures: 0,
             short_zones: Vec::new(),
+            hook_failure: None,
         }
     }
 
@@ -461,6 +462,7 @@ impl<'a> Planner<'a> {
                 collection: Some(c),
                 provision_failures: 0,
                 short_zones: Vec::new(),
+                hook_failure: None,
             };
             self.begin_collection(op);
         }

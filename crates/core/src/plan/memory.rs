@@ -52,6 +52,9 @@ pub(crate) enum Timer {
     Leave(String),
     /// An operation's provision attempt waits out its backoff.
     Backoff(String, u32),
+    /// An operation's blocking hook, after its nth failure, waits to be
+    /// called again.
+    HookRetry(String, u32),
     /// A machine of an undeclared group has been seen (by instance id).
     Orphan(String),
     /// A node (by id) has been Down with no machine carrying its link.

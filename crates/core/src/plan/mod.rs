@@ -30,6 +30,7 @@ mod gate;
 mod gc;
 mod group;
 mod health;
+mod hook;
 mod in_flight;
 mod lifetime;
 mod members;
@@ -50,7 +51,7 @@ pub use zones::ZONE_BACKOFF;
 
 use crate::journal::{Operation, Step};
 use crate::model::{Observed, Time};
-use crate::spec::{GroupSpec, Role};
+use crate::spec::{GroupSpec, Hook, HookFacts, Role};
 use serde::Serialize;
 
 /// One group as the store holds it.
@@ -222,6 +223,17 @@ pub enum Action {
         /// Needed for a node still Ready (its machine is already gone).
         force: bool,
     },
+    /// Call a lifecycle hook (its command or endpoint).
+    RunHook {
+        /// Operation id.
+        op: String,
+        /// The hook's step.
+        step: Step,
+        /// What to call, for how long, and what a failure does.
+        hook: Box<Hook>,
+        /// What the hook is told.
+        facts: Box<HookFacts>,
+    },
     /// Commit the group's previous spec as a rollback revision.
     Rollback {
         /// Group name.
@@ -245,6 +257,7 @@ impl Action {
             Action::DemoteSelfAndLeave { .. } => "demote_self_and_leave",
             Action::Destroy { .. } => "destroy",
             Action::RemoveNode { .. } => "remove_node",
+            Action::RunHook { .. } => "run_hook",
             Action::Rollback { .. } => "rollback",
         }
     }
@@ -260,7 +273,8 @@ impl Action {
             | Action::Demote { op, .. }
             | Action::DemoteSelfAndLeave { op, .. }
             | Action::Destroy { op, .. }
-            | Action::RemoveNode { op, .. } => Some(op),
+            | Action::RemoveNode { op, .. }
+            | Action::RunHook { op, .. } => Some(op),
             Action::Rollback { .. } => None,
         }
     }
@@ -274,6 +288,7 @@ impl Action {
             Action::DemoteSelfAndLeave { .. } => Some(Step::DemoteSelfAndLeave),
             Action::Destroy { .. } => Some(Step::Destroy),
             Action::RemoveNode { .. } => Some(Step::RemoveNode),
+            Action::RunHook { step, .. } => Some(*step),
             Action::Begin { .. }
             | Action::MarkDone { .. }
             | Action::Complete { .. }
@@ -323,6 +338,15 @@ impl Action {
             Action::RemoveNode { node, force, .. } => {
                 format!("remove node {node}{}", if *force { " (force)" } else { "" })
             }
+            Action::RunHook { facts, .. } => format!(
+                "hook {} for {}",
+                facts.hook.as_str(),
+                facts
+                    .instance
+                    .as_deref()
+                    .or(facts.node.as_deref())
+                    .unwrap_or(&facts.operation)
+            ),
             Action::Rollback { group, reason } => format!("roll back {group}: {reason}"),
         }
     }

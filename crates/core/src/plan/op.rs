@@ -121,7 +121,7 @@ impl<'a> Planner<'a> {
             victim: view.member(found.victim).copied(),
             replacement: view.member(found.replacement).copied(),
         };
-        for step in op.steps() {
+        for step in op.steps_with_hooks(&view.d.spec.hooks) {
             let state = self.step_state(op, step, &view, &subjects);
             let key = || Timer::Step(op.id.clone(), step);
             match state {
@@ -256,6 +256,10 @@ impl<'a> Planner<'a> {
             Step::DemoteSelfAndLeave => self.demote_self_and_leave(s),
             Step::Destroy => self.destroy(s),
             Step::RemoveNode => self.remove_node(s),
+            Step::PreDrainHook
+            | Step::PreDestroyHook
+            | Step::PostProvisionHook
+            | Step::PostJoinHook => self.hook(s),
         }
     }
 }

@@ -335,6 +335,7 @@ fn replacement_op(
         collection: None,
         provision_failures: 0,
         short_zones: Vec::new(),
+        hook_failure: None,
     }
 }
 
@@ -2067,6 +2068,7 @@ impl Cluster {
 }
 
 mod budget;
+mod hooks;
 mod spare;
 mod time;
 mod untidy;

@@ -25,6 +25,7 @@
 
 use super::decode::parse_committed;
 use super::diag::Severity;
+use super::hooks::{Hook, HookCall, HookPoint};
 use super::*;
 use crate::budget::ServiceBudget;
 use serde_json::{Value, json};
@@ -252,6 +253,22 @@ fn group_file(g: &GroupSpec) -> Value {
     if let Some(ms) = g.rollout_after {
         file["rollout"] = json!({"after": timestamp(ms)});
     }
+    if !g.hooks.is_empty() {
+        let hooks = HookPoint::ALL
+            .iter()
+            .filter_map(|p| Some((p.as_str().to_string(), hook_file(g.hooks.at(*p)?))));
+        file["hooks"] = Value::Object(hooks.collect());
+    }
+    file
+}
+
+fn hook_file(h: &Hook) -> Value {
+    let mut file = match &h.call {
+        HookCall::Command(argv) => json!({"command": argv}),
+        HookCall::Http(url) => json!({"http": url}),
+    };
+    file["timeout"] = json!(duration(h.timeout));
+    file["on_failure"] = json!(h.on_failure);
     file
 }
 
@@ -301,6 +318,9 @@ mod tests {
   health: {max_unhealthy: 1, unhealthy_after: 90s, max_age: 30d}
   drain: {timeout: 1m, on_timeout: force}
   rollout: {after: 2026-12-01T10:00:00.250Z}
+  hooks:
+    pre_drain: {command: [/usr/local/bin/notify, drain], timeout: 45s}
+    post_join: {http: http://127.0.0.1:9000/joined, on_failure: continue}
 - name: edge
   role: plain
   allocation: {size: 1}

@@ -7,6 +7,8 @@
 
 use super::diag::{Diagnostic, Severity};
 use super::*;
+mod hooks;
+
 use crate::budget::{Amount, ServiceBudget};
 use crate::quorum;
 use crate::template::{self, BootContext};
@@ -606,6 +608,7 @@ impl Decoder<'_> {
             "health",
             "drain",
             "rollout",
+            "hooks",
         ];
         // Fields of each section, so a field written one level too high
         // (`max_in_flight:` beside `name:`) is told where it belongs.
@@ -617,6 +620,7 @@ impl Decoder<'_> {
             ("health", HEALTH_FIELDS),
             ("drain", DRAIN_FIELDS),
             ("rollout", ROLLOUT_FIELDS),
+            ("hooks", hooks::HOOKS_FIELDS),
         ];
         let f = self.fields_nested(node, path, KNOWN, NESTED)?;
         let name = self.required(&f, "name", path, "the group's name").and_then(|n| {
@@ -703,6 +707,7 @@ impl Decoder<'_> {
         let health = self.health(f.get("health"), &join(path, "health"));
         let drain = self.drain(f.get("drain"), &join(path, "drain"));
         let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));
+        let hooks = self.hooks(f.get("hooks"), &join(path, "hooks"));
         Some(GroupSpec {
             name: name?,
             role: role?,
@@ -714,6 +719,7 @@ impl Decoder<'_> {
             health: health?,
             drain: drain?,
             rollout_after: rollout_after?,
+            hooks: hooks?,
         })
     }
 

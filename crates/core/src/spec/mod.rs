@@ -12,6 +12,7 @@ mod decode;
 mod diag;
 mod duration;
 pub mod ec2;
+pub mod hooks;
 mod plugin;
 mod window;
 
@@ -19,6 +20,7 @@ pub use commit::{Committable, Problem, Refused, validate_commit};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
 pub use diag::{Diagnostic, Severity};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
+pub use hooks::{Hook, HookCall, HookFacts, HookOnFailure, HookPoint, Hooks};
 pub use plugin::{MAX_PLUGIN_NAME, PLUGIN_PROVIDER, PluginAddress, PluginAddressError};
 pub use window::{Window, WindowError, WindowText};
 
@@ -357,6 +359,9 @@ pub struct GroupSpec {
     pub drain: DrainPolicy,
     /// Force a roll of members created before this time (ms since the Unix epoch).
     pub rollout_after: Option<u64>,
+    /// Lifecycle hooks (not part of the config hash).
+    #[serde(default, skip_serializing_if = "Hooks::is_empty")]
+    pub hooks: Hooks,
 }
 
 impl GroupSpec {

@@ -318,6 +318,26 @@ pub fn watch_engines(
     })
 }
 
+/// SIGKILLs the `drover controller` process of the machine whose link is
+/// `link` (found among its process group's members by command line; the
+/// restart loop around it, `sh -c ...`, is left alone). The PID it killed.
+pub fn kill_controller(lab: &Lab, link: &str) -> Option<i32> {
+    let record = lab
+        .records()
+        .into_iter()
+        .find(|r| r.tags.get("drover.link").map(String::as_str) == Some(link))?;
+    let pgid = record.pgid?;
+    let pid = drover_local::procs::group_members(pgid)
+        .into_iter()
+        .find(|&p| is_controller(p))?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .ok()?;
+    Some(pid)
+}
+
 /// Process `pid` is a `drover controller` (not the `sh -c …` restart loop
 /// around it, whose command line names the same socket).
 pub fn is_controller(pid: i32) -> bool {

@@ -1,0 +1,175 @@
+//! Lifecycle hooks: each a journaled step, called until the journal says
+//! it ran, with one idempotency key per operation and point; a blocking
+//! hook's failure blocks the group with the hook's own message.
+
+use super::*;
+use crate::journal::HookFailed;
+use crate::spec::{HookFacts, HookPoint};
+
+const HOOKS: &str = "  hooks:\n    pre_drain: {command: [/bin/notify, drain]}\n    pre_destroy: {http: http://127.0.0.1:9/destroy, timeout: 5s}\n    post_provision: {command: [/bin/notify, new]}\n    post_join: {command: [/bin/notify, joined], on_failure: continue}\n";
+
+/// One outdated worker w1 of a group declaring every hook.
+fn cluster() -> Cluster {
+    let mut c = Cluster::new(
+        1,
+        &format!("  allocation: {{size: 1}}\n  update: {{canaries: 0}}\n{HOOKS}"),
+    );
+    c.add_worker("w1", OLD, None);
+    c
+}
+
+fn hook_runs(p: &Plan) -> Vec<(Step, HookFacts)> {
+    p.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RunHook { step, facts, .. } => Some((*step, (**facts).clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn side_effects(p: &Plan) -> Vec<&'static str> {
+    p.actions
+        .iter()
+        .filter(|a| a.is_side_effect())
+        .map(Action::kind)
+        .collect()
+}
+
+#[test]
+fn each_hook_runs_before_or_after_its_step_until_the_journal_says_it_ran() {
+    let mut c = cluster();
+    let p = c.at(0);
+    let op = begins(&p, WORKERS)[0].clone();
+    assert_eq!(side_effects(&p), ["run_hook"], "{}", describe(&p));
+    let (step, facts) = hook_runs(&p).remove(0);
+    assert_eq!(step, Step::PreDrainHook);
+    assert_eq!(facts.instance.as_deref(), Some("i-w1"));
+    assert_eq!(facts.node.as_deref(), Some("n-w1"));
+    assert_eq!(facts.idempotency_key, format!("{}/pre_drain", op.id));
+    c.journal.push(op.clone());
+    // Not journaled yet (the call runs, or the controller died): again, same key.
+    c.forget();
+    let again = hook_runs(&c.at(SEC));
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].1.idempotency_key, facts.idempotency_key);
+    // Journaled: the drain comes.
+    c.journal[0].done.insert(Step::PreDrainHook);
+    let p = c.at(2 * SEC);
+    assert_eq!(side_effects(&p), ["drain"], "{}", describe(&p));
+    // Drained and empty: pre_destroy before the destroy.
+    c.node("w1").availability = Availability::Drain;
+    let p = c.at(3 * SEC);
+    assert_eq!(hook_runs(&p)[0].0, Step::PreDestroyHook, "{}", describe(&p));
+    assert!(!has(&p, |a| matches!(a, Action::Destroy { .. })));
+    c.journal[0].done.insert(Step::PreDestroyHook);
+    assert!(has(&c.at(4 * SEC), |a| matches!(a, Action::Destroy { .. })));
+    // Gone; the new machine is listed: post_provision, for it.
+    c.remove_member(WORKERS, "w1");
+    c.add_new_member(&op, false);
+    let p = c.at(5 * SEC);
+    let (step, facts) = hook_runs(&p).remove(0);
+    assert_eq!(step, Step::PostProvisionHook, "{}", describe(&p));
+    assert_eq!(facts.instance, Some(format!("i-new-{}", op.id)));
+    c.journal[0].done.insert(Step::PostProvisionHook);
+    // Joined and watched: post_join, then complete.
+    c.nodes().push(node(&op.id, false, false));
+    c.at(6 * SEC);
+    let p = c.at(60 * SEC);
+    let (step, facts) = hook_runs(&p).remove(0);
+    assert_eq!(step, Step::PostJoinHook, "{}", describe(&p));
+    assert_eq!(facts.node, Some(format!("n-{}", op.id)));
+    c.journal[0].done.insert(Step::PostJoinHook);
+    let p = c.at(61 * SEC);
+    assert!(
+        has(&p, |a| matches!(a, Action::Complete { .. })),
+        "{}",
+        describe(&p)
+    );
+}
+
+#[test]
+fn a_blocking_hook_failure_blocks_the_group_with_its_message_then_calls_again() {
+    let mut c = cluster();
+    let op = begins(&c.at(0), WORKERS)[0].clone();
+    c.journal.push(op);
+    c.journal[0].hook_failure = Some(HookFailed {
+        step: Step::PreDrainHook,
+        message: "hook command exited with exit status: 1: change freeze until 06:00".into(),
+        attempts: 1,
+    });
+    let p = c.at(SEC);
+    assert!(side_effects(&p).is_empty(), "{}", describe(&p));
+    assert_eq!(status(&p, WORKERS).phase, Phase::Blocked);
+    assert!(
+        reason(&p, WORKERS).contains("change freeze until 06:00"),
+        "{}",
+        describe(&p)
+    );
+    let p = c.at(SEC + 29 * SEC);
+    assert!(side_effects(&p).is_empty(), "{}", describe(&p));
+    let p = c.at(SEC + 30 * SEC);
+    assert_eq!(side_effects(&p), ["run_hook"], "{}", describe(&p));
+    // A second failure waits its own 30 s.
+    c.journal[0].hook_failure.as_mut().unwrap().attempts = 2;
+    assert!(side_effects(&c.at(32 * SEC)).is_empty());
+    assert_eq!(side_effects(&c.at(62 * SEC)), ["run_hook"]);
+}
+
+#[test]
+fn a_hook_no_longer_declared_is_not_waited_for() {
+    let mut c = cluster();
+    let op = begins(&c.at(0), WORKERS)[0].clone();
+    c.journal.push(op);
+    c.group_mut(WORKERS).spec.hooks.pre_drain = None;
+    let p = c.at(SEC);
+    assert_eq!(side_effects(&p), ["drain"], "{}", describe(&p));
+}
+
+#[test]
+fn hooks_go_around_the_steps_of_every_kind_of_operation() {
+    let hooks = {
+        let mut h = crate::spec::Hooks::default();
+        for p in HookPoint::ALL {
+            *h.at_mut(p) = Some(crate::spec::Hook {
+                call: crate::spec::HookCall::Command(vec!["x".into()]),
+                timeout: std::time::Duration::from_secs(1),
+                on_failure: crate::spec::HookOnFailure::Block,
+            });
+        }
+        h
+    };
+    let mut op = replacement_op("o", OpKind::Roll, crate::spec::Role::Manager, "m2", None);
+    assert_eq!(
+        op.steps_with_hooks(&hooks),
+        [
+            Step::PreDrainHook,
+            Step::Demote,
+            Step::AwaitOutOfRaft,
+            Step::PreDestroyHook,
+            Step::Destroy,
+            Step::RemoveNode,
+            Step::Provision,
+            Step::PostProvisionHook,
+            Step::AwaitHealthy,
+            Step::PostJoinHook,
+        ]
+    );
+    op.surge = true;
+    op.role = crate::spec::Role::Worker;
+    assert_eq!(
+        op.steps_with_hooks(&hooks),
+        [
+            Step::Provision,
+            Step::PostProvisionHook,
+            Step::AwaitHealthy,
+            Step::PostJoinHook,
+            Step::PreDrainHook,
+            Step::Drain,
+            Step::PreDestroyHook,
+            Step::Destroy,
+            Step::RemoveNode,
+        ]
+    );
+    assert_eq!(op.steps_with_hooks(&Default::default()), op.steps());
+}

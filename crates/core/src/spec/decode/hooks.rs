@@ -1,0 +1,107 @@
+//! `hooks:` of a group ([`crate::spec::hooks`]).
+
+use super::{Decoder, join};
+use crate::spec::hooks::{DEFAULT_TIMEOUT, Hook, HookCall, HookOnFailure, HookPoint, Hooks};
+use crate::yaml::Node;
+
+/// The fields of one hook.
+pub(super) const HOOK_FIELDS: &[&str] = &["command", "http", "timeout", "on_failure"];
+/// The hook points, as fields of `hooks`.
+pub(super) const HOOKS_FIELDS: &[&str] =
+    &["pre_drain", "pre_destroy", "post_provision", "post_join"];
+
+impl Decoder<'_> {
+    /// `hooks`: each point's hook, all checked.
+    pub(super) fn hooks(&mut self, node: Option<&Node>, path: &str) -> Option<Hooks> {
+        let Some(node) = node else {
+            return Some(Hooks::default());
+        };
+        let f = self.fields(node, path, HOOKS_FIELDS)?;
+        let mut hooks = Some(Hooks::default());
+        for point in HookPoint::ALL {
+            let Some(n) = f.get(point.as_str()) else {
+                continue;
+            };
+            match (self.hook(n, &join(path, point.as_str())), hooks.as_mut()) {
+                (Some(h), Some(all)) => *all.at_mut(point) = Some(h),
+                (None, _) => hooks = None,
+                _ => {}
+            }
+        }
+        hooks
+    }
+
+    fn hook(&mut self, node: &Node, path: &str) -> Option<Hook> {
+        let f = self.fields(node, path, HOOK_FIELDS)?;
+        let call = match (f.get("command"), f.get("http")) {
+            (Some(_), Some(_)) => {
+                self.error(f.pos, path, "set command or http, not both");
+                None
+            }
+            (Some(n), None) => self.hook_command(n, &join(path, "command")),
+            (None, Some(n)) => self.hook_url(n, &join(path, "http")),
+            (None, None) => {
+                self.error(
+                    f.pos,
+                    path,
+                    "expected command (a program and its arguments, e.g. [/usr/local/bin/notify, drain]) or http (a URL drover POSTs to)",
+                );
+                None
+            }
+        };
+        let timeout_path = join(path, "timeout");
+        let timeout = self.duration(f.get("timeout"), &timeout_path, DEFAULT_TIMEOUT);
+        if let (Some(d), Some(n)) = (timeout, f.get("timeout"))
+            && d.is_zero()
+        {
+            self.error(
+                n.pos(),
+                &timeout_path,
+                "must be longer than 0s: a hook needs time to run",
+            );
+        }
+        let on_failure = self.choice(
+            f.get("on_failure"),
+            &join(path, "on_failure"),
+            &[
+                ("block", HookOnFailure::Block),
+                ("continue", HookOnFailure::Continue),
+            ],
+            HookOnFailure::Block,
+        );
+        Some(Hook {
+            call: call?,
+            timeout: timeout.filter(|d| !d.is_zero())?,
+            on_failure: on_failure?,
+        })
+    }
+
+    fn hook_command(&mut self, node: &Node, path: &str) -> Option<HookCall> {
+        let argv = self.string_list(node, path)?;
+        if argv.first().is_none_or(|p| p.is_empty()) {
+            self.error(
+                node.pos(),
+                path,
+                "needs the program to run first (a path, or a name found on PATH), then its arguments",
+            );
+            return None;
+        }
+        Some(HookCall::Command(argv))
+    }
+
+    fn hook_url(&mut self, node: &Node, path: &str) -> Option<HookCall> {
+        let url = self.string(node, path)?;
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+            self.error(
+                node.pos(),
+                path,
+                format!("`{url}` is not an http:// or https:// URL with a host"),
+            );
+            return None;
+        }
+        Some(HookCall::Http(url))
+    }
+}
