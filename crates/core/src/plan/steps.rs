@@ -9,8 +9,8 @@ use super::health::Health;
 use super::memory::Timer;
 use super::memory::{LEAVE_BOUND, UNLISTED_BOUND};
 use super::op::{StepOf, StepState, undisrupted, wait, wait_for};
-use crate::journal::Step;
-use crate::model::{Availability, NodeState};
+use crate::journal::{Operation, Step};
+use crate::model::{Availability, Node, NodeState};
 use crate::spec::{OnDrainTimeout, Role};
 
 impl<'a> Planner<'a> {
@@ -150,15 +150,11 @@ impl<'a> Planner<'a> {
         }
         if n.availability != Availability::Drain {
             // Checked again here: a surge roll drains long after it began,
-            // and the services' tasks may be down by then. Its step timeout
-            // blocks the group with the service named.
-            return match self.service_budget(&op.group, n) {
-                Verdict::Go => StepState::Act(Action::Drain {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                }),
-                Verdict::Wait(why) | Verdict::Never(why) => wait(why),
-            };
+            // and the services' tasks may be down by then.
+            return self.within_budgets(op, n, || Action::Drain {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            });
         }
         if n.running_tasks == 0 {
             return StepState::Done;
@@ -211,10 +207,26 @@ impl<'a> Planner<'a> {
                 StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
             }
             Some(no) => wait_for(move || format!("demote of {} waits: {no}", n.id)),
-            None => StepState::Act(Action::Demote {
+            None => self.within_budgets(op, n, || Action::Demote {
                 op: op.id.clone(),
                 node: n.id.clone(),
             }),
+        }
+    }
+
+    /// `act` once `n`'s tasks may go by their services' budgets (a
+    /// manager running tasks loses them as its machine goes; a worker's
+    /// drain is gated the same way), else a wait naming the service: its
+    /// step timeout blocks the group with it.
+    fn within_budgets<'o>(
+        &mut self,
+        op: &Operation,
+        n: &Node,
+        act: impl FnOnce() -> Action,
+    ) -> StepState<'o> {
+        match self.service_budget(&op.group, n) {
+            Verdict::Go => StepState::Act(act()),
+            Verdict::Wait(why) | Verdict::Never(why) => wait(why),
         }
     }
 
@@ -265,7 +277,7 @@ impl<'a> Planner<'a> {
                 }
                 return wait_for(move || format!("self-demotion waits: {no}"));
             }
-            return StepState::Act(Action::DemoteSelfAndLeave {
+            return self.within_budgets(op, n, || Action::DemoteSelfAndLeave {
                 op: op.id.clone(),
                 node: n.id.clone(),
             });

@@ -287,3 +287,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_manager_running_tasks_is_demoted_only_within_the_budgets() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.journal.push(replacement_op(
+        "op-m2",
+        OpKind::Roll,
+        crate::spec::Role::Manager,
+        "m2",
+        Some("n-m2"),
+    ));
+    let web = |on_m3| {
+        service(
+            "web",
+            2,
+            &[("m2", 1), ("m3", on_m3)],
+            &[("drover.max-unavailable", "1")],
+        )
+    };
+    c.observed.services = Services::Known(vec![web(0)]);
+    let demotes = |p: &Plan| {
+        has(
+            p,
+            |a| matches!(a, Action::Demote { node, .. } if node == "n-m2"),
+        )
+    };
+    let p = c.at(0);
+    assert!(!demotes(&p), "{}", describe(&p));
+    assert!(
+        reason(&p, MANAGERS).contains("service web"),
+        "{}",
+        describe(&p)
+    );
+    c.observed.services = Services::Known(vec![web(1)]);
+    let p = c.at(SEC);
+    assert!(demotes(&p), "{}", describe(&p));
+}
