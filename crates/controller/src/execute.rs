@@ -122,6 +122,11 @@ impl StepError {
         }
     }
 
+    /// The provider lacked capacity where the call asked (zone fallback).
+    pub(crate) fn is_capacity(&self) -> bool {
+        matches!(self, StepError::Provider(e) if e.is_capacity())
+    }
+
     /// The store named a newer term: this controller was deposed.
     pub(crate) fn is_deposed(&self) -> bool {
         matches!(self, StepError::Unconfirmed(StoreError::Fenced { .. }))

@@ -583,6 +583,7 @@ mod tests {
             current,
             healthy: 3,
             in_flight: 0,
+            window: None,
         }
     }
 

@@ -253,6 +253,7 @@ pub async fn preview(
         journal: &journal,
         memory: &memory,
         now: 0,
+        wall_ms: crate::status::wall_ms(),
         nonce: 0,
     }))
 }
@@ -290,6 +291,7 @@ mod tests {
             intent: None,
             collection: None,
             provision_failures: 0,
+            short_zones: Vec::new(),
             hook_failure: None,
         }
     }

@@ -44,6 +44,9 @@ struct Finished {
     what: String,
     /// The step was a provision call (a failure uses the slot's attempt budget).
     provision: bool,
+    /// The zone it provisioned in (a refusal there for lack of capacity
+    /// moves the slot's next call to another zone).
+    zone: Option<String>,
     /// The step was this engine's own hand-over: the node it demoted.
     handed_over: Option<String>,
     kind: &'static str,
@@ -331,28 +334,50 @@ impl Controller {
                     .map(|e| (e.failure(), e.to_string())),
             });
         }
-        if done.provision
-            && done
-                .result
-                .as_ref()
-                .is_err_and(|e| e.failure() != Failure::Term)
+        if let (true, Err(e)) = (done.provision, &done.result)
+            && e.failure() != Failure::Term
         {
-            self.record_provision_failure(&done.op).await;
+            let short = done.zone.as_deref().filter(|_| e.is_capacity());
+            self.record_provision_failure(&done.op, short).await;
         }
         if let Some((step, on_failure)) = done.hook {
             self.record_hook(&done.op, step, on_failure, &done.result)
                 .await;
         }
-        self.event(done.group, Some(done.op), "step", &done.what, outcome)
+        self.event(
+            done.group.clone(),
+            Some(done.op.clone()),
+            "step",
+            &done.what,
+            outcome,
+        )
+        .await;
+        if let (Some(zone), Err(e)) = (&done.zone, &done.result)
+            && e.is_capacity()
+        {
+            let reason = format!(
+                "zone {zone} has no capacity for this machine ({e}): the slot's next provision goes to another of the group's zones unless its logical id pins it, and the group avoids zone {zone} for {}s",
+                drover_core::plan::ZONE_BACKOFF.as_secs()
+            );
+            self.event(
+                done.group,
+                Some(done.op),
+                "zone-fallback",
+                &reason,
+                "zone avoided".into(),
+            )
             .await;
+        }
     }
 
-    /// Counts a failed provision call on its journaled operation: the
-    /// planner backs off and blocks the group once the slot's
-    /// `health.max_attempts` are used. A fact about the world the planner
-    /// cannot observe itself, so the journal (fenced) keeps it across leaders.
-    async fn record_provision_failure(&mut self, op: &str) {
-        self.update_entry(op, "a failed provision", |e| e.provision_failures += 1)
+    /// Counts a failed provision call on its journaled operation (with the
+    /// zone, when it lacked capacity there): the planner backs off, moves
+    /// the slot's next call to another zone, and blocks the group once the
+    /// slot's `health.max_attempts` are used. A fact about the world the
+    /// planner cannot observe itself, so the journal (fenced) keeps it
+    /// across leaders.
+    async fn record_provision_failure(&mut self, op: &str, short_zone: Option<&str>) {
+        self.update_entry(op, "a failed provision", |e| e.provision_failed(short_zone))
             .await;
     }
 
@@ -728,6 +753,7 @@ impl Controller {
             journal: &stored.journal,
             memory: &self.memory,
             now: self.now(),
+            wall_ms: wall_ms(),
             nonce,
         });
         self.memory = plan.memory.clone();
@@ -833,6 +859,7 @@ impl Controller {
             journal: &stored.journal,
             memory: &self.memory,
             now: self.now(),
+            wall_ms: wall_ms(),
             nonce: 0,
         });
         self.memory = plan.memory.clone();
@@ -1004,6 +1031,10 @@ impl Controller {
                 group,
                 what: action.describe(),
                 provision: matches!(action, Action::Provision { .. }),
+                zone: match &action {
+                    Action::Provision { zone, .. } => zone.clone(),
+                    _ => None,
+                },
                 handed_over: match &action {
                     Action::DemoteSelfAndLeave { node, .. } => Some(node.clone()),
                     _ => None,

@@ -115,6 +115,7 @@ mod tests {
                 current: 1,
                 healthy: 1,
                 in_flight: 1,
+                window: Some("next window at 2026-12-05 02:00 UTC".into()),
             }],
             swarm: SwarmStatus {
                 members: 3,

@@ -87,6 +87,47 @@ impl InstanceProvider for Panics {
     }
 }
 
+/// The simulated cloud, with no capacity left in zone c: its provision
+/// calls there are refused as EC2 refuses `InsufficientInstanceCapacity`.
+struct ShortOfC(SimCloud);
+
+#[async_trait]
+impl InstanceProvider for ShortOfC {
+    async fn provision(
+        &self,
+        req: ProvisionRequest,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
+        if req.tags.get(tags::ZONE).map(String::as_str) == Some("c") {
+            return Err(ProviderError::Capacity(
+                "InsufficientInstanceCapacity in zone c".into(),
+            ));
+        }
+        self.0.provision(req, fence).await
+    }
+    async fn destroy_fenced(
+        &self,
+        instance: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        self.0.destroy_fenced(instance, fence).await
+    }
+    async fn describe(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        self.0.describe(tags).await
+    }
+    async fn label(
+        &self,
+        instance: &str,
+        labels: &BTreeMap<String, String>,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        self.0.label(instance, labels, fence).await
+    }
+}
+
 /// Runs a controller on `text` until `done(events)` or an hour of virtual time.
 async fn run_until(
     cloud: &SimCloud,
@@ -102,6 +143,10 @@ async fn run_until(
     ctx.providers.insert(
         "panics".to_string(),
         Arc::new(Panics) as Arc<dyn InstanceProvider>,
+    );
+    ctx.providers.insert(
+        "short-of-c".to_string(),
+        Arc::new(ShortOfC(cloud.clone())) as Arc<dyn InstanceProvider>,
     );
     let controller = Running::start(Controller::new(ctx));
     let mut events = Vec::new();
@@ -181,6 +226,50 @@ async fn failed_provision_calls_are_counted_and_block_the_group_with_the_reason(
 #[tokio::test(start_paused = true)]
 async fn a_step_that_panics_is_a_failed_step_and_is_tried_again() {
     provision_failures_block_the_group("panics", "the step's task failed").await;
+}
+
+/// A zone without capacity: the refusal is journaled with its zone, told
+/// in the event log, and the slot's machine is made in another zone.
+#[tokio::test(start_paused = true)]
+async fn a_provision_refused_for_capacity_is_made_in_another_zone_and_told() {
+    let cloud = SimCloud::new(World::new(3, Timings::default()));
+    let text = format!(
+        "{MANAGERS}- name: batch
+  role: plain
+  allocation: {{size: 2, zones: [b, c]}}
+  instance: {{provider: short-of-c}}
+"
+    );
+    let made = |evs: &[Event]| {
+        evs.iter()
+            .filter(|e| e.reason.starts_with("provision batch") && e.outcome == "ok")
+            .count()
+    };
+    let (_, events) = run_until(&cloud, &text, |evs| made(evs) == 2).await;
+    assert_eq!(made(&events), 2, "{events:#?}");
+    let told = events
+        .iter()
+        .find(|e| e.action == "zone-fallback")
+        .unwrap_or_else(|| panic!("no zone-fallback event: {events:#?}"));
+    assert_eq!(told.group.as_deref(), Some("batch"));
+    assert!(
+        told.reason.contains("zone c has no capacity"),
+        "{}",
+        told.reason
+    );
+    assert!(
+        told.reason.contains("InsufficientInstanceCapacity"),
+        "{}",
+        told.reason
+    );
+    let w = cloud.world();
+    let zones: Vec<&str> = w
+        .instances
+        .values()
+        .filter(|i| i.inst.tag(tags::GROUP) == Some("batch"))
+        .filter_map(|i| i.inst.tag(tags::ZONE))
+        .collect();
+    assert_eq!(zones, ["b", "b"]);
 }
 
 /// Runs a plain group on `provider`, whose provision calls all fail with

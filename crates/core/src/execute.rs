@@ -134,6 +134,7 @@ mod tests {
             intent: None,
             collection: None,
             provision_failures: 0,
+            short_zones: Vec::new(),
             hook_failure: None,
         }
     }

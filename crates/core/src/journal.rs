@@ -205,6 +205,12 @@ pub struct Operation {
     /// controller): they use the slot's `health.max_attempts` budget too.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub provision_failures: u32,
+    /// Zones whose provider refused this operation's provision for lack
+    /// of capacity, oldest first (recorded by the controller with the
+    /// failure): its next provision goes to another of the group's zones
+    /// (`plan::zones`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub short_zones: Vec<String>,
     /// The last failure of a blocking hook of this operation (recorded by
     /// the controller): the group's reason until the hook succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,6 +249,19 @@ pub struct Intent {
 }
 
 impl Operation {
+    /// Records a failed provision call: it uses the slot's attempt budget,
+    /// and a refusal for lack of capacity in `short_zone` moves the next
+    /// call to another zone. The one record the controller and the
+    /// simulator both write.
+    pub fn provision_failed(&mut self, short_zone: Option<&str>) {
+        self.provision_failures += 1;
+        if let Some(z) = short_zone
+            && self.short_zones.last().map(String::as_str) != Some(z)
+        {
+            self.short_zones.push(z.to_string());
+        }
+    }
+
     /// This operation's own record says `step`'s side effect was started:
     /// the step is recorded done, or the intent reached it or a later step.
     pub fn reached(&self, step: Step) -> bool {

@@ -62,11 +62,28 @@ impl ApiError {
         )
     }
 
+    /// True for AWS's answers that the zone has no capacity for the
+    /// request (sent as server errors, HTTP 5xx): the same launch in
+    /// another zone may succeed, the same one again right away rarely does.
+    pub fn is_capacity(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(
+                "InsufficientInstanceCapacity"
+                    | "InsufficientCapacity"
+                    | "InsufficientHostCapacity"
+                    | "InsufficientReservedInstanceCapacity"
+            )
+        )
+    }
+
     /// True when the same call may succeed later: throttling, AWS's own
-    /// failures (5xx), a lost answer.
+    /// failures (5xx) other than a lack of capacity, a lost answer.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ApiError::Aws { status, .. } => self.is_throttle() || *status >= 500,
+            ApiError::Aws { status, .. } => {
+                self.is_throttle() || (*status >= 500 && !self.is_capacity())
+            }
             ApiError::Transport(_) => true,
             ApiError::Signing(_) => false,
         }

@@ -175,11 +175,15 @@ fn parse<T: for<'de> serde::Deserialize<'de>>(
 }
 
 /// A call's failure as a provider error: what retrying may fix is
-/// transient (throttling past the retries, a lost answer, AWS's 5xx);
+/// transient (throttling past the retries, a lost answer, AWS's 5xx); a
+/// zone out of capacity is its own kind (the planner tries another zone);
 /// AWS's refusal of the request is permanent, with AWS's error code.
 fn provider_error(e: CallError) -> ProviderError {
     match e {
         CallError::Fenced(f) => ProviderError::Fenced(f),
+        CallError::Api { ref source, .. } if source.is_capacity() => {
+            ProviderError::Capacity(e.to_string())
+        }
         CallError::Api { ref source, .. } if source.is_retryable() => {
             ProviderError::Transient(e.to_string())
         }
@@ -347,3 +351,34 @@ impl InstanceProvider for Ec2Provider {
 
 #[cfg(feature = "testkit")]
 pub mod testkit;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: &str, status: u16) -> CallError {
+        CallError::Api {
+            action: "RunInstances",
+            source: ApiError::Aws {
+                code: code.into(),
+                message: "m".into(),
+                status,
+            },
+        }
+    }
+
+    #[test]
+    fn a_zone_out_of_capacity_is_its_own_kind_and_not_retried() {
+        for code in ["InsufficientInstanceCapacity", "InsufficientCapacity"] {
+            let e = answer(code, 500);
+            assert!(matches!(&e, CallError::Api { source, .. } if !source.is_retryable()));
+            assert!(provider_error(e).is_capacity(), "{code}");
+        }
+        assert!(provider_error(answer("InternalError", 500)).is_transient());
+        assert!(provider_error(answer("RequestLimitExceeded", 503)).is_transient());
+        assert!(matches!(
+            provider_error(answer("InvalidParameterValue", 400)),
+            ProviderError::Permanent(_)
+        ));
+    }
+}

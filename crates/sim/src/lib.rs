@@ -23,4 +23,4 @@ pub use cloud::SimCloud;
 pub use rng::Rng;
 pub use runner::{Faults, Outcome, Runner, TraceLine};
 pub use scenario::rollout;
-pub use world::{SimInstance, SimNode, Timings, World};
+pub use world::{SimInstance, SimNode, Timings, WALL_ORIGIN, World};

@@ -47,6 +47,9 @@ pub const RESYNC: Time = 10_000;
 pub struct Faults {
     /// Probability a provision call fails.
     pub provision_failure: f64,
+    /// By zone: probability a provision call in that zone is refused for
+    /// lack of capacity (the provider's `Capacity` error).
+    pub no_capacity: BTreeMap<String, f64>,
     /// Probability a new machine never joins.
     pub never_join: f64,
     /// Engine crashes per simulated minute (only while quorum would survive).
@@ -785,6 +788,7 @@ impl Runner {
             journal: &self.journal,
             memory: &self.memory,
             now: self.world.now,
+            wall_ms: self.world.wall_ms(),
             nonce,
         });
         self.passes += 1;
@@ -1175,6 +1179,17 @@ impl Runner {
         }
     }
 
+    /// The zone that refuses `action` for lack of capacity
+    /// ([`Faults::no_capacity`]) while faults are on. Draws from the seeded
+    /// generator only for a zone that has a rate, so other runs keep theirs.
+    fn capacity_refusal(&mut self, action: &Action) -> Option<String> {
+        let Action::Provision { zone: Some(z), .. } = action else {
+            return None;
+        };
+        let rate = *self.faults.no_capacity.get(z)?;
+        (self.world.now < self.faults.until && self.rng.chance(rate)).then(|| z.clone())
+    }
+
     fn finish_provision(&mut self, action: &Action, op: &str, role: Role) {
         if self
             .world
@@ -1184,14 +1199,21 @@ impl Runner {
         {
             return; // idempotent on the link: a re-issued call finds the machine
         }
-        if self.rng.chance(self.faults.provision_failure) && self.world.now < self.faults.until {
+        let short = self.capacity_refusal(action);
+        if short.is_some()
+            || (self.rng.chance(self.faults.provision_failure)
+                && self.world.now < self.faults.until)
+        {
+            let why = short
+                .as_ref()
+                .map_or_else(|| "failed".into(), |z| format!("no capacity in zone {z}"));
             self.note(
-                format!("{} -> failed (simulated)", action.describe()),
+                format!("{} -> {why} (simulated)", action.describe()),
                 self.world.settled_fault_tolerance(),
             );
             // As the controller does: a failed call uses the slot's budget.
             if let Some(o) = self.journal.iter_mut().find(|o| o.id == op) {
-                o.provision_failures += 1;
+                o.provision_failed(short.as_deref());
             }
             return;
         }
@@ -1312,7 +1334,8 @@ impl Runner {
         // An orphan (undeclared group) may go, but only after gc.orphan_grace.
         let orphan_due = i.inst.tag(tags::GROUP).is_some()
             && !declared
-            && i.inst.created_ms + self.desired.orphan_grace.as_millis() as u64 <= self.world.now;
+            && i.inst.created_ms + self.desired.orphan_grace.as_millis() as u64
+                <= self.world.wall_ms();
         let owned = ours && (declared || orphan_due);
         if !owned || self.foreign.iter().any(|f| f == id) {
             self.violations.push(format!(

@@ -128,6 +128,11 @@ impl SimNode {
 pub struct World {
     /// Virtual now.
     pub now: Time,
+    /// The wall clock (ms since the Unix epoch) at virtual time 0: what the
+    /// planner reads windows and machine ages against, and what machines'
+    /// `created_ms` counts from. Fixed by default ([`WALL_ORIGIN`]), so a
+    /// seeded run is the same whatever day it runs.
+    pub wall_origin: Time,
     /// Latencies.
     pub timings: Timings,
     /// Machines by id (destroyed ones are removed).
@@ -154,11 +159,15 @@ pub struct World {
     next_id: u64,
 }
 
+/// The default [`World::wall_origin`]: 2026-12-05 00:00 UTC, a Saturday.
+pub const WALL_ORIGIN: Time = 1_796_428_800_000;
+
 impl World {
     /// An empty world.
     pub fn new(seed: u64, timings: Timings) -> Self {
         World {
             now: 0,
+            wall_origin: WALL_ORIGIN,
             timings,
             instances: BTreeMap::new(),
             nodes: BTreeMap::new(),
@@ -172,6 +181,11 @@ impl World {
             rng: Rng::new(seed),
             next_id: 0,
         }
+    }
+
+    /// The wall clock now, ms since the Unix epoch.
+    pub fn wall_ms(&self) -> Time {
+        self.wall_origin + self.now
     }
 
     fn fresh_id(&mut self, prefix: &str) -> String {
@@ -569,7 +583,7 @@ impl World {
             id: id.clone(),
             tags: tags.into(),
             running: true,
-            created_ms: self.now,
+            created_ms: self.wall_ms(),
         };
         self.instances.insert(
             id.clone(),

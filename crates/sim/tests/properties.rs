@@ -17,7 +17,7 @@
 //! `schedules_found_failing_before_stay_fixed` replays on every run.
 
 use drover_core::spec::{ClusterSpec, parse_str};
-use drover_sim::{Faults, Outcome, Timings, rollout};
+use drover_sim::{Faults, Outcome, Timings, WALL_ORIGIN, rollout};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -165,9 +165,17 @@ fn run(s: &Schedule) -> Result<(), String> {
         label_losses_per_min: f.label_losses_per_min,
         hand_promotions_per_min: f.hand_promotions_per_min,
         operator_events_per_min: f.operator_events_per_min,
+        no_capacity: Default::default(),
         until: f.minutes * 60_000,
     };
-    let (runner, up, rolled) = rollout(&before, &after, s.seed, faults, Timings::default());
+    let (runner, up, rolled) = rollout(
+        &before,
+        &after,
+        s.seed,
+        faults,
+        Timings::default(),
+        WALL_ORIGIN,
+    );
     if up != Outcome::Converged {
         return Err(format!("bring-up did not converge: {up:?}"));
     }

@@ -96,9 +96,16 @@ pub enum ProviderError {
     /// Worth retrying (throttling, a busy host, a timeout).
     #[error("provider temporarily failed: {0}")]
     Transient(String),
-    /// Retrying the same call will not help (bad properties, no capacity left).
+    /// Retrying the same call will not help (bad properties, a quota).
     #[error("provider refused: {0}")]
     Permanent(String),
+    /// The provider has no capacity for this machine where it was asked
+    /// (a zone out of the instance type): retrying at once in the same
+    /// zone rarely helps, the same machine in another zone may. Kept apart
+    /// from [`ProviderError::Permanent`] so the planner can move a slot to
+    /// another of its group's zones (docs/spec.md, zone fallback).
+    #[error("no capacity: {0}")]
+    Capacity(String),
     /// The instance is not there (destroying it again is success).
     #[error("no such instance: {0}")]
     NotFound(String),
@@ -111,6 +118,11 @@ impl ProviderError {
     /// True when the same call may succeed later.
     pub fn is_transient(&self) -> bool {
         matches!(self, ProviderError::Transient(_))
+    }
+
+    /// True when the provider lacked capacity where the call asked.
+    pub fn is_capacity(&self) -> bool {
+        matches!(self, ProviderError::Capacity(_))
     }
 }
 

@@ -59,6 +59,8 @@ fn op(id: &str) -> Operation {
             evidence: "no node carries link l-0".into(),
         }),
         provision_failures: 1,
+        // A zone refused for lack of capacity too.
+        short_zones: vec!["b".into()],
         // A blocking hook's failure too.
         hook_failure: Some(drover_core::journal::HookFailed {
             step: Step::PreDrainHook,

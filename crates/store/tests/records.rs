@@ -54,6 +54,7 @@ fn op(id: &str) -> Operation {
         intent: None,
         collection: None,
         provision_failures: 0,
+        short_zones: Vec::new(),
         hook_failure: None,
     }
 }

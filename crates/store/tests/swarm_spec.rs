@@ -39,6 +39,7 @@ fn op(n: usize) -> Operation {
         intent: None,
         collection: None,
         provision_failures: 0,
+        short_zones: Vec::new(),
         hook_failure: None,
     }
 }

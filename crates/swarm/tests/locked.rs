@@ -131,6 +131,7 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
         journal: &[],
         memory: &Default::default(),
         now: 0,
+        wall_ms: 0,
         nonce: 1,
     });
     assert!(plan.actions.is_empty(), "{:?}", plan.actions);

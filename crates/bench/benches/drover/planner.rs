@@ -172,6 +172,7 @@ impl Fixture {
                 intent: None,
                 collection: None,
                 provision_failures: 0,
+                short_zones: Vec::new(),
                 hook_failure: None,
             });
         }
@@ -227,6 +228,7 @@ impl Fixture {
                 journal: &self.journal,
                 memory: &memory,
                 now: 1_000 * i as u64,
+                wall_ms: 1_000 * i as u64,
                 nonce: i as u64,
             });
             samples.wall.push(started.elapsed().as_secs_f64() * 1e3);

@@ -313,6 +313,7 @@ async fn settle(ctx: &Context, spec: &ClusterSpec, rev: u64, epoch: Epoch) {
         journal: &journal,
         memory: &Memory::default(),
         now: 0,
+        wall_ms: crate::status::wall_ms(),
         nonce: 0,
     });
     let members = member_status(&desired, &observed);

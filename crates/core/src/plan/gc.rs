@@ -247,6 +247,7 @@ impl Planner<'_> {
             intent: None,
             collection: Some(c),
             provision_failures: 0,
+            short_zones: Vec::new(),
             hook_failure: None,
         }
     }

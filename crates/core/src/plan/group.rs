@@ -10,6 +10,7 @@ use super::memory::{Clock, Timer};
 use super::steps::held_too_long;
 use super::view::{Found, Member, View};
 use super::world::World;
+use super::zones::ShortZones;
 use super::{Action, DesiredGroup, Garbage, GroupStatus, Phase, Plan, PlanInput, SwarmStatus};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Target, Victim};
 use crate::model::{Node, NodeState};
@@ -64,6 +65,8 @@ pub(crate) struct Planner<'a> {
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
     pub(crate) counter: u32,
+    /// Zones the group's provisions avoid (`plan::zones`).
+    pub(crate) short_zones: ShortZones,
     /// The services' budgets and the nodes on their way out.
     pub(crate) budgets: Budgets<'a>,
 }
@@ -156,6 +159,7 @@ impl<'a> Planner<'a> {
             demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
+            short_zones: ShortZones::at(&input.memory.short_zones, input.journal, input.now),
             budgets,
         }
     }
@@ -235,9 +239,11 @@ impl<'a> Planner<'a> {
                 .any(|o| o.group == v.d.spec.name && o.kind == OpKind::Roll)
         };
         let outdated = |v: &View<'_>, keep: &dyn Fn(&Member<'_>) -> bool| {
-            v.described
-                .as_ref()
-                .is_ok_and(|insts| insts.iter().any(|i| !i.current() && keep(i)))
+            v.described.as_ref().is_ok_and(|insts| {
+                insts
+                    .iter()
+                    .any(|i| (!i.current() || self.expired(&v.d.spec, i)) && keep(i))
+            })
         };
         let first = self
             .views
@@ -322,6 +328,7 @@ impl<'a> Planner<'a> {
             intent: None,
             collection: None,
             provision_failures: 0,
+            short_zones: Vec::new(),
             hook_failure: None,
         }
     }
@@ -455,6 +462,7 @@ impl<'a> Planner<'a> {
                 intent: None,
                 collection: Some(c),
                 provision_failures: 0,
+                short_zones: Vec::new(),
                 hook_failure: None,
             };
             self.begin_collection(op);
@@ -709,7 +717,8 @@ impl<'a> Planner<'a> {
                 crate::model::SwarmView::Absent => Some("no swarm exists yet".into()),
             },
         };
-        let (memory, wake_at) = self.clock.finish();
+        let (mut memory, wake_at) = self.clock.finish();
+        memory.short_zones = std::mem::take(&mut self.short_zones);
         // Collections in flight that this pass did not list itself.
         let mut listed: Set<String> = self
             .garbage
@@ -752,6 +761,7 @@ impl<'a> Planner<'a> {
             current: 0,
             healthy: 0,
             in_flight,
+            window: self.calendar(&v.d.spec).describe(),
         };
         let insts = match &v.described {
             Err(e) => {

@@ -29,6 +29,8 @@ pub struct Memory {
     /// Hashed, not ordered: a pass looks up and re-inserts every timer it
     /// touches (one per operation step, watch and grace).
     seen: Map<Timer, Time>,
+    /// Zones short of capacity (`plan::zones`).
+    pub(super) short_zones: super::zones::ShortZones,
 }
 
 /// A condition a timer measures, and whose. Typed rather than formatted
@@ -73,11 +75,11 @@ pub(crate) enum Timer {
 impl Memory {
     /// Number of running timers.
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.seen.len() + self.short_zones.len()
     }
     /// True when no timer runs.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.len() == 0
     }
 }
 
@@ -98,6 +100,7 @@ impl<'a> Clock<'a> {
             old,
             new: RefCell::new(Memory {
                 seen: Map::with_capacity_and_hasher(old.len(), Default::default()),
+                short_zones: Default::default(),
             }),
             now,
             wake_at: Cell::new(None),

@@ -24,6 +24,7 @@
 //! first sighting, never from another host's clock.
 
 mod budget;
+mod calendar;
 mod fast;
 mod gate;
 mod gc;
@@ -31,6 +32,7 @@ mod group;
 mod health;
 mod hook;
 mod in_flight;
+mod lifetime;
 mod members;
 mod memory;
 mod op;
@@ -40,10 +42,12 @@ mod steps;
 mod tests;
 mod view;
 mod world;
+mod zones;
 
 pub use health::Health;
 pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
+pub use zones::ZONE_BACKOFF;
 
 use crate::journal::{Operation, Step};
 use crate::model::{Observed, Time};
@@ -132,6 +136,11 @@ pub struct PlanInput<'a> {
     pub memory: &'a Memory,
     /// This controller's clock, in ms.
     pub now: Time,
+    /// Wall-clock time, ms since the Unix epoch: what maintenance windows
+    /// and machine ages (`created_ms`) are read against. Kept apart from
+    /// `now`, which only measures timers and may start anywhere (the
+    /// controller's monotonic clock, the simulator's virtual one).
+    pub wall_ms: Time,
     /// A fresh random number per pass, so operation ids never collide across
     /// controllers (the planner itself has no randomness).
     pub nonce: u64,
@@ -403,6 +412,9 @@ pub struct GroupStatus {
     pub healthy: usize,
     /// Operations in flight.
     pub in_flight: usize,
+    /// Its maintenance windows: open until when, or when next open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 /// The swarm's manager health.

@@ -52,12 +52,13 @@ impl<'a> Planner<'a> {
             Ok(Some(why)) => return wait(why),
             Ok(None) => {}
         }
+        let zone = self.placement(view, op, target.zone.as_deref());
         StepState::Act(Action::Provision {
             op: op.id.clone(),
             group: op.group.clone(),
             role: op.role,
             logical_id: target.logical_id,
-            zone: target.zone,
+            zone,
             config: d.hash.clone(),
             attempt,
         })

@@ -108,8 +108,14 @@ struct Cluster {
     journal: Vec<Operation>,
     memory: Memory,
     now: Time,
+    /// Wall-clock time (epoch ms) at `now` 0: a pass at `now` reads the
+    /// wall clock at `wall + now`.
+    wall: Time,
     nonce: u64,
 }
+
+/// 2026-12-05 00:00 UTC, a Saturday: the test clusters' wall clock at `now` 0.
+const WALL: Time = 1_796_428_800_000;
 
 impl Cluster {
     /// `managers` current, healthy managers (`m1` leads and is self) and an
@@ -142,6 +148,7 @@ impl Cluster {
             journal: Vec::new(),
             memory: Memory::default(),
             now: 0,
+            wall: WALL,
             nonce: 1,
         }
     }
@@ -248,6 +255,7 @@ impl Cluster {
             journal: &self.journal,
             memory: &self.memory,
             now,
+            wall_ms: self.wall + now,
             nonce: self.nonce,
         });
         self.nonce += 1;
@@ -326,6 +334,7 @@ fn replacement_op(
         intent: None,
         collection: None,
         provision_failures: 0,
+        short_zones: Vec::new(),
         hook_failure: None,
     }
 }
@@ -2061,7 +2070,9 @@ impl Cluster {
 mod budget;
 mod hooks;
 mod spare;
+mod time;
 mod untidy;
+mod zones;
 
 #[test]
 fn a_phase_is_named_as_the_status_document_spells_it() {

@@ -238,6 +238,12 @@ fn group_file(g: &GroupSpec) -> Value {
     if let Some(floor) = g.update.min_fault_tolerance {
         file["update"]["min_fault_tolerance"] = json!(floor);
     }
+    if !g.update.windows.is_empty() {
+        file["update"]["windows"] = g.update.windows.iter().map(window_file).collect();
+    }
+    if let Some(age) = g.health.max_age {
+        file["health"]["max_age"] = json!(duration(age));
+    }
     if let Some(b) = g.update.service_budget {
         file["update"]["service_budget"] = match b {
             ServiceBudget::MaxUnavailable(a) => json!({"max_unavailable": a.to_string()}),
@@ -264,6 +270,11 @@ fn hook_file(h: &Hook) -> Value {
     file["timeout"] = json!(duration(h.timeout));
     file["on_failure"] = json!(h.on_failure);
     file
+}
+
+fn window_file(w: &super::Window) -> Value {
+    let t = w.text();
+    json!({"start": t.start, "duration": duration(t.duration), "time_zone": t.time_zone})
 }
 
 /// A duration in the plainest unit that holds it exactly (`600s`, `1500ms`).
@@ -303,8 +314,8 @@ mod tests {
   allocation: {size: 2, zones: [a, b]}
   instance: {provider: local}
   flavor: {engine_labels: {tier: web}}
-  update: {watch: 1500ms, step_timeout: 1h30m, on_failure: rollback, max_in_flight: 2, service_budget: {min_available: 80%}}
-  health: {max_unhealthy: 1, unhealthy_after: 90s}
+  update: {watch: 1500ms, step_timeout: 1h30m, on_failure: rollback, max_in_flight: 2, service_budget: {min_available: 80%}, windows: [{start: '0 2 * * SAT', duration: 90m, time_zone: Europe/Berlin}]}
+  health: {max_unhealthy: 1, unhealthy_after: 90s, max_age: 30d}
   drain: {timeout: 1m, on_timeout: force}
   rollout: {after: 2026-12-01T10:00:00.250Z}
   hooks:

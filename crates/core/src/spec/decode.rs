@@ -15,6 +15,8 @@ use crate::template::{self, BootContext};
 use crate::yaml::{self, Node, Pos};
 use std::collections::HashMap;
 
+mod time;
+
 /// Result of reading a cluster file.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -1250,6 +1252,7 @@ impl Decoder<'_> {
             OnFailure::Pause,
         );
 
+        let windows = self.windows(f.get("windows"), &join(path, "windows"));
         let min_fault_tolerance = f
             .get("min_fault_tolerance")
             .and_then(|n| self.count(n, &join(path, "min_fault_tolerance"), 0));
@@ -1277,6 +1280,7 @@ impl Decoder<'_> {
             watch: watch?,
             step_timeout: step_timeout?,
             on_failure: on_failure?,
+            windows: windows?,
             service_budget: service_budget?,
         })
     }
@@ -1477,11 +1481,13 @@ impl Decoder<'_> {
             });
         let max_unhealthy =
             self.max_unhealthy(f.get("max_unhealthy"), &join(path, "max_unhealthy"));
+        let max_age = self.max_age(f.get("max_age"), &join(path, "max_age"));
         Some(HealthPolicy {
             startup_timeout: startup?,
             unhealthy_after: unhealthy?,
             max_attempts: max_attempts?,
             max_unhealthy: max_unhealthy?,
+            max_age: max_age?,
         })
     }
 
@@ -1565,6 +1571,7 @@ const UPDATE_FIELDS: &[&str] = &[
     "watch",
     "step_timeout",
     "on_failure",
+    "windows",
     "service_budget",
 ];
 const HEALTH_FIELDS: &[&str] = &[
@@ -1572,6 +1579,7 @@ const HEALTH_FIELDS: &[&str] = &[
     "unhealthy_after",
     "max_attempts",
     "max_unhealthy",
+    "max_age",
 ];
 const GC_FIELDS: &[&str] = &["orphan_grace"];
 const DRAIN_FIELDS: &[&str] = &["timeout", "on_timeout"];

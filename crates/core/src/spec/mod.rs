@@ -14,6 +14,7 @@ mod duration;
 pub mod ec2;
 pub mod hooks;
 mod plugin;
+mod window;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
@@ -21,6 +22,7 @@ pub use diag::{Diagnostic, Severity};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use hooks::{Hook, HookCall, HookFacts, HookOnFailure, HookPoint, Hooks};
 pub use plugin::{MAX_PLUGIN_NAME, PLUGIN_PROVIDER, PluginAddress, PluginAddressError};
+pub use window::{Window, WindowError, WindowText};
 
 /// The local provider's name: real dockerd processes on loopback
 /// addresses (`--local-dir`). Its logical ids must be such addresses.
@@ -235,6 +237,10 @@ pub struct UpdatePolicy {
     pub step_timeout: Duration,
     /// pause or rollback.
     pub on_failure: OnFailure,
+    /// Maintenance windows: when set, a roll starts new steps only while
+    /// one is open (healing, reaping and filling never wait).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<Window>,
     /// The availability budget of every service that declares none in its
     /// labels, while this group disrupts nodes ([`crate::budget`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,6 +264,14 @@ pub struct HealthPolicy {
     /// is replaced or reaped and the group blocks.
     #[serde(default)]
     pub max_unhealthy: MaxUnhealthy,
+    /// Machines older than this (less a per-machine spread) are replaced
+    /// through the roll's gates (`plan::lifetime`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "humantime_serde_compat::option"
+    )]
+    pub max_age: Option<Duration>,
 }
 
 /// How many members of a group may be down at once before the meltdown
@@ -446,5 +460,24 @@ mod humantime_serde_compat {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
         humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+
+    /// The same for an optional duration.
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+        use std::time::Duration;
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+                .transpose()
+        }
     }
 }

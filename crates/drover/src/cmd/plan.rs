@@ -150,12 +150,16 @@ pub async fn live(
     }
     for g in &plan.groups {
         println!(
-            "{:<14} {}{}",
+            "{:<14} {}{}{}",
             g.name,
             phase_name(g.phase),
             g.reason
                 .as_ref()
                 .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+            g.window
+                .as_ref()
+                .map(|w| format!(" ({w})"))
                 .unwrap_or_default()
         );
     }

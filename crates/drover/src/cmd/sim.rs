@@ -30,7 +30,10 @@ pub fn simulate(
     seed: u64,
     faults: Faults,
 ) -> Result<(Runner, Outcome), MainError> {
-    let (runner, up, rolled) = drover_sim::rollout(from, to, seed, faults, Timings::default());
+    // The system clock starts the virtual one: windows open when they would.
+    let wall = drover_controller::wall_ms();
+    let (runner, up, rolled) =
+        drover_sim::rollout(from, to, seed, faults, Timings::default(), wall);
     if up != Outcome::Converged {
         return Err(MainError::Failed(anyhow::anyhow!(
             "the simulated cluster did not come up: {up}"

@@ -153,6 +153,11 @@ pub async fn run(
             g.reason.as_deref().unwrap_or("")
         );
     }
+    for g in doc.groups.iter() {
+        if let Some(w) = &g.window {
+            println!("{:<14} {w}", g.name);
+        }
+    }
     instances(&doc);
     Ok(ExitCode::SUCCESS)
 }

@@ -21,6 +21,7 @@ impl Planner<'_> {
         ahead: Option<String>,
     ) {
         let (d, name) = (g.d(), g.name());
+        self.explain_lifetimes(g);
         let (free, is_manager, manager_busy) = (&g.free, g.is_manager(), g.manager_busy);
         let excess_ids = &g.excess_ids;
         // Only in the one rolling group.
@@ -30,7 +31,7 @@ impl Planner<'_> {
             .free
             .iter()
             .copied()
-            .filter(|i| !i.current() || requested(i))
+            .filter(|i| !i.current() || requested(i) || self.expired(&d.spec, i))
             .filter(|i| !d.spec.is_spare(i.logical_id()))
             .collect();
         if outdated.is_empty() || (is_manager && manager_busy) {
@@ -56,6 +57,10 @@ impl Planner<'_> {
                     excess_ids.len()
                 ),
             );
+            return;
+        }
+        if let Some(why) = self.window_closed(&d.spec) {
+            self.wait(name, why);
             return;
         }
         if self.add_spare(g, unlisted) {
@@ -107,18 +112,18 @@ impl Planner<'_> {
                 " (the leader, self: last)"
             } else if requested(inst) {
                 " (requested by an operator)"
+            } else if inst.current() {
+                " (past health.max_age)"
             } else {
                 ""
             };
-            self.begin(
-                op,
-                format!(
-                    "roll: replace {}{leader} (config {} → {})",
-                    inst.id,
-                    inst.config().unwrap_or("none"),
-                    d.hash
-                ),
-            );
+            let config = if inst.current() {
+                String::new()
+            } else {
+                let old = inst.config().unwrap_or("none");
+                format!(" (config {old} → {})", d.hash)
+            };
+            self.begin(op, format!("roll: replace {}{leader}{config}", inst.id));
             if is_manager {
                 break;
             }
