@@ -290,6 +290,17 @@ fn reason(p: &Plan, group: &str) -> String {
     status(p, group).reason.clone().unwrap_or_default()
 }
 
+/// `group` is blocked and nothing is rolled back: its reason.
+fn blocked_not_rolled_back(p: &Plan, group: &str) -> String {
+    assert!(
+        !has(p, |a| matches!(a, Action::Rollback { .. })),
+        "{}",
+        describe(p)
+    );
+    assert_eq!(status(p, group).phase, Phase::Blocked, "{}", describe(p));
+    reason(p, group)
+}
+
 fn victim_link(op: &Operation) -> &str {
     op.victim
         .as_ref()
@@ -567,18 +578,7 @@ fn a_timed_out_step_of_a_rollback_blocks_instead_of_rolling_back_again() {
 
     c.at(10 * SEC);
     let p = c.at(70 * SEC);
-    assert!(
-        !has(&p, |a| matches!(a, Action::Rollback { .. })),
-        "{}",
-        describe(&p)
-    );
-    assert_eq!(
-        status(&p, WORKERS).phase,
-        Phase::Blocked,
-        "{}",
-        describe(&p)
-    );
-    let why = reason(&p, WORKERS);
+    let why = blocked_not_rolled_back(&p, WORKERS);
     assert!(why.contains("rollback failed"), "{why}");
     assert!(why.contains("await-healthy"), "{why}");
     assert!(begins(&p, WORKERS).is_empty(), "{}", describe(&p));
