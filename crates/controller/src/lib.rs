@@ -39,6 +39,7 @@ pub mod procedure;
 mod run;
 mod status;
 mod takeover;
+mod tokens;
 
 pub use context::{Context, Providers};
 pub use execute::Failure;

@@ -348,6 +348,19 @@ impl Cluster for SwarmCluster {
         Ok(self.engine().await?.remove_node(node, force, fence).await?)
     }
 
+    async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
+        if role == Role::Plain {
+            return Err(ClusterError::Other(
+                "plain instances have no join token".into(),
+            ));
+        }
+        Ok(self
+            .engine()
+            .await?
+            .rotate_join_token(role == Role::Manager, fence)
+            .await?)
+    }
+
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         let engine = self.engine().await?;
         let info = engine.info().await?;

@@ -218,6 +218,9 @@ struct Shared {
     launched: HashMap<String, (String, Instant)>,
     calls: HashMap<String, u64>,
     throttled: HashMap<String, u64>,
+    /// Every request as received: its headers (`header:NAME`) and its
+    /// form parameters, for tests that look for what must not be sent.
+    requests: Vec<Vec<(String, String)>>,
 }
 
 /// A fault-injecting EC2 proxy on a loopback port, in front of moto. It
@@ -280,6 +283,12 @@ impl Proxy {
         self.lock().calls.get(action).copied().unwrap_or(0)
     }
 
+    /// Every request received so far: its headers (named `header:NAME`)
+    /// and form parameters.
+    pub fn requests(&self) -> Vec<Vec<(String, String)>> {
+        self.lock().requests.clone()
+    }
+
     /// Calls of `action` the proxy throttled.
     pub fn throttled(&self, action: &str) -> u64 {
         self.lock().throttled.get(action).copied().unwrap_or(0)
@@ -305,6 +314,15 @@ async fn forward(State(up): State<Arc<Upstream>>, req: Request) -> Response {
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let action = get("Action").unwrap_or_default();
     let token = get("ClientToken");
+    {
+        let headers = parts.headers.iter().map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (format!("header:{name}"), value)
+        });
+        let mut s = up.shared.lock().unwrap_or_else(|e| e.into_inner());
+        s.requests
+            .push(headers.chain(form.iter().cloned()).collect());
+    }
     match before(&up, &action, &form, token.as_deref()) {
         Verdict::Answer(r) => return r,
         Verdict::Forward => {}
