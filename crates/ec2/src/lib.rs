@@ -207,6 +207,11 @@ fn provider_error(e: CallError) -> ProviderError {
         CallError::Api { ref source, .. } if is_not_found(source) => {
             ProviderError::NotFound(e.to_string())
         }
+        // A pet's address still held by the instance it replaces, which
+        // EC2 frees once that one is terminated.
+        CallError::Api { ref source, .. } if source.code() == Some("InvalidIPAddress.InUse") => {
+            ProviderError::Transient(e.to_string())
+        }
         CallError::Api { .. } => ProviderError::Permanent(e.to_string()),
     }
 }

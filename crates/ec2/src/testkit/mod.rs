@@ -8,7 +8,7 @@
 
 pub mod controlled;
 
-use crate::api::{Api, Credentials};
+use crate::api::{Api, ApiError, Credentials};
 use crate::throttle::{Bucket, Family, Rates};
 use crate::{Ec2Provider, Settings};
 use axum::body::Body;
@@ -175,6 +175,57 @@ impl Moto {
             }
         }
         out
+    }
+}
+
+/// One instance as moto holds it, for the end-to-end data plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// `i-…`.
+    pub id: String,
+    /// `running`, `terminated`, …
+    pub state: String,
+    /// Its private IPv4 address.
+    pub private_ip: String,
+}
+
+impl Moto {
+    /// Every instance moto holds, in any state, whatever its tags.
+    pub async fn instances(&self) -> Result<Vec<Held>, ApiError> {
+        let text = self.ec2().call("DescribeInstances", &[]).await?;
+        let page: crate::xml::DescribeInstances = crate::xml::parse(&text)
+            .map_err(|e| ApiError::Transport(format!("unreadable answer: {e}")))?;
+        Ok(page
+            .reservation_set
+            .items
+            .iter()
+            .flat_map(|r| &r.instances_set.items)
+            .map(|i| Held {
+                id: i.instance_id.clone(),
+                state: i.instance_state.name.clone(),
+                private_ip: i.private_ip_address.clone().unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Instance `id`'s user data, decoded (what cloud-init would run).
+    pub async fn user_data(&self, id: &str) -> Result<String, ApiError> {
+        use base64::Engine;
+        let text = self
+            .ec2()
+            .call(
+                "DescribeInstanceAttribute",
+                &[
+                    ("InstanceId".into(), id.to_string()),
+                    ("Attribute".into(), "userData".into()),
+                ],
+            )
+            .await?;
+        let value = element(&text, "value");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.trim())
+            .map_err(|e| ApiError::Transport(format!("user data: {e}")))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
