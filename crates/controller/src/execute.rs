@@ -199,7 +199,7 @@ impl Fence for Lease {
 impl Term {
     /// The store's word, fresh, that this term is still current, as a
     /// lease for `op` valid [`CONFIRMATION_FRESH`] from the asking.
-    async fn confirm(&self, op: &str) -> Result<Lease, StepError> {
+    pub(crate) async fn confirm(&self, op: &str) -> Result<Lease, StepError> {
         for _ in 0..CONFIRMATION_ATTEMPTS {
             let asked = Instant::now();
             self.store

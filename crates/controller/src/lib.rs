@@ -40,6 +40,7 @@ pub mod procedure;
 mod run;
 mod status;
 mod takeover;
+mod tokens;
 
 pub use context::{Context, Providers};
 pub use execute::Failure;

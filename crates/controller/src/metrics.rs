@@ -470,6 +470,10 @@ impl InstanceProvider for MeteredProvider {
         self.inner.ready(call).await
     }
 
+    fn exposes_boot_env(&self) -> bool {
+        self.inner.exposes_boot_env()
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,
@@ -556,6 +560,12 @@ impl Cluster for MeteredCluster {
         let f = self.inner.remove_node(node, force, fence);
         self.metrics
             .timed(ENGINE, "remove_node", f, Result::is_err)
+            .await
+    }
+    async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let f = self.inner.rotate_join_token(role, fence);
+        self.metrics
+            .timed(ENGINE, "rotate_join_token", f, Result::is_err)
             .await
     }
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {

@@ -118,6 +118,10 @@ impl InstanceProvider for Paced {
         self.inner.ready(call).await
     }
 
+    fn exposes_boot_env(&self) -> bool {
+        self.inner.exposes_boot_env()
+    }
+
     /// Each attempt, retries included, hands `fence` on: the inner provider
     /// checks it right before it acts, so an attempt after the lease ran
     /// out (a long pacing wait or backoff) does nothing and ends the call

@@ -6,7 +6,9 @@ use crate::metrics::{MeteredCluster, MeteredProvider, Metrics};
 use crate::observe::{self, Stored};
 use crate::status::{status_json, wall_ms};
 use crate::takeover;
+use crate::tokens;
 use drover_core::execute::{Carry, Execution, JournalWrite};
+use drover_core::join_token::Tokens;
 use drover_core::journal::{HookFailed, Operation, Step};
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Action, Memory, Phase, Plan, PlanInput};
@@ -151,6 +153,9 @@ pub struct Controller {
     handing_over: Option<String>,
     /// Who hears of every step that ends.
     step_reports: Option<mpsc::UnboundedSender<StepReport>>,
+    /// This term's view of the join tokens placed in readable user data
+    /// (see `tokens`).
+    tokens: Tokens,
 }
 
 impl Controller {
@@ -185,6 +190,7 @@ impl Controller {
             watching: tokio::sync::watch::Sender::new(false),
             handing_over: None,
             step_reports: None,
+            tokens: Tokens::default(),
         }
     }
 
@@ -782,6 +788,10 @@ impl Controller {
             Err(e) => return Err(e),
             Ok(p) => p,
         };
+        if self.handing_over.is_none() {
+            self.rotate_tokens(&stored, &plan, &observed.swarm, epoch)
+                .await;
+        }
         let due = self.status_due(&stored, &plan);
         let members = self.members(due, &stored, &plan, &observed);
         // Freed only now that the steps are started (they need not wait
@@ -799,6 +809,54 @@ impl Controller {
             plan: Some(plan),
             progressed,
         })
+    }
+
+    /// Rotates the join tokens that were placed in readable user data and
+    /// have served (`tokens`): the journal as this pass left it (the
+    /// operations it began included) says which machines still await
+    /// their join. Each rotation is an event.
+    async fn rotate_tokens(
+        &mut self,
+        stored: &Stored,
+        plan: &Plan,
+        swarm: &SwarmView,
+        epoch: Epoch,
+    ) {
+        let begun = plan.actions.iter().filter_map(|a| match a {
+            Action::Begin { op } => Some(&**op),
+            _ => None,
+        });
+        let journal: Vec<_> = stored.journal.iter().chain(begun).collect();
+        let term = Term {
+            store: self.ctx.store.clone(),
+            epoch,
+        };
+        let now = self.now();
+        let done = tokens::rotate_due(
+            &self.ctx,
+            &term,
+            &mut self.tokens,
+            &stored.desired,
+            &journal,
+            swarm,
+            now,
+        )
+        .await;
+        for (role, result) in done {
+            let outcome = match result {
+                Ok(()) => "rotated".to_string(),
+                Err(e) => {
+                    tracing::warn!(role = role.as_str(), error = %e, "join token not rotated");
+                    format!("failed: {e}")
+                }
+            };
+            let why = format!(
+                "the {} join token was placed in readable user data and no machine awaits its join",
+                role.as_str()
+            );
+            self.event(None, None, "rotate-join-token", &why, outcome)
+                .await;
+        }
     }
 
     /// After acting: a rollback the store refused blocks its group in this
@@ -833,6 +891,7 @@ impl Controller {
         let Some(fresh) = observe::stored(&self.ctx).await? else {
             return Ok(None);
         };
+        self.tokens = tokens::new_term(&self.ctx, &fresh.desired, self.now());
         let observed =
             if fresh.journal != stored.journal || fresh.revision.rev != stored.revision.rev {
                 // The world as the new journal and spec sort it.
@@ -931,6 +990,8 @@ impl Controller {
                     if let Some(o) = intent {
                         self.ctx.store.journal_put(epoch, &o).await?;
                     }
+                    let now = self.now();
+                    tokens::note(&mut self.tokens, &self.ctx, &stored.desired, action, now);
                     let group = walk.group_of(action).map(str::to_string);
                     // Recorded when started too. A leader's own demotion is
                     // recorded before it starts: it can never record its

@@ -19,6 +19,7 @@
 pub mod budget;
 pub mod execute;
 pub mod hash;
+pub mod join_token;
 pub mod journal;
 pub mod model;
 pub mod own_engine;

@@ -66,6 +66,19 @@ const EC2_MANAGER: &str = concat!(
     include_str!("../templates/incus/manager-end.sh.j2"),
 );
 
+/// Environment variables as `export KEY='value'` lines for `sh`, values
+/// quoted: how a provider hands a boot script its environment where it
+/// cannot set the process environment itself (a file the script sources on
+/// incus machines, the head of EC2 user data).
+pub fn sh_exports<'a>(env: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::new();
+    for (k, v) in env {
+        let quoted = v.replace('\'', r"'\''");
+        out.push_str(&format!("export {k}='{quoted}'\n"));
+    }
+    out
+}
+
 /// Everything a boot script template may refer to.
 #[derive(Debug, Clone, Serialize)]
 pub struct BootContext {

@@ -33,10 +33,14 @@
 //! - Terminating an absent or terminated instance is success, except for
 //!   one launched moments ago (EC2 may not know it yet).
 //! - Secrets: user data stays readable for the instance's life
-//!   (`DescribeInstanceAttribute`, the metadata service). A launch whose
-//!   boot needs a secret environment (`boot_env`: the join token, the
-//!   store URL) is refused, naming the variables, never their values
-//!   (docs/ec2.md, "Secrets").
+//!   (`DescribeInstanceAttribute`, the metadata service). The boot
+//!   environment goes there as `export` lines, so the provider declares
+//!   it ([`InstanceProvider::exposes_boot_env`]) and the controller
+//!   rotates a join token once no machine given it still awaits its join;
+//!   the store address is configuration (it carries no credential).
+//!   Anything else in the environment is refused, naming the variables,
+//!   never their values ([`machine::PLACEABLE_ENV`]; docs/ec2.md,
+//!   "Secrets").
 
 pub mod api;
 pub mod client;
@@ -92,6 +96,8 @@ impl Settings {
 #[derive(Debug, Clone)]
 pub struct Ec2Provider {
     client: Client,
+    /// The endpoint asked for, if not the region's (handed on to managers).
+    endpoint: Option<String>,
     page: u32,
     young: Arc<Mutex<Young>>,
 }
@@ -107,6 +113,7 @@ impl Ec2Provider {
         );
         Ec2Provider {
             client: Client::new(api, settings.rates, settings.retry),
+            endpoint: settings.endpoint,
             page: settings.page,
             young: Arc::default(),
         }
@@ -119,6 +126,20 @@ impl Ec2Provider {
 
     fn young(&self) -> std::sync::MutexGuard<'_, Young> {
         self.young.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a manager's controller needs to serve this provider too (the
+    /// flags `--ec2`, `--ec2-region`, `--ec2-endpoint` as environment):
+    /// configuration, placed in its user data beside the store address.
+    fn settings_for_managers(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            ("DROVER_EC2", "true".to_string()),
+            ("AWS_REGION", self.client.region().to_string()),
+        ];
+        if let Some(endpoint) = &self.endpoint {
+            out.push(("DROVER_EC2_ENDPOINT", endpoint.clone()));
+        }
+        out
     }
 
     /// The launch's properties, checked as `drover validate` does, and
@@ -190,6 +211,11 @@ fn provider_error(e: CallError) -> ProviderError {
         CallError::Api { ref source, .. } if is_not_found(source) => {
             ProviderError::NotFound(e.to_string())
         }
+        // A pet's address still held by the instance it replaces, which
+        // EC2 frees once that one is terminated.
+        CallError::Api { ref source, .. } if source.code() == Some("InvalidIPAddress.InUse") => {
+            ProviderError::Transient(e.to_string())
+        }
         CallError::Api { .. } => ProviderError::Permanent(e.to_string()),
     }
 }
@@ -211,19 +237,18 @@ impl InstanceProvider for Ec2Provider {
         self.client.prepay(family).await
     }
 
+    /// User data stays readable for the instance's life: the controller
+    /// rotates a join token given here once it has served.
+    fn exposes_boot_env(&self) -> bool {
+        true
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,
         fence: &dyn Fence,
     ) -> Result<String, ProviderError> {
         let group = req.tags.get(tags::GROUP).cloned().unwrap_or_default();
-        if !req.boot_env.is_empty() {
-            let names: Vec<&str> = req.boot_env.iter().map(|(k, _)| k.as_str()).collect();
-            return Err(ProviderError::Permanent(format!(
-                "group {group:?}: the ec2 provider cannot give the boot script its secret environment ({}) without putting it in user data, which stays readable for the instance's life; see docs/ec2.md, \"Secrets\"",
-                names.join(", ")
-            )));
-        }
         let props = self.properties(&req)?;
         let unfit = |e: Unfit| ProviderError::Permanent(e.to_string());
         let link = req
@@ -234,8 +259,22 @@ impl InstanceProvider for Ec2Provider {
         let cluster = req.tags.get(tags::CLUSTER).map_or("", String::as_str);
         let mut ctx = req.boot_context.clone();
         ctx.address = req.logical_id.clone().unwrap_or_default();
-        let user_data = drover_core::template::render(&req.boot_template, &ctx)
+        let script = drover_core::template::render(&req.boot_template, &ctx)
             .map_err(|e| ProviderError::Permanent(format!("group {group:?}: boot script: {e}")))?;
+        let manager = ctx.role == drover_core::spec::Role::Manager.as_str();
+        let settings = self.settings_for_managers();
+        let env: Vec<(&str, &str)> = req
+            .boot_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .chain(
+                settings
+                    .iter()
+                    .filter(|_| manager)
+                    .map(|(k, v)| (*k, v.as_str())),
+            )
+            .collect();
+        let user_data = machine::user_data(&group, &script, &env).map_err(unfit)?;
         if user_data.len() > machine::USER_DATA_LIMIT {
             return Err(unfit(Unfit::UserDataTooLarge {
                 group,

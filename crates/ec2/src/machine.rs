@@ -65,9 +65,69 @@ pub enum Unfit {
         /// The zone (or `default`).
         zone: String,
     },
+    /// A boot environment variable that may not be placed in user data.
+    #[error(
+        "group {group:?}: the ec2 provider cannot give the boot script {names} without putting it in user data, which stays readable for the instance's life; see docs/ec2.md, \"Secrets\""
+    )]
+    UnplaceableEnv {
+        /// The group.
+        group: String,
+        /// The variables (never their values).
+        names: String,
+    },
     /// Launches are made idempotent on the operation's link tag.
     #[error("the request carries no drover.link tag: it cannot be made idempotent")]
     NoLink,
+}
+
+/// The boot environment variables that may go in user data, and why:
+/// - `DROVER_JOIN_TOKEN`: the controller rotates the role's token once no
+///   machine given it still awaits its join (`drover_core::join_token`),
+///   so the copy left readable is useless;
+/// - `DROVER_STORE`: configuration, not a secret. A store address carries
+///   no credential (the store refuses a `password` in it; an etcd
+///   password comes from `DROVER_ETCD_PASSWORD`, and TLS material is named
+///   by path): credentials reach a manager's controller from its image
+///   or instance profile, never from user data;
+/// - `DROVER_EC2`, `AWS_REGION`, `DROVER_EC2_ENDPOINT`: the provider's own
+///   settings for a manager's controller, configuration too.
+///
+/// Anything else is refused ([`Unfit::UnplaceableEnv`]).
+pub const PLACEABLE_ENV: [&str; 5] = [
+    "DROVER_JOIN_TOKEN",
+    "DROVER_STORE",
+    "DROVER_EC2",
+    "AWS_REGION",
+    "DROVER_EC2_ENDPOINT",
+];
+
+/// The user data: the rendered boot script with its environment as
+/// `export` lines right after its first line (the interpreter line), so
+/// cloud-init runs it with that environment. Refused when a variable is
+/// not one of [`PLACEABLE_ENV`], naming the variables, never their values.
+pub fn user_data(group: &str, script: &str, env: &[(&str, &str)]) -> Result<String, Unfit> {
+    let unplaceable: Vec<&str> = env
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !PLACEABLE_ENV.contains(k))
+        .collect();
+    if !unplaceable.is_empty() {
+        return Err(Unfit::UnplaceableEnv {
+            group: group.to_string(),
+            names: unplaceable.join(", "),
+        });
+    }
+    if env.is_empty() {
+        return Ok(script.to_string());
+    }
+    let (first, rest) = match script.split_once('\n') {
+        Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
+        _ => (String::new(), script),
+    };
+    let exports = drover_core::template::sh_exports(env.iter().copied());
+    Ok(format!(
+        "{first}# The boot environment (docs/ec2.md, \"Secrets\"): the join token is rotated once this machine joined.\n{exports}{rest}"
+    ))
 }
 
 /// The launch's `ClientToken`: a hash of the cluster and the journal's
@@ -268,6 +328,25 @@ impl Young {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_environment_goes_after_the_interpreter_line_and_nothing_else_is_placed() {
+        let env = [
+            ("DROVER_JOIN_TOKEN", "SWMTKN-1-a'b"),
+            ("DROVER_STORE", "etcd://10.0.0.1:2379"),
+        ];
+        let data = user_data("w", "#!/bin/sh\nset -eu\n", &env).unwrap();
+        let lines: Vec<&str> = data.lines().collect();
+        assert_eq!(lines[0], "#!/bin/sh");
+        assert_eq!(lines[2], r"export DROVER_JOIN_TOKEN='SWMTKN-1-a'\''b'");
+        assert_eq!(lines[4], "set -eu");
+        assert_eq!(user_data("w", "#!/bin/sh\n", &[]).unwrap(), "#!/bin/sh\n");
+        let e = user_data("w", "#!/bin/sh\n", &[("API_KEY", "hunter2")]).unwrap_err();
+        assert!(
+            e.to_string().contains("API_KEY") && !e.to_string().contains("hunter2"),
+            "{e}"
+        );
+    }
     use drover_core::spec::ec2::LaunchTemplate;
 
     fn props() -> Ec2Properties {

@@ -64,6 +64,9 @@ pub struct Described {
     /// RFC 3339.
     #[serde(default)]
     pub launch_time: Option<String>,
+    /// Its private IPv4 address (absent until EC2 gave it one).
+    #[serde(default)]
+    pub private_ip_address: Option<String>,
     /// Its tags.
     #[serde(default)]
     pub tag_set: Items<Tag>,

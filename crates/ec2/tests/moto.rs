@@ -118,16 +118,19 @@ async fn bad_requests_are_refused_before_any_call_and_no_secret_is_shown() {
     let moto = Moto::start().await;
     let proxy = Proxy::start(&moto).await;
     let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
-    let secret = "SWMTKN-1-never-in-user-data";
+    let secret = "hunter2-never-in-user-data";
     let mut req = request(&moto, "c1", "op-1", None).await;
-    req.boot_env = vec![("DROVER_JOIN_TOKEN".into(), Secret::new(secret.to_string()))];
+    req.boot_env = vec![(
+        "DROVER_ETCD_PASSWORD".into(),
+        Secret::new(secret.to_string()),
+    )];
     let e = p
         .provision(req.clone(), &Unfenced)
         .await
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("DROVER_JOIN_TOKEN") && e.contains("\"g\""),
+        e.contains("DROVER_ETCD_PASSWORD") && e.contains("\"g\""),
         "{e}"
     );
     assert!(!e.contains(secret), "{e}");
@@ -164,6 +167,82 @@ async fn bad_requests_are_refused_before_any_call_and_no_secret_is_shown() {
     assert!(matches!(e, ProviderError::Permanent(_)), "{e}");
     assert!(e.to_string().contains("InvalidSubnetID.NotFound"), "{e}");
     assert!(moto.states().await.is_empty());
+}
+
+/// The join token goes to EC2 in `UserData` only (where the controller
+/// rotates it once it has served), never in another parameter or header
+/// of any request, nor in an error; a manager's user data carries the
+/// store address and the provider's settings for its controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_join_token_reaches_ec2_in_user_data_only() {
+    use base64::Engine;
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    assert!(p.exposes_boot_env(), "the controller must rotate the token");
+    let token = "SWMTKN-1-0123456789abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqrstuvwxy";
+    let mut req = request(&moto, "c1", "op-1", None).await;
+    req.boot_context = BootContext::example(Role::Manager);
+    req.boot_env = vec![
+        ("DROVER_JOIN_TOKEN".into(), Secret::new(token.to_string())),
+        (
+            "DROVER_STORE".into(),
+            Secret::new("etcd://10.0.0.1:2379".to_string()),
+        ),
+    ];
+    let id = p.provision(req.clone(), &Unfenced).await.unwrap();
+    // The launch's answer lost once: the retry carries it again, still
+    // only in UserData.
+    proxy.set(Faults {
+        drop_run_answers: 1,
+        ..Faults::default()
+    });
+    let mut again = req.clone();
+    again.tags.insert(tags::LINK.into(), "op-2".into());
+    p.provision(again, &Unfenced).await.unwrap();
+    p.describe(&cluster_tag("c1")).await.unwrap();
+    p.destroy(&id).await.unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut user_data = Vec::new();
+    for request in proxy.requests() {
+        for (k, v) in request {
+            if k == "UserData" {
+                user_data.push(String::from_utf8(b64.decode(&v).unwrap()).unwrap());
+            } else {
+                assert!(
+                    !v.contains(token) && !v.contains("0123456789abcdefghij"),
+                    "{k}"
+                );
+            }
+        }
+    }
+    assert_eq!(user_data.len(), 3, "two launches, one retried");
+    let data = &user_data[0];
+    assert!(data.starts_with("#!/bin/sh\n"), "{data}");
+    for line in [
+        format!("export DROVER_JOIN_TOKEN='{token}'"),
+        "export DROVER_STORE='etcd://10.0.0.1:2379'".to_string(),
+        "export DROVER_EC2='true'".to_string(),
+        format!("export AWS_REGION='{REGION}'"),
+        format!("export DROVER_EC2_ENDPOINT='{}'", proxy.endpoint),
+    ] {
+        assert!(data.lines().any(|l| l == line), "{line} not in {data}");
+    }
+    // A worker's carries no controller settings.
+    let mut worker = req.clone();
+    worker.boot_context = BootContext::example(Role::Worker);
+    worker.tags.insert(tags::LINK.into(), "op-3".into());
+    p.provision(worker, &Unfenced).await.unwrap();
+    let last = proxy
+        .requests()
+        .into_iter()
+        .rev()
+        .find_map(|r| r.into_iter().find(|(k, _)| k == "UserData").map(|(_, v)| v));
+    let last = String::from_utf8(b64.decode(last.unwrap()).unwrap()).unwrap();
+    assert!(
+        last.contains("DROVER_JOIN_TOKEN") && !last.contains("DROVER_EC2"),
+        "{last}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,7 +26,7 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     DeleteNodeOptionsBuilder, LeaveSwarmOptionsBuilder, ListServicesOptions,
-    ListTasksOptionsBuilder, UpdateNodeOptionsBuilder,
+    ListTasksOptionsBuilder, UpdateNodeOptionsBuilder, UpdateSwarmOptionsBuilder,
 };
 use drover_core::budget::{MAX_UNAVAILABLE_LABEL, MIN_AVAILABLE_LABEL};
 use drover_core::model::{Availability, Node, NodeState, RaftMember, Service, SwarmView, tags};
@@ -674,6 +674,37 @@ impl Engine {
             }),
             _ => Err(EngineError::Other("a join token is missing".into())),
         }
+    }
+
+    /// `docker swarm join-token --rotate worker|manager`, under `fence`:
+    /// the swarm's own spec sent back unchanged at its version with the
+    /// rotate flag, re-read and sent again when another update came first
+    /// ("update out of sequence"). Joined nodes are unaffected.
+    pub async fn rotate_join_token(
+        &self,
+        manager: bool,
+        fence: &dyn Fence,
+    ) -> Result<(), EngineError> {
+        let attempt = || async {
+            let s = bounded(CALL_TIMEOUT, self.docker.inspect_swarm()).await?;
+            let version = s
+                .version
+                .and_then(|v| v.index)
+                .ok_or_else(|| EngineError::Other("the swarm has no version".into()))?;
+            let opts = UpdateSwarmOptionsBuilder::default()
+                .version(version as i64)
+                .rotate_manager_token(manager)
+                .rotate_worker_token(!manager)
+                .build();
+            fence.check()?;
+            let spec = s.spec.unwrap_or_default();
+            bounded(CALL_TIMEOUT, self.docker.update_swarm(spec, opts)).await
+        };
+        attempt
+            .retry(backoff())
+            .sleep(tokio::time::sleep)
+            .when(EngineError::is_out_of_sequence)
+            .await
     }
 
     /// The leader's advertise address (`ManagerStatus.Addr`), from the node list.

@@ -212,12 +212,8 @@ pub fn engine_socket(engine_dir: &Path, name: &str) -> std::path::PathBuf {
 /// The secret boot environment as a file the boot script sources:
 /// `export KEY='value'` lines, values quoted for `sh`.
 pub fn boot_env(env: &[(String, Secret)]) -> Vec<u8> {
-    let mut out = String::new();
-    for (k, v) in env {
-        let quoted = v.expose().replace('\'', r"'\''");
-        out.push_str(&format!("export {k}='{quoted}'\n"));
-    }
-    out.into_bytes()
+    drover_core::template::sh_exports(env.iter().map(|(k, v)| (k.as_str(), v.expose())))
+        .into_bytes()
 }
 
 /// A machine as `GET /1.0/instances?recursion=1` lists it.

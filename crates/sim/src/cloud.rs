@@ -161,6 +161,16 @@ impl Cluster for SimCloud {
             .map_err(ClusterError::from)
     }
 
+    /// The simulated swarm's token is not modelled: rotating it changes
+    /// nothing a simulated machine needs.
+    async fn rotate_join_token(&self, _role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
+        fence.check()?;
+        if !self.world().swarm_exists {
+            return Err(ClusterError::NoLeader("no swarm".into()));
+        }
+        Ok(())
+    }
+
     async fn join_material(&self, _role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         let w = self.world();
         if !w.swarm_exists {

@@ -160,6 +160,16 @@ pub trait InstanceProvider: Send + Sync {
     async fn ready(&self, call: ProviderCall) {
         let _ = call;
     }
+    /// True when this provider can hand a boot script its environment
+    /// (`ProvisionRequest::boot_env`) only through something that stays
+    /// readable for the machine's life (EC2's user data). A controller
+    /// serving such a provider rotates a role's join token once no machine
+    /// given the current one still awaits its join
+    /// (`drover_core::join_token`), so the token left readable is useless.
+    /// The default: the environment reaches the boot script only.
+    fn exposes_boot_env(&self) -> bool {
+        false
+    }
     /// Creates a machine, boots it with the rendered boot script, returns its
     /// id. `fence` is checked right before anything is started.
     async fn provision(
@@ -296,6 +306,18 @@ pub trait Cluster: Send + Sync {
         force: bool,
         fence: &dyn Fence,
     ) -> Result<(), ClusterError>;
+    /// Rotates `role`'s join token (`docker swarm join-token --rotate`):
+    /// joined nodes are unaffected, and the old token stops working. Used
+    /// once a token placed in readable user data has served
+    /// ([`InstanceProvider::exposes_boot_env`]). `fence` is checked right
+    /// before the update is sent. The default: this adapter cannot.
+    async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let _ = fence;
+        Err(ClusterError::Other(format!(
+            "this swarm adapter cannot rotate the {} join token",
+            role.as_str()
+        )))
+    }
     /// Join token for `role` and a reachable manager address. `None` when no
     /// swarm exists yet (the first manager initialises one).
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError>;

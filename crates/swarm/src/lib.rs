@@ -356,6 +356,19 @@ impl Cluster for SwarmCluster {
         listed.map_or_else(|e| Services::Unknown(e.to_string()), Services::Known)
     }
 
+    async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
+        if role == Role::Plain {
+            return Err(ClusterError::Other(
+                "plain instances have no join token".into(),
+            ));
+        }
+        Ok(self
+            .engine()
+            .await?
+            .rotate_join_token(role == Role::Manager, fence)
+            .await?)
+    }
+
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         let engine = self.engine().await?;
         let info = engine.info().await?;

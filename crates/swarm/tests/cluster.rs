@@ -1,7 +1,7 @@
 //! `SwarmCluster` over real engines from the local provider (127.0.43.x).
 //! 3 managers + 1 worker; demote/destroy/remove a follower; the leader's
 //! demote → leave protocol, and the new leader hearing from the old one's
-//! engine that it left.
+//! engine that it left; a join token rotation (127.0.171.240+).
 
 use drover_core::model::{Node, SwarmView, tags};
 use drover_core::spec::Role;
@@ -204,4 +204,50 @@ async fn unreachable_engine_is_unavailable() {
             .unwrap_err()
             .is_transient()
     );
+}
+
+/// A refusing fence: the lease ran out.
+struct Expired;
+
+impl drover_spi::Fence for Expired {
+    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
+        Err(drover_spi::LeaseExpired("the test's lease ran out".into()))
+    }
+}
+
+/// Issue 19: rotating a role's join token (a token left readable in EC2
+/// user data made useless) changes that role's token only, and an expired
+/// fence sends nothing (127.0.171.240+).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_changes_that_roles_token_only_and_is_fenced() {
+    let state = testkit::short_tempdir("dt").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider(&state, "127.0.171.240-127.0.171.250");
+    let m1 = testkit::first_manager(&p, "c171").await;
+    let endpoint = p.endpoint(&m1).unwrap();
+    let c = SwarmCluster::new(endpoint.clone(), None);
+    let engine = Engine::connect(&endpoint).await.unwrap();
+    let before = engine.join_tokens().await.unwrap();
+    c.rotate_join_token(Role::Worker, &Unfenced).await.unwrap();
+    let after = engine.join_tokens().await.unwrap();
+    assert_ne!(before.worker.expose(), after.worker.expose());
+    assert_eq!(before.manager.expose(), after.manager.expose());
+    let e = c
+        .rotate_join_token(Role::Manager, &Expired)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, drover_spi::ClusterError::Fenced(_)), "{e}");
+    let fenced = engine.join_tokens().await.unwrap();
+    assert_eq!(
+        fenced.manager.expose(),
+        before.manager.expose(),
+        "sent anyway"
+    );
+    c.rotate_join_token(Role::Manager, &Unfenced).await.unwrap();
+    let last = engine.join_tokens().await.unwrap();
+    assert_ne!(last.manager.expose(), before.manager.expose());
+    assert_eq!(last.worker.expose(), after.worker.expose());
+    assert!(c.rotate_join_token(Role::Plain, &Unfenced).await.is_err());
 }

@@ -84,6 +84,9 @@ impl Cluster for ProviderSwarm {
     ) -> Result<(), ClusterError> {
         self.with().await?.remove_node(node, force, fence).await
     }
+    async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
+        self.with().await?.rotate_join_token(role, fence).await
+    }
     async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
         match self.manager().await {
             Some(c) => c.join_material(role).await,

@@ -8,7 +8,7 @@
 
 pub mod controlled;
 
-use crate::api::{Api, Credentials};
+use crate::api::{Api, ApiError, Credentials};
 use crate::throttle::{Bucket, Family, Rates};
 use crate::{Ec2Provider, Settings};
 use axum::body::Body;
@@ -178,6 +178,57 @@ impl Moto {
     }
 }
 
+/// One instance as moto holds it, for the end-to-end data plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// `i-…`.
+    pub id: String,
+    /// `running`, `terminated`, …
+    pub state: String,
+    /// Its private IPv4 address.
+    pub private_ip: String,
+}
+
+impl Moto {
+    /// Every instance moto holds, in any state, whatever its tags.
+    pub async fn instances(&self) -> Result<Vec<Held>, ApiError> {
+        let text = self.ec2().call("DescribeInstances", &[]).await?;
+        let page: crate::xml::DescribeInstances = crate::xml::parse(&text)
+            .map_err(|e| ApiError::Transport(format!("unreadable answer: {e}")))?;
+        Ok(page
+            .reservation_set
+            .items
+            .iter()
+            .flat_map(|r| &r.instances_set.items)
+            .map(|i| Held {
+                id: i.instance_id.clone(),
+                state: i.instance_state.name.clone(),
+                private_ip: i.private_ip_address.clone().unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Instance `id`'s user data, decoded (what cloud-init would run).
+    pub async fn user_data(&self, id: &str) -> Result<String, ApiError> {
+        use base64::Engine;
+        let text = self
+            .ec2()
+            .call(
+                "DescribeInstanceAttribute",
+                &[
+                    ("InstanceId".into(), id.to_string()),
+                    ("Attribute".into(), "userData".into()),
+                ],
+            )
+            .await?;
+        let value = element(&text, "value");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.trim())
+            .map_err(|e| ApiError::Transport(format!("user data: {e}")))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
 /// The text of the first `<name>` element of `xml`.
 fn element(xml: &str, name: &str) -> String {
     elements(xml, name).into_iter().next().unwrap_or_default()
@@ -218,6 +269,9 @@ struct Shared {
     launched: HashMap<String, (String, Instant)>,
     calls: HashMap<String, u64>,
     throttled: HashMap<String, u64>,
+    /// Every request as received: its headers (`header:NAME`) and its
+    /// form parameters, for tests that look for what must not be sent.
+    requests: Vec<Vec<(String, String)>>,
 }
 
 /// A fault-injecting EC2 proxy on a loopback port, in front of moto. It
@@ -280,6 +334,12 @@ impl Proxy {
         self.lock().calls.get(action).copied().unwrap_or(0)
     }
 
+    /// Every request received so far: its headers (named `header:NAME`)
+    /// and form parameters.
+    pub fn requests(&self) -> Vec<Vec<(String, String)>> {
+        self.lock().requests.clone()
+    }
+
     /// Calls of `action` the proxy throttled.
     pub fn throttled(&self, action: &str) -> u64 {
         self.lock().throttled.get(action).copied().unwrap_or(0)
@@ -305,6 +365,15 @@ async fn forward(State(up): State<Arc<Upstream>>, req: Request) -> Response {
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let action = get("Action").unwrap_or_default();
     let token = get("ClientToken");
+    {
+        let headers = parts.headers.iter().map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (format!("header:{name}"), value)
+        });
+        let mut s = up.shared.lock().unwrap_or_else(|e| e.into_inner());
+        s.requests
+            .push(headers.chain(form.iter().cloned()).collect());
+    }
     match before(&up, &action, &form, token.as_deref()) {
         Verdict::Answer(r) => return r,
         Verdict::Forward => {}

@@ -1,0 +1,114 @@
+//! Join tokens left readable in user data made useless: the shell of
+//! [`drover_core::join_token`]. A provider that
+//! [exposes](drover_spi::InstanceProvider::exposes_boot_env) the boot
+//! environment (EC2's user data stays readable for the instance's life)
+//! is given the join token like any other, and the controller rotates the
+//! role's token once no machine that may hold it still awaits its join.
+//!
+//! A rotation is one idempotent swarm update, so it is not journaled: a
+//! controller that dies before it rotates leaves the token exposed, and the
+//! next term assumes every such role exposed ([`Tokens::assume_exposed`])
+//! and rotates it once nothing awaits. Each rotation is an event (the role
+//! only: no token is ever read here).
+
+use crate::context::Context;
+use crate::execute::{StepError, Term};
+use drover_core::join_token::{Tokens, awaiting};
+use drover_core::journal::Operation;
+use drover_core::model::{SwarmView, Time};
+use drover_core::plan::{Action, Desired};
+use drover_core::spec::Role;
+use drover_spi::ClusterError;
+use std::collections::BTreeSet;
+
+/// The groups on a provider that exposes the boot environment.
+fn exposing_groups(ctx: &Context, desired: &Desired) -> BTreeSet<String> {
+    desired
+        .groups
+        .iter()
+        .filter(|g| {
+            ctx.providers
+                .get(&g.spec.instance.provider_key())
+                .is_some_and(|p| p.exposes_boot_env())
+        })
+        .map(|g| g.spec.name.clone())
+        .collect()
+}
+
+/// A new term's view of the tokens: exposed for every role with a group
+/// on an exposing provider (the term before may have placed them).
+pub(crate) fn new_term(ctx: &Context, desired: &Desired, now: Time) -> Tokens {
+    let exposing = exposing_groups(ctx, desired);
+    let roles = desired
+        .groups
+        .iter()
+        .filter(|g| exposing.contains(&g.spec.name))
+        .map(|g| g.spec.role);
+    Tokens::assume_exposed(roles, now)
+}
+
+/// Records a provision about to start: a joining machine on an exposing
+/// provider will hold its role's current token in readable user data.
+pub(crate) fn note(
+    tokens: &mut Tokens,
+    ctx: &Context,
+    desired: &Desired,
+    action: &Action,
+    now: Time,
+) {
+    if let Action::Provision { group, role, .. } = action
+        && exposing_groups(ctx, desired).contains(group)
+    {
+        tokens.placed(*role, now);
+    }
+}
+
+/// Rotates every role whose token is due, each under a fresh
+/// confirmation of `term`; the outcome of each, in order.
+pub(crate) async fn rotate_due(
+    ctx: &Context,
+    term: &Term,
+    tokens: &mut Tokens,
+    desired: &Desired,
+    journal: &[&Operation],
+    swarm: &SwarmView,
+    now: Time,
+) -> Vec<(Role, Result<(), StepError>)> {
+    // Nothing exposed (every provider but ec2): nothing to look at.
+    if tokens.due(&BTreeSet::new(), now).is_empty() {
+        return Vec::new();
+    }
+    let nodes = match swarm {
+        SwarmView::Ok(nodes) => Some(nodes.as_slice()),
+        _ => None,
+    };
+    let Some(waiting) = awaiting(
+        journal.iter().copied(),
+        nodes,
+        &exposing_groups(ctx, desired),
+    ) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for role in tokens.due(&waiting, now) {
+        let result = rotate(ctx, term, role).await;
+        if result.is_ok() {
+            tokens.rotated(role, now);
+        }
+        out.push((role, result));
+    }
+    out
+}
+
+async fn rotate(ctx: &Context, term: &Term, role: Role) -> Result<(), StepError> {
+    let lease = term
+        .confirm(&format!("rotate-{}-token", role.as_str()))
+        .await?;
+    ctx.cluster
+        .rotate_join_token(role, &lease)
+        .await
+        .map_err(|e| match e {
+            ClusterError::Fenced(e) => StepError::Expired(e),
+            e => e.into(),
+        })
+}

@@ -1,0 +1,266 @@
+//! When to rotate a role's swarm join token.
+//!
+//! Some providers can hand a machine its boot environment only through
+//! something that stays readable for the machine's life (EC2's user data:
+//! `DescribeInstanceAttribute`, the metadata service). A join token placed
+//! there must become useless once it has served: the controller rotates
+//! the role's token (`docker swarm join-token --rotate`) as soon as no
+//! machine that may hold the current token still awaits its join, and
+//! never while one does (rotation does not affect joined nodes, but the
+//! old token stops working some seconds later, so a machine still booting
+//! with it would never join).
+//!
+//! The rule is pure, with time passed in. The shell keeps a [`Tokens`] per
+//! controller term, records each boot that was given a token in readable
+//! user data ([`Tokens::placed`]), asks [`Tokens::due`] each pass with the
+//! roles that still await a join ([`awaiting`]), rotates, and records it
+//! ([`Tokens::rotated`]).
+
+use crate::journal::Operation;
+use crate::model::{Node, Time};
+use crate::spec::Role;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The least time between two rotations of one role's token. The old
+/// token keeps working ~10 s after a rotation (swarm-facts), so rotating
+/// more often closes nothing sooner; it would only add raft writes while a
+/// roll joins machine after machine.
+pub const MIN_INTERVAL_MS: Time = 10_000;
+
+/// What one controller term knows of the roles' current join tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// Role → since when its current token may be readable somewhere.
+    exposed: BTreeMap<Role, Time>,
+    /// Role → when this term last rotated its token.
+    rotated: BTreeMap<Role, Time>,
+}
+
+impl Tokens {
+    /// A new term's view: the term before it may have placed the tokens of
+    /// `roles` (those with a group on a provider that exposes the boot
+    /// environment) and not rotated them yet. One rotation too many is
+    /// harmless; one too few leaves a token readable and valid.
+    pub fn assume_exposed(roles: impl IntoIterator<Item = Role>, now: Time) -> Tokens {
+        let mut t = Tokens::default();
+        for role in roles {
+            t.placed(role, now);
+        }
+        t
+    }
+
+    /// `role`'s current token was given to a boot that places it in
+    /// readable user data.
+    pub fn placed(&mut self, role: Role, now: Time) {
+        if role != Role::Plain {
+            self.exposed.entry(role).or_insert(now);
+        }
+    }
+
+    /// `role`'s token was rotated at `now`: the exposed one is useless.
+    pub fn rotated(&mut self, role: Role, now: Time) {
+        self.exposed.remove(&role);
+        self.rotated.insert(role, now);
+    }
+
+    /// The roles whose token must be rotated now: exposed, no machine of
+    /// the role still awaiting its join, and at least [`MIN_INTERVAL_MS`]
+    /// since this term last rotated it.
+    pub fn due(&self, awaiting: &BTreeSet<Role>, now: Time) -> Vec<Role> {
+        self.exposed
+            .keys()
+            .copied()
+            .filter(|role| !awaiting.contains(role))
+            .filter(|role| {
+                self.rotated
+                    .get(role)
+                    .is_none_or(|at| now.saturating_sub(*at) >= MIN_INTERVAL_MS)
+            })
+            .collect()
+    }
+
+    /// True while `role`'s current token may be readable somewhere.
+    pub fn is_exposed(&self, role: Role) -> bool {
+        self.exposed.contains_key(&role)
+    }
+}
+
+/// The roles with a machine that may still join with the current token:
+/// every journaled operation adding a member to one of the `exposing`
+/// groups (those on a provider that places the boot environment in
+/// readable user data) whose node has not appeared in `nodes` (matched by
+/// the link, which is the operation's id). An operation whose machine is
+/// not provisioned yet counts too: it takes the token when it is.
+/// `None` without a node list: whether anything awaits is unknown then,
+/// and nothing may be rotated.
+pub fn awaiting<'a>(
+    journal: impl IntoIterator<Item = &'a Operation>,
+    nodes: Option<&[Node]>,
+    exposing: &BTreeSet<String>,
+) -> Option<BTreeSet<Role>> {
+    let nodes = nodes?;
+    let joined: BTreeSet<&str> = nodes.iter().filter_map(|n| n.link.as_deref()).collect();
+    Some(
+        journal
+            .into_iter()
+            .filter(|op| op.target.is_some() && op.role != Role::Plain)
+            .filter(|op| exposing.contains(&op.group))
+            .filter(|op| !joined.contains(op.id.as_str()))
+            .map(|op| op.role)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{OpKind, Target};
+    use proptest::prelude::*;
+
+    fn add_op(id: &str, group: &str, role: Role) -> Operation {
+        Operation {
+            id: id.into(),
+            group: group.into(),
+            kind: OpKind::Provision,
+            role,
+            victim: None,
+            target: Some(Target {
+                logical_id: None,
+                zone: None,
+                attempt: 1,
+            }),
+            surge: false,
+            done: BTreeSet::new(),
+            intent: None,
+            collection: None,
+            provision_failures: 0,
+            short_zones: Vec::new(),
+            hook_failure: None,
+        }
+    }
+
+    fn node(link: &str) -> Node {
+        Node {
+            id: format!("n-{link}"),
+            link: Some(link.into()),
+            cluster: None,
+            group: None,
+            state: crate::model::NodeState::Ready,
+            availability: crate::model::Availability::Active,
+            manager_role: false,
+            raft: None,
+            running_tasks: 0,
+            locked: false,
+            left: false,
+        }
+    }
+
+    #[test]
+    fn a_machine_that_has_not_joined_holds_its_roles_token() {
+        let exposing = BTreeSet::from(["w".to_string()]);
+        let journal = [
+            add_op("w-1", "w", Role::Worker),
+            add_op("p-1", "p", Role::Worker),
+        ];
+        let waiting = awaiting(&journal, Some(&[]), &exposing).unwrap();
+        assert_eq!(waiting, BTreeSet::from([Role::Worker]));
+        // Joined: nothing awaits; a group elsewhere never counts.
+        let joined = awaiting(&journal, Some(&[node("w-1")]), &exposing).unwrap();
+        assert!(joined.is_empty());
+        assert_eq!(
+            awaiting(&journal, None, &exposing),
+            None,
+            "no node list: unknown"
+        );
+    }
+
+    #[test]
+    fn a_token_is_rotated_once_nothing_awaits_and_not_again_until_placed() {
+        let mut t = Tokens::default();
+        t.placed(Role::Plain, 0);
+        assert!(t.due(&BTreeSet::new(), 0).is_empty(), "plain has no token");
+        t.placed(Role::Worker, 0);
+        let worker = BTreeSet::from([Role::Worker]);
+        assert!(t.due(&worker, 1).is_empty(), "never while one awaits");
+        assert_eq!(t.due(&BTreeSet::new(), 2), vec![Role::Worker]);
+        t.rotated(Role::Worker, 2);
+        assert!(t.due(&BTreeSet::new(), 3).is_empty());
+        t.placed(Role::Worker, 4);
+        assert!(t.due(&BTreeSet::new(), 5).is_empty(), "too soon");
+        assert_eq!(
+            t.due(&BTreeSet::new(), 2 + MIN_INTERVAL_MS),
+            vec![Role::Worker]
+        );
+    }
+
+    /// One event of a controller term, for the property below.
+    #[derive(Debug, Clone)]
+    enum Event {
+        /// A machine of the role is provisioned with the token in user data.
+        Provision(bool),
+        /// The oldest machine of the role still waiting joins.
+        Join(bool),
+        /// Time passes and the controller makes a pass.
+        Pass(Time),
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            any::<bool>().prop_map(Event::Provision),
+            any::<bool>().prop_map(Event::Join),
+            (0..15_000u64).prop_map(Event::Pass),
+        ]
+    }
+
+    fn role(manager: bool) -> Role {
+        if manager { Role::Manager } else { Role::Worker }
+    }
+
+    proptest! {
+        /// Safety: no rotation ever while a machine of the role holding the
+        /// current token still awaits its join. Liveness: once nothing
+        /// awaits and time passes, no token stays exposed.
+        #[test]
+        fn never_while_one_awaits_and_always_once_none_does(
+            events in proptest::collection::vec(event(), 0..60),
+            new_term in any::<bool>(),
+        ) {
+            let mut now: Time = 0;
+            let mut t = if new_term {
+                Tokens::assume_exposed([Role::Manager, Role::Worker], now)
+            } else {
+                Tokens::default()
+            };
+            let mut waiting: BTreeMap<Role, usize> = BTreeMap::new();
+            let pass = |t: &mut Tokens, waiting: &BTreeMap<Role, usize>, now: Time| {
+                let awaiting: BTreeSet<Role> =
+                    waiting.iter().filter(|(_, n)| **n > 0).map(|(r, _)| *r).collect();
+                for r in t.due(&awaiting, now) {
+                    assert!(!awaiting.contains(&r), "rotated {r:?} while a machine awaits");
+                    t.rotated(r, now);
+                }
+            };
+            for e in events {
+                match e {
+                    Event::Provision(m) => {
+                        t.placed(role(m), now);
+                        *waiting.entry(role(m)).or_default() += 1;
+                    }
+                    Event::Join(m) => {
+                        let n = waiting.entry(role(m)).or_default();
+                        *n = n.saturating_sub(1);
+                    }
+                    Event::Pass(dt) => {
+                        now += dt;
+                        pass(&mut t, &waiting, now);
+                    }
+                }
+            }
+            // Everything joins; the controller keeps passing.
+            waiting.clear();
+            now += MIN_INTERVAL_MS;
+            pass(&mut t, &waiting, now);
+            prop_assert!(!t.is_exposed(Role::Manager) && !t.is_exposed(Role::Worker));
+        }
+    }
+}
