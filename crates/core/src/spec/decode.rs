@@ -672,19 +672,6 @@ impl Decoder<'_> {
             && inst.provider == EC2_PROVIDER
         {
             self.ec2_properties(node, path, alloc, inst);
-            let launchable = match role {
-                Some(Role::Manager) => Some("only the first manager of a new swarm"),
-                Some(Role::Worker) => Some("none"),
-                _ => None,
-            };
-            if let Some(launchable) = launchable {
-                let at = field_pos(node, &["instance", "provider"]).unwrap_or(node.pos());
-                self.warn(
-                    at,
-                    &join(path, "instance.provider"),
-                    format!("the ec2 provider refuses to launch a machine whose boot needs the swarm's join token or the store's address (user data stays readable for the instance's life): of this group's machines, {launchable} can be launched yet; see docs/ec2.md, \"Secrets\""),
-                );
-            }
         }
         // Decoded even when the role is unknown, so a mistyped role hides
         // none of the group's other problems (role-specific rules wait for it).
