@@ -430,8 +430,9 @@ async fn provision_request(
             }
         }
     };
-    if let Some(url) = &ctx.store_url {
-        // May carry credentials: environment only, like the token.
+    if let Some(url) = ctx.store_url.as_ref().filter(|_| *role == Role::Manager) {
+        // For a manager's controller only (workers and plain machines run
+        // none): environment only, like the token.
         boot_env.push(("DROVER_STORE".into(), Secret::new(url.clone())));
     }
     let tags = plan::instance_tags(&desired.cluster_id, action);

@@ -17,7 +17,7 @@ use drover_core::revision::{rollback_target, with_group};
 use drover_core::spec::{HookOnFailure, validate_commit};
 use drover_spi::{Epoch, Event, FORMAT, Heartbeat, Provenance, Revision, StoreError};
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
@@ -827,6 +827,14 @@ impl Controller {
             _ => None,
         });
         let journal: Vec<_> = stored.journal.iter().chain(begun).collect();
+        // Provisions this pass started (their intents are in the store,
+        // not in `stored`): they take the current token now.
+        let starting: BTreeSet<&str> = plan
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Provision { .. }))
+            .filter_map(Action::op_id)
+            .collect();
         let term = Term {
             store: self.ctx.store.clone(),
             epoch,
@@ -836,8 +844,8 @@ impl Controller {
             &self.ctx,
             &term,
             &mut self.tokens,
-            &stored.desired,
             &journal,
+            &starting,
             swarm,
             now,
         )
@@ -891,7 +899,7 @@ impl Controller {
         let Some(fresh) = observe::stored(&self.ctx).await? else {
             return Ok(None);
         };
-        self.tokens = tokens::new_term(&self.ctx, &fresh.desired, self.now());
+        self.tokens = tokens::new_term(&self.ctx, self.now());
         let observed =
             if fresh.journal != stored.journal || fresh.revision.rev != stored.revision.rev {
                 // The world as the new journal and spec sort it.

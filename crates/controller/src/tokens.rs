@@ -35,15 +35,17 @@ fn exposing_groups(ctx: &Context, desired: &Desired) -> BTreeSet<String> {
         .collect()
 }
 
-/// A new term's view of the tokens: exposed for every role with a group
-/// on an exposing provider (the term before may have placed them).
-pub(crate) fn new_term(ctx: &Context, desired: &Desired, now: Time) -> Tokens {
-    let exposing = exposing_groups(ctx, desired);
-    let roles = desired
-        .groups
-        .iter()
-        .filter(|g| exposing.contains(&g.spec.name))
-        .map(|g| g.spec.role);
+/// A new term's view of the tokens: both roles exposed when any provider
+/// configured exposes the boot environment (the term before may have
+/// placed them, also for a group no longer declared whose machines are
+/// not collected yet; one rotation too many is harmless).
+pub(crate) fn new_term(ctx: &Context, now: Time) -> Tokens {
+    let exposes = ctx.providers.values().any(|p| p.exposes_boot_env());
+    let roles = if exposes {
+        vec![Role::Manager, Role::Worker]
+    } else {
+        Vec::new()
+    };
     Tokens::assume_exposed(roles, now)
 }
 
@@ -69,8 +71,8 @@ pub(crate) async fn rotate_due(
     ctx: &Context,
     term: &Term,
     tokens: &mut Tokens,
-    desired: &Desired,
     journal: &[&Operation],
+    starting: &BTreeSet<&str>,
     swarm: &SwarmView,
     now: Time,
 ) -> Vec<(Role, Result<(), StepError>)> {
@@ -82,18 +84,15 @@ pub(crate) async fn rotate_due(
         SwarmView::Ok(nodes) => Some(nodes.as_slice()),
         _ => None,
     };
-    let Some(waiting) = awaiting(
-        journal.iter().copied(),
-        nodes,
-        &exposing_groups(ctx, desired),
-    ) else {
+    let Some(waiting) = awaiting(journal.iter().copied(), starting, nodes) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for role in tokens.due(&waiting, now) {
         let result = rotate(ctx, term, role).await;
-        if result.is_ok() {
-            tokens.rotated(role, now);
+        match &result {
+            Ok(()) => tokens.rotated(role, now),
+            Err(_) => tokens.failed(role, now),
         }
         out.push((role, result));
     }

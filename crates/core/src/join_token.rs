@@ -16,7 +16,7 @@
 //! roles that still await a join ([`awaiting`]), rotates, and records it
 //! ([`Tokens::rotated`]).
 
-use crate::journal::Operation;
+use crate::journal::{Operation, Step};
 use crate::model::{Node, Time};
 use crate::spec::Role;
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,6 +63,12 @@ impl Tokens {
         self.rotated.insert(role, now);
     }
 
+    /// A rotation of `role`'s token failed at `now`: still exposed, tried
+    /// again no sooner than [`MIN_INTERVAL_MS`] later (not every pass).
+    pub fn failed(&mut self, role: Role, now: Time) {
+        self.rotated.insert(role, now);
+    }
+
     /// The roles whose token must be rotated now: exposed, no machine of
     /// the role still awaiting its join, and at least [`MIN_INTERVAL_MS`]
     /// since this term last rotated it.
@@ -86,17 +92,20 @@ impl Tokens {
 }
 
 /// The roles with a machine that may still join with the current token:
-/// every journaled operation adding a member to one of the `exposing`
-/// groups (those on a provider that places the boot environment in
-/// readable user data) whose node has not appeared in `nodes` (matched by
-/// the link, which is the operation's id). An operation whose machine is
-/// not provisioned yet counts too: it takes the token when it is.
+/// every journaled operation adding a member, on any provider (a role's
+/// token is the whole swarm's: rotating it for an EC2 group's sake would
+/// strand another provider's machine still booting with it), whose
+/// provision has started — by its journal record, or `starting` in this
+/// pass — and whose node has not appeared in `nodes` (matched by the link,
+/// which is the operation's id). An operation that has not provisioned
+/// yet does not count: it fetches the token when it does, after any
+/// rotation, and a parked one must not keep an exposed token valid.
 /// `None` without a node list: whether anything awaits is unknown then,
 /// and nothing may be rotated.
 pub fn awaiting<'a>(
     journal: impl IntoIterator<Item = &'a Operation>,
+    starting: &BTreeSet<&str>,
     nodes: Option<&[Node]>,
-    exposing: &BTreeSet<String>,
 ) -> Option<BTreeSet<Role>> {
     let nodes = nodes?;
     let joined: BTreeSet<&str> = nodes.iter().filter_map(|n| n.link.as_deref()).collect();
@@ -104,7 +113,7 @@ pub fn awaiting<'a>(
         journal
             .into_iter()
             .filter(|op| op.target.is_some() && op.role != Role::Plain)
-            .filter(|op| exposing.contains(&op.group))
+            .filter(|op| op.reached(Step::Provision) || starting.contains(op.id.as_str()))
             .filter(|op| !joined.contains(op.id.as_str()))
             .map(|op| op.role)
             .collect(),
@@ -157,18 +166,34 @@ mod tests {
 
     #[test]
     fn a_machine_that_has_not_joined_holds_its_roles_token() {
-        let exposing = BTreeSet::from(["w".to_string()]);
-        let journal = [
-            add_op("w-1", "w", Role::Worker),
-            add_op("p-1", "p", Role::Worker),
-        ];
-        let waiting = awaiting(&journal, Some(&[]), &exposing).unwrap();
-        assert_eq!(waiting, BTreeSet::from([Role::Worker]));
-        // Joined: nothing awaits; a group elsewhere never counts.
-        let joined = awaiting(&journal, Some(&[node("w-1")]), &exposing).unwrap();
-        assert!(joined.is_empty());
+        let mut ec2 = add_op("w-1", "w", Role::Worker);
+        let mut elsewhere = add_op("p-1", "p", Role::Worker);
+        let parked = add_op("m-1", "m", Role::Manager);
+        for op in [&mut ec2, &mut elsewhere] {
+            op.intent = Some(crate::journal::Intent {
+                step: Step::Provision,
+                epoch: 1,
+            });
+        }
+        let none = BTreeSet::new();
+        let journal = [ec2, elsewhere, parked];
+        let waiting = awaiting(&journal, &none, Some(&[])).unwrap();
         assert_eq!(
-            awaiting(&journal, None, &exposing),
+            waiting,
+            BTreeSet::from([Role::Worker]),
+            "a parked op takes no token yet"
+        );
+        // A group on another provider holds the role's token too.
+        let one_joined = awaiting(&journal, &none, Some(&[node("w-1")])).unwrap();
+        assert_eq!(one_joined, BTreeSet::from([Role::Worker]));
+        let joined = awaiting(&journal, &none, Some(&[node("w-1"), node("p-1")])).unwrap();
+        assert!(joined.is_empty());
+        // A provision starting in this pass counts at once.
+        let starting = BTreeSet::from(["m-1"]);
+        let now = awaiting(&journal, &starting, Some(&[node("w-1"), node("p-1")])).unwrap();
+        assert_eq!(now, BTreeSet::from([Role::Manager]));
+        assert_eq!(
+            awaiting(&journal, &none, None),
             None,
             "no node list: unknown"
         );

@@ -267,8 +267,22 @@ impl Operation {
     pub fn reached(&self, step: Step) -> bool {
         let steps = self.steps();
         let at = |s: Step| steps.iter().position(|x| *x == s);
+        // A hook step's intent stands where its hook runs: a post hook
+        // at the step it follows, a pre hook just before the step it
+        // precedes (`steps_with_hooks`).
+        let stands = |s: Step| match s.hook() {
+            None => at(s),
+            Some(HookPoint::PostProvision) => at(Step::Provision),
+            Some(HookPoint::PostJoin) => at(Step::AwaitHealthy),
+            Some(HookPoint::PreDestroy) => at(Step::Destroy)?.checked_sub(1),
+            Some(HookPoint::PreDrain) => steps
+                .iter()
+                .position(|x| matches!(x, Step::Drain | Step::Demote | Step::DemoteSelfAndLeave))?
+                .checked_sub(1),
+        };
         self.done.contains(&step)
-            || at(step).is_some_and(|k| self.intent.as_ref().and_then(|i| at(i.step)) >= Some(k))
+            || at(step)
+                .is_some_and(|k| self.intent.as_ref().and_then(|i| stands(i.step)) >= Some(k))
     }
 
     /// The steps, in order.

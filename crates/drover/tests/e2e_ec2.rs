@@ -214,7 +214,8 @@ async fn the_leader_last_roll_of_managers_and_workers_runs_through_the_ec2_api()
         let placed = placed_tokens(&moto).await;
         assert!(
             placed.len() >= 2,
-            "tokens of both roles were placed: {placed:?}"
+            "tokens of both roles were placed: {} found",
+            placed.len()
         );
         let t0 = Instant::now();
         loop {

@@ -20,8 +20,9 @@ pub const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"]
 /// worst, seconds usually).
 pub const YOUNG_WINDOW: Duration = Duration::from_secs(300);
 
-/// What a launch is made of, besides the properties.
-#[derive(Debug, Clone)]
+/// What a launch is made of, besides the properties. Its `Debug` leaves
+/// the user data out (it holds the boot environment).
+#[derive(Clone)]
 pub struct Launch<'a> {
     /// The properties.
     pub props: &'a Ec2Properties,
@@ -35,6 +36,22 @@ pub struct Launch<'a> {
     pub user_data: &'a str,
     /// The idempotency token.
     pub client_token: &'a str,
+}
+
+impl std::fmt::Debug for Launch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("props", &self.props)
+            .field("tags", &self.tags)
+            .field("zone", &self.zone)
+            .field("private_ip", &self.private_ip)
+            .field(
+                "user_data",
+                &format_args!("<{} bytes>", self.user_data.len()),
+            )
+            .field("client_token", &self.client_token)
+            .finish()
+    }
 }
 
 /// Why a request cannot become an instance.
@@ -64,6 +81,15 @@ pub enum Unfit {
         id: String,
         /// The zone (or `default`).
         zone: String,
+    },
+    /// A boot environment cannot be put in front of a script that is not
+    /// a shell script.
+    #[error(
+        "group {group:?}: the boot script must start with #!/bin/sh or #!/bin/bash: the ec2 provider gives it its environment as export lines after that line"
+    )]
+    NotShell {
+        /// The group.
+        group: String,
     },
     /// A boot environment variable that may not be placed in user data.
     #[error(
@@ -120,14 +146,37 @@ pub fn user_data(group: &str, script: &str, env: &[(&str, &str)]) -> Result<Stri
     if env.is_empty() {
         return Ok(script.to_string());
     }
+    // Exports fit a shell script only: in front of `#cloud-config` or a
+    // MIME header, cloud-init would no longer know the format and run
+    // nothing.
     let (first, rest) = match script.split_once('\n') {
-        Some((first, rest)) if first.starts_with("#!") => (format!("{first}\n"), rest),
-        _ => (String::new(), script),
+        Some((first, rest)) if is_shell(first) => (format!("{first}\n"), rest),
+        _ => {
+            return Err(Unfit::NotShell {
+                group: group.to_string(),
+            });
+        }
     };
     let exports = drover_core::template::sh_exports(env.iter().copied());
     Ok(format!(
         "{first}# The boot environment (docs/ec2.md, \"Secrets\"): the join token is rotated once this machine joined.\n{exports}{rest}"
     ))
+}
+
+/// `#!/bin/sh` or `#!/bin/bash` (with arguments or not).
+fn is_shell(first: &str) -> bool {
+    let interpreter = first
+        .strip_prefix("#!")
+        .map(str::trim_start)
+        .unwrap_or_default();
+    [
+        "/bin/sh",
+        "/bin/bash",
+        "/usr/bin/env sh",
+        "/usr/bin/env bash",
+    ]
+    .iter()
+    .any(|i| interpreter == *i || interpreter.starts_with(&format!("{i} ")))
 }
 
 /// The launch's `ClientToken`: a hash of the cluster and the journal's
@@ -341,6 +390,17 @@ mod tests {
         assert_eq!(lines[2], r"export DROVER_JOIN_TOKEN='SWMTKN-1-a'\''b'");
         assert_eq!(lines[4], "set -eu");
         assert_eq!(user_data("w", "#!/bin/sh\n", &[]).unwrap(), "#!/bin/sh\n");
+        // Exports only in front of a shell script.
+        let token = [("DROVER_JOIN_TOKEN", "SWMTKN-1-x")];
+        for script in [
+            "#cloud-config\nruncmd: []\n",
+            "Content-Type: multipart/mixed\n",
+            "#!/usr/bin/python3\n",
+        ] {
+            let e = user_data("w", script, &token).unwrap_err();
+            assert!(matches!(e, Unfit::NotShell { .. }), "{script}: {e}");
+        }
+        assert!(user_data("w", "#!/bin/bash -eu\n", &token).is_ok());
         let e = user_data("w", "#!/bin/sh\n", &[("API_KEY", "hunter2")]).unwrap_err();
         assert!(
             e.to_string().contains("API_KEY") && !e.to_string().contains("hunter2"),

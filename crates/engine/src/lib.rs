@@ -697,7 +697,11 @@ impl Engine {
                 .rotate_worker_token(!manager)
                 .build();
             fence.check()?;
-            let spec = s.spec.unwrap_or_default();
+            // Never a default spec: it would turn autolock off and reset
+            // the raft, dispatcher and CA settings.
+            let spec = s
+                .spec
+                .ok_or_else(|| EngineError::Other("the swarm has no spec".into()))?;
             bounded(CALL_TIMEOUT, self.docker.update_swarm(spec, opts)).await
         };
         attempt

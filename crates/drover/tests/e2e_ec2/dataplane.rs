@@ -228,8 +228,19 @@ fn boot(
         &format!("address=\"{private_ip}\""),
         &format!("address=\"{address}\""),
     );
+    // Readable by root only: it holds a join token (rotated away soon).
     let file = dir.join("user-data");
-    std::fs::write(&file, script).expect("the user data");
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)
+            .expect("the user data");
+        f.write_all(script.as_bytes()).expect("the user data");
+    }
     let log = std::fs::File::create(dir.join("boot.log")).expect("the boot log");
     let boot = Command::new("sh")
         .arg(&file)
@@ -290,7 +301,8 @@ fn halt(dir: &Path, boot: Option<Child>) {
     if let Some(keep) = std::env::var_os("DROVER_E2E_LOGS") {
         let to = Path::new(&keep).join(dir.file_name().unwrap_or_default());
         let _ = std::fs::create_dir_all(&to);
-        for f in ["boot.log", "dockerd.log", "controller.log", "user-data"] {
+        // Not the user data: it holds a join token.
+        for f in ["boot.log", "dockerd.log", "controller.log"] {
             let _ = std::fs::copy(dir.join(f), to.join(f));
         }
     }

@@ -231,3 +231,19 @@ fn heals_and_dead_node_removals_run_no_hooks() {
     let roll = replacement_op("o", OpKind::Roll, crate::spec::Role::Worker, "w1", None);
     assert_ne!(roll.steps_with_hooks(&hooks), roll.steps());
 }
+
+#[test]
+fn a_hook_steps_intent_stands_where_its_hook_runs() {
+    let mut op = replacement_op("o", OpKind::Roll, crate::spec::Role::Worker, "w1", None);
+    let at = |op: &mut Operation, step| {
+        op.intent = Some(crate::journal::Intent { step, epoch: 1 });
+    };
+    at(&mut op, Step::PreDrainHook);
+    assert!(!op.reached(Step::Drain), "before the drain");
+    at(&mut op, Step::PreDestroyHook);
+    assert!(op.reached(Step::Drain) && !op.reached(Step::Destroy));
+    at(&mut op, Step::PostProvisionHook);
+    assert!(op.reached(Step::Provision) && !op.reached(Step::AwaitHealthy));
+    at(&mut op, Step::PostJoinHook);
+    assert!(op.reached(Step::AwaitHealthy));
+}
