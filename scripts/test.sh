@@ -10,6 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The engines' swarm init makes a `docker_gwbridge` bridge in this host's
+# network namespace (they all share it), which no engine removes when it
+# stops: removed after the run when the run made it.
+gwbridge_before=0
+ip link show docker_gwbridge >/dev/null 2>&1 && gwbridge_before=1
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked --no-run
@@ -58,4 +63,7 @@ cargo test --workspace --locked --exclude drover "${incus[@]}" || status=1
 [ "${DROVER_INCUS:-0}" = 1 ] || cargo test -p drover-incus --locked --lib || status=1
 cargo test -p drover --locked --bins "${others[@]}" || status=1
 wait "$e2e_pid" || status=1
+if [ "$gwbridge_before" = 0 ] && ip link show docker_gwbridge >/dev/null 2>&1; then
+  ip link delete docker_gwbridge || status=1
+fi
 exit "$status"
