@@ -10,7 +10,9 @@
 //! disruption of a node running the same service waits until the moved
 //! tasks run again, unless the budget allows more at once.
 
+use super::DesiredGroup;
 use super::group::Planner;
+use super::memory::Timer;
 use crate::budget::ServiceBudget;
 use crate::journal::Operation;
 use crate::model::{Availability, Node, Service, Services};
@@ -24,7 +26,7 @@ const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Whether a node may be disrupted, by its services' budgets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Verdict {
+enum Verdict {
     /// Within every budget.
     Go,
     /// Not now: a service's tasks are down already.
@@ -68,7 +70,7 @@ impl<'a> Budgets<'a> {
 
     /// May `node` be disrupted, with `default` the budget of services
     /// that declare none?
-    pub(crate) fn verdict(&self, node: &Node, default: Option<ServiceBudget>) -> Verdict {
+    fn verdict(&self, node: &Node, default: Option<ServiceBudget>) -> Verdict {
         let services = match self.services {
             Services::Known(s) => s,
             Services::Unknown(_) if node.running_tasks == 0 => return Verdict::Go,
@@ -137,31 +139,48 @@ impl<'a> Budgets<'a> {
     }
 
     /// Counts `node`'s tasks as leaving for the rest of the pass.
-    pub(crate) fn spend(&mut self, node: &Node) {
+    fn spend(&mut self, node: &Node) {
         if !matches!(self.services, Services::Known(s) if s.is_empty()) {
             self.going.insert(node.id.clone());
         }
     }
 }
 
-impl<'a> Planner<'a> {
-    /// The budget gate for `node`, disrupted by group `group`: `Go`
-    /// spends the node's tasks for the rest of the pass; a wait asks
-    /// for the next pass soon.
-    pub(crate) fn service_budget(&mut self, group: &str, node: &Node) -> Verdict {
-        let default = self
-            .input
-            .desired
-            .groups
-            .iter()
-            .find(|g| g.spec.name == group)
-            .and_then(|g| g.spec.update.service_budget);
-        let verdict = self.budgets.verdict(node, default);
-        match &verdict {
-            Verdict::Go => self.budgets.spend(node),
-            Verdict::Wait(_) => self.clock.wake_within(LOOK_AGAIN),
-            Verdict::Never(_) => {}
+/// What the budget gate says of a disruption.
+pub(crate) enum Gate {
+    /// Within every budget (the node's tasks are spent for the pass).
+    Go,
+    /// Not now, and why.
+    Hold(String),
+    /// Never as the tasks are placed, an unreadable label, or held past
+    /// the group's `step_timeout`: the group is blocked, never rolled back
+    /// (a rollback's steps would wait on the same budget).
+    Block(String),
+}
+
+impl Planner<'_> {
+    /// The budget gate for `node`, disrupted by group `d`, its hold timed
+    /// by the key `held` (an operation's id, or a member's before its
+    /// operation begins). `Go` spends the node's tasks for the rest of the
+    /// pass; a hold asks for the next pass soon.
+    pub(crate) fn budget_gate(&mut self, d: &DesiredGroup, node: &Node, held: &str) -> Gate {
+        let timeout = d.spec.update.step_timeout;
+        match self.budgets.verdict(node, d.spec.update.service_budget) {
+            Verdict::Go => {
+                self.budgets.spend(node);
+                Gate::Go
+            }
+            Verdict::Never(why) => Gate::Block(why),
+            Verdict::Wait(why) if self.clock.elapsed(Timer::Budget(held.to_string()), timeout) => {
+                Gate::Block(format!(
+                    "{why}; held longer than update.step_timeout ({})",
+                    humantime::format_duration(timeout)
+                ))
+            }
+            Verdict::Wait(why) => {
+                self.clock.wake_within(LOOK_AGAIN);
+                Gate::Hold(why)
+            }
         }
-        verdict
     }
 }

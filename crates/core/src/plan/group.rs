@@ -1,13 +1,12 @@
 //! One planning pass: evaluate operations in flight, then start new ones
 //! group by group (managers first), then summarise.
 
-use super::budget::{Budgets, Verdict};
+use super::budget::{Budgets, Gate};
 use super::fast::Set;
 use super::health::Health;
 use super::in_flight::{InFlight, Ops};
 use super::memory::UNLISTED_BOUND;
 use super::memory::{Clock, Timer};
-use super::steps::held_too_long;
 use super::view::{Found, Member, View};
 use super::world::World;
 use super::zones::ShortZones;
@@ -651,21 +650,13 @@ impl<'a> Planner<'a> {
             return true;
         };
         let name = d.spec.name.as_str();
-        let timeout = d.spec.update.step_timeout;
-        match self.service_budget(name, node) {
-            Verdict::Go => true,
-            Verdict::Wait(why) if self.clock.elapsed(Timer::Budget(inst.id.clone()), timeout) => {
-                self.block(
-                    name,
-                    format!("{} {}", inst.id, held_too_long(&why, timeout)),
-                );
-                false
-            }
-            Verdict::Wait(why) => {
+        match self.budget_gate(d, node, &inst.id) {
+            Gate::Go => true,
+            Gate::Hold(why) => {
                 self.wait(name, format!("{} waits: {why}", inst.id));
                 false
             }
-            Verdict::Never(why) => {
+            Gate::Block(why) => {
                 self.block(name, why);
                 false
             }

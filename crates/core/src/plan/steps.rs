@@ -3,7 +3,8 @@
 //! done), next to the rules that gate it.
 
 use super::Action;
-use super::budget::Verdict;
+use super::DesiredGroup;
+use super::budget::Gate;
 use super::group::Planner;
 use super::health::Health;
 use super::memory::Timer;
@@ -12,7 +13,6 @@ use super::op::{StepOf, StepState, undisrupted, wait, wait_for};
 use crate::journal::{Operation, Step};
 use crate::model::{Availability, Node, NodeState};
 use crate::spec::{OnDrainTimeout, Role};
-use std::time::Duration;
 
 impl<'a> Planner<'a> {
     /// Provision: done once the operation's machine is listed; otherwise its
@@ -152,7 +152,7 @@ impl<'a> Planner<'a> {
         if n.availability != Availability::Drain {
             // Checked again here: a surge roll drains long after it began,
             // and the services' tasks may be down by then.
-            return self.within_budgets(op, n, d.spec.update.step_timeout, || Action::Drain {
+            return self.within_budgets(op, n, d, || Action::Drain {
                 op: op.id.clone(),
                 node: n.id.clone(),
             });
@@ -208,38 +208,32 @@ impl<'a> Planner<'a> {
                 StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
             }
             Some(no) => wait_for(move || format!("demote of {} waits: {no}", n.id)),
-            None => self.within_budgets(op, n, s.view.d.spec.update.step_timeout, || {
-                Action::Demote {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                }
+            None => self.within_budgets(op, n, s.view.d, || Action::Demote {
+                op: op.id.clone(),
+                node: n.id.clone(),
             }),
         }
     }
 
     /// `act` once `n`'s tasks may go by their services' budgets (a
     /// manager running tasks loses them as its machine goes; a worker's
-    /// drain is gated the same way), else a hold naming the service, and
-    /// after `timeout` (the group's `step_timeout`) a block: never a
-    /// rollback, whose own steps would wait on the same budget. Only a
-    /// roll or a retirement is held: a heal's member is broken already.
+    /// drain is gated the same way), else a hold naming the service, or a
+    /// block ([`Gate::Block`]). Only a roll or a retirement is held: a
+    /// heal's member is broken already.
     fn within_budgets<'o>(
         &mut self,
         op: &Operation,
         n: &Node,
-        timeout: Duration,
+        d: &DesiredGroup,
         act: impl FnOnce() -> Action,
     ) -> StepState<'o> {
         if !op.is_voluntary() {
             return StepState::Act(act());
         }
-        match self.service_budget(&op.group, n) {
-            Verdict::Go => StepState::Act(act()),
-            Verdict::Never(why) => StepState::Fail(why),
-            Verdict::Wait(why) if self.clock.elapsed(Timer::Budget(op.id.clone()), timeout) => {
-                StepState::Fail(held_too_long(&why, timeout))
-            }
-            Verdict::Wait(why) => StepState::Hold(why),
+        match self.budget_gate(d, n, &op.id) {
+            Gate::Go => StepState::Act(act()),
+            Gate::Hold(why) => StepState::Hold(why),
+            Gate::Block(why) => StepState::Fail(why),
         }
     }
 
@@ -290,11 +284,9 @@ impl<'a> Planner<'a> {
                 }
                 return wait_for(move || format!("self-demotion waits: {no}"));
             }
-            return self.within_budgets(op, n, s.view.d.spec.update.step_timeout, || {
-                Action::DemoteSelfAndLeave {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                }
+            return self.within_budgets(op, n, s.view.d, || Action::DemoteSelfAndLeave {
+                op: op.id.clone(),
+                node: n.id.clone(),
             });
         }
         // Another controller: the old leader journaled this, then
@@ -410,12 +402,4 @@ impl<'a> Planner<'a> {
             force: n.state == NodeState::Ready,
         })
     }
-}
-
-/// The block of a disruption held by a service budget past `timeout`.
-pub(super) fn held_too_long(why: &str, timeout: Duration) -> String {
-    format!(
-        "{why}; held longer than update.step_timeout ({})",
-        humantime::format_duration(timeout)
-    )
 }
