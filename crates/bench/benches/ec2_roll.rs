@@ -9,7 +9,10 @@
 //!
 //! `cargo bench -p drover-bench --bench ec2_roll` (moto from
 //! scripts/setup.sh); `DROVER_EC2_BENCH_SIZE` (100) instances,
-//! `DROVER_EC2_BENCH_IN_FLIGHT` (10) at a time.
+//! `DROVER_EC2_BENCH_IN_FLIGHT` (10) at a time;
+//! `DROVER_EC2_BENCH_FAST_BRINGUP=1` brings the group up without the
+//! limits, by a first controller that then stops (the roll's controller
+//! takes over), when only the roll is of interest.
 
 use drover_controller::Metrics;
 use drover_ec2::testkit::controlled::{commit, controller, converged, plain_group, store};
@@ -52,28 +55,58 @@ async fn main() {
     let size = env("DROVER_EC2_BENCH_SIZE", 100);
     let in_flight = env("DROVER_EC2_BENCH_IN_FLIGHT", 10);
     let limits = Rates::default();
+    let fast_bringup = std::env::var_os("DROVER_EC2_BENCH_FAST_BRINGUP").is_some();
     let moto = Moto::start().await;
     let proxy = Proxy::start(&moto).await;
-    proxy.set(Faults {
-        rates: Some(limits),
-        ..Faults::default()
-    });
     let subnet = moto.subnets().await["us-east-1a"].clone();
     let store = store(&plain_group(size, in_flight, "t3.micro", &subnet)).await;
-    let settings = Settings {
+    let settings = |rates| Settings {
         credentials: moto.credentials(),
+        rates,
         ..Settings::new(REGION, Some(&proxy.endpoint))
     };
-    let metrics = Metrics::new();
-    let running = controller(Ec2Provider::new(settings), &store, metrics.clone());
     let long = Duration::from_secs(3600);
     let up = Instant::now();
-    converged(&store, 1, long).await;
-    println!(
-        "brought up {size} instances in {:.1} s (least at the launch limit: {:.1} s)\n",
-        up.elapsed().as_secs_f64(),
-        least(size as u64, limits.run)
-    );
+    let metrics = Metrics::new();
+    let running = if fast_bringup {
+        let unlimited = Rate {
+            per_sec: 1000.0,
+            burst: 1000.0,
+        };
+        let first = controller(
+            Ec2Provider::new(settings(Rates {
+                describe: unlimited,
+                run: unlimited,
+                mutate: unlimited,
+            })),
+            &store,
+            Metrics::new(),
+        );
+        converged(&store, 1, long).await;
+        first.stop().await;
+        println!(
+            "brought up {size} instances without limits in {:.1} s\n",
+            up.elapsed().as_secs_f64()
+        );
+        proxy.set(Faults {
+            rates: Some(limits),
+            ..Faults::default()
+        });
+        controller(Ec2Provider::new(settings(limits)), &store, metrics.clone())
+    } else {
+        proxy.set(Faults {
+            rates: Some(limits),
+            ..Faults::default()
+        });
+        let running = controller(Ec2Provider::new(settings(limits)), &store, metrics.clone());
+        converged(&store, 1, long).await;
+        println!(
+            "brought up {size} instances in {:.1} s (least at the launch limit: {:.1} s)\n",
+            up.elapsed().as_secs_f64(),
+            least(size as u64, limits.run)
+        );
+        running
+    };
     let before: Vec<(u64, u64)> = ACTIONS
         .iter()
         .map(|a| (proxy.calls(a), proxy.throttled(a)))

@@ -452,7 +452,10 @@ async fn provision_request(
         join_addr,
         init,
         engine_labels: engine_labels.clone(),
-    };
+        drover_url: String::new(),
+        drover_sha256: String::new(),
+    }
+    .with_release(g.spec.flavor.drover.as_ref());
     Ok(ProvisionRequest {
         tags: tags.into_iter().collect::<BTreeMap<_, _>>(),
         logical_id: logical_id.clone(),

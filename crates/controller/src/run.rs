@@ -28,6 +28,10 @@ use tokio::time::Instant;
 /// Consecutive passes allowed without sleeping.
 const MAX_IMMEDIATE_PASSES: u32 = 20;
 
+/// How long the pass that follows a pass at once first waits for the
+/// steps that pass started (a finished step wakes it sooner).
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// While a pass acts, status is published at most this often, and at once
 /// when a group's phase or the swarm's status changes: the document lists
 /// every member, and writing it on every pass of a 1000-member rollout was
@@ -122,6 +126,8 @@ pub struct Controller {
     passes: u64,
     /// Consecutive passes run without sleeping.
     immediate: u32,
+    /// The operations whose step the last pass started.
+    fresh: Vec<String>,
     /// Nudges from outside (engine events): look again now.
     triggers: Option<mpsc::UnboundedReceiver<()>>,
     /// Set once a write was fenced: an off-cluster controller then stops for
@@ -179,6 +185,7 @@ impl Controller {
             published: Default::default(),
             passes: 0,
             immediate: 0,
+            fresh: Vec::new(),
             triggers: None,
             fenced: false,
             last_beat: None,
@@ -258,9 +265,20 @@ impl Controller {
             if changed && self.immediate < MAX_IMMEDIATE_PASSES {
                 // The journal changed: plan again at once
                 // (bounded, so a planner that keeps changing its mind cannot
-                // spin the loop without letting time pass).
+                // spin the loop without letting time pass) — or, while a step
+                // that pass started still runs, once it ends or `SETTLE` has
+                // passed. Most steps are one quick call; observed before it
+                // returns, the world still looks as before it, and a pass on
+                // that view finds nothing new to do: where observing takes
+                // seconds (a describe of 1000 EC2 instances), every step
+                // would wait a whole extra pass to be seen done.
                 self.immediate += 1;
-                sleep = Duration::ZERO;
+                let settling = self.fresh.iter().any(|op| self.running.contains_key(op));
+                sleep = if settling {
+                    sleep.min(SETTLE)
+                } else {
+                    Duration::ZERO
+                };
             } else {
                 self.immediate = 0;
             }
@@ -657,6 +675,7 @@ impl Controller {
 
     /// One observe → plan → journal → act pass.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
+        self.fresh.clear();
         let passed = self.guarded_pass().await;
         if let Some(m) = &self.metrics {
             m.passed(wall_ms());
@@ -1088,6 +1107,7 @@ impl Controller {
         };
         self.running
             .insert(op.clone(), (!hand_over).then(|| effect.abort_handle()));
+        self.fresh.push(op.clone());
         tokio::spawn(async move {
             let (result, output) = match effect.await {
                 Ok(Ok(output)) => (Ok(()), output),

@@ -100,6 +100,11 @@ pub struct BootContext {
     pub init: bool,
     /// Engine labels to put on the engine, drover's own included.
     pub engine_labels: BTreeMap<String, String>,
+    /// The drover release to install (`flavor.drover`), or empty: the
+    /// image holds drover.
+    pub drover_url: String,
+    /// Its SHA-256 (hex), or empty.
+    pub drover_sha256: String,
 }
 
 impl BootContext {
@@ -115,6 +120,20 @@ impl BootContext {
             join_addr: "127.0.0.11:2377".into(),
             init: false,
             engine_labels: BTreeMap::new(),
+            drover_url: String::new(),
+            drover_sha256: String::new(),
+        }
+    }
+
+    /// This context, installing `release` (if any).
+    pub fn with_release(self, release: Option<&crate::spec::DroverRelease>) -> Self {
+        let (drover_url, drover_sha256) = release
+            .map(|r| (r.url.clone(), r.sha256.clone()))
+            .unwrap_or_default();
+        BootContext {
+            drover_url,
+            drover_sha256,
+            ..self
         }
     }
 }
@@ -228,6 +247,40 @@ mod tests {
         let unit = include_str!("../../../deploy/systemd/drover-controller.service");
         assert!(script.contains(unit), "the unit shipped in deploy/systemd/");
         assert!(script.contains("systemctl enable --now drover-controller.service"));
+    }
+
+    #[test]
+    fn a_pinned_release_is_checked_and_installed_before_the_controller_or_the_join() {
+        let release = crate::spec::DroverRelease {
+            url: "https://releases.example/drover-0.2".into(),
+            sha256: "ab".repeat(32),
+        };
+        for provider in ["incus", "ec2"] {
+            let ctx = BootContext::example(Role::Manager).with_release(Some(&release));
+            let script = render(default_boot_script(provider, Role::Manager), &ctx).unwrap();
+            let at = |needle: &str| {
+                script
+                    .find(needle)
+                    .unwrap_or_else(|| panic!("{needle:?} missing in {script}"))
+            };
+            let fetch = at("-o \"$drover_new\" 'https://releases.example/drover-0.2'");
+            let check = at(&format!(
+                "echo \"{}  $drover_new\" | sha256sum -c --quiet -",
+                release.sha256
+            ));
+            let install = at("install -m 0755 \"$drover_new\" /usr/local/bin/drover");
+            let unit = at("systemctl enable --now drover-controller.service");
+            let join = at("drover engine join");
+            assert!(fetch < check && check < install && install < unit && unit < join);
+            assert!(script.starts_with("#!/bin/sh\n"));
+            // Without a pin, the image's drover is used.
+            let plain = render(
+                default_boot_script(provider, Role::Manager),
+                &BootContext::example(Role::Manager),
+            )
+            .unwrap();
+            assert!(!plain.contains("drover_new"), "{plain}");
+        }
     }
 
     #[test]

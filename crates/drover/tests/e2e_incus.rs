@@ -5,7 +5,10 @@
 //! commands act: `apply` bootstraps 3 pet managers (fixed addresses, a
 //! spare slot) and 2 cattle workers from nothing; a change rolls through
 //! both groups under the 200 ms quorum watcher; `destroy` removes every
-//! group, and no machine is left.
+//! group, and no machine is left. The managers install drover as the
+//! release their group pins (`flavor.drover`, served over HTTP on the
+//! bridge's host address), and the roll is also an upgrade to another
+//! release; the workers' image holds it (a disk device).
 //!
 //! The test's own bridge `drvt60` (10.203.60.0/24, NAT and routing off)
 //! holds only the machines it made; the lab deletes them and the bridge
@@ -26,19 +29,110 @@ use support::{Watch, watch_engines};
 const NET: &str = "drvt60";
 const SUBNET: &str = "10.203.60";
 
-/// The cluster file: `tier` is the engine label a roll changes.
-fn spec(lab: &Lab, tier: &str) -> String {
+/// The cluster file: `tier` is the engine label a roll changes, `release`
+/// the drover release (URL, SHA-256) the managers install.
+fn spec(lab: &Lab, tier: &str, release: &(String, String)) -> String {
     let bin = env!("CARGO_BIN_EXE_drover");
-    let props = format!(
-        "{{image: {image}, network: {NET}, storage_pool: drover, memory: 1GiB, \
-         devices: {{drover-bin: {{type: disk, source: {bin}, path: /usr/local/bin/drover, readonly: 'true'}}}}}}",
+    let base = format!(
+        "image: {image}, network: {NET}, storage_pool: drover, memory: 1GiB",
         image = lab.image
     );
+    let with_bin = format!(
+        "{{{base}, devices: {{drover-bin: {{type: disk, source: {bin}, path: /usr/local/bin/drover, readonly: 'true'}}}}}}"
+    );
+    let (url, sha256) = release;
     format!(
         "groups:\n\
-         - name: managers\n  role: manager\n  allocation:\n    logical_ids: [{SUBNET}.11, {SUBNET}.12, {SUBNET}.13]\n    spare_ids: [{SUBNET}.14]\n  instance:\n    provider: incus\n    properties: {props}\n  flavor:\n    engine_labels: {{tier: {tier}}}\n\
-         - name: workers\n  role: worker\n  allocation: {{size: 2}}\n  instance:\n    provider: incus\n    properties: {props}\n  flavor:\n    engine_labels: {{tier: {tier}}}\n"
+         - name: managers\n  role: manager\n  allocation:\n    logical_ids: [{SUBNET}.11, {SUBNET}.12, {SUBNET}.13]\n    spare_ids: [{SUBNET}.14]\n  instance:\n    provider: incus\n    properties: {{{base}}}\n  flavor:\n    engine_labels: {{tier: {tier}}}\n    drover: {{url: '{url}', sha256: {sha256}}}\n\
+         - name: workers\n  role: worker\n  allocation: {{size: 2}}\n  instance:\n    provider: incus\n    properties: {with_bin}\n  flavor:\n    engine_labels: {{tier: {tier}}}\n"
     )
+}
+
+/// Two drover releases served over HTTP on the lab bridge's host address:
+/// `a`, the binary under test, and `b`, the same with bytes appended
+/// (another SHA-256, as an upgrade has). Each as (URL, SHA-256).
+struct Releases {
+    a: (String, String),
+    b: (String, String),
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Releases {
+    async fn serve(files: &Path) -> Releases {
+        let a = std::fs::read(env!("CARGO_BIN_EXE_drover")).unwrap();
+        let mut b = a.clone();
+        b.extend_from_slice(b"\ndrover e2e_incus: release b\n");
+        let sha = |name: &str, bytes: &[u8]| {
+            let path = files.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let out = Command::new("sha256sum").arg(&path).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)[..64].to_string()
+        };
+        let (sha_a, sha_b) = (sha("drover-a", &a), sha("drover-b", &b));
+        let served = Arc::new(std::collections::BTreeMap::from([
+            ("drover-a".to_string(), a),
+            ("drover-b".to_string(), b),
+        ]));
+        let app = axum::Router::new().route(
+            "/{name}",
+            axum::routing::get(
+                move |axum::extract::Path(name): axum::extract::Path<String>| {
+                    let served = served.clone();
+                    async move {
+                        served
+                            .get(&name)
+                            .cloned()
+                            .ok_or(axum::http::StatusCode::NOT_FOUND)
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind(format!("{SUBNET}.1:0"))
+            .await
+            .unwrap();
+        let at = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Releases {
+            a: (format!("http://{at}/drover-a"), sha_a),
+            b: (format!("http://{at}/drover-b"), sha_b),
+            server,
+        }
+    }
+}
+
+impl Drop for Releases {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// The SHA-256 of the drover each manager machine runs.
+fn installed_releases(lab: &Lab, managers: &[String]) -> Vec<String> {
+    managers
+        .iter()
+        .map(|m| {
+            let out = lab.exec(m, "sha256sum /usr/local/bin/drover");
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The machines running a controller (the managers).
+fn manager_machines(lab: &Lab) -> Vec<String> {
+    lab.machines()
+        .into_iter()
+        .filter(|m| {
+            lab.exec(m, "test -f /etc/drover/controller.env")
+                .status
+                .success()
+        })
+        .collect()
 }
 
 /// Runs `drover ARGS` with the lab's incus provider, printing what it said.
@@ -121,8 +215,9 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     let _logs = LogsOnFailure(&lab);
     let engines: PathBuf = lab.engine_dir().to_path_buf();
     let files = tempfile::tempdir().unwrap();
+    let releases = Releases::serve(files.path()).await;
     let v1 = files.path().join("v1.yaml");
-    std::fs::write(&v1, spec(&lab, "v1")).unwrap();
+    std::fs::write(&v1, spec(&lab, "v1", &releases.a)).unwrap();
 
     // Bootstrap from nothing: the first manager through the provider, then
     // its own controller (a systemd unit) builds the rest.
@@ -143,16 +238,12 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     assert!(out.status.success(), "bootstrap failed");
     let bootstrap = converged(&lab, "v1", Duration::from_secs(300)).await;
     let bootstrap = t0.elapsed().max(bootstrap);
-    let managers: Vec<String> = lab
-        .machines()
-        .into_iter()
-        .filter(|m| {
-            lab.exec(m, "test -f /etc/drover/controller.env")
-                .status
-                .success()
-        })
-        .collect();
+    let managers = manager_machines(&lab);
     assert_eq!(managers.len(), 3, "three managers run a controller");
+    assert_eq!(
+        installed_releases(&lab, &managers),
+        vec![releases.a.1.clone(); 3]
+    );
     for m in &managers {
         let unit = lab.exec(m, "systemctl is-active drover-controller.service");
         assert_eq!(
@@ -171,7 +262,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     // A roll through both groups under the quorum watcher.
     let watcher = Watcher::start(lab.provider());
     let v2 = files.path().join("v2.yaml");
-    std::fs::write(&v2, spec(&lab, "v2")).unwrap();
+    std::fs::write(&v2, spec(&lab, "v2", &releases.b)).unwrap();
     let store = format!(
         "swarm:unix://{}",
         engines.join(format!("{}.sock", managers[0])).display()
@@ -194,6 +285,11 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
         after.iter().all(|m| !before.contains(m)),
         "every machine was replaced: before {before:?}, after {after:?}"
     );
+    assert_eq!(
+        installed_releases(&lab, &manager_machines(&lab)),
+        vec![releases.b.1.clone(); 3],
+        "every manager runs release b"
+    );
 
     // Faults drover does not cause, during a second roll: a follower
     // manager loses power, a worker loses its network. The quorum holds,
@@ -204,7 +300,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     // with the join fix that got that far (the other stalled on that cause).
     let faults = std::env::var("DROVER_INCUS_FAULTS").is_ok_and(|v| v == "1");
     let faulted = if faults {
-        Some(faults_during_a_roll(&lab, &engines, files.path()).await)
+        Some(faults_during_a_roll(&lab, &engines, files.path(), &releases.b).await)
     } else {
         None
     };
@@ -264,10 +360,15 @@ impl Watcher {
 
 /// A roll to `v3` during which a follower manager loses power and a
 /// worker its network: quorum kept, the roll completes, both replaced.
-async fn faults_during_a_roll(lab: &Lab, engines: &Path, files: &Path) -> Duration {
+async fn faults_during_a_roll(
+    lab: &Lab,
+    engines: &Path,
+    files: &Path,
+    release: &(String, String),
+) -> Duration {
     let watcher = Watcher::start(lab.provider());
     let v3 = files.join("v3.yaml");
-    std::fs::write(&v3, spec(lab, "v3")).unwrap();
+    std::fs::write(&v3, spec(lab, "v3", release)).unwrap();
     let t0 = Instant::now();
     let out = drover(
         engines,

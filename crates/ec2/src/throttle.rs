@@ -93,6 +93,22 @@ impl Rates {
         }
     }
 
+    /// These limits with every call of a family `margin` further from
+    /// the next than its rate asks (bursts unchanged): what a client paces
+    /// itself at so that jitter on the way does not make two calls arrive
+    /// closer than the rate allows.
+    pub fn spaced(&self, margin: Duration) -> Rates {
+        let space = |r: Rate| Rate {
+            per_sec: 1.0 / (1.0 / r.per_sec + margin.as_secs_f64()),
+            burst: r.burst,
+        };
+        Rates {
+            describe: space(self.describe),
+            run: space(self.run),
+            mutate: space(self.mutate),
+        }
+    }
+
     /// A full bucket per family, in [`Family::index`] order.
     pub fn buckets(&self, now: Instant) -> [Bucket; 3] {
         [Family::Describe, Family::Run, Family::Mutate].map(|f| Bucket::new(self.of(f), now))
@@ -169,6 +185,18 @@ mod tests {
         per_sec: 2.0,
         burst: 5.0,
     };
+
+    #[test]
+    fn spaced_rates_leave_room_for_the_jitter_and_keep_the_burst() {
+        let rates = Rates {
+            describe: RUN,
+            run: RUN,
+            mutate: RUN,
+        };
+        let spaced = rates.spaced(Duration::from_millis(5));
+        assert!((1.0 / spaced.run.per_sec - 0.505).abs() < 1e-9);
+        assert_eq!(spaced.run.burst, RUN.burst);
+    }
 
     #[test]
     fn a_burst_goes_at_once_then_the_rate_holds() {

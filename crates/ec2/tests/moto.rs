@@ -10,7 +10,9 @@ use drover_core::template::BootContext;
 use drover_ec2::testkit::{AMI, Faults, Moto, Proxy, REGION};
 use drover_ec2::throttle::{Rate, Rates};
 use drover_ec2::{Ec2Provider, api::Credentials};
-use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
+use drover_spi::{
+    InstanceProvider, ProviderCall, ProviderError, ProvisionRequest, Secret, Unfenced,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -399,6 +401,54 @@ async fn a_group_converges_under_sustained_throttling() {
         moto.states().await,
         BTreeMap::from([("terminated".to_string(), 10)])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launches_queued_in_turn_leave_no_faster_than_ec2_counts_them() {
+    // The controller queues a launch (`ready`) before it takes the lease
+    // the launch is made under, so launches reserved in turn may leave out
+    // of turn. EC2 counts arrivals: two leaving closer than its rate once
+    // the burst is spent are throttled, and each throttle costs a token.
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let run = Rate {
+        per_sec: 5.0,
+        burst: 1.0,
+    };
+    let rates = Rates {
+        run,
+        ..Rates::default()
+    };
+    proxy.set(Faults {
+        rates: Some(rates),
+        ..Faults::default()
+    });
+    let settings = drover_ec2::Settings {
+        rates,
+        ..moto.settings(&proxy.endpoint)
+    };
+    let p = Ec2Provider::new(settings);
+    let req = request(&moto, "c1", "x", None).await;
+    let launches = (0..16u64).map(|n| {
+        let p = p.clone();
+        let mut req = req.clone();
+        req.tags.insert(tags::LINK.to_string(), format!("op-{n}"));
+        tokio::spawn(async move {
+            p.ready(ProviderCall::Provision).await;
+            // Every other launch's lease took longer to get.
+            tokio::time::sleep(Duration::from_millis(150 * (n % 2))).await;
+            p.provision(req, &Unfenced).await
+        })
+    });
+    for l in launches {
+        l.await.unwrap().expect("every launch gets through");
+    }
+    // Paced to leave room for the way's jitter (without it: 5 to 7 of 16
+    // throttled); one throttle is left to a machine stalling the test for
+    // longer than that room.
+    let throttled = proxy.throttled("RunInstances");
+    assert!(throttled <= 1, "{throttled} launches throttled");
+    assert_eq!(proxy.calls("RunInstances"), 16 + throttled);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

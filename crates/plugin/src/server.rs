@@ -287,6 +287,8 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
         join_addr: String::new(),
         init: false,
         engine_labels: ext.engine_labels.clone(),
+        drover_url: String::new(),
+        drover_sha256: String::new(),
     };
     let properties = match req.spec.properties {
         Value::Null => Value::Object(Default::default()),

@@ -457,6 +457,7 @@ gc: {orphan_grace: 15m}
                 )
                 .into(),
                 engine_labels: Default::default(),
+                drover: None,
             };
             s.groups[1].update.max_in_flight = 1;
             s.groups[1].allocation = Allocation::Size {

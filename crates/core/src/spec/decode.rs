@@ -8,6 +8,7 @@
 use super::diag::{Diagnostic, Severity};
 use super::*;
 mod hooks;
+mod release;
 
 use crate::budget::{Amount, ServiceBudget};
 use crate::quorum;
@@ -1105,13 +1106,15 @@ impl Decoder<'_> {
             }
             Some(n) => self.string(n, &join(path, "boot_script")),
         };
+        let release = self.release(f.get("drover"), &join(path, "drover"), role);
         let mut rendered = true;
         for init in [false, true] {
             let Some(script) = &boot_script else { break };
             let ctx = BootContext {
                 init,
                 ..BootContext::example(role.unwrap_or(Role::Worker))
-            };
+            }
+            .with_release(release.as_ref().and_then(Option::as_ref));
             if let Err(e) = template::render(script, &ctx) {
                 // At the failing expression itself when the script is a
                 // literal block, else at the script.
@@ -1141,6 +1144,7 @@ impl Decoder<'_> {
             kind: expected?,
             boot_script: boot_script?,
             engine_labels: labels?,
+            drover: release?,
         })
     }
 
@@ -1549,7 +1553,7 @@ fn node_text(node: &Node) -> String {
 
 const ALLOCATION_FIELDS: &[&str] = &["size", "logical_ids", "zones", "spare_ids"];
 const INSTANCE_FIELDS: &[&str] = &["provider", "properties", "plugin"];
-const FLAVOR_FIELDS: &[&str] = &["kind", "boot_script", "engine_labels"];
+const FLAVOR_FIELDS: &[&str] = &["kind", "boot_script", "engine_labels", "drover"];
 const UPDATE_FIELDS: &[&str] = &[
     "strategy",
     "min_fault_tolerance",
@@ -1573,8 +1577,7 @@ const DRAIN_FIELDS: &[&str] = &["timeout", "on_timeout"];
 const ROLLOUT_FIELDS: &[&str] = &["after"];
 
 /// Variables a boot script template may use (see [`BootContext`]).
-const TEMPLATE_VARIABLES: &str =
-    "role, cluster_id, group, link, logical_id, address, join_addr, init, engine_labels";
+const TEMPLATE_VARIABLES: &str = "role, cluster_id, group, link, logical_id, address, join_addr, init, engine_labels, drover_url, drover_sha256";
 
 /// Position of the value at `keys` under `node`, if present.
 fn field_pos(node: &Node, keys: &[&str]) -> Option<Pos> {

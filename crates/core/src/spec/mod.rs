@@ -193,6 +193,23 @@ pub struct FlavorSpec {
     pub boot_script: String,
     /// Labels put on the Docker engine by the boot script.
     pub engine_labels: BTreeMap<String, String>,
+    /// `flavor.drover` (manager groups): the drover release the boot
+    /// script installs. Absent, the machine's image must hold drover;
+    /// absent from the config hash too, so other groups do not roll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drover: Option<DroverRelease>,
+}
+
+/// A pinned drover release: changing it changes every manager's boot
+/// script, which rolls the managers, leader last (how drover is upgraded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroverRelease {
+    /// Where the binary is fetched from: http:// or https://, no
+    /// credential (the spec is shown by plan and status).
+    pub url: String,
+    /// The binary's SHA-256, 64 lowercase hex digits: a download that
+    /// does not match is never installed (the boot script fails).
+    pub sha256: String,
 }
 
 /// Replace old-then-new, or add new-then-remove-old.

@@ -121,6 +121,14 @@ impl Decoder<'_> {
     }
 
     fn hook_url(&mut self, node: &Node, path: &str) -> Option<HookCall> {
+        let instead = "let the endpoint trust the network it listens on, or use a command hook that reads its credential from a file";
+        self.http_url(node, path, instead).map(HookCall::Http)
+    }
+
+    /// An http:// or https:// URL with a host and no credential in it
+    /// (a spec is shown by plan and status, and stored); `instead` says
+    /// what to do about a credential.
+    pub(super) fn http_url(&mut self, node: &Node, path: &str, instead: &str) -> Option<String> {
         let url = self.string(node, path)?;
         let rest = url
             .strip_prefix("http://")
@@ -139,10 +147,10 @@ impl Decoder<'_> {
             self.error(
                 node.pos(),
                 path,
-                "a credential in the URL is refused (the URL is stored with the spec and shown by plan and status); let the endpoint trust the network it listens on, or use a command hook that reads its credential from a file",
+                format!("a credential in the URL is refused (the URL is stored with the spec and shown by plan and status); {instead}"),
             );
             return None;
         }
-        Some(HookCall::Http(url))
+        Some(url)
     }
 }
