@@ -1,7 +1,9 @@
 //! Provider API economy: in steady state the controller describes each
 //! provider's machines once per resync interval (by cluster id, for every
 //! group on it and the orphan scan alike), never once per group or per
-//! instance, and makes no other provider call.
+//! instance, and makes no other provider call; during a roll, the pass
+//! after one that started a step waits for that step's call (a describe
+//! made before it returns could not show its effect).
 
 mod support;
 
@@ -30,11 +32,31 @@ const SPEC: &str = "groups:
 ";
 const RESYNC: Duration = Duration::from_secs(2);
 
-/// The simulated cloud, counting describes and every other call.
+/// The simulated cloud, counting describes and every other call; its
+/// launches and terminations take `call_time`.
 struct Counted {
     cloud: SimCloud,
     describes: AtomicU64,
     others: AtomicU64,
+    call_time: Duration,
+}
+
+impl Counted {
+    fn new(cloud: &SimCloud, call_time: Duration) -> Counted {
+        Counted {
+            cloud: cloud.clone(),
+            describes: AtomicU64::new(0),
+            others: AtomicU64::new(0),
+            call_time,
+        }
+    }
+
+    /// Counts a launch or termination, which takes `call_time`.
+    async fn call<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        self.others.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.call_time).await;
+        call.await
+    }
 }
 
 #[async_trait]
@@ -44,16 +66,14 @@ impl InstanceProvider for Counted {
         req: ProvisionRequest,
         fence: &dyn drover_spi::Fence,
     ) -> Result<String, ProviderError> {
-        self.others.fetch_add(1, Ordering::SeqCst);
-        self.cloud.provision(req, fence).await
+        self.call(self.cloud.provision(req, fence)).await
     }
     async fn destroy_fenced(
         &self,
         instance: &str,
         fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
-        self.others.fetch_add(1, Ordering::SeqCst);
-        self.cloud.destroy_fenced(instance, fence).await
+        self.call(self.cloud.destroy_fenced(instance, fence)).await
     }
     async fn describe(
         &self,
@@ -76,13 +96,32 @@ impl InstanceProvider for Counted {
 /// A controller over [`SPEC`]'s cluster (woken by `triggers` too, when
 /// given), brought up and settled; its provider counts the calls.
 async fn settled(triggers: Option<UnboundedReceiver<()>>) -> (Arc<Counted>, Running) {
+    let (provider, running, _) = settled_with(SPEC, triggers, Duration::ZERO).await;
+    (provider, running)
+}
+
+/// Waits until revision `rev` converged.
+async fn converged(store: &drover_store::MemStore, rev: u64) {
+    for waited in 0.. {
+        let history = store.history().await.unwrap();
+        if history.iter().any(|r| r.rev == rev && r.converged) {
+            return;
+        }
+        assert!(waited < 3600, "revision {rev} did not converge");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// [`settled`] for `spec`, launches and terminations taking `call_time`;
+/// also the store.
+async fn settled_with(
+    spec: &str,
+    triggers: Option<UnboundedReceiver<()>>,
+    call_time: Duration,
+) -> (Arc<Counted>, Running, Arc<drover_store::MemStore>) {
     let cloud = SimCloud::new(World::new(5, Timings::default()));
-    let provider = Arc::new(Counted {
-        cloud: cloud.clone(),
-        describes: AtomicU64::new(0),
-        others: AtomicU64::new(0),
-    });
-    let store = seeded_store(SPEC).await;
+    let provider = Arc::new(Counted::new(&cloud, call_time));
+    let store = seeded_store(spec).await;
     let rev = 1;
     let mut ctx = sim_context(&cloud, store.clone());
     ctx.providers.insert(
@@ -95,17 +134,44 @@ async fn settled(triggers: Option<UnboundedReceiver<()>>) -> (Arc<Counted>, Runn
         controller = controller.with_triggers(rx);
     }
     let controller = Running::start(controller);
-    for waited in 0.. {
-        let history = store.history().await.unwrap();
-        if history.iter().any(|r| r.rev == rev && r.converged) {
-            break;
-        }
-        assert!(waited < 3600, "bring-up did not converge");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    converged(&store, rev).await;
     // Let the last timers of the bring-up run out.
     tokio::time::sleep(RESYNC * 3).await;
-    (provider, controller)
+    (provider, controller, store)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_roll_does_not_describe_while_the_step_it_just_started_runs() {
+    // Each launch and termination takes 300 ms (an API call); one member
+    // at a time. Per member: the pass that starts its termination, the
+    // one that sees it gone and launches, the one that sees the new
+    // machine (its 1 s watch starts), the one after the watch, and a
+    // resync at most. Planning again at once after a pass that started a
+    // call would describe before the call returned: 26 describes here
+    // (6.5 a member), against 18 when the pass waits for it.
+    let spec = |image: &str| {
+        format!(
+            "groups:\n- name: batch\n  role: plain\n  allocation: {{size: 4}}\n  \
+             instance: {{provider: sim, properties: {{image: {image}}}}}\n  \
+             update: {{max_in_flight: 1, canaries: 0, watch: 1s}}\n"
+        )
+    };
+    let (provider, controller, store) =
+        settled_with(&spec("v1"), None, Duration::from_millis(300)).await;
+    let before = provider.describes.load(Ordering::SeqCst);
+    let v2 = parse_str(&spec("v2")).spec.expect("valid spec");
+    store
+        .commit(1, &v2, support::who(), false)
+        .await
+        .expect("the roll's commit");
+    converged(&store, 2).await;
+    let describes = provider.describes.load(Ordering::SeqCst) - before;
+    let members = 4;
+    assert!(
+        describes <= 5 * members,
+        "{describes} describes to roll {members} members one at a time"
+    );
+    controller.stop().await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -30,6 +30,10 @@
 //!   as an empty list. An instance this process launched counts as
 //!   present while EC2's describes do not list it yet
 //!   ([`machine::Young`]).
+//! - A pass plans on the newest describe's answer while the next one runs
+//!   ([`listing`]), with this process's own launches, terminations and
+//!   labels since that describe laid over it; it waits for a describe of
+//!   its own for the first, after a failed one and past [`listing::MAX_AGE`].
 //! - Terminating an absent or terminated instance is success, except for
 //!   one launched moments ago (EC2 may not know it yet).
 //! - Secrets: user data stays readable for the instance's life
@@ -44,6 +48,7 @@
 
 pub mod api;
 pub mod client;
+pub mod listing;
 pub mod machine;
 pub mod throttle;
 pub mod xml;
@@ -54,6 +59,7 @@ use client::{CallError, Client, Metrics, Retry};
 use drover_core::model::{Instance, tags};
 use drover_core::spec::ec2::Ec2Properties;
 use drover_spi::{Fence, InstanceProvider, ProviderCall, ProviderError, ProvisionRequest};
+use listing::{Answer, Listings, Since};
 use machine::{Launch, Unfit, Young};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -99,7 +105,15 @@ pub struct Ec2Provider {
     /// The endpoint asked for, if not the region's (handed on to managers).
     endpoint: Option<String>,
     page: u32,
-    young: Arc<Mutex<Young>>,
+    known: Arc<Mutex<Known>>,
+}
+
+/// What this process knows of its instances beyond EC2's last answer.
+#[derive(Debug, Default)]
+struct Known {
+    young: Young,
+    since: Since,
+    listings: Listings,
 }
 
 impl Ec2Provider {
@@ -115,7 +129,7 @@ impl Ec2Provider {
             client: Client::new(api, settings.rates, settings.retry),
             endpoint: settings.endpoint,
             page: settings.page,
-            young: Arc::default(),
+            known: Arc::default(),
         }
     }
 
@@ -124,8 +138,17 @@ impl Ec2Provider {
         self.client.metrics()
     }
 
-    fn young(&self) -> std::sync::MutexGuard<'_, Young> {
-        self.young.lock().unwrap_or_else(|e| e.into_inner())
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Describes now, keeping the answer for the passes after this one.
+    async fn refresh(&self, tags: &BTreeMap<String, String>) -> Result<Answer, CallError> {
+        let sent = Instant::now();
+        let listed = self.list(tags).await;
+        let kept = listed.as_ref().ok().cloned();
+        self.known().listings.answered(tags, sent, kept);
+        listed.map(|instances| Answer { sent, instances })
     }
 
     /// What a manager's controller needs to serve this provider too (the
@@ -328,7 +351,7 @@ impl InstanceProvider for Ec2Provider {
             created_ms: machine::instance(launched).map_or(0, |i| i.created_ms),
         };
         let id = instance.id.clone();
-        self.young().launched(instance, Instant::now());
+        self.known().young.launched(instance, Instant::now());
         Ok(id)
     }
 
@@ -339,9 +362,11 @@ impl InstanceProvider for Ec2Provider {
             .call("TerminateInstances", &params, Some(fence))
             .await
         {
-            Ok(_) => {}
+            // EC2 answered that it is shutting down: so the passes to come
+            // see it, also on an answer from before.
+            Ok(_) => self.known().since.terminated(instance, Instant::now()),
             Err(CallError::Api { ref source, .. })
-                if is_not_found(source) && self.young().holds(instance, Instant::now()) =>
+                if is_not_found(source) && self.known().young.holds(instance, Instant::now()) =>
             {
                 return Err(ProviderError::Transient(format!(
                     "{instance} was launched moments ago and EC2 does not know it yet"
@@ -350,7 +375,7 @@ impl InstanceProvider for Ec2Provider {
             Err(CallError::Api { ref source, .. }) if is_not_found(source) => {}
             Err(e) => return Err(provider_error(e)),
         }
-        self.young().forget(instance);
+        self.known().young.forget(instance);
         Ok(())
     }
 
@@ -358,8 +383,26 @@ impl InstanceProvider for Ec2Provider {
         &self,
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError> {
-        let mut listed = self.list(tags).await.map_err(provider_error)?;
-        self.young().complete(&mut listed, tags, Instant::now());
+        let plan = self.known().listings.plan(tags, Instant::now());
+        let answer = match plan {
+            listing::Plan::Use { answer, refresh } => {
+                if refresh {
+                    let (me, tags) = (self.clone(), tags.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = me.refresh(&tags).await {
+                            tracing::debug!(error = %e, "background describe failed; the next pass describes");
+                        }
+                    });
+                }
+                answer
+            }
+            listing::Plan::Wait => self.refresh(tags).await.map_err(provider_error)?,
+        };
+        let now = Instant::now();
+        let mut listed = answer.instances;
+        let mut known = self.known();
+        known.since.apply(&mut listed, answer.sent, now);
+        known.young.complete(&mut listed, tags, now);
         Ok(listed)
     }
 
@@ -375,9 +418,14 @@ impl InstanceProvider for Ec2Provider {
             params.push((format!("Tag.{}.Value", i + 1), v.clone()));
         }
         match self.client.call("CreateTags", &params, Some(fence)).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.known()
+                    .since
+                    .labelled(instance, labels, Instant::now());
+                Ok(())
+            }
             Err(CallError::Api { ref source, .. })
-                if is_not_found(source) && self.young().holds(instance, Instant::now()) =>
+                if is_not_found(source) && self.known().young.holds(instance, Instant::now()) =>
             {
                 Err(ProviderError::Transient(format!(
                     "{instance} was launched moments ago and EC2 does not know it yet"

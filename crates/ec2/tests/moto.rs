@@ -328,7 +328,8 @@ async fn a_throttled_describe_is_an_error_and_a_young_instance_is_not_lost() {
     let e = p.destroy(&young).await.unwrap_err();
     assert!(e.is_transient(), "{e}");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(fresh.describe(&cluster_tag("c1")).await.unwrap().len(), 2);
+    let another = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    assert_eq!(another.describe(&cluster_tag("c1")).await.unwrap().len(), 2);
     p.destroy(&young).await.unwrap();
     assert_eq!(
         moto.states().await,
@@ -449,6 +450,67 @@ async fn launches_queued_in_turn_leave_no_faster_than_ec2_counts_them() {
     let throttled = proxy.throttled("RunInstances");
     assert!(throttled <= 1, "{throttled} launches throttled");
     assert_eq!(proxy.calls("RunInstances"), 16 + throttled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_plans_on_the_newest_answer_with_its_own_changes_and_never_on_a_failed_one() {
+    // Describes take 2 s here (a large cluster's do): a pass waits for the
+    // first only; later ones plan on the newest answer while the next
+    // describe runs, with what this process did since laid over it.
+    let moto = Moto::start().await;
+    let proxy = Proxy::start(&moto).await;
+    let p = Ec2Provider::new(moto.settings(&proxy.endpoint));
+    let a = p
+        .provision(request(&moto, "c1", "op-1", None).await, &Unfenced)
+        .await
+        .unwrap();
+    let slow = Duration::from_secs(2);
+    proxy.set(Faults {
+        describe_delay: slow,
+        ..Faults::default()
+    });
+    let timed = |p: Ec2Provider| async move {
+        let t0 = std::time::Instant::now();
+        let listed = p.describe(&cluster_tag("c1")).await;
+        let ids: Option<Vec<String>> = listed.ok().map(|l| l.into_iter().map(|i| i.id).collect());
+        (ids, t0.elapsed())
+    };
+    let (ids, took) = timed(p.clone()).await;
+    assert_eq!(ids, Some(vec![a.clone()]));
+    assert!(took >= slow, "the first describe is waited for");
+    // Terminated and launched since: shown at once, on the same answer.
+    p.destroy(&a).await.unwrap();
+    let b = p
+        .provision(request(&moto, "c1", "op-2", None).await, &Unfenced)
+        .await
+        .unwrap();
+    let (ids, took) = timed(p.clone()).await;
+    assert_eq!(ids, Some(vec![b.clone()]));
+    assert!(took < slow / 2, "planned on the kept answer: {took:?}");
+    // A describe fails (throttled past every retry): the pass after it
+    // waits for its own, and fails with it, never planning on old news.
+    tokio::time::sleep(slow + Duration::from_millis(500)).await;
+    proxy.set(Faults {
+        throttle_next: [("DescribeInstances".to_string(), 1000)].into(),
+        ..Faults::default()
+    });
+    let (_, took) = timed(p.clone()).await;
+    assert!(took < slow / 2, "the answer kept is still fresh");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ids, _) = timed(p.clone()).await;
+        if ids.is_none() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a failed describe was planned around"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    proxy.set(Faults::default());
+    let (ids, _) = timed(p.clone()).await;
+    assert_eq!(ids, Some(vec![b]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -257,6 +257,9 @@ pub struct Faults {
     /// Instances younger than this are not yet visible: describes omit
     /// them, and calls naming them get `InvalidInstanceID.NotFound`.
     pub invisible_for: Duration,
+    /// `DescribeInstances` answers this much after moto did (the world as
+    /// it was when asked): a slow describe of a large cluster.
+    pub describe_delay: Duration,
 }
 
 #[derive(Default)]
@@ -393,6 +396,15 @@ async fn forward(State(up): State<Arc<Upstream>>, req: Request) -> Response {
     };
     let code = answer.status().as_u16();
     let text = answer.text().await.unwrap_or_default();
+    if action == "DescribeInstances" {
+        let delay = up
+            .shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .faults
+            .describe_delay;
+        tokio::time::sleep(delay).await;
+    }
     after(&up, &action, &form, token, code, text)
 }
 
