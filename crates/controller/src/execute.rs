@@ -381,7 +381,7 @@ async fn orphan_provider(
         (tags::GROUP.to_string(), group.to_string()),
     ]);
     for provider in ctx.providers.values() {
-        let list = provider.describe(&filter).await?;
+        let list = provider.describe_fresh(&filter).await?;
         if list.iter().any(|i| i.id == instance) {
             return Ok(provider.clone());
         }

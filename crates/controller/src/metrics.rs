@@ -499,6 +499,15 @@ impl InstanceProvider for MeteredProvider {
             .timed(PROVIDER, "describe", f, Result::is_err)
             .await
     }
+    async fn describe_fresh(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        let f = self.inner.describe_fresh(tags);
+        self.metrics
+            .timed(PROVIDER, "describe", f, Result::is_err)
+            .await
+    }
     async fn label(
         &self,
         instance: &str,

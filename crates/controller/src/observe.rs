@@ -63,23 +63,53 @@ pub(crate) async fn stored(ctx: &Context) -> Result<Option<Stored>, StoreError> 
 /// by cluster id per provider lists both, so a pass neither asks nor copies
 /// a machine twice (issue 7). A provider failure is recorded as
 /// [`Described::Failed`], never as "none".
+///
+/// This is the world as of now (each provider's listing asked for now,
+/// [`InstanceProvider::describe_fresh`]): a new term's first look, an
+/// operator's command. A pass looks with [`around`].
 pub(crate) async fn world(ctx: &Context, desired: &Desired, journal: &[Operation]) -> Observed {
     let swarm = ctx.cluster.observe().await;
-    around(ctx, desired, journal, swarm).await
+    look(ctx, desired, journal, swarm, Listing::Now).await
 }
 
-/// [`world`] around a `swarm` view already taken (a pass takes it while it
-/// reads the store).
+/// A pass's look ([`world`]) around a `swarm` view already taken (it takes
+/// it while it reads the store), planning on each provider's newest
+/// listing ([`InstanceProvider::describe`]).
 pub(crate) async fn around(
     ctx: &Context,
     desired: &Desired,
     journal: &[Operation],
     swarm: SwarmView,
 ) -> Observed {
+    look(ctx, desired, journal, swarm, Listing::Newest).await
+}
+
+/// Which listing of its machines a provider is asked for.
+#[derive(Clone, Copy)]
+enum Listing {
+    /// Its newest, maybe being refreshed.
+    Newest,
+    /// One asked for now.
+    Now,
+}
+
+async fn look(
+    ctx: &Context,
+    desired: &Desired,
+    journal: &[Operation],
+    swarm: SwarmView,
+    listing: Listing,
+) -> Observed {
     let filter = BTreeMap::from([(tags::CLUSTER.to_string(), desired.cluster_id.clone())]);
     let describes = ctx.providers.iter().map(|(name, p)| {
         let filter = &filter;
-        async move { (name.as_str(), p.describe(filter).await) }
+        async move {
+            let listed = match listing {
+                Listing::Newest => p.describe(filter).await,
+                Listing::Now => p.describe_fresh(filter).await,
+            };
+            (name.as_str(), listed)
+        }
     });
     let (described, left_reports, services) = tokio::join!(
         join_all(describes),

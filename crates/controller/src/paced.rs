@@ -146,6 +146,13 @@ impl InstanceProvider for Paced {
         self.call(|| self.inner.describe(tags)).await
     }
 
+    async fn describe_fresh(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        self.call(|| self.inner.describe_fresh(tags)).await
+    }
+
     async fn label(
         &self,
         instance: &str,

@@ -764,7 +764,7 @@ impl Controller {
         let epoch = match self.epoch {
             Some(e) => e,
             None => {
-                let Some((e, fresh, seen)) = self.take_term(stored, observed).await? else {
+                let Some((e, fresh, seen)) = self.take_term(&observed).await? else {
                     return Ok(PassReport::empty(true, false));
                 };
                 (stored, observed) = (fresh, seen);
@@ -899,14 +899,14 @@ impl Controller {
 
     /// Campaigns for the store's term and, once won, reads the store again:
     /// the controller it deposed may have journaled a Begin or an intent
-    /// since `stored` was read, and a plan that cannot see it starts a
+    /// since the pass read it, and a plan that cannot see it starts a
     /// second removal beside it. From now on that controller's writes are
-    /// refused, so this read is the last word on them. `None` when the
-    /// store then holds no desired state.
+    /// refused, so this read is the last word on them; the world is looked
+    /// at again too (`observed` was the pass's look). `None` when the store
+    /// then holds no desired state.
     async fn take_term(
         &mut self,
-        stored: Stored,
-        observed: Observed,
+        observed: &Observed,
     ) -> Result<Option<(Epoch, Stored, Observed)>, StoreError> {
         let e = self.ctx.store.campaign(&self.ctx.identity).await?;
         tracing::info!(epoch = e, "acting as the leader's controller");
@@ -919,13 +919,10 @@ impl Controller {
             return Ok(None);
         };
         self.tokens = tokens::new_term(&self.ctx, self.now());
-        let observed =
-            if fresh.journal != stored.journal || fresh.revision.rev != stored.revision.rev {
-                // The world as the new journal and spec sort it.
-                observe::world(&self.ctx, &fresh.desired, &fresh.journal).await
-            } else {
-                observed
-            };
+        // The world as of now, sorted by the new journal and spec: a
+        // provider's newest listing may be older than what the last term
+        // did with it (its launches and terminations).
+        let observed = observe::world(&self.ctx, &fresh.desired, &fresh.journal).await;
         Ok(Some((e, fresh, observed)))
     }
 

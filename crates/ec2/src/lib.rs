@@ -142,13 +142,32 @@ impl Ec2Provider {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Describes now, keeping the answer for the passes after this one.
+    /// Describes now, keeping the answer for the passes after this one. A
+    /// describe cut short (its task aborted, its runtime gone) counts as
+    /// failed: the next pass describes for itself.
     async fn refresh(&self, tags: &BTreeMap<String, String>) -> Result<Answer, CallError> {
         let sent = Instant::now();
+        let mut unanswered = Unanswered {
+            provider: self,
+            tags,
+            sent,
+            armed: true,
+        };
         let listed = self.list(tags).await;
+        unanswered.armed = false;
         let kept = listed.as_ref().ok().cloned();
         self.known().listings.answered(tags, sent, kept);
         listed.map(|instances| Answer { sent, instances })
+    }
+
+    /// `answer` with what this process did since its describe was sent.
+    fn with_own_changes(&self, answer: Answer, tags: &BTreeMap<String, String>) -> Vec<Instance> {
+        let now = Instant::now();
+        let mut listed = answer.instances;
+        let mut known = self.known();
+        known.young.complete(&mut listed, tags, now);
+        known.since.apply(&mut listed, answer.sent, now);
+        listed
     }
 
     /// What a manager's controller needs to serve this provider too (the
@@ -245,6 +264,26 @@ fn provider_error(e: CallError) -> ProviderError {
 
 fn is_not_found(e: &ApiError) -> bool {
     e.code() == Some("InvalidInstanceID.NotFound")
+}
+
+/// A describe in flight: dropped before it answered, it is recorded as
+/// failed (else its filter would wait for it until its answer is too old).
+struct Unanswered<'a> {
+    provider: &'a Ec2Provider,
+    tags: &'a BTreeMap<String, String>,
+    sent: Instant,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.provider
+                .known()
+                .listings
+                .answered(self.tags, self.sent, None);
+        }
+    }
 }
 
 #[async_trait]
@@ -362,9 +401,7 @@ impl InstanceProvider for Ec2Provider {
             .call("TerminateInstances", &params, Some(fence))
             .await
         {
-            // EC2 answered that it is shutting down: so the passes to come
-            // see it, also on an answer from before.
-            Ok(_) => self.known().since.terminated(instance, Instant::now()),
+            Ok(_) => {}
             Err(CallError::Api { ref source, .. })
                 if is_not_found(source) && self.known().young.holds(instance, Instant::now()) =>
             {
@@ -375,7 +412,11 @@ impl InstanceProvider for Ec2Provider {
             Err(CallError::Api { ref source, .. }) if is_not_found(source) => {}
             Err(e) => return Err(provider_error(e)),
         }
-        self.known().young.forget(instance);
+        // EC2 answered that it is shutting down (or knows it no more): so
+        // the passes to come see it gone, also on an answer from before.
+        let mut known = self.known();
+        known.young.forget(instance);
+        known.since.terminated(instance, Instant::now());
         Ok(())
     }
 
@@ -398,12 +439,17 @@ impl InstanceProvider for Ec2Provider {
             }
             listing::Plan::Wait => self.refresh(tags).await.map_err(provider_error)?,
         };
-        let now = Instant::now();
-        let mut listed = answer.instances;
-        let mut known = self.known();
-        known.since.apply(&mut listed, answer.sent, now);
-        known.young.complete(&mut listed, tags, now);
-        Ok(listed)
+        Ok(self.with_own_changes(answer, tags))
+    }
+
+    /// A describe sent now, with this process's changes since laid over it
+    /// (a launch EC2 does not list yet).
+    async fn describe_fresh(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        let answer = self.refresh(tags).await.map_err(provider_error)?;
+        Ok(self.with_own_changes(answer, tags))
     }
 
     async fn label(

@@ -16,7 +16,9 @@
 //! A pass waits for a describe of its own — as before — for the first
 //! one, after one failed (the failure is the pass's answer: unknown,
 //! never an old list), and once the newest answer was sent more than
-//! [`MAX_AGE`] ago.
+//! [`MAX_AGE`] ago. Looks that must be EC2's word as of now (a new term's
+//! first, an ownership check before a destroy) use `describe_fresh`,
+//! which always describes.
 
 use drover_core::model::Instance;
 use std::collections::{BTreeMap, HashMap};

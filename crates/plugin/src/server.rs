@@ -225,7 +225,9 @@ async fn dispatch(p: Provider, method: String, v: Value) -> Answer {
         "Instance.DescribeInstances" => {
             let req: wire::DescribeRequest = params(v)?;
             default_type(&req.kind)?;
-            let list = p.describe(&req.tags).await.map_err(provider_error)?;
+            // Its caller plans on it as a look of its own (a plugin's
+            // client has no listing of its own to lay its changes over).
+            let list = p.describe_fresh(&req.tags).await.map_err(provider_error)?;
             let descriptions = list
                 .into_iter()
                 .map(|i| wire::Description {

@@ -186,11 +186,23 @@ pub trait InstanceProvider: Send + Sync {
         self.destroy_fenced(instance, &Unfenced).await
     }
     /// Every machine carrying all of `tags`. A failure must be an error,
-    /// never an empty list.
+    /// never an empty list. A provider whose describes take long may answer
+    /// from its newest listing (with its own changes since laid over it)
+    /// while it lists again: a pass plans on that.
     async fn describe(
         &self,
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError>;
+    /// [`describe`](Self::describe) from a listing asked for now: for a
+    /// look a decision must rest on as the provider has it at this moment
+    /// (a new term's first, ownership checked right before a destroy, an
+    /// operator's command). The default: `describe`.
+    async fn describe_fresh(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        self.describe(tags).await
+    }
     /// Adds or changes tags on a machine; `fence` is checked right before
     /// they are written.
     async fn label(
