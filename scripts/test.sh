@@ -40,8 +40,10 @@ done
 # 6.0 intermittently fails every container start for minutes under load
 # (docs/incus.md, "Known problems"), which would fail the whole run. Its
 # unit tests always run.
-incus=(--exclude drover-incus)
-[ "${DROVER_INCUS:-0}" = 1 ] && incus=()
+# Its contract tests run one at a time: two machines started side by side
+# stalled Incus for 90 s here (docs/incus.md, "Known problems").
+incus_tests=(--lib)
+[ "${DROVER_INCUS:-0}" = 1 ] && incus_tests=(-- --test-threads=1)
 
 # One e2e suite: its log, then an ok/FAILED line (the log in full on failure).
 run_e2e() {
@@ -59,8 +61,8 @@ printf '%s\n' "${e2e[@]}" | xargs -P "${DROVER_E2E_JOBS:-2}" -I{} bash -c 'run_e
 e2e_pid=$!
 
 status=0
-cargo test --workspace --locked --exclude drover "${incus[@]}" || status=1
-[ "${DROVER_INCUS:-0}" = 1 ] || cargo test -p drover-incus --locked --lib || status=1
+cargo test --workspace --locked --exclude drover --exclude drover-incus || status=1
+cargo test -p drover-incus --locked "${incus_tests[@]}" || status=1
 cargo test -p drover --locked --bins "${others[@]}" || status=1
 wait "$e2e_pid" || status=1
 if [ "$gwbridge_before" = 0 ] && ip link show docker_gwbridge >/dev/null 2>&1; then
