@@ -288,6 +288,7 @@ async fn a_throttled_describe_is_an_error_and_a_young_instance_is_not_lost() {
         .provision(request(&moto, "c1", "op-1", None).await, &Unfenced)
         .await
         .unwrap();
+    let launched = std::time::Instant::now();
     // Throttled past every retry: an error, never "no instances".
     proxy.set(Faults {
         throttle_next: [("DescribeInstances".to_string(), 1000)].into(),
@@ -303,9 +304,12 @@ async fn a_throttled_describe_is_an_error_and_a_young_instance_is_not_lost() {
     });
     assert_eq!(p.describe(&cluster_tag("c1")).await.unwrap().len(), 1);
     // EC2 does not list a new instance yet: it still counts, and
-    // terminating it is retried rather than taken as done.
+    // terminating it is retried rather than taken as done. (The first
+    // instance is older than that by then: EC2 lists it.)
+    let hidden = Duration::from_secs(3);
+    tokio::time::sleep(hidden.saturating_sub(launched.elapsed())).await;
     proxy.set(Faults {
-        invisible_for: Duration::from_secs(3),
+        invisible_for: hidden,
         ..Faults::default()
     });
     let young = p
