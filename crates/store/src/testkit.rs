@@ -59,8 +59,23 @@ pub struct Etcd {
 }
 
 impl Etcd {
-    /// Starts etcd and waits until it answers.
+    /// Starts etcd and waits until it answers. Its ports are picked free
+    /// before it binds them, so another process may take one meanwhile
+    /// (tests run side by side): an etcd that exits before it answers is
+    /// started again on other ports, up to 3 times.
     pub async fn start() -> Etcd {
+        for _ in 0..2 {
+            if let Some(etcd) = Etcd::try_start().await {
+                return etcd;
+            }
+        }
+        Etcd::try_start()
+            .await
+            .expect("etcd exited before it answered, 3 times")
+    }
+
+    /// One start: `None` when etcd exited before it answered.
+    async fn try_start() -> Option<Etcd> {
         let dir = tempfile::Builder::new()
             .prefix("de")
             .tempdir_in("/tmp")
@@ -81,7 +96,7 @@ impl Etcd {
             .stderr(log_file(dir.path(), "etcd.err"))
             .spawn()
             .expect("spawn etcd");
-        let etcd = Etcd {
+        let mut etcd = Etcd {
             child,
             _dir: dir,
             url: format!("etcd://127.0.0.1:{p}"),
@@ -91,7 +106,10 @@ impl Etcd {
             if let Ok(mut c) = etcd_client::Client::connect([client.as_str()], None).await
                 && c.get("probe", None).await.is_ok()
             {
-                return etcd;
+                return Some(etcd);
+            }
+            if let Ok(Some(_)) = etcd.child.try_wait() {
+                return None;
             }
             assert!(Instant::now() < deadline, "etcd did not answer on {client}");
             tokio::time::sleep(Duration::from_millis(100)).await;
