@@ -31,28 +31,22 @@ impl Decoder<'_> {
             return None;
         }
         let f = self.fields(node, path, RELEASE_FIELDS)?;
-        let url = match f.get("url") {
-            Some(n) => self.release_url(n, &join(path, "url")),
-            None => {
-                self.error(
-                    f.pos,
-                    &join(path, "url"),
-                    "missing: the URL the boot script fetches drover from",
-                );
-                None
-            }
-        };
-        let sha256 = match f.get("sha256") {
-            Some(n) => self.sha256(n, &join(path, "sha256")),
-            None => {
-                self.error(
-                    f.pos,
-                    &join(path, "sha256"),
-                    "missing: the binary's SHA-256 (`sha256sum drover`), checked before it is installed",
-                );
-                None
-            }
-        };
+        let url = self
+            .required(
+                &f,
+                "url",
+                path,
+                "the URL the boot script fetches drover from",
+            )
+            .and_then(|n| self.release_url(n, &join(path, "url")));
+        let sha256 = self
+            .required(
+                &f,
+                "sha256",
+                path,
+                "the binary's SHA-256 (`sha256sum drover`), checked before it is installed",
+            )
+            .and_then(|n| self.sha256(n, &join(path, "sha256")));
         Some(Some(DroverRelease {
             url: url?,
             sha256: sha256?,
