@@ -108,11 +108,24 @@ pub enum Body<'a> {
 
 impl Api {
     /// A client of the Incus server on `socket`, acting in `project`.
+    ///
+    /// It keeps no idle connection: every request opens its own, which
+    /// closes with the answer. Incus 6.0 accepts connections on its socket
+    /// one at a time and reads each one's first bytes before it accepts the
+    /// next, so one connection that is open but sends nothing stops its whole
+    /// API. A pooling client leaves exactly that: when a request finds no idle
+    /// connection it opens one, and if another request's connection comes
+    /// back first it takes that one, parking the new, unused connection idle.
+    /// Two machines started side by side did this here, and Incus then
+    /// handled nothing for 90 s (LXC's start hooks timed out) or for good
+    /// (docs/incus.md, "Known problems").
     pub fn new(socket: &Path, project: &str) -> Api {
         Api {
             socket: socket.to_path_buf(),
             project: project.to_string(),
-            client: Client::builder(TokioExecutor::new()).build(UnixConnector),
+            client: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build(UnixConnector),
         }
     }
 
@@ -265,4 +278,93 @@ fn file_headers(
         .header("X-Incus-gid", "0")
         .header("X-Incus-mode", format!("{mode:04o}"))
         .header("X-Incus-write", "overwrite")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{UnixListener, UnixStream};
+
+    const ANSWER: &str = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+        Content-Length: 31\r\n\r\n{\"type\":\"sync\",\"metadata\":\"ok\"}";
+
+    /// Answers every request on `stream` (kept alive, as Incus does) until
+    /// the client closes it.
+    async fn serve(mut stream: UnixStream, mut head: Vec<u8>) {
+        loop {
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let mut buf = [0u8; 1024];
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            head.clear();
+            if stream.write_all(ANSWER.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A server that accepts as Incus 6.0 does: the next connection only
+    /// once the last one sent its first bytes. Counts the connections open.
+    fn incus_like(socket: &Path, open: Arc<AtomicUsize>) {
+        let listener = UnixListener::bind(socket).unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                open.fetch_add(1, Ordering::SeqCst);
+                let mut first = vec![0u8; 8];
+                let n = stream.read(&mut first).await.unwrap_or(0);
+                first.truncate(n);
+                let open = open.clone();
+                tokio::spawn(async move {
+                    if n > 0 {
+                        serve(stream, first).await;
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_connection_stays_open_after_its_answer_so_incus_keeps_accepting() {
+        let dir = tempfile_dir();
+        let socket = dir.join("unix.socket");
+        let open = Arc::new(AtomicUsize::new(0));
+        incus_like(&socket, open.clone());
+        let api = Api::new(&socket, "default");
+        for round in 0..5 {
+            let calls = (0..16).map(|_| {
+                let api = api.clone();
+                tokio::spawn(async move { api.get::<String>("/1.0", &[]).await })
+            });
+            for call in calls {
+                let got = tokio::time::timeout(Duration::from_secs(10), call)
+                    .await
+                    .unwrap_or_else(|_| panic!("round {round}: the server stopped accepting"));
+                assert_eq!(got.unwrap().unwrap(), "ok");
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while open.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            open.load(Ordering::SeqCst),
+            0,
+            "connections left open after their answers: an unused one would stop Incus accepting"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("drover-incus-api-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 }
