@@ -32,11 +32,13 @@ if ! /opt/drover-moto/bin/python -c "import moto, sys; sys.exit(moto.__version__
   $SUDO /usr/bin/python3 -m venv /opt/drover-moto
   $SUDO /opt/drover-moto/bin/pip install --quiet "moto[server]==$MOTO_VERSION"
 fi
-# Incus (the incus provider's machines, for the tests that run with
-# DROVER_INCUS=1) comes from bookworm-backports, on the mirror this machine's
-# apt sources already use; mmdebstrap builds its image.
+# Incus (the incus provider's machines), with DROVER_INCUS=1 (scripts/test.sh
+# sets it unless told DROVER_INCUS=0; the demo and benchmarks need none):
+# from bookworm-backports, on the mirror this machine's apt sources already
+# use; mmdebstrap builds its image (scripts/incus-image.sh, at the first test
+# that needs it), btrfs-progs makes its storage pool.
 if [ "${DROVER_INCUS:-0}" = 1 ]; then
-  if ! command -v incus >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v dnsmasq >/dev/null; then
+  if ! command -v incus >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v dnsmasq >/dev/null || ! command -v mkfs.btrfs >/dev/null; then
     scripts/incus-setup.sh packages
   fi
   scripts/incus-setup.sh daemon

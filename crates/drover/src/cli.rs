@@ -438,6 +438,11 @@ pub struct LocalArgs {
     /// it through a proxy device to this path.
     #[arg(long, env = "DROVER_INCUS_HOST_SOCKET", default_value = drover_incus::DEFAULT_SOCKET)]
     pub incus_host_socket: PathBuf,
+    /// Where this process sees `--incus-engines` when it is mounted
+    /// elsewhere (a manager's controller: its boot environment sets it);
+    /// default: `--incus-engines` itself.
+    #[arg(long, env = "DROVER_INCUS_ENGINES_MOUNT", value_name = "DIR")]
+    pub incus_engines_mount: Option<PathBuf>,
     /// InfraKit instance plugins to wire, `NAME[/TYPE]` (repeatable or
     /// comma-separated): groups with `provider: plugin` use them
     /// (docs/plugins.md).

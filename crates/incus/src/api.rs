@@ -333,8 +333,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn no_connection_stays_open_after_its_answer_so_incus_keeps_accepting() {
-        let dir = tempfile_dir();
-        let socket = dir.join("unix.socket");
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("unix.socket");
         let open = Arc::new(AtomicUsize::new(0));
         incus_like(&socket, open.clone());
         let api = Api::new(&socket, "default");
@@ -359,12 +359,5 @@ mod tests {
             0,
             "connections left open after their answers: an unused one would stop Incus accepting"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("drover-incus-api-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 }

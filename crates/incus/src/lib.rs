@@ -41,19 +41,29 @@ pub struct IncusProvider {
     api: Api,
     project: String,
     engine_dir: PathBuf,
+    host_engines: PathBuf,
     host_socket: PathBuf,
 }
 
 impl IncusProvider {
     /// Machines of the Incus server on `socket`, in `project`; their
-    /// engines' sockets appear in `engine_dir` on the Incus host.
+    /// engines' sockets appear in `engine_dir` (as this process sees it).
     pub fn new(socket: &Path, project: &str, engine_dir: &Path) -> IncusProvider {
         IncusProvider {
             api: Api::new(socket, project),
             project: project.to_string(),
             engine_dir: engine_dir.to_path_buf(),
+            host_engines: engine_dir.to_path_buf(),
             host_socket: PathBuf::from(DEFAULT_SOCKET),
         }
+    }
+
+    /// Where the engines' sockets are on the Incus host, when this process
+    /// sees them elsewhere (a manager's controller sees them mounted at
+    /// [`machine::ENGINES_PATH`]): new machines' devices name host paths.
+    pub fn with_host_engines(mut self, host_engines: &Path) -> IncusProvider {
+        self.host_engines = host_engines.to_path_buf();
+        self
     }
 
     /// Where the Incus API socket is on the Incus host (when this process
@@ -69,9 +79,15 @@ impl IncusProvider {
     /// provider's `DROVER_LOCAL_DIR` is for its machines.
     fn settings_for_managers(&self) -> Vec<(String, Secret)> {
         let pairs = [
+            // The host path, as releases before the mount read it (a
+            // rollback to one must still find its engines).
             (
                 "DROVER_INCUS_ENGINES",
-                self.engine_dir.display().to_string(),
+                self.host_engines.display().to_string(),
+            ),
+            (
+                "DROVER_INCUS_ENGINES_MOUNT",
+                machine::ENGINES_PATH.to_string(),
             ),
             ("DROVER_INCUS_PROJECT", self.project.clone()),
             (
@@ -291,7 +307,7 @@ impl InstanceProvider for IncusProvider {
             req.logical_id.as_deref(),
             &user_data,
             &machine::Sockets {
-                engine_dir: &self.engine_dir,
+                engine_dir: &self.host_engines,
                 api: manager.then_some(self.host_socket.as_path()),
             },
         )
@@ -320,9 +336,16 @@ impl InstanceProvider for IncusProvider {
 
     async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
         fence.check()?;
+        // Incus leaves the proxy's socket file behind: it goes too, also
+        // when the machine was gone already (a replayed destroy). A
+        // manager's controller sees the directory mounted.
+        let socket = machine::engine_socket(&self.engine_dir, instance);
         match self.state(instance, "stop").await {
             Ok(()) => {}
-            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_not_found() => {
+                let _ = std::fs::remove_file(&socket);
+                return Ok(());
+            }
             // Already stopped: Incus refuses the stop; the delete follows.
             Err(ApiError::Status { status: 400, .. }) => {}
             Err(e) => return Err(provider_error(&format!("stopping {instance}"), e)),
@@ -341,9 +364,7 @@ impl InstanceProvider for IncusProvider {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(provider_error(&format!("deleting {instance}"), e)),
         }
-        // Incus leaves the proxy's socket file behind; on the Incus host it
-        // goes too (elsewhere, e.g. in a manager machine, it is not there).
-        let _ = std::fs::remove_file(machine::engine_socket(&self.engine_dir, instance));
+        let _ = std::fs::remove_file(&socket);
         Ok(())
     }
 

@@ -22,11 +22,19 @@ const ENGINE_SOCKET: &str = "/run/docker.sock";
 pub const API_SOCKET: &str = "/var/lib/drover/incus.socket";
 /// The proxy device that exposes the Incus API to a manager's controller.
 pub const API_DEVICE: &str = "drover-api";
+/// The disk device that shows a manager's controller every machine's
+/// engine socket, at [`ENGINES_PATH`].
+pub const ENGINES_DEVICE: &str = "drover-engines";
+/// Where a manager's controller sees the engines' directory: under its
+/// systemd unit's state directory, the one path its sandbox lets it write
+/// (the unit's `PrivateTmp` and `ProtectSystem=strict` hide or freeze the
+/// host's path, e.g. under `/tmp`).
+pub const ENGINES_PATH: &str = "/var/lib/drover/engines";
 
 /// The host-side sockets a machine's proxy devices use.
 #[derive(Debug, Clone, Copy)]
 pub struct Sockets<'a> {
-    /// Where the machine's engine socket appears on the host.
+    /// Where the machine's engine socket appears on the Incus host.
     pub engine_dir: &'a Path,
     /// For a manager: the Incus API socket on the host, exposed inside
     /// the machine at [`API_SOCKET`] for its controller.
@@ -108,7 +116,7 @@ pub fn address(logical_id: Option<&str>) -> Result<String, Unfit> {
 /// `user.*` keys, the rendered boot script as cloud-init user data, the
 /// pet's fixed address on its NIC, the engine's socket exposed on the
 /// host at `engine_dir/NAME.sock` (root only), and for a manager the
-/// Incus API inside the machine for its controller.
+/// Incus API and `engine_dir` inside the machine for its controller.
 pub fn create(
     name: &str,
     props: &Properties,
@@ -163,6 +171,16 @@ pub fn create(
                 ("connect", &format!("unix:{}", api.display())),
                 ("mode", "0600"),
             ]),
+        );
+        // The engines' directory: the controller asks another machine's
+        // engine as a controller on the host would (a former leader's
+        // engine, whether it left the swarm: without it the next leader
+        // waits until the swarm reads that node down, ~15 s a hand-over
+        // here), and removes a destroyed machine's socket file.
+        let dir = sockets.engine_dir.display().to_string();
+        devices.insert(
+            ENGINES_DEVICE.into(),
+            device(&[("type", "disk"), ("source", &dir), ("path", ENGINES_PATH)]),
         );
     }
     let listen = format!("unix:{}", engine_socket(sockets.engine_dir, name).display());
@@ -314,9 +332,19 @@ mod tests {
             c.devices[API_DEVICE]["listen"],
             "unix:/var/lib/drover/incus.socket"
         );
+        assert_eq!(c.devices[ENGINES_DEVICE]["source"], "/run/e");
+        assert_eq!(c.devices[ENGINES_DEVICE]["path"], "/var/lib/drover/engines");
         assert!(!c.start, "started only once its boot environment is pushed");
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains(r#""alias":"drover-bookworm""#), "{json}");
+    }
+
+    #[test]
+    fn only_a_manager_sees_the_incus_api_and_the_engines() {
+        let c = create("w", &props(), &BTreeMap::new(), None, "", &no_api()).unwrap();
+        assert!(!c.devices.contains_key(API_DEVICE));
+        assert!(!c.devices.contains_key(ENGINES_DEVICE));
+        assert_eq!(c.devices[ENGINE_DEVICE]["listen"], "unix:/e/w.sock");
     }
 
     fn no_api() -> Sockets<'static> {

@@ -50,7 +50,13 @@ pub struct BadProperties {
 }
 
 /// Device names drover sets itself.
-pub const OWN_DEVICES: [&str; 4] = ["root", "eth0", ENGINE_DEVICE, crate::machine::API_DEVICE];
+pub const OWN_DEVICES: [&str; 5] = [
+    "root",
+    "eth0",
+    ENGINE_DEVICE,
+    crate::machine::API_DEVICE,
+    crate::machine::ENGINES_DEVICE,
+];
 /// The proxy device that exposes a machine's docker socket on the host.
 pub const ENGINE_DEVICE: &str = "drover-engine";
 

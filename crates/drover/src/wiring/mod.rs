@@ -142,10 +142,12 @@ fn opening_failed(url: &str, e: StoreError) -> MainError {
 pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
     Ok(Machines {
         local: local(args)?,
-        incus: args.incus_engines.as_ref().map(|dir| {
+        incus: args.incus_engines.as_ref().map(|host| {
+            let seen = args.incus_engines_mount.as_deref().unwrap_or(host);
             Arc::new(
-                IncusProvider::new(&args.incus_socket, &args.incus_project, dir)
-                    .with_host_socket(&args.incus_host_socket),
+                IncusProvider::new(&args.incus_socket, &args.incus_project, seen)
+                    .with_host_socket(&args.incus_host_socket)
+                    .with_host_engines(host),
             )
         }),
         plugins: plugins::plugins(args)?,

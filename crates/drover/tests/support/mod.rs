@@ -333,7 +333,14 @@ pub fn watch_engines(
                         last_ok = Instant::now();
                     }
                     Err(_) if w.last_members == Some(1) => w.ended += 1,
-                    Err(e) => w.violations.push(e),
+                    Err(e) => {
+                        let silent = last_ok.elapsed().as_secs_f64();
+                        let at = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis());
+                        w.violations
+                            .push(format!("{e} ({silent:.1} s without an answer, at_ms {at})"));
+                    }
                 }
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
