@@ -258,7 +258,8 @@ fn events(store: &str) -> Vec<drover_spi::Event> {
     serde_json::from_slice(&out.stdout).expect("drover events --output json")
 }
 
-/// Each manager's idle controller: resident memory (kB, `smaps_rollup`).
+/// Each manager's idle controller: resident memory, of it anonymous, and
+/// its share of mapped files (kB, `smaps_rollup`).
 fn idle_controllers(lab: &Lab) -> Vec<String> {
     manager_machines(lab)
         .iter()
@@ -266,7 +267,7 @@ fn idle_controllers(lab: &Lab) -> Vec<String> {
             let out = lab.exec(
                 m,
                 "p=$(systemctl show -p MainPID --value drover-controller.service); \
-                 grep -E '^Rss' /proc/$p/smaps_rollup | tr -s ' '",
+                 grep -E '^(Rss|Anonymous|Pss_File)' /proc/$p/smaps_rollup | tr -s ' ' | tr '\\n' ' '",
             );
             format!("{m}: {}", String::from_utf8_lossy(&out.stdout).trim())
         })
