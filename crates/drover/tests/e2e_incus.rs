@@ -29,7 +29,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Watch, watch_engines};
+use support::{Watch, epoch_ms, watch_engines};
 
 const NET: &str = "drvt60";
 const SUBNET: &str = "10.203.60";
@@ -220,11 +220,6 @@ async fn converged(lab: &Lab, tier: &str, within: Duration) -> Duration {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-fn epoch_ms() -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    u64::try_from(now.unwrap().as_millis()).unwrap()
 }
 
 /// True in the longer run, whose first managers run the previous release.

@@ -34,6 +34,14 @@ pub fn incus(args: &[&str]) -> Output {
     out
 }
 
+/// Runs `cmd` inside machine `name` (any machine, not only a lab's).
+pub fn exec(name: &str, cmd: &str) -> Output {
+    Command::new("incus")
+        .args(["exec", name, "--", "sh", "-c", cmd])
+        .output()
+        .expect("incus exec")
+}
+
 /// The test image, built from Debian's packages if Incus lacks it (see
 /// scripts/incus-image.sh: cached, keyed by its package list).
 pub fn image() -> String {
@@ -103,10 +111,7 @@ impl Lab {
 
     /// Runs `cmd` inside machine `name`.
     pub fn exec(&self, name: &str, cmd: &str) -> Output {
-        Command::new("incus")
-            .args(["exec", name, "--", "sh", "-c", cmd])
-            .output()
-            .expect("incus exec")
+        exec(name, cmd)
     }
 
     /// The machines on this lab's bridge.

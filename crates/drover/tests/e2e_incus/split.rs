@@ -104,11 +104,9 @@ fn machines(network: &str) -> Vec<Live> {
         .collect()
 }
 
+/// What `cmd` printed inside machine `name`, if it succeeded.
 fn exec(name: &str, cmd: &str) -> Option<String> {
-    let out = Command::new("incus")
-        .args(["exec", name, "--", "sh", "-c", cmd])
-        .output()
-        .ok()?;
+    let out = drover_incus::testkit::exec(name, cmd);
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())

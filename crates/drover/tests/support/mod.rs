@@ -207,6 +207,12 @@ impl Lab {
     }
 }
 
+/// Now, in ms since the Unix epoch (the clock drover's events use).
+pub fn epoch_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    u64::try_from(now.map_or(0, |d| d.as_millis())).unwrap_or(u64::MAX)
+}
+
 /// Runs `cmd` (`drover ARGS`), printing what it said for the test log.
 pub fn run_printed(mut cmd: Command, args: &[&str]) -> std::process::Output {
     let out = cmd.output().expect("run drover");
@@ -335,9 +341,7 @@ pub fn watch_engines(
                     Err(_) if w.last_members == Some(1) => w.ended += 1,
                     Err(e) => {
                         let silent = last_ok.elapsed().as_secs_f64();
-                        let at = std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis());
+                        let at = epoch_ms();
                         w.violations
                             .push(format!("{e} ({silent:.1} s without an answer, at_ms {at})"));
                     }
