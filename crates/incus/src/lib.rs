@@ -43,6 +43,8 @@ pub struct IncusProvider {
     engine_dir: PathBuf,
     host_engines: PathBuf,
     host_socket: PathBuf,
+    /// The machine this process runs in, if one of this provider's.
+    own_machine: Option<String>,
 }
 
 impl IncusProvider {
@@ -55,7 +57,18 @@ impl IncusProvider {
             engine_dir: engine_dir.to_path_buf(),
             host_engines: engine_dir.to_path_buf(),
             host_socket: PathBuf::from(DEFAULT_SOCKET),
+            own_machine: None,
         }
+    }
+
+    /// The machine this process runs in (a manager's controller): its own
+    /// engine is never one of its peers. Asked through the mounted socket
+    /// while it shuts its manager down (the leader's hand-over), that
+    /// engine answers only once the shutdown is over, and the question
+    /// stretches the shutdown (swarm-facts).
+    pub fn with_own_machine(mut self, name: &str) -> IncusProvider {
+        self.own_machine = Some(name.to_string());
+        self
     }
 
     /// Where the engines' sockets are on the Incus host, when this process
@@ -407,7 +420,8 @@ impl PeerEndpoints for IncusProvider {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                name.strip_suffix(".sock").map(|n| self.endpoint(n))
+                let machine = name.strip_suffix(".sock")?;
+                (self.own_machine.as_deref() != Some(machine)).then(|| self.endpoint(machine))
             })
             .collect();
         out.sort();
@@ -417,3 +431,25 @@ impl PeerEndpoints for IncusProvider {
 
 #[cfg(feature = "testkit")]
 pub mod testkit;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machines_own_engine_is_not_its_peer() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["drover-a", "drover-b"] {
+            std::fs::write(dir.path().join(format!("{name}.sock")), "").unwrap();
+        }
+        let seen = |p: IncusProvider| -> Vec<String> {
+            p.peer_endpoints()
+                .iter()
+                .map(|e| e.rsplit('/').next().unwrap().to_string())
+                .collect()
+        };
+        let host = IncusProvider::new(Path::new("/nonexistent"), "default", dir.path());
+        assert_eq!(seen(host.clone()), ["drover-a.sock", "drover-b.sock"]);
+        assert_eq!(seen(host.with_own_machine("drover-a")), ["drover-b.sock"]);
+    }
+}

@@ -138,17 +138,27 @@ fn opening_failed(url: &str, e: StoreError) -> MainError {
     }
 }
 
+/// This machine's host name (`/proc/sys/kernel/hostname`).
+fn own_host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 /// The providers of machines the arguments configure.
 pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
     Ok(Machines {
         local: local(args)?,
         incus: args.incus_engines.as_ref().map(|host| {
             let seen = args.incus_engines_mount.as_deref().unwrap_or(host);
-            Arc::new(
-                IncusProvider::new(&args.incus_socket, &args.incus_project, seen)
-                    .with_host_socket(&args.incus_host_socket)
-                    .with_host_engines(host),
-            )
+            let provider = IncusProvider::new(&args.incus_socket, &args.incus_project, seen)
+                .with_host_socket(&args.incus_host_socket)
+                .with_host_engines(host);
+            // Mounted: this process runs in one of the machines, whose
+            // name Incus gave it as its host name.
+            Arc::new(match (&args.incus_engines_mount, own_host_name()) {
+                (Some(_), Some(name)) => provider.with_own_machine(&name),
+                _ => provider,
+            })
         }),
         plugins: plugins::plugins(args)?,
         ec2: ec2(args)?,
