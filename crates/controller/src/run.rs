@@ -515,9 +515,23 @@ impl Controller {
         reason: &str,
         outcome: String,
     ) {
+        self.event_at(wall_ms(), group, op, action, reason, outcome)
+            .await;
+    }
+
+    /// [`Controller::event`] that happened at `at_ms`.
+    async fn event_at(
+        &mut self,
+        at_ms: u64,
+        group: Option<String>,
+        op: Option<String>,
+        action: &str,
+        reason: &str,
+        outcome: String,
+    ) {
         let Some(epoch) = self.epoch else { return };
         let event = Event {
-            at_ms: wall_ms(),
+            at_ms,
             controller: self.ctx.identity.clone(),
             group,
             op,
@@ -978,6 +992,7 @@ impl Controller {
     ) -> Result<bool, StoreError> {
         let mut walk = Execution::new(stored.journal.clone(), epoch);
         let mut progressed = false;
+        let mut ended = Vec::new();
         self.rollback_refused.clear();
         for action in &plan.actions {
             if self.epoch != Some(epoch) {
@@ -1000,7 +1015,8 @@ impl Controller {
                     }
                 }
                 Carry::Journal(JournalWrite::Remove(op)) => {
-                    self.ctx.store.journal_remove(epoch, &op).await?
+                    self.ctx.store.journal_remove(epoch, &op).await?;
+                    ended.push((op, wall_ms()));
                 }
                 Carry::Rollback => {
                     if let Action::Rollback { group, reason } = action {
@@ -1033,7 +1049,24 @@ impl Controller {
                 }
             }
         }
+        // Written once the pass's steps have started, stamped when each
+        // operation ended: the audit log shows when an operation ended
+        // without its record delaying the next operation's first step.
+        for (op, at_ms) in ended {
+            self.ended(&stored.journal, op, at_ms).await;
+        }
         Ok(progressed)
+    }
+
+    /// Records that `op` (journaled in `journal`) ended at `at_ms`: done or
+    /// abandoned (the plan's explanation says which), out of the journal.
+    async fn ended(&mut self, journal: &[Operation], op: String, at_ms: u64) {
+        let record = journal.iter().find(|o| o.id == op);
+        let group = record.map(|o| o.group.clone());
+        let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
+        let outcome = "out of the journal".to_string();
+        self.event_at(at_ms, group, Some(op), "end", &kind, outcome)
+            .await;
     }
 
     /// Records that `op` was journaled.

@@ -117,6 +117,20 @@ async fn controller_brings_a_cluster_up_and_rolls_a_change_through_it() {
         events.iter().any(|e| e.reason.contains("demote")),
         "no demotion in the audit log"
     );
+    // Every operation's end is in the audit log once, after its steps.
+    for begin in events.iter().filter(|e| e.action == "begin") {
+        let of_op = |action: &'static str| {
+            events
+                .iter()
+                .filter(move |e| e.action == action && e.op == begin.op)
+                .map(|e| (e.at_ms, e.group.clone()))
+        };
+        let ends: Vec<_> = of_op("end").collect();
+        assert_eq!(ends.len(), 1, "{:?} ended {ends:?}", begin.op);
+        let last_step = of_op("step").map(|(at, _)| at).max();
+        assert!(ends[0].0 >= last_step.unwrap_or(begin.at_ms));
+        assert_eq!(ends[0].1, begin.group);
+    }
     assert!(
         events
             .iter()

@@ -216,6 +216,7 @@ fn epoch_ms(date: &str, time: &str) -> Option<u64> {
 /// One operation of the roll.
 struct Row {
     op: String,
+    group: Option<String>,
     kind: String,
     /// Its steps other than provisioning (demote, drain, destroy, node
     /// removal, a leader's stand-down), summed, ms.
@@ -226,6 +227,8 @@ struct Row {
     /// When its machine had joined and been watched (ms since the epoch).
     done_at: Option<u64>,
     begin_at: u64,
+    /// When drover saw it end (its `end` event).
+    end_at: Option<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -273,7 +276,12 @@ impl Split {
                     .iter()
                     .filter(|e| e.action == "step" && e.op.as_deref() == Some(op.as_str()))
                     .collect();
-                Some(row(&op, begin, &steps, boots, &watch_ms))
+                let end = window
+                    .iter()
+                    .find(|e| e.action == "end" && e.op.as_deref() == Some(op.as_str()));
+                let mut row = row(&op, begin, &steps, boots, &watch_ms);
+                row.end_at = end.map(|e| e.at_ms);
+                Some(row)
             })
             .collect();
         Split {
@@ -282,12 +290,27 @@ impl Split {
         }
     }
 
-    /// For each operation whose machine was watched, the wait from the
-    /// watch's end to the next operation's start: drover's reaction.
+    /// For each operation, by drover's clock, from its end to the begin of
+    /// its group's next one: drover's reaction (a group's operations run
+    /// one after another here; the groups' run side by side).
     fn reactions_ms(&self) -> Vec<i64> {
         self.rows
-            .windows(2)
-            .filter_map(|w| Some(w[1].begin_at as i64 - w[0].done_at? as i64))
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let next = self.rows[i + 1..].iter().find(|n| n.group == r.group)?;
+                Some(next.begin_at as i64 - r.end_at? as i64)
+            })
+            .collect()
+    }
+
+    /// For each operation whose machine was watched, from its node's
+    /// creation plus the watch to drover seeing the operation end: the
+    /// swarm's time to list the node Ready, and drover's to see it.
+    fn ready_lags_ms(&self) -> Vec<i64> {
+        self.rows
+            .iter()
+            .filter_map(|r| Some(r.end_at? as i64 - r.done_at? as i64))
             .collect()
     }
 
@@ -346,11 +369,13 @@ fn row(
     }
     Row {
         op: op.to_string(),
+        group: begin.group.clone(),
         kind: begin.reason.clone(),
         own_ms,
         machine,
         done_at,
         begin_at: begin.at_ms,
+        end_at: None,
     }
 }
 
@@ -393,9 +418,15 @@ impl std::fmt::Display for Split {
         let own: u64 = self.rows.iter().map(|r| r.own_ms).sum();
         let mut reactions = self.reactions_ms();
         reactions.sort_unstable();
+        let mut lags = self.ready_lags_ms();
+        lags.sort_unstable();
         writeln!(
             f,
-            "drover's reaction, watch end → next operation (ms): {reactions:?}"
+            "drover's reaction, an operation's end → the next one's begin (ms, drover's clock): {reactions:?}"
+        )?;
+        writeln!(
+            f,
+            "node created + watch → operation's end (ms: the swarm lists the node Ready, drover sees it): {lags:?}"
         )?;
         write!(
             f,
