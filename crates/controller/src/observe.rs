@@ -289,7 +289,7 @@ pub async fn preview(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::by_group;
     use drover_core::journal::{OpKind, Operation};
     use drover_core::model::{Described, Instance, tags};
@@ -307,8 +307,8 @@ mod tests {
         .expect("an instance")
     }
 
-    /// A journaled operation of `group`.
-    fn op(group: &str) -> Operation {
+    /// A journaled operation of `group` (id `<group>-op`).
+    pub(crate) fn op(group: &str) -> Operation {
         Operation {
             id: format!("{group}-op"),
             group: group.into(),

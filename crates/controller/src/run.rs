@@ -7,7 +7,7 @@ use crate::observe::{self, Stored};
 use crate::status::{status_json, wall_ms};
 use crate::takeover;
 use crate::tokens;
-use drover_core::execute::{Carry, Execution, JournalWrite};
+use drover_core::execute::{self as execute_plan, Carry, Execution, JournalWrite};
 use drover_core::join_token::Tokens;
 use drover_core::journal::{HookFailed, Operation, Step};
 use drover_core::model::{Observed, SwarmView};
@@ -1040,33 +1040,39 @@ impl Controller {
                     // store's).
                     let hand_over = matches!(action, Action::DemoteSelfAndLeave { .. });
                     if hand_over {
+                        self.ended(&stored.journal, &mut ended).await;
                         self.started(group.clone(), action).await;
                     }
                     self.spawn(stored, group.clone(), action, epoch);
                     if !hand_over {
                         self.started(group, action).await;
                     }
+                    if execute_plan::ends_the_walk(action) {
+                        break;
+                    }
                 }
             }
         }
-        // Written once the pass's steps have started, stamped when each
-        // operation ended: the audit log shows when an operation ended
-        // without its record delaying the next operation's first step.
-        for (op, at_ms) in ended {
-            self.ended(&stored.journal, op, at_ms).await;
-        }
+        // Written once the pass's steps have started (or before its own
+        // hand-over), stamped when each operation ended: the audit log
+        // shows when an operation ended without its record delaying the
+        // next operation's first step.
+        self.ended(&stored.journal, &mut ended).await;
         Ok(progressed)
     }
 
-    /// Records that `op` (journaled in `journal`) ended at `at_ms`: done or
-    /// abandoned (the plan's explanation says which), out of the journal.
-    async fn ended(&mut self, journal: &[Operation], op: String, at_ms: u64) {
-        let record = journal.iter().find(|o| o.id == op);
-        let group = record.map(|o| o.group.clone());
-        let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
-        let outcome = "out of the journal".to_string();
-        self.event_at(at_ms, group, Some(op), "end", &kind, outcome)
-            .await;
+    /// Records that each of `ended` (operations of `journal`, with when
+    /// they ended) is over: done or abandoned (the plan's explanation says
+    /// which), out of the journal.
+    async fn ended(&mut self, journal: &[Operation], ended: &mut Vec<(String, u64)>) {
+        for (op, at_ms) in std::mem::take(ended) {
+            let record = journal.iter().find(|o| o.id == op);
+            let group = record.map(|o| o.group.clone());
+            let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
+            let outcome = "out of the journal".to_string();
+            self.event_at(at_ms, group, Some(op), "end", &kind, outcome)
+                .await;
+        }
     }
 
     /// Records that `op` was journaled.
@@ -1501,6 +1507,47 @@ mod tests {
         c.finished(done).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(!watch.is_finished(), "woken again by the same leave");
+    }
+
+    /// A leader's pass starts nothing after its own hand-over, not even a
+    /// journal write (through its demoting engine, in a swarm store): the
+    /// next leader plans the rest again.
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_carries_nothing_after_its_own_hand_over() {
+        let (store, held, mut c, epoch) = one_manager_controller(Some("l1"), "l1").await;
+        c.epoch = Some(epoch);
+        let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+        let (leader_op, next_op) = (observe::tests::op("m"), observe::tests::op("w"));
+        let plan = Plan {
+            actions: vec![
+                Action::Begin {
+                    op: Box::new(leader_op.clone()),
+                },
+                Action::DemoteSelfAndLeave {
+                    op: leader_op.id.clone(),
+                    node: "n1".into(),
+                },
+                Action::Begin {
+                    op: Box::new(next_op),
+                },
+            ],
+            groups: Vec::new(),
+            swarm: Default::default(),
+            explanation: Vec::new(),
+            memory: Memory::default(),
+            wake_at: None,
+            garbage: Vec::new(),
+        };
+        c.act(&stored, &plan, epoch).await.unwrap();
+        let journaled: Vec<String> = store
+            .journal()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.id)
+            .collect();
+        assert_eq!(journaled, [leader_op.id]);
+        held.release.notify_waiters();
     }
 
     #[tokio::test(start_paused = true)]

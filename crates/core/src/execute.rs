@@ -41,6 +41,15 @@ pub enum Carry {
     Nothing,
 }
 
+/// Whether starting `action` ends its plan's walk: the leader's own
+/// hand-over. Its engine is demoting itself, so anything more written
+/// through it (a swarm store's journal and events) asks the manager it is
+/// stopping and stretches that stop; and the rest of the plan is the next
+/// leader's to plan again from what it sees.
+pub fn ends_the_walk(action: &Action) -> bool {
+    matches!(action, Action::DemoteSelfAndLeave { .. })
+}
+
 /// One term's walk through a plan: the journal as this term has written
 /// it so far.
 #[derive(Debug, Clone)]
@@ -164,6 +173,20 @@ mod tests {
         );
         assert_eq!(walk.journal()[0], *record);
         assert_eq!(walk.next(&drain, true), Carry::Nothing);
+    }
+
+    #[test]
+    fn only_the_leaders_own_hand_over_ends_the_walk() {
+        let hand_over = Action::DemoteSelfAndLeave {
+            op: "op-1".into(),
+            node: "n1".into(),
+        };
+        let demote = Action::Demote {
+            op: "op-1".into(),
+            node: "n1".into(),
+        };
+        assert!(ends_the_walk(&hand_over));
+        assert!(!ends_the_walk(&demote));
     }
 
     #[test]

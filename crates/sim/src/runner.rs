@@ -30,7 +30,7 @@
 use crate::oracle;
 use crate::rng::Rng;
 use crate::world::{Refusal, Timings, World};
-use drover_core::execute::{Carry, Execution};
+use drover_core::execute::{Carry, Execution, ends_the_walk};
 use drover_core::hash::config_hash;
 use drover_core::journal::{OpKind, Operation};
 use drover_core::model::{Time, tags};
@@ -900,8 +900,10 @@ impl Runner {
         self.judge = Some(p.judge);
         self.judge_desired = Some(p.desired);
         for action in &p.actions {
-            if self.execute(action, p.epoch).is_none() {
-                break;
+            match self.execute(action, p.epoch) {
+                None => break,
+                Some(true) if ends_the_walk(action) => break,
+                Some(_) => {}
             }
         }
         self.judge = None;

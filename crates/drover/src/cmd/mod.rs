@@ -122,6 +122,15 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
     }
 }
 
+/// One worker thread beside the main one, whatever the machine's core
+/// count: every command, the controller's loop included, waits on engines,
+/// providers and stores and plans one pass at a time, and each worker
+/// thread adds its own allocator heap and stack to a controller's resident
+/// memory, which every manager of every cluster pays (BENCHMARKS.md §7).
 fn runtime() -> Result<tokio::runtime::Runtime, MainError> {
-    tokio::runtime::Runtime::new().map_err(|e| MainError::Failed(e.into()))
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| MainError::Failed(e.into()))
 }

@@ -229,6 +229,9 @@ struct Row {
     begin_at: u64,
     /// When drover saw it end (its `end` event).
     end_at: Option<u64>,
+    /// drover's own time between its steps, ms: from the operation's begin
+    /// to its first step, and from each step's end to the next one's start.
+    gaps_ms: Vec<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -367,9 +370,22 @@ fn row(
             (false, _) => own_ms += took,
         }
     }
+    let mut gaps_ms = Vec::new();
+    let mut since = Some(begin.at_ms);
+    for e in steps {
+        match (e.outcome == "started", since) {
+            (true, Some(t)) => {
+                gaps_ms.push(e.at_ms.saturating_sub(t));
+                since = None;
+            }
+            (false, _) => since = Some(e.at_ms),
+            (true, None) => {}
+        }
+    }
     Row {
         op: op.to_string(),
         group: begin.group.clone(),
+        gaps_ms,
         kind: begin.reason.clone(),
         own_ms,
         machine,
@@ -427,6 +443,15 @@ impl std::fmt::Display for Split {
         writeln!(
             f,
             "node created + watch → operation's end (ms: the swarm lists the node Ready, drover sees it): {lags:?}"
+        )?;
+        let mut gaps: Vec<u64> = self.rows.iter().flat_map(|r| r.gaps_ms.clone()).collect();
+        gaps.sort_unstable();
+        writeln!(
+            f,
+            "drover between its steps, an operation's begin or a step's end → its next step's start (ms): median {}, max {} over {} ({gaps:?})",
+            gaps.get(gaps.len() / 2).copied().unwrap_or_default(),
+            gaps.last().copied().unwrap_or_default(),
+            gaps.len(),
         )?;
         write!(
             f,
