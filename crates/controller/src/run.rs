@@ -515,23 +515,9 @@ impl Controller {
         reason: &str,
         outcome: String,
     ) {
-        self.event_at(wall_ms(), group, op, action, reason, outcome)
-            .await;
-    }
-
-    /// [`Controller::event`] that happened at `at_ms`.
-    async fn event_at(
-        &mut self,
-        at_ms: u64,
-        group: Option<String>,
-        op: Option<String>,
-        action: &str,
-        reason: &str,
-        outcome: String,
-    ) {
         let Some(epoch) = self.epoch else { return };
         let event = Event {
-            at_ms,
+            at_ms: wall_ms(),
             controller: self.ctx.identity.clone(),
             group,
             op,
@@ -806,7 +792,10 @@ impl Controller {
             "pass"
         );
         self.block_refused_rollbacks(&mut plan);
-        self.blocked_events(&plan).await;
+        // Nothing more through an engine that is demoting itself.
+        if self.handing_over.is_none() {
+            self.blocked_events(&plan).await;
+        }
         let progressed = match acted {
             Err(StoreError::Fenced { .. }) => {
                 self.stand_down("journal write fenced");
@@ -992,9 +981,8 @@ impl Controller {
     ) -> Result<bool, StoreError> {
         let mut walk = Execution::new(stored.journal.clone(), epoch);
         let mut progressed = false;
-        let mut ended = Vec::new();
         self.rollback_refused.clear();
-        for action in &plan.actions {
+        for action in execute_plan::walk_order(&plan.actions) {
             if self.epoch != Some(epoch) {
                 // Fenced mid-plan (an event write was refused): act no further.
                 return Err(StoreError::Fenced {
@@ -1006,6 +994,10 @@ impl Controller {
             let running = action
                 .op_id()
                 .is_some_and(|id| self.running.contains_key(id));
+            let ending = match action {
+                Action::Complete { op } => walk.journal().iter().find(|o| o.id == *op).cloned(),
+                _ => None,
+            };
             match walk.next(action, running) {
                 Carry::Nothing => {}
                 Carry::Journal(JournalWrite::Put(op)) => {
@@ -1016,7 +1008,7 @@ impl Controller {
                 }
                 Carry::Journal(JournalWrite::Remove(op)) => {
                     self.ctx.store.journal_remove(epoch, &op).await?;
-                    ended.push((op, wall_ms()));
+                    self.ended(op, ending.as_ref()).await;
                 }
                 Carry::Rollback => {
                     if let Action::Rollback { group, reason } = action {
@@ -1038,41 +1030,27 @@ impl Controller {
                     // end (it no longer leads then), and once it runs
                     // nothing may be written through its engine (the swarm
                     // store's).
-                    let hand_over = matches!(action, Action::DemoteSelfAndLeave { .. });
+                    let hand_over = execute_plan::ends_the_walk(action);
                     if hand_over {
-                        self.ended(&stored.journal, &mut ended).await;
                         self.started(group.clone(), action).await;
                     }
                     self.spawn(stored, group.clone(), action, epoch);
                     if !hand_over {
                         self.started(group, action).await;
                     }
-                    if execute_plan::ends_the_walk(action) {
-                        break;
-                    }
                 }
             }
         }
-        // Written once the pass's steps have started (or before its own
-        // hand-over), stamped when each operation ended: the audit log
-        // shows when an operation ended without its record delaying the
-        // next operation's first step.
-        self.ended(&stored.journal, &mut ended).await;
         Ok(progressed)
     }
 
-    /// Records that each of `ended` (operations of `journal`, with when
-    /// they ended) is over: done or abandoned (the plan's explanation says
-    /// which), out of the journal.
-    async fn ended(&mut self, journal: &[Operation], ended: &mut Vec<(String, u64)>) {
-        for (op, at_ms) in std::mem::take(ended) {
-            let record = journal.iter().find(|o| o.id == op);
-            let group = record.map(|o| o.group.clone());
-            let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
-            let outcome = "out of the journal".to_string();
-            self.event_at(at_ms, group, Some(op), "end", &kind, outcome)
-                .await;
-        }
+    /// Records that operation `op` (its journal record, `record`) is over,
+    /// done or abandoned: out of the journal.
+    async fn ended(&mut self, op: String, record: Option<&Operation>) {
+        let group = record.map(|o| o.group.clone());
+        let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
+        self.event(group, Some(op), "end", &kind, "out of the journal".into())
+            .await;
     }
 
     /// Records that `op` was journaled.
@@ -1509,11 +1487,11 @@ mod tests {
         assert!(!watch.is_finished(), "woken again by the same leave");
     }
 
-    /// A leader's pass starts nothing after its own hand-over, not even a
-    /// journal write (through its demoting engine, in a swarm store): the
-    /// next leader plans the rest again.
+    /// A leader's pass carries its own hand-over last: the rest of the plan
+    /// (here another group's operation, planned after it) is journaled while
+    /// its engine still leads, and nothing goes through a demoting one.
     #[tokio::test(start_paused = true)]
-    async fn a_pass_carries_nothing_after_its_own_hand_over() {
+    async fn a_pass_carries_its_own_hand_over_last() {
         let (store, held, mut c, epoch) = one_manager_controller(Some("l1"), "l1").await;
         c.epoch = Some(epoch);
         let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
@@ -1528,7 +1506,7 @@ mod tests {
                     node: "n1".into(),
                 },
                 Action::Begin {
-                    op: Box::new(next_op),
+                    op: Box::new(next_op.clone()),
                 },
             ],
             groups: Vec::new(),
@@ -1539,14 +1517,34 @@ mod tests {
             garbage: Vec::new(),
         };
         c.act(&stored, &plan, epoch).await.unwrap();
-        let journaled: Vec<String> = store
+        let journaled: BTreeSet<String> = store
             .journal()
             .await
             .unwrap()
             .into_iter()
             .map(|o| o.id)
             .collect();
-        assert_eq!(journaled, [leader_op.id]);
+        assert_eq!(
+            journaled,
+            BTreeSet::from([leader_op.id, next_op.id.clone()])
+        );
+        let events: Vec<(String, Option<String>)> = store
+            .events(0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.action, e.op))
+            .collect();
+        let at = |action: &str, op: &str| {
+            events
+                .iter()
+                .position(|(a, o)| a == action && o.as_deref() == Some(op))
+                .unwrap_or_else(|| panic!("no {action} of {op} in {events:?}"))
+        };
+        assert!(
+            at("begin", &next_op.id) < at("step", "m-op"),
+            "the hand-over started before the rest of the plan: {events:?}"
+        );
         held.release.notify_waiters();
     }
 

@@ -50,6 +50,17 @@ pub fn ends_the_walk(action: &Action) -> bool {
     matches!(action, Action::DemoteSelfAndLeave { .. })
 }
 
+/// `actions` in the order a walk carries them: as planned, but the
+/// leader's own hand-over last ([`ends_the_walk`]), so that the plan's
+/// other actions are carried while its engine still leads and none through
+/// a demoting one. Everything in a plan was judged on one observation and
+/// allowed side by side: only the hand-over moves.
+pub fn walk_order(actions: &[Action]) -> Vec<&Action> {
+    let (hand_over, rest): (Vec<&Action>, Vec<&Action>) =
+        actions.iter().partition(|a| ends_the_walk(a));
+    rest.into_iter().chain(hand_over).collect()
+}
+
 /// One term's walk through a plan: the journal as this term has written
 /// it so far.
 #[derive(Debug, Clone)]
@@ -176,17 +187,29 @@ mod tests {
     }
 
     #[test]
-    fn only_the_leaders_own_hand_over_ends_the_walk() {
+    fn a_walk_carries_the_leaders_own_hand_over_last_and_the_rest_as_planned() {
+        let begin = |id: &str| Action::Begin {
+            op: Box::new(op(id)),
+        };
         let hand_over = Action::DemoteSelfAndLeave {
             op: "op-1".into(),
             node: "n1".into(),
         };
         let demote = Action::Demote {
-            op: "op-1".into(),
-            node: "n1".into(),
+            op: "op-3".into(),
+            node: "n3".into(),
         };
-        assert!(ends_the_walk(&hand_over));
-        assert!(!ends_the_walk(&demote));
+        let planned = [
+            begin("op-1"),
+            hand_over.clone(),
+            begin("op-2"),
+            demote.clone(),
+        ];
+        let walked: Vec<&Action> = walk_order(&planned);
+        assert_eq!(
+            walked,
+            [&begin("op-1"), &begin("op-2"), &demote, &hand_over]
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@
 use crate::oracle;
 use crate::rng::Rng;
 use crate::world::{Refusal, Timings, World};
-use drover_core::execute::{Carry, Execution, ends_the_walk};
+use drover_core::execute::{Carry, Execution, walk_order};
 use drover_core::hash::config_hash;
 use drover_core::journal::{OpKind, Operation};
 use drover_core::model::{Time, tags};
@@ -810,7 +810,9 @@ impl Runner {
             self.act_late();
         }
         if can_act {
-            for (k, action) in plan.actions.iter().enumerate() {
+            // As the controller walks a plan: its own hand-over last.
+            let actions: Vec<Action> = walk_order(&plan.actions).into_iter().cloned().collect();
+            for (k, action) in actions.iter().enumerate() {
                 if crash_after == Some(k) && faulty {
                     self.take_over();
                     self.note(
@@ -819,7 +821,7 @@ impl Runner {
                     );
                     break;
                 }
-                if pause_after == Some(k) && self.pause(&plan.actions[k..]) {
+                if pause_after == Some(k) && self.pause(&actions[k..]) {
                     break;
                 }
                 match self.execute(action, self.epoch) {
@@ -900,10 +902,8 @@ impl Runner {
         self.judge = Some(p.judge);
         self.judge_desired = Some(p.desired);
         for action in &p.actions {
-            match self.execute(action, p.epoch) {
-                None => break,
-                Some(true) if ends_the_walk(action) => break,
-                Some(_) => {}
+            if self.execute(action, p.epoch).is_none() {
+                break;
             }
         }
         self.judge = None;
