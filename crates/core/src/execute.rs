@@ -41,11 +41,10 @@ pub enum Carry {
     Nothing,
 }
 
-/// Whether starting `action` ends its plan's walk: the leader's own
-/// hand-over. Its engine is demoting itself, so anything more written
-/// through it (a swarm store's journal and events) asks the manager it is
-/// stopping and stretches that stop; and the rest of the plan is the next
-/// leader's to plan again from what it sees.
+/// Whether `action` is the leader's own hand-over, the last thing a walk
+/// carries ([`walk_order`]): its engine is demoting itself, so anything
+/// written through it afterwards (a swarm store's journal and events) would
+/// ask the manager it is stopping and stretch that stop.
 pub fn ends_the_walk(action: &Action) -> bool {
     matches!(action, Action::DemoteSelfAndLeave { .. })
 }
