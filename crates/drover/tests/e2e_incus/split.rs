@@ -279,12 +279,11 @@ impl Split {
                     .iter()
                     .filter(|e| e.action == "step" && e.op.as_deref() == Some(op.as_str()))
                     .collect();
-                let end = window
+                let end_at = window
                     .iter()
-                    .find(|e| e.action == "end" && e.op.as_deref() == Some(op.as_str()));
-                let mut row = row(&op, begin, &steps, boots, &watch_ms);
-                row.end_at = end.map(|e| e.at_ms);
-                Some(row)
+                    .find(|e| e.action == "end" && e.op.as_deref() == Some(op.as_str()))
+                    .map(|e| e.at_ms);
+                Some(row(&op, begin, &steps, end_at, boots, &watch_ms))
             })
             .collect();
         Split {
@@ -326,11 +325,13 @@ impl Split {
     }
 }
 
-/// Start and end of each step (by its text) of one operation.
+/// One operation's row: its steps' start and end (by their text), its machine's
+/// stages, and `end_at`, when drover saw it end.
 fn row(
     op: &str,
     begin: &Event,
     steps: &[&&Event],
+    end_at: Option<u64>,
     boots: &BTreeMap<String, Boot>,
     watch_ms: &impl Fn(&str) -> u64,
 ) -> Row {
@@ -391,7 +392,7 @@ fn row(
         machine,
         done_at,
         begin_at: begin.at_ms,
-        end_at: None,
+        end_at,
     }
 }
 
@@ -444,7 +445,11 @@ impl std::fmt::Display for Split {
             f,
             "node created + watch → operation's end (ms: the swarm lists the node Ready, drover sees it): {lags:?}"
         )?;
-        let mut gaps: Vec<u64> = self.rows.iter().flat_map(|r| r.gaps_ms.clone()).collect();
+        let mut gaps: Vec<u64> = self
+            .rows
+            .iter()
+            .flat_map(|r| r.gaps_ms.iter().copied())
+            .collect();
         gaps.sort_unstable();
         writeln!(
             f,
