@@ -153,105 +153,115 @@ fn default_type(kind: &str) -> Result<(), (i64, String)> {
 
 async fn dispatch(p: Provider, method: String, v: Value) -> Answer {
     match method.as_str() {
-        "Handshake.Hello" => {
-            let objects = vec![wire::Object {
-                name: ".".into(),
-                proxy_for: String::new(),
-            }];
-            ok(wire::HelloResponse {
-                objects: BTreeMap::from([
-                    (INSTANCE_0_6_1.to_string(), objects.clone()),
-                    (DROVER_0_1_0.to_string(), objects),
-                ]),
-            })
-        }
-        "Handshake.Implements" => {
-            let spec = |s: &str| {
-                let (name, version) = s.split_once('/').unwrap_or((s, ""));
-                wire::InterfaceSpec {
-                    name: name.into(),
-                    version: version.into(),
-                }
-            };
-            ok(wire::ImplementsResponse {
-                apis: vec![spec(INSTANCE_0_5_0), spec(DROVER_0_1_0)],
-            })
-        }
-        "Instance.Validate" => {
-            let req: wire::ValidateRequest = params(v)?;
-            default_type(&req.kind)?;
-            // drover's providers check their properties when the spec is
-            // decoded; here only the shape is theirs to refuse.
-            if !(req.properties.is_object() || req.properties.is_null()) {
-                return Err((wire::SERVER_ERROR, "Properties must be an object".into()));
-            }
-            ok(wire::OkResponse {
-                kind: req.kind,
-                ok: true,
-            })
-        }
-        "Instance.Provision" => {
-            let req: wire::ProvisionRequest = params(v)?;
-            default_type(&req.kind)?;
-            let kind = req.kind.clone();
-            let id = p
-                .provision(to_provision(req)?, &Unfenced)
-                .await
-                .map_err(provider_error)?;
-            ok(wire::ProvisionResponse { kind, id: Some(id) })
-        }
-        "Instance.Label" => {
-            let req: wire::LabelRequest = params(v)?;
-            default_type(&req.kind)?;
-            p.label(&req.instance, &req.labels, &Unfenced)
-                .await
-                .map_err(provider_error)?;
-            ok(wire::OkResponse {
-                kind: req.kind,
-                ok: true,
-            })
-        }
-        "Instance.Destroy" => {
-            let req: wire::DestroyRequest = params(v)?;
-            default_type(&req.kind)?;
-            match p.destroy(&req.instance).await {
-                Ok(()) | Err(ProviderError::NotFound(_)) => ok(wire::OkResponse {
-                    kind: req.kind,
-                    ok: true,
-                }),
-                Err(e) => Err(provider_error(e)),
-            }
-        }
-        "Instance.DescribeInstances" => {
-            let req: wire::DescribeRequest = params(v)?;
-            default_type(&req.kind)?;
-            // Its caller plans on it as a look of its own (a plugin's
-            // client has no listing of its own to lay its changes over).
-            let list = p.describe_fresh(&req.tags).await.map_err(provider_error)?;
-            let descriptions = list
-                .into_iter()
-                .map(|i| wire::Description {
-                    logical_id: i.logical_id().map(str::to_string),
-                    tags: i.tags.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-                    properties: req.properties.then(|| {
-                        json!(wire::DescribedState {
-                            running: i.running,
-                            created_ms: i.created_ms,
-                        })
-                    }),
-                    id: i.id,
-                })
-                .collect();
-            ok(wire::DescribeResponse {
-                kind: req.kind,
-                descriptions,
-            })
-        }
+        "Handshake.Hello" => hello(),
+        "Handshake.Implements" => implements(),
+        "Instance.Validate" => validate(params(v)?),
+        "Instance.Provision" => provision(&p, params(v)?).await,
+        "Instance.Label" => label(&p, params(v)?).await,
+        "Instance.Destroy" => destroy(&p, params(v)?).await,
+        "Instance.DescribeInstances" => describe(&p, params(v)?).await,
         other => Err((
             wire::METHOD_NOT_FOUND,
             format!("rpc: can't find method {other}"),
         )),
     }
+}
+
+fn hello() -> Answer {
+    let objects = vec![wire::Object {
+        name: ".".into(),
+        proxy_for: String::new(),
+    }];
+    ok(wire::HelloResponse {
+        objects: BTreeMap::from([
+            (INSTANCE_0_6_1.to_string(), objects.clone()),
+            (DROVER_0_1_0.to_string(), objects),
+        ]),
+    })
+}
+
+fn implements() -> Answer {
+    let spec = |s: &str| {
+        let (name, version) = s.split_once('/').unwrap_or((s, ""));
+        wire::InterfaceSpec {
+            name: name.into(),
+            version: version.into(),
+        }
+    };
+    ok(wire::ImplementsResponse {
+        apis: vec![spec(INSTANCE_0_5_0), spec(DROVER_0_1_0)],
+    })
+}
+
+fn validate(req: wire::ValidateRequest) -> Answer {
+    default_type(&req.kind)?;
+    // drover's providers check their properties when the spec is
+    // decoded; here only the shape is theirs to refuse.
+    if !(req.properties.is_object() || req.properties.is_null()) {
+        return Err((wire::SERVER_ERROR, "Properties must be an object".into()));
+    }
+    ok(wire::OkResponse {
+        kind: req.kind,
+        ok: true,
+    })
+}
+
+async fn provision(p: &Provider, req: wire::ProvisionRequest) -> Answer {
+    default_type(&req.kind)?;
+    let kind = req.kind.clone();
+    let id = p
+        .provision(to_provision(req)?, &Unfenced)
+        .await
+        .map_err(provider_error)?;
+    ok(wire::ProvisionResponse { kind, id: Some(id) })
+}
+
+async fn label(p: &Provider, req: wire::LabelRequest) -> Answer {
+    default_type(&req.kind)?;
+    p.label(&req.instance, &req.labels, &Unfenced)
+        .await
+        .map_err(provider_error)?;
+    ok(wire::OkResponse {
+        kind: req.kind,
+        ok: true,
+    })
+}
+
+/// A machine already gone is destroyed: InfraKit's callers retry a destroy.
+async fn destroy(p: &Provider, req: wire::DestroyRequest) -> Answer {
+    default_type(&req.kind)?;
+    match p.destroy(&req.instance).await {
+        Ok(()) | Err(ProviderError::NotFound(_)) => ok(wire::OkResponse {
+            kind: req.kind,
+            ok: true,
+        }),
+        Err(e) => Err(provider_error(e)),
+    }
+}
+
+async fn describe(p: &Provider, req: wire::DescribeRequest) -> Answer {
+    default_type(&req.kind)?;
+    // Its caller plans on it as a look of its own (a plugin's
+    // client has no listing of its own to lay its changes over).
+    let list = p.describe_fresh(&req.tags).await.map_err(provider_error)?;
+    let descriptions = list
+        .into_iter()
+        .map(|i| wire::Description {
+            logical_id: i.logical_id().map(str::to_string),
+            tags: i.tags.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            properties: req.properties.then(|| {
+                json!(wire::DescribedState {
+                    running: i.running,
+                    created_ms: i.created_ms,
+                })
+            }),
+            id: i.id,
+        })
+        .collect();
+    ok(wire::DescribeResponse {
+        kind: req.kind,
+        descriptions,
+    })
 }
 
 /// The provider's request from a Provision: the script as a template whose
