@@ -12,24 +12,28 @@
 //! its full spec (labels, role, availability) with the current version,
 //! retrying a bounded number of times on "update out of sequence".
 
+mod convert;
 mod endpoint;
 mod error;
+mod leave;
 
+pub use convert::convert_node;
 pub use endpoint::{DEFAULT_HOST, DockerEnv, docker_client};
 pub use error::EngineError;
+pub use leave::{LEAVE_ATTEMPT_TIMEOUT, LEAVE_TOTAL_TIMEOUT, LEFT_POLL, PeerEndpoints};
 
 use backon::{ExponentialBuilder, Retryable};
 use bollard::Docker;
 use bollard::models::{
-    LocalNodeState, NodeSpecAvailabilityEnum, NodeSpecRoleEnum, NodeState as BNodeState,
-    Reachability, SwarmInitRequest, SwarmJoinRequest, TaskState,
+    LocalNodeState, NodeSpecAvailabilityEnum, NodeSpecRoleEnum, SwarmInitRequest, SwarmJoinRequest,
+    TaskState,
 };
 use bollard::query_parameters::{
-    DeleteNodeOptionsBuilder, LeaveSwarmOptionsBuilder, ListServicesOptions,
-    ListTasksOptionsBuilder, UpdateNodeOptionsBuilder, UpdateSwarmOptionsBuilder,
+    DeleteNodeOptionsBuilder, ListServicesOptions, ListTasksOptionsBuilder,
+    UpdateNodeOptionsBuilder, UpdateSwarmOptionsBuilder,
 };
-use drover_core::budget::{MAX_UNAVAILABLE_LABEL, MIN_AVAILABLE_LABEL};
-use drover_core::model::{Availability, Node, NodeState, RaftMember, Service, SwarmView, tags};
+use convert::{convert_service, parse_labels};
+use drover_core::model::{Node, NodeState, Service, SwarmView};
 use drover_spi::Secret;
 use drover_spi::{Fence, Unfenced};
 use std::collections::{BTreeMap, HashMap};
@@ -38,16 +42,6 @@ use std::time::{Duration, Instant};
 
 /// Default bound for one ordinary API call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bound for one `swarm leave` attempt (measured: it can block 0.7–9 s).
-pub const LEAVE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(45);
-/// How often a leaving engine is asked whether it is out of the swarm while
-/// its `swarm leave` call runs: the next leader destroys its machine on
-/// that news, within 0.1 s of the leave is the aim (issue 18).
-pub const LEFT_POLL: Duration = Duration::from_millis(25);
-
-/// Overall bound for the leave retries of [`Engine::demote_self_and_leave`].
-pub const LEAVE_TOTAL_TIMEOUT: Duration = Duration::from_secs(90);
-
 /// The message surfaced when the controller's own engine is autolocked.
 pub const LOCKED_MESSAGE: &str = "swarm is locked: unlock it with docker swarm unlock";
 
@@ -106,21 +100,6 @@ const JOIN_GOES_ON: &str = "will continue in the background";
 /// How long a join that goes on in the background is waited for.
 const JOIN_BACKGROUND: Duration = Duration::from_secs(120);
 
-/// Something that can name other managers' engine endpoints (for the
-/// leader's demote → leave protocol, which must watch its own node leave
-/// the raft from ANOTHER manager).
-pub trait PeerEndpoints: Send + Sync {
-    /// Engine endpoints (`unix:///…` or socket paths) of the swarm's other
-    /// engines, as best known. May include workers and self; both are skipped.
-    fn peer_endpoints(&self) -> Vec<String>;
-}
-
-impl PeerEndpoints for Vec<String> {
-    fn peer_endpoints(&self) -> Vec<String> {
-        self.clone()
-    }
-}
-
 /// How long [`Engine::observe_known`] waits for the node and task lists: a
 /// manager with a leader answers in milliseconds (1-20 ms here, loaded);
 /// past it (leadership moving, or a task list too long to read so fast)
@@ -147,101 +126,12 @@ where
     }
 }
 
-fn parse_labels(labels: Option<Vec<String>>) -> BTreeMap<String, String> {
-    labels
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|l| {
-            l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect()
-}
-
 fn backoff() -> ExponentialBuilder {
     ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(50))
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(8)
         .with_jitter()
-}
-
-/// Converts a replicated or global service to drover's model (without
-/// its tasks); `None` for jobs.
-fn convert_service(s: &bollard::models::Service) -> Option<Service> {
-    let spec = s.spec.as_ref()?;
-    let mode = spec.mode.as_ref();
-    let replicas = match mode.and_then(|m| m.replicated.as_ref()) {
-        Some(r) => Some(r.replicas.unwrap_or(1).clamp(0, i64::from(u32::MAX)) as u32),
-        None if mode.is_some_and(|m| m.global.is_some()) => None,
-        // A job, or no mode at all (the engine defaults to one replica).
-        None if mode.is_some() => return None,
-        None => Some(1),
-    };
-    let labels = spec
-        .labels
-        .iter()
-        .flatten()
-        .filter(|(k, _)| [MAX_UNAVAILABLE_LABEL, MIN_AVAILABLE_LABEL].contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    Some(Service {
-        id: s.id.clone()?,
-        name: spec.name.clone().unwrap_or_default(),
-        replicas,
-        labels,
-        running: BTreeMap::new(),
-    })
-}
-
-/// Converts an engine node (plus per-node running task counts) to drover's model.
-pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -> Node {
-    let id = n.id.clone().unwrap_or_default();
-    let labels = n
-        .description
-        .as_ref()
-        .and_then(|d| d.engine.as_ref())
-        .and_then(|e| e.labels.clone())
-        .unwrap_or_default();
-    let spec = n.spec.clone().unwrap_or_default();
-    // Engine labels are set when drover builds the machine; an adopted
-    // machine's engine was started by someone else, so `drover adopt` puts
-    // drover's labels on the swarm node instead (engine labels win).
-    let label = |key: &str| {
-        labels
-            .get(key)
-            .or_else(|| spec.labels.as_ref().and_then(|l| l.get(key)))
-            .cloned()
-    };
-    let state = match n.status.as_ref().and_then(|s| s.state) {
-        Some(BNodeState::READY) => NodeState::Ready,
-        Some(BNodeState::DOWN) => NodeState::Down,
-        Some(BNodeState::DISCONNECTED) => NodeState::Disconnected,
-        _ => NodeState::Unknown,
-    };
-    let availability = match spec.availability {
-        Some(NodeSpecAvailabilityEnum::DRAIN) => Availability::Drain,
-        Some(NodeSpecAvailabilityEnum::PAUSE) => Availability::Pause,
-        _ => Availability::Active,
-    };
-    let raft = n.manager_status.as_ref().map(|m| RaftMember {
-        leader: m.leader.unwrap_or(false),
-        reachable: matches!(m.reachability, Some(Reachability::REACHABLE)),
-        addr: m.addr.clone().unwrap_or_default(),
-    });
-    Node {
-        running_tasks: running.get(&id).copied().unwrap_or(0),
-        locked: false,
-        left: false,
-        id,
-        link: label(tags::LINK),
-        cluster: label(tags::CLUSTER),
-        group: label(tags::GROUP),
-        state,
-        availability,
-        manager_role: matches!(spec.role, Some(NodeSpecRoleEnum::MANAGER)),
-        raft,
-    }
 }
 
 impl Engine {
@@ -646,21 +536,6 @@ impl Engine {
         Err(refused)
     }
 
-    /// `docker swarm leave [--force]`, bounded by `timeout`.
-    pub async fn leave_with_timeout(
-        &self,
-        force: bool,
-        timeout: Duration,
-    ) -> Result<(), EngineError> {
-        let opts = LeaveSwarmOptionsBuilder::default().force(force).build();
-        bounded(timeout, self.docker.leave_swarm(Some(opts))).await
-    }
-
-    /// `docker swarm leave [--force]`.
-    pub async fn leave(&self, force: bool) -> Result<(), EngineError> {
-        self.leave_with_timeout(force, LEAVE_ATTEMPT_TIMEOUT).await
-    }
-
     /// The swarm's join tokens (from swarm inspect). Never logged.
     pub async fn join_tokens(&self) -> Result<JoinTokens, EngineError> {
         let s = bounded(CALL_TIMEOUT, self.docker.inspect_swarm()).await?;
@@ -719,138 +594,5 @@ impl Engine {
             .filter_map(|n| n.manager_status)
             .find(|m| m.leader == Some(true))
             .and_then(|m| m.addr))
-    }
-
-    /// The leader's protocol for leaving the swarm it leads (swarm-facts):
-    /// 1. demote self through the own engine;
-    /// 2. wait until `node` has no `ManagerStatus` as seen from ANOTHER
-    ///    manager (`peers`); with no reachable peer, poll the own engine
-    ///    gently (every 1 s: aggressive polling slows the manager shutdown)
-    ///    until the node is out of the raft or `ControlAvailable` is false;
-    /// 3. `swarm leave` without force, each attempt allowed 45 s, retrying
-    ///    on exactly the "participating as a manager" refusal, 90 s overall.
-    ///
-    /// `fence` is checked before the demote (step 1) only: once demoted, the
-    /// protocol must finish with its leave.
-    ///
-    /// While a leave call runs, the engine is asked for its state every
-    /// [`LEFT_POLL`], and `left` is called once it reads inactive: the node
-    /// has left, and the call returns only after the engine's own clean-up
-    /// (~1 s here, BENCHMARKS.md §4). Its manager is shut down by then (a
-    /// peer saw it out of the raft), so the questions no longer slow that
-    /// shutdown (swarm-facts).
-    pub async fn demote_self_and_leave(
-        &self,
-        node: &str,
-        peers: &[String],
-        fence: &dyn Fence,
-        left: &(dyn Fn() + Send + Sync),
-    ) -> Result<(), EngineError> {
-        let info = self.info().await?;
-        if info.state == LocalState::Inactive {
-            return Ok(()); // already left: replaying the step is success
-        }
-        if info.node_id != node {
-            return Err(EngineError::Other(format!(
-                "node {node} is not this engine's node ({})",
-                info.node_id
-            )));
-        }
-        if info.control_available {
-            self.demote(node, fence).await?;
-        }
-        self.wait_out_of_raft(node, peers, Duration::from_secs(30))
-            .await;
-        let deadline = Instant::now() + LEAVE_TOTAL_TIMEOUT;
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let attempt = LEAVE_ATTEMPT_TIMEOUT
-                .min(remaining)
-                .max(Duration::from_secs(1));
-            // The call is never cut short: the questions run beside it.
-            let leave = self.leave_with_timeout(false, attempt);
-            tokio::pin!(leave);
-            let mut told = false;
-            let outcome = loop {
-                tokio::select! {
-                    r = &mut leave => break r,
-                    () = self.until_inactive(), if !told => {
-                        left();
-                        told = true;
-                    }
-                }
-            };
-            match outcome {
-                Ok(()) => return Ok(()),
-                Err(e) if e.is_still_manager_refusal() && Instant::now() < deadline => {
-                    tracing::info!("leave refused while still a manager; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Err(e) => {
-                    // The call may have timed out while the leave went through.
-                    if let Ok(i) = self.info().await
-                        && i.state == LocalState::Inactive
-                    {
-                        return Ok(());
-                    }
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// Resolves once this engine's state reads inactive (in no swarm),
-    /// asking every [`LEFT_POLL`].
-    async fn until_inactive(&self) {
-        loop {
-            tokio::time::sleep(LEFT_POLL).await;
-            if let Ok(i) = self.info().await
-                && i.state == LocalState::Inactive
-            {
-                return;
-            }
-        }
-    }
-
-    /// Waits (bounded) until `node` is out of the raft; returns whether seen so.
-    async fn wait_out_of_raft(&self, node: &str, peers: &[String], limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        let mut peer_engines = Vec::new();
-        for p in peers {
-            if p == &self.endpoint {
-                continue;
-            }
-            if let Ok(e) = Engine::connect_with_timeout(p, Duration::from_secs(3)).await
-                && let Ok(i) = e.info().await
-                && i.control_available
-                && i.node_id != node
-            {
-                peer_engines.push(e);
-            }
-        }
-        while Instant::now() < deadline {
-            if !peer_engines.is_empty() {
-                let mut answered = false;
-                for p in &peer_engines {
-                    match bounded(Duration::from_secs(5), p.docker.inspect_node(node)).await {
-                        Ok(n) if n.manager_status.is_none() => return true,
-                        Ok(_) => answered = true,
-                        Err(EngineError::NotFound(_)) => return true,
-                        Err(_) => {}
-                    }
-                }
-                if answered {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-                // No peer answered: fall back to the own engine, gently.
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            match self.info().await {
-                Ok(i) if !i.control_available || i.state != LocalState::Active => return true,
-                _ => {}
-            }
-        }
-        false
     }
 }
