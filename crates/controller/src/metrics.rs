@@ -145,7 +145,19 @@ impl Metrics {
     /// calls and throttles), served on the same endpoint.
     pub fn with(extra: impl FnOnce(&mut Registry)) -> Self {
         let mut r = Registry::with_prefix("drover");
-        let m = Metrics {
+        let m = Metrics::zeroed();
+        m.register_world(&mut r);
+        m.register_controller(&mut r);
+        extra(&mut r);
+        Metrics {
+            registry: Arc::new(r),
+            ..m
+        }
+    }
+
+    /// Every metric at zero, registered nowhere yet.
+    fn zeroed() -> Self {
+        Metrics {
             registry: Arc::new(Registry::default()),
             swarm_fault_tolerance: Gauge::default(),
             raft_members: Gauge::default(),
@@ -169,114 +181,123 @@ impl Metrics {
             calls: Family::default(),
             call_errors: Family::default(),
             call_latency: Family::new_with_constructor(latency_histogram),
-        };
+        }
+    }
+
+    /// What the acting controller's last pass saw of the swarm and the
+    /// groups.
+    fn register_world(&self, r: &mut Registry) {
         r.register(
             "swarm_fault_tolerance",
             "Reachable managers minus quorum (-1 when the swarm cannot be asked)",
-            m.swarm_fault_tolerance.clone(),
+            self.swarm_fault_tolerance.clone(),
         );
         r.register(
             "swarm_raft_members",
             "Managers in the swarm's raft, as the acting controller last saw them",
-            m.raft_members.clone(),
+            self.raft_members.clone(),
         );
         r.register(
             "swarm_raft_members_reachable",
             "Of the raft members, those reachable",
-            m.raft_reachable.clone(),
+            self.raft_reachable.clone(),
         );
         r.register(
             "group_fault_tolerance",
             "Manager groups: the swarm's fault tolerance; worker groups: healthy members minus one (-1 when none)",
-            m.group_fault_tolerance.clone(),
+            self.group_fault_tolerance.clone(),
         );
         r.register(
             "group_members",
             "Owned instances by group, health and whether they run the desired config",
-            m.members.clone(),
+            self.members.clone(),
         );
         r.register(
             "group_desired_members",
             "Declared size of each group",
-            m.desired.clone(),
+            self.desired.clone(),
         );
         r.register(
             "group_rollout_progress_ratio",
             "Members on the desired config over the declared size (1 when converged)",
-            m.progress.clone(),
+            self.progress.clone(),
         );
         r.register(
             "group_phase",
             "1 for each group's current phase",
-            m.phase.clone(),
+            self.phase.clone(),
         );
         r.register(
             "group_last_change_timestamp_seconds",
             "When this controller, acting, last saw the group's phase or member counts (declared, members, current, healthy, in flight) change, or first saw the group (Unix time)",
-            m.changed.clone(),
+            self.changed.clone(),
         );
         r.register(
             "blocked_groups",
             "Groups blocked until an operator acts",
-            m.blocked.clone(),
+            self.blocked.clone(),
         );
+    }
+
+    /// What this controller itself does: acting or not, its engine's
+    /// leader, its passes, steps and API calls.
+    fn register_controller(&self, r: &mut Registry) {
         r.register(
             "controller_acting",
             "1 while this controller acts (its engine leads the swarm and it holds the store epoch)",
-            m.acting.clone(),
+            self.acting.clone(),
         );
         r.register(
             "swarm_leader_known",
             "1 while this controller's own engine knows a swarm leader (a manager with quorum); every controller reports it, acting or not",
-            m.leader_known.clone(),
+            self.leader_known.clone(),
         );
         r.register(
             "swarm_leader_seen_timestamp_seconds",
             "When this controller's own engine last knew a swarm leader (Unix time): time() minus it is how long the quorum has been lost",
-            m.leader_seen.clone(),
+            self.leader_seen.clone(),
         );
         r.register(
             "controller_last_pass_timestamp_seconds",
             "When this controller's loop last finished a pass, acting or not, whatever its outcome (Unix time): time() minus it is how long the loop has been stuck",
-            m.last_pass.clone(),
+            self.last_pass.clone(),
         );
         r.register(
             "leadership_changes",
             "Times this controller took over as the acting controller",
-            m.leadership_changes.clone(),
+            self.leadership_changes.clone(),
         );
-        r.register("passes", "Observe-plan-act passes made", m.passes.clone());
+        r.register(
+            "passes",
+            "Observe-plan-act passes made",
+            self.passes.clone(),
+        );
         r.register(
             "steps_started",
             "Side-effect steps started, by kind",
-            m.steps_started.clone(),
+            self.steps_started.clone(),
         );
         r.register(
             "steps_failed",
             "Side-effect steps that ended in an error, by kind and by what the error says about trying again",
-            m.steps_failed.clone(),
+            self.steps_failed.clone(),
         );
         r.register(
             "api_calls",
             "Provider and engine API calls, by API and call",
-            m.calls.clone(),
+            self.calls.clone(),
         );
         r.register(
             "api_errors",
             "Provider and engine API calls that failed, by API and call",
-            m.call_errors.clone(),
+            self.call_errors.clone(),
         );
         r.register_with_unit(
             "api_call_duration",
             "Latency of provider and engine API calls",
             Unit::Seconds,
-            m.call_latency.clone(),
+            self.call_latency.clone(),
         );
-        extra(&mut r);
-        Metrics {
-            registry: Arc::new(r),
-            ..m
-        }
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), which

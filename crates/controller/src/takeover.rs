@@ -6,7 +6,7 @@
 
 use crate::status::wall_ms;
 use drover_core::model::SwarmView;
-use drover_spi::{Epoch, Event};
+use drover_spi::{Epoch, Event, EventAction};
 
 /// The event `identity` writes under `epoch`, the epoch it just won, naming
 /// the swarm leader it saw (the node it acts for) as the target.
@@ -34,7 +34,7 @@ pub(crate) fn event(identity: &str, epoch: Epoch, swarm: &SwarmView) -> Event {
         controller: identity.into(),
         group: None,
         op: None,
-        action: "took-over".into(),
+        action: EventAction::TookOver,
         target: leader.map(|n| n.id.clone()),
         outcome: format!("epoch {epoch}"),
         reason,
