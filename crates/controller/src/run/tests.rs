@@ -1,6 +1,7 @@
 use super::*;
 use crate::observe;
 use async_trait::async_trait;
+use drover_core::journal::Operation;
 use drover_core::model::SwarmView;
 use drover_core::plan::{Action, Memory, Plan};
 use drover_core::spec::{Role, parse_str};
@@ -8,7 +9,7 @@ use drover_spi::{Cluster, ClusterError, JoinMaterial, Store};
 use drover_spi::{Epoch, EventAction, Provenance};
 use drover_store::MemStore;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 /// A swarm whose drain and self-demotion wait for `release`, recording
@@ -18,11 +19,21 @@ struct Held {
     release: Notify,
     drained: AtomicBool,
     left: AtomicBool,
+    /// How often the swarm was looked at.
+    observed: AtomicUsize,
+    /// Journaled under the given term at the first look: what a deposed
+    /// controller writes while another campaigns.
+    plant: std::sync::Mutex<Option<(Arc<MemStore>, Epoch, Operation)>>,
 }
 
 #[async_trait]
 impl Cluster for Held {
     async fn observe(&self) -> SwarmView {
+        self.observed.fetch_add(1, Ordering::SeqCst);
+        let plant = self.plant.lock().unwrap().take();
+        if let Some((store, epoch, op)) = plant {
+            store.journal_put(epoch, &op).await.unwrap();
+        }
         SwarmView::Absent
     }
     async fn services(&self) -> drover_core::model::Services {
@@ -247,5 +258,115 @@ async fn standing_down_cancels_every_step_but_the_leaders_own_hand_over() {
             ),
             ("leader-op".to_string(), Ok(())),
         ])
+    );
+}
+
+/// While its own hand-over runs, a pass asks its engine nothing (the engine
+/// would hold its own leave up) and writes nothing.
+#[tokio::test(start_paused = true)]
+async fn a_handing_over_pass_observes_nothing_and_starts_nothing() {
+    let (store, held, mut c, epoch) = one_manager_controller(None, "t").await;
+    let lead = c.take(epoch);
+    let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+    let hand_over = Action::DemoteSelfAndLeave {
+        op: "leader-op".into(),
+        node: "n1".into(),
+    };
+    c.spawn(&stored, None, &hand_over, &lead);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let (journal, events) = (
+        store.journal().await.unwrap(),
+        store.events(0).await.unwrap(),
+    );
+    let seen = held.observed.load(Ordering::SeqCst);
+
+    let report = c.pass().await.unwrap();
+    assert_eq!(report.standing, Standing::HandingOver);
+    assert!(report.plan.is_none(), "planned while handing over");
+    assert_eq!(
+        held.observed.load(Ordering::SeqCst),
+        seen,
+        "asked its engine"
+    );
+    assert_eq!(store.journal().await.unwrap(), journal);
+    assert_eq!(store.events(0).await.unwrap(), events);
+    held.release.notify_waiters();
+}
+
+/// Deposed off the cluster, a controller acts no more: its pass neither
+/// plans nor campaigns the term back from the controller that took it.
+#[tokio::test(start_paused = true)]
+async fn a_deposed_controller_never_acts_again_off_the_cluster() {
+    let (store, held, mut c, epoch) = one_manager_controller(None, "t").await;
+    c.take(epoch);
+    let newer = store.campaign("usurper").await.unwrap();
+    let report = c.pass().await.unwrap();
+    assert!(report.deposed(), "{report:?}");
+    assert!(report.plan.is_none(), "planned after a newer term was seen");
+
+    let seen = held.observed.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let report = c.pass().await.unwrap();
+        assert!(report.deposed() && report.plan.is_none(), "{report:?}");
+    }
+    assert_eq!(
+        store.leader().await.unwrap(),
+        Some((newer, "usurper".to_string())),
+        "the deposed controller campaigned again"
+    );
+    assert!(store.journal().await.unwrap().is_empty(), "it acted");
+    assert!(
+        held.observed.load(Ordering::SeqCst) > seen,
+        "it stopped looking"
+    );
+}
+
+/// A write of its refused while its engine hands over deposes the
+/// controller, and the hand-over's end leaves it deposed: no pass acts.
+#[tokio::test(start_paused = true)]
+async fn a_hand_over_deposed_meanwhile_ends_deposed() {
+    let (store, held, mut c, epoch) = one_manager_controller(None, "t").await;
+    let lead = c.take(epoch);
+    let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
+    let hand_over = Action::DemoteSelfAndLeave {
+        op: "leader-op".into(),
+        node: "n1".into(),
+    };
+    c.spawn(&stored, None, &hand_over, &lead);
+    store.campaign("usurper").await.unwrap();
+    c.event(None, None, EventAction::Step, "a step's end", "ok".into())
+        .await;
+    assert_eq!(
+        c.tenancy.term.held(),
+        None,
+        "the fenced write kept the term"
+    );
+    held.release.notify_waiters();
+    let done = c.acting.done_rx.recv().await.unwrap();
+    c.finished(done).await;
+    let report = c.pass().await.unwrap();
+    assert!(report.deposed(), "{report:?}");
+    assert!(report.plan.is_none());
+}
+
+/// A new term plans from a look taken after winning it: what the controller
+/// it deposed journaled after this pass's first look is in its plan.
+#[tokio::test(start_paused = true)]
+async fn a_new_term_plans_from_a_look_taken_after_winning_it() {
+    let (store, held, mut c, _) = one_manager_controller(None, "b").await;
+    let theirs = store.campaign("a").await.unwrap();
+    let op = observe::tests::op("m");
+    *held.plant.lock().unwrap() = Some((store.clone(), theirs, op.clone()));
+
+    let report = c.pass().await.unwrap();
+    assert!(held.plant.lock().unwrap().is_none(), "nothing journaled");
+    assert_eq!(report.standing, Standing::Leading);
+    let plan = report.plan.expect("a plan");
+    let in_flight: Vec<_> = plan.groups.iter().map(|g| g.in_flight).collect();
+    assert_eq!(
+        in_flight,
+        [1],
+        "planned without the operation journaled before its term: {:?}",
+        plan.explanation
     );
 }
