@@ -20,7 +20,7 @@ use report::Reporting;
 use std::sync::Arc;
 use std::time::Duration;
 pub use term::Standing;
-use term::Tenancy;
+use term::{Place, Tenancy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -149,7 +149,7 @@ impl Controller {
         tokio::pin!(shutdown);
         let mut commits = watch_store(self.ctx.clone(), self.tenancy.watching.subscribe());
         loop {
-            if self.tenancy.term.is_deposed() && !self.on_cluster() {
+            if self.tenancy.term.is_deposed() && self.place() == Place::Outside {
                 tracing::info!("another controller took over; this one stops");
                 return;
             }
@@ -221,10 +221,13 @@ impl Controller {
         self.pace.started.elapsed().as_millis() as u64
     }
 
-    /// It runs next to a manager (its engine's leadership decides whether
-    /// it may act) rather than off the cluster.
-    fn on_cluster(&self) -> bool {
-        self.ctx.self_link.is_some()
+    /// Where it runs: next to a manager (its engine's leadership decides
+    /// whether it may act), or off the cluster.
+    fn place(&self) -> Place {
+        match self.ctx.self_link {
+            Some(_) => Place::Manager,
+            None => Place::Outside,
+        }
     }
 }
 

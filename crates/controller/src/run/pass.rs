@@ -1,7 +1,8 @@
 //! One pass: look at the store and the world, settle the term on what was
 //! seen, then plan and act under it.
 
-use super::term::Leading;
+use super::report::Publish;
+use super::term::{Leading, Place};
 use super::{Controller, PassReport};
 use crate::observe::{self, Stored};
 use crate::status::wall_ms;
@@ -40,7 +41,7 @@ impl Controller {
         if let Some(m) = &self.reporting.metrics {
             m.passed(wall_ms());
         }
-        let served = self.on_cluster() || self.reporting.metrics.is_some();
+        let served = self.place() == Place::Manager || self.reporting.metrics.is_some();
         if passed.is_err() && served && self.tenancy.term.observes() {
             // The store may be unreadable because the quorum is lost (a
             // swarm store): say what this controller's engine sees anyway,
@@ -64,12 +65,12 @@ impl Controller {
         }
     }
 
-    /// What this pass did, with the term as it left it.
-    fn report(&self, plan: Option<Plan>, progressed: bool) -> PassReport {
+    /// A pass that wrote no journal record, with the term as it left it.
+    fn report(&self, plan: Option<Plan>) -> PassReport {
         PassReport {
             standing: self.tenancy.term.standing(),
             plan,
-            progressed,
+            progressed: false,
         }
     }
 
@@ -83,11 +84,11 @@ impl Controller {
             // the step's own task could tell the swarm adapter to stop
             // asking. Nothing to act on meanwhile: the step ends with this
             // controller standing down.
-            return Ok(self.report(None, false));
+            return Ok(self.report(None));
         }
         let Some(look) = self.look().await? else {
             self.beat().await?;
-            return Ok(self.report(None, false));
+            return Ok(self.report(None));
         };
         let (lead, look) = match self.settle_term(look).await? {
             Settled::Act(lead, look) => (lead, look),
@@ -145,22 +146,22 @@ impl Controller {
                 return Ok(Settled::Done(Box::new(report)));
             }
             self.stand_down("not the swarm leader");
-            return Ok(Settled::Done(Box::new(self.report(None, false))));
+            return Ok(Settled::Done(Box::new(self.report(None))));
         };
         let current = current?;
         if let Some(lead) = self.tenancy.term.acting().cloned() {
             if current.is_some_and(|(epoch, _)| epoch != lead.epoch()) {
                 self.depose("a newer controller term exists");
-                return Ok(Settled::Done(Box::new(self.report(None, false))));
+                return Ok(Settled::Done(Box::new(self.report(None))));
             }
             return Ok(Settled::Act(lead, Box::new(look)));
         }
-        if !self.tenancy.term.may_campaign(self.on_cluster()) {
-            return Ok(Settled::Done(Box::new(self.report(None, false))));
+        if !self.tenancy.term.may_campaign(self.place()) {
+            return Ok(Settled::Done(Box::new(self.report(None))));
         }
         match self.take_term(look).await? {
             Some((lead, look)) => Ok(Settled::Act(lead, Box::new(look))),
-            None => Ok(Settled::Done(Box::new(self.report(None, false)))),
+            None => Ok(Settled::Done(Box::new(self.report(None)))),
         }
     }
 
@@ -194,7 +195,7 @@ impl Controller {
         let progressed = match acted {
             Err(StoreError::Fenced { .. }) => {
                 self.depose("journal write fenced");
-                return Ok(self.report(Some(plan), false));
+                return Ok(self.report(Some(plan)));
             }
             Err(e) => return Err(e),
             Ok(p) => p,
@@ -211,10 +212,18 @@ impl Controller {
         if self.tenancy.term.acting() == Some(lead) {
             // Not through an engine that leaves (the swarm store's): the
             // next leader publishes.
-            self.publish(&stored, &plan, members.filter(|_| due), lead)
-                .await?;
+            self.publish(
+                &stored,
+                &plan,
+                members.filter(|_| due == Publish::Now),
+                lead,
+            )
+            .await?;
         }
-        Ok(self.report(Some(plan), progressed))
+        Ok(PassReport {
+            progressed,
+            ..self.report(Some(plan))
+        })
     }
 
     /// The planner's answer on what was seen, its memory kept for the next.
@@ -291,14 +300,14 @@ impl Controller {
         let due = self.status_due(stored, &plan);
         let members = self.members(due, stored, &plan, observed);
         match self
-            .publish(stored, &plan, members.filter(|_| due), lead)
+            .publish(stored, &plan, members.filter(|_| due == Publish::Now), lead)
             .await
         {
             Err(StoreError::Fenced { .. }) => self.depose("status write fenced"),
             Err(e) => return Err(e),
             Ok(()) => {}
         }
-        Ok(self.report(Some(plan), false))
+        Ok(self.report(Some(plan)))
     }
 
     /// A record this build cannot read (damaged, or from a newer drover):
@@ -312,6 +321,6 @@ impl Controller {
                 .await;
             self.reporting.refused = Some(why);
         }
-        Ok(self.report(None, false))
+        Ok(self.report(None))
     }
 }

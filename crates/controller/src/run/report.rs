@@ -3,7 +3,7 @@
 //! metrics. Every write but the heartbeat is fenced by the term it holds.
 
 use super::Controller;
-use super::term::Leading;
+use super::term::{Leading, Place};
 use crate::metrics::Metrics;
 use crate::observe::Stored;
 use crate::status::{status_json, wall_ms};
@@ -187,7 +187,9 @@ impl Controller {
             holder: self.ctx.identity.clone(),
             format: FORMAT,
             at_ms: wall_ms(),
-            engine: self.reporting.engine.clone().filter(|_| self.on_cluster()),
+            engine: (self.place() == Place::Manager)
+                .then(|| self.reporting.engine.clone())
+                .flatten(),
         };
         if let Err(e) = self.ctx.store.heartbeat(&beat).await {
             if !due {
@@ -210,16 +212,17 @@ impl Controller {
     /// Whether this pass publishes status: at once when a group's phase or
     /// the swarm's status changed, at most every [`ACTIVE_PUBLISH_EVERY`]
     /// while the plan acts, every 2 s otherwise, and on converging.
-    pub(super) fn status_due(&self, stored: &Stored, plan: &Plan) -> bool {
+    pub(super) fn status_due(&self, stored: &Stored, plan: &Plan) -> Publish {
         let since = self.reporting.last_publish.map(|t| t.elapsed());
         let (phases, swarm) = &self.reporting.published;
-        since.is_none_or(|t| t >= Duration::from_secs(2))
+        let now = since.is_none_or(|t| t >= Duration::from_secs(2))
             || !phases.iter().eq(plan.groups.iter().map(|g| &g.phase))
             || *swarm != plan.swarm
             || (!plan.actions.is_empty() && since.is_some_and(|t| t >= ACTIVE_PUBLISH_EVERY))
             // Converging is news too: followers (`apply --wait`) show this
             // document as the final state.
-            || (converged(stored, plan) && !stored.revision.converged)
+            || (converged(stored, plan) && !stored.revision.converged);
+        if now { Publish::Now } else { Publish::Later }
     }
 
     /// Every member's status, when this pass publishes it (`due`) or
@@ -228,12 +231,12 @@ impl Controller {
     /// publish nothing.
     pub(super) fn members(
         &self,
-        due: bool,
+        due: Publish,
         stored: &Stored,
         plan: &Plan,
         observed: &Observed,
     ) -> Option<Vec<plan::MemberStatus>> {
-        if !due && self.reporting.metrics.is_none() {
+        if due == Publish::Later && self.reporting.metrics.is_none() {
             return None;
         }
         let members = plan::member_status(&stored.desired, observed);
@@ -279,6 +282,15 @@ impl Controller {
         );
         Ok(())
     }
+}
+
+/// Whether a pass publishes the status document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Publish {
+    /// This pass: something changed, or the last is old enough.
+    Now,
+    /// Not yet: nothing new to tell.
+    Later,
 }
 
 /// Every group converged and nothing is left to do or in flight.

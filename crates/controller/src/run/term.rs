@@ -68,15 +68,25 @@ pub enum Standing {
     Deposed,
 }
 
+/// Where a controller runs, which decides what may end its deposition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Next to a manager: it acts while its engine leads the swarm.
+    Manager,
+    /// Off the cluster: the store's term alone decides.
+    Outside,
+}
+
 impl Term {
-    /// May it campaign for a new term now (its engine leads, or it runs
-    /// off the cluster, `on_cluster` false)? Only while it holds none, and
-    /// once deposed only on the cluster: off it, nothing tells a deposed
-    /// controller that the newer term ended.
-    pub(crate) fn may_campaign(&self, on_cluster: bool) -> bool {
+    /// May it campaign for a new term now, at `place` (its engine leads,
+    /// or it runs outside)? Only while it holds none, and once deposed
+    /// only next to a manager, whose engine's leadership says when its
+    /// turn came again: outside, nothing tells a deposed controller that
+    /// the newer term ended.
+    pub(crate) fn may_campaign(&self, place: Place) -> bool {
         match self {
             Term::Following => true,
-            Term::Deposed { .. } => on_cluster,
+            Term::Deposed { .. } => place == Place::Manager,
             Term::Leading(_) | Term::HandingOver { .. } => false,
         }
     }

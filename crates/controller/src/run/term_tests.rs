@@ -37,7 +37,7 @@ fn a_handing_over_term_observes_nothing_until_its_step_ends() {
     term.hand_over(&lead, "hand-over");
     assert!(!term.observes());
     assert!(
-        !term.may_campaign(true),
+        !term.may_campaign(Place::Manager),
         "campaigns while its engine leaves"
     );
     assert_eq!(term.standing(), Standing::HandingOver);
@@ -76,13 +76,16 @@ fn a_stale_proof_starts_no_hand_over() {
 #[test]
 fn a_deposed_controller_campaigns_again_only_on_the_cluster() {
     let (mut term, _) = leading(1);
-    assert!(!term.may_campaign(true), "campaigns while it leads");
+    assert!(
+        !term.may_campaign(Place::Manager),
+        "campaigns while it leads"
+    );
     term.depose("fenced");
     assert!(
-        !term.may_campaign(false),
+        !term.may_campaign(Place::Outside),
         "off the cluster, deposed for good"
     );
-    assert!(term.may_campaign(true));
+    assert!(term.may_campaign(Place::Manager));
     assert!(!term.stand_down(), "a deposed term held nothing");
     assert!(term.is_deposed(), "standing down forgot the deposition");
 }
@@ -92,5 +95,5 @@ fn standing_down_gives_the_term_up_without_deposing() {
     let (mut term, _) = leading(1);
     assert!(term.stand_down());
     assert_eq!(term, Term::Following);
-    assert!(term.may_campaign(false));
+    assert!(term.may_campaign(Place::Outside));
 }
