@@ -1,8 +1,8 @@
 //! The `took-over` audit event: a controller's first action after it wins
 //! an epoch. Without it the audit log shows when the former leader demoted
 //! itself and when the next controller's first step started, but not when
-//! the next controller started acting — the failover gap (issue 7, target 4)
-//! could not be told apart from the steps' own waits.
+//! the next controller started acting — the failover gap could not
+//! be told apart from the steps' own waits.
 
 use crate::status::wall_ms;
 use drover_core::model::SwarmView;

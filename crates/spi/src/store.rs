@@ -270,7 +270,7 @@ impl<'de> Deserialize<'de> for EventAction {
 /// valid by construction. Published as text rather than as a
 /// `serde_json::Value` tree: a 10 000-member document is a few MB of text
 /// but several times that as a tree, and the in-memory store keeps it
-/// (issue 7, controller memory).
+/// (the controller's memory grows with the fleet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusJson(Vec<u8>);
 

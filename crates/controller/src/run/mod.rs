@@ -149,8 +149,8 @@ impl Controller {
         tokio::pin!(shutdown);
         let mut commits = watch_store(self.ctx.clone(), self.tenancy.watching.subscribe());
         loop {
-            if self.tenancy.term.is_deposed() && self.place() == Place::Outside {
-                tracing::info!("another controller took over; this one stops");
+            if let (Some(why), Place::Outside) = (self.tenancy.term.deposed(), self.place()) {
+                tracing::info!(why, "another controller took over; this one stops");
                 return;
             }
             let report = self.pass().await;

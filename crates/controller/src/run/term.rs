@@ -172,18 +172,19 @@ impl Term {
         match self {
             Term::Following => Standing::Following,
             Term::Leading(_) => Standing::Leading,
-            Term::HandingOver { then, .. } if then.is_deposed() => Standing::Deposed,
+            Term::HandingOver { then, .. } if then.deposed().is_some() => Standing::Deposed,
             Term::HandingOver { .. } => Standing::HandingOver,
             Term::Deposed { .. } => Standing::Deposed,
         }
     }
 
-    /// A write of its term was refused (also while its hand-over runs).
-    pub(crate) fn is_deposed(&self) -> bool {
+    /// Why a write of its term was refused, if one was (also while its
+    /// hand-over runs).
+    pub(crate) fn deposed(&self) -> Option<&'static str> {
         match self {
-            Term::Deposed { .. } => true,
-            Term::HandingOver { then, .. } => then.is_deposed(),
-            Term::Following | Term::Leading(_) => false,
+            Term::Deposed { why } => Some(why),
+            Term::HandingOver { then, .. } => then.deposed(),
+            Term::Following | Term::Leading(_) => None,
         }
     }
 }

@@ -54,7 +54,7 @@ fn a_hand_over_deposed_meanwhile_ends_deposed() {
     assert!(term.depose("event write fenced"));
     assert_eq!(term.held(), None);
     assert!(!term.observes(), "the deposition cut the hand-over short");
-    assert!(term.is_deposed());
+    assert_eq!(term.deposed(), Some("event write fenced"));
     term.step_ended("hand-over");
     assert_eq!(
         term,
@@ -87,7 +87,10 @@ fn a_deposed_controller_campaigns_again_only_on_the_cluster() {
     );
     assert!(term.may_campaign(Place::Manager));
     assert!(!term.stand_down(), "a deposed term held nothing");
-    assert!(term.is_deposed(), "standing down forgot the deposition");
+    assert!(
+        term.deposed().is_some(),
+        "standing down forgot the deposition"
+    );
 }
 
 #[test]

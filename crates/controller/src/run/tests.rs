@@ -107,7 +107,7 @@ async fn one_manager_controller(
     (store, held, c, epoch)
 }
 
-/// Issue 18, fast planned hand-over: the moment its own hand-over's
+/// A fast planned hand-over: the moment its own hand-over's
 /// engine is seen out of the swarm (before the leave call returns), a
 /// controller says so in the store (its heartbeat's engine view, `left`
 /// naming the node it demoted), and the store's change watch — what the
