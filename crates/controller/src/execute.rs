@@ -134,7 +134,7 @@ impl StepError {
 }
 
 /// The term a side effect runs under.
-pub(crate) struct Term {
+pub(crate) struct Tenure {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) epoch: Epoch,
 }
@@ -144,7 +144,7 @@ pub(crate) struct Term {
 /// the provider or engine call as its [`Fence`]; the call checks it
 /// immediately before its irreversible operation and does nothing once it
 /// has run out. It is never extended: a new one is had only by asking the
-/// store again ([`Term::confirm`]).
+/// store again ([`Tenure::confirm`]).
 ///
 /// The deadline is a `tokio::time::Instant`: `std::time::Instant`
 /// (`CLOCK_MONOTONIC`, which runs on while the process is stopped) except
@@ -196,7 +196,7 @@ impl Fence for Lease {
     }
 }
 
-impl Term {
+impl Tenure {
     /// The store's word, fresh, that this term is still current, as a
     /// lease for `op` valid [`CONFIRMATION_FRESH`] from the asking.
     pub(crate) async fn confirm(&self, op: &str) -> Result<Lease, StepError> {
@@ -290,7 +290,7 @@ impl Call<'_> {
 /// Runs one side effect to its end (`op_group`: the group of the action's
 /// journaled operation) under `term`. What the call needs is gathered
 /// first (join material, the orphan's provider); the call itself starts
-/// only after [`Term::confirm`], and acts only while the [`Lease`] that
+/// only after [`Tenure::confirm`], and acts only while the [`Lease`] that
 /// confirmation gives has not run out: the provider or engine checks it
 /// immediately before its irreversible operation (and before each of its
 /// own retries). A call refused on an expired lease did nothing; it is
@@ -301,7 +301,7 @@ impl Call<'_> {
 /// its leave call returns (see `Cluster::demote_self_and_leave`).
 pub(crate) async fn side_effect(
     ctx: &Context,
-    term: &Term,
+    term: &Tenure,
     desired: &Desired,
     op_group: Option<&str>,
     action: &Action,
@@ -476,7 +476,7 @@ mod tests {
     async fn the_lease_runs_out_a_second_after_the_store_was_asked() {
         let store: Arc<dyn Store> = Arc::new(MemStore::default());
         let epoch = store.campaign("a").await.unwrap();
-        let term = Term { store, epoch };
+        let term = Tenure { store, epoch };
         let lease = term.confirm("op-1").await.unwrap();
         assert!(lease.check().is_ok());
         tokio::time::sleep(CONFIRMATION_FRESH - Duration::from_millis(1)).await;

@@ -46,5 +46,5 @@ pub use context::{Context, Providers};
 pub use execute::Failure;
 pub use metrics::Metrics;
 pub use observe::{preview, snapshot};
-pub use run::{Controller, PassReport, StepReport};
+pub use run::{Controller, PassReport, Standing, StepReport};
 pub use status::{StatusDoc, status_json, wall_ms};

@@ -11,14 +11,9 @@
 //! never secrets.
 
 use crate::execute::Failure;
-use async_trait::async_trait;
-use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::plan::{GroupStatus, MemberStatus, Phase, Plan};
 use drover_core::quorum_probe::EngineView;
 use drover_core::spec::Role;
-use drover_spi::{
-    Cluster, ClusterError, Fence, InstanceProvider, JoinMaterial, ProviderError, ProvisionRequest,
-};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -30,6 +25,10 @@ use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+mod metered;
+
+pub(crate) use metered::{MeteredCluster, MeteredProvider};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupLabel {
@@ -146,7 +145,19 @@ impl Metrics {
     /// calls and throttles), served on the same endpoint.
     pub fn with(extra: impl FnOnce(&mut Registry)) -> Self {
         let mut r = Registry::with_prefix("drover");
-        let m = Metrics {
+        let m = Metrics::zeroed();
+        m.register_world(&mut r);
+        m.register_controller(&mut r);
+        extra(&mut r);
+        Metrics {
+            registry: Arc::new(r),
+            ..m
+        }
+    }
+
+    /// Every metric at zero, registered nowhere yet.
+    fn zeroed() -> Self {
+        Metrics {
             registry: Arc::new(Registry::default()),
             swarm_fault_tolerance: Gauge::default(),
             raft_members: Gauge::default(),
@@ -170,114 +181,123 @@ impl Metrics {
             calls: Family::default(),
             call_errors: Family::default(),
             call_latency: Family::new_with_constructor(latency_histogram),
-        };
+        }
+    }
+
+    /// What the acting controller's last pass saw of the swarm and the
+    /// groups.
+    fn register_world(&self, r: &mut Registry) {
         r.register(
             "swarm_fault_tolerance",
             "Reachable managers minus quorum (-1 when the swarm cannot be asked)",
-            m.swarm_fault_tolerance.clone(),
+            self.swarm_fault_tolerance.clone(),
         );
         r.register(
             "swarm_raft_members",
             "Managers in the swarm's raft, as the acting controller last saw them",
-            m.raft_members.clone(),
+            self.raft_members.clone(),
         );
         r.register(
             "swarm_raft_members_reachable",
             "Of the raft members, those reachable",
-            m.raft_reachable.clone(),
+            self.raft_reachable.clone(),
         );
         r.register(
             "group_fault_tolerance",
             "Manager groups: the swarm's fault tolerance; worker groups: healthy members minus one (-1 when none)",
-            m.group_fault_tolerance.clone(),
+            self.group_fault_tolerance.clone(),
         );
         r.register(
             "group_members",
             "Owned instances by group, health and whether they run the desired config",
-            m.members.clone(),
+            self.members.clone(),
         );
         r.register(
             "group_desired_members",
             "Declared size of each group",
-            m.desired.clone(),
+            self.desired.clone(),
         );
         r.register(
             "group_rollout_progress_ratio",
             "Members on the desired config over the declared size (1 when converged)",
-            m.progress.clone(),
+            self.progress.clone(),
         );
         r.register(
             "group_phase",
             "1 for each group's current phase",
-            m.phase.clone(),
+            self.phase.clone(),
         );
         r.register(
             "group_last_change_timestamp_seconds",
             "When this controller, acting, last saw the group's phase or member counts (declared, members, current, healthy, in flight) change, or first saw the group (Unix time)",
-            m.changed.clone(),
+            self.changed.clone(),
         );
         r.register(
             "blocked_groups",
             "Groups blocked until an operator acts",
-            m.blocked.clone(),
+            self.blocked.clone(),
         );
+    }
+
+    /// What this controller itself does: acting or not, its engine's
+    /// leader, its passes, steps and API calls.
+    fn register_controller(&self, r: &mut Registry) {
         r.register(
             "controller_acting",
             "1 while this controller acts (its engine leads the swarm and it holds the store epoch)",
-            m.acting.clone(),
+            self.acting.clone(),
         );
         r.register(
             "swarm_leader_known",
             "1 while this controller's own engine knows a swarm leader (a manager with quorum); every controller reports it, acting or not",
-            m.leader_known.clone(),
+            self.leader_known.clone(),
         );
         r.register(
             "swarm_leader_seen_timestamp_seconds",
             "When this controller's own engine last knew a swarm leader (Unix time): time() minus it is how long the quorum has been lost",
-            m.leader_seen.clone(),
+            self.leader_seen.clone(),
         );
         r.register(
             "controller_last_pass_timestamp_seconds",
             "When this controller's loop last finished a pass, acting or not, whatever its outcome (Unix time): time() minus it is how long the loop has been stuck",
-            m.last_pass.clone(),
+            self.last_pass.clone(),
         );
         r.register(
             "leadership_changes",
             "Times this controller took over as the acting controller",
-            m.leadership_changes.clone(),
+            self.leadership_changes.clone(),
         );
-        r.register("passes", "Observe-plan-act passes made", m.passes.clone());
+        r.register(
+            "passes",
+            "Observe-plan-act passes made",
+            self.passes.clone(),
+        );
         r.register(
             "steps_started",
             "Side-effect steps started, by kind",
-            m.steps_started.clone(),
+            self.steps_started.clone(),
         );
         r.register(
             "steps_failed",
             "Side-effect steps that ended in an error, by kind and by what the error says about trying again",
-            m.steps_failed.clone(),
+            self.steps_failed.clone(),
         );
         r.register(
             "api_calls",
             "Provider and engine API calls, by API and call",
-            m.calls.clone(),
+            self.calls.clone(),
         );
         r.register(
             "api_errors",
             "Provider and engine API calls that failed, by API and call",
-            m.call_errors.clone(),
+            self.call_errors.clone(),
         );
         r.register_with_unit(
             "api_call_duration",
             "Latency of provider and engine API calls",
             Unit::Seconds,
-            m.call_latency.clone(),
+            self.call_latency.clone(),
         );
-        extra(&mut r);
-        Metrics {
-            registry: Arc::new(r),
-            ..m
-        }
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), which
@@ -455,139 +475,10 @@ fn prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// A provider whose calls are counted and timed.
-pub(crate) struct MeteredProvider {
-    pub(crate) inner: Arc<dyn InstanceProvider>,
-    pub(crate) metrics: Metrics,
-}
-
-const PROVIDER: &str = "provider";
-const ENGINE: &str = "engine";
-
-#[async_trait]
-impl InstanceProvider for MeteredProvider {
-    async fn ready(&self, call: drover_spi::ProviderCall) {
-        self.inner.ready(call).await
-    }
-
-    fn exposes_boot_env(&self) -> bool {
-        self.inner.exposes_boot_env()
-    }
-
-    async fn provision(
-        &self,
-        req: ProvisionRequest,
-        fence: &dyn Fence,
-    ) -> Result<String, ProviderError> {
-        let f = self.inner.provision(req, fence);
-        self.metrics
-            .timed(PROVIDER, "provision", f, Result::is_err)
-            .await
-    }
-    async fn destroy_fenced(&self, instance: &str, fence: &dyn Fence) -> Result<(), ProviderError> {
-        let f = self.inner.destroy_fenced(instance, fence);
-        self.metrics
-            .timed(PROVIDER, "destroy", f, Result::is_err)
-            .await
-    }
-    async fn describe(
-        &self,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        let f = self.inner.describe(tags);
-        self.metrics
-            .timed(PROVIDER, "describe", f, Result::is_err)
-            .await
-    }
-    async fn describe_fresh(
-        &self,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        let f = self.inner.describe_fresh(tags);
-        self.metrics
-            .timed(PROVIDER, "describe", f, Result::is_err)
-            .await
-    }
-    async fn label(
-        &self,
-        instance: &str,
-        labels: &BTreeMap<String, String>,
-        fence: &dyn Fence,
-    ) -> Result<(), ProviderError> {
-        let f = self.inner.label(instance, labels, fence);
-        self.metrics
-            .timed(PROVIDER, "label", f, Result::is_err)
-            .await
-    }
-}
-
-/// A swarm whose engine calls are counted and timed.
-pub(crate) struct MeteredCluster {
-    pub(crate) inner: Arc<dyn Cluster>,
-    pub(crate) metrics: Metrics,
-}
-
-#[async_trait]
-impl Cluster for MeteredCluster {
-    async fn observe(&self) -> SwarmView {
-        let f = self.inner.observe();
-        let failed = |v: &SwarmView| matches!(v, SwarmView::Unavailable(_));
-        self.metrics.timed(ENGINE, "observe", f, failed).await
-    }
-    async fn services(&self) -> Services {
-        let f = self.inner.services();
-        let failed = |s: &Services| matches!(s, Services::Unknown(_));
-        self.metrics.timed(ENGINE, "services", f, failed).await
-    }
-    async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
-        let f = self.inner.drain(node, fence);
-        self.metrics.timed(ENGINE, "drain", f, Result::is_err).await
-    }
-    async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
-        let f = self.inner.demote(node, fence);
-        self.metrics
-            .timed(ENGINE, "demote", f, Result::is_err)
-            .await
-    }
-    async fn demote_self_and_leave(
-        &self,
-        node: &str,
-        fence: &dyn Fence,
-        left: &(dyn Fn() + Send + Sync),
-    ) -> Result<(), ClusterError> {
-        let f = self.inner.demote_self_and_leave(node, fence, left);
-        self.metrics
-            .timed(ENGINE, "demote_self_and_leave", f, Result::is_err)
-            .await
-    }
-    async fn remove_node(
-        &self,
-        node: &str,
-        force: bool,
-        fence: &dyn Fence,
-    ) -> Result<(), ClusterError> {
-        let f = self.inner.remove_node(node, force, fence);
-        self.metrics
-            .timed(ENGINE, "remove_node", f, Result::is_err)
-            .await
-    }
-    async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {
-        let f = self.inner.rotate_join_token(role, fence);
-        self.metrics
-            .timed(ENGINE, "rotate_join_token", f, Result::is_err)
-            .await
-    }
-    async fn join_material(&self, role: Role) -> Result<Option<JoinMaterial>, ClusterError> {
-        let f = self.inner.join_material(role);
-        self.metrics
-            .timed(ENGINE, "join_material", f, Result::is_err)
-            .await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drover_core::model::SwarmView;
     use drover_core::plan::SwarmStatus;
 
     fn group(name: &str, role: Role, phase: Phase, current: usize) -> GroupStatus {

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 /// Published status. Field names are stable (documented in docs/status.md).
 ///
 /// One type writes and reads it: the controller serialises it borrowing
-/// the pass's plan and members (no copy of every member, issue 7,
-/// controller memory), a reader deserialises it owned
+/// the pass's plan and members (no copy of every member: a
+/// controller's memory grows with the fleet), a reader deserialises it owned
 /// ([`StatusDoc::read`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusDoc<'a> {

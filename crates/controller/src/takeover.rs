@@ -1,12 +1,12 @@
 //! The `took-over` audit event: a controller's first action after it wins
 //! an epoch. Without it the audit log shows when the former leader demoted
 //! itself and when the next controller's first step started, but not when
-//! the next controller started acting — the failover gap (issue 7, target 4)
-//! could not be told apart from the steps' own waits.
+//! the next controller started acting — the failover gap could not
+//! be told apart from the steps' own waits.
 
 use crate::status::wall_ms;
 use drover_core::model::SwarmView;
-use drover_spi::{Epoch, Event};
+use drover_spi::{Epoch, Event, EventAction};
 
 /// The event `identity` writes under `epoch`, the epoch it just won, naming
 /// the swarm leader it saw (the node it acts for) as the target.
@@ -34,7 +34,7 @@ pub(crate) fn event(identity: &str, epoch: Epoch, swarm: &SwarmView) -> Event {
         controller: identity.into(),
         group: None,
         op: None,
-        action: "took-over".into(),
+        action: EventAction::TookOver,
         target: leader.map(|n| n.id.clone()),
         outcome: format!("epoch {epoch}"),
         reason,

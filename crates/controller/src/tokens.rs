@@ -12,7 +12,7 @@
 //! only: no token is ever read here).
 
 use crate::context::Context;
-use crate::execute::{StepError, Term};
+use crate::execute::{StepError, Tenure};
 use drover_core::join_token::{Tokens, awaiting};
 use drover_core::journal::Operation;
 use drover_core::model::{SwarmView, Time};
@@ -69,7 +69,7 @@ pub(crate) fn note(
 /// confirmation of `term`; the outcome of each, in order.
 pub(crate) async fn rotate_due(
     ctx: &Context,
-    term: &Term,
+    term: &Tenure,
     tokens: &mut Tokens,
     journal: &[&Operation],
     starting: &BTreeSet<&str>,
@@ -99,7 +99,7 @@ pub(crate) async fn rotate_due(
     out
 }
 
-async fn rotate(ctx: &Context, term: &Term, role: Role) -> Result<(), StepError> {
+async fn rotate(ctx: &Context, term: &Tenure, role: Role) -> Result<(), StepError> {
     let lease = term
         .confirm(&format!("rotate-{}-token", role.as_str()))
         .await?;

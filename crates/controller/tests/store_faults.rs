@@ -372,7 +372,7 @@ async fn a_deposed_controller_starts_no_side_effect() {
     let mut b = Controller::new(ctx(b_provider.clone(), "b"));
     let report = b.pass().await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(report.fenced, "{report:?}");
+    assert!(report.deposed(), "{report:?}");
     let planned = report.plan.as_ref().unwrap();
     assert!(
         planned.actions.iter().any(|x| x.step().is_some()),
@@ -645,7 +645,7 @@ async fn a_deposed_controllers_rollback_is_refused() {
     let v2 = parse_str(&spec("v2")).spec.unwrap();
     let rev2 = store.commit(1, &v2, who(), false).await.unwrap();
     store.usurp(Usurp::AtHistory);
-    passes_until(&mut a, async |r| r.fenced).await;
+    passes_until(&mut a, async |r| r.deposed()).await;
 
     assert_eq!(
         store.inner.leader().await.unwrap().map(|l| l.1).as_deref(),

@@ -18,8 +18,8 @@ mod store;
 
 pub use secret::Secret;
 pub use store::{
-    Controls, Epoch, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance,
-    Revision, StatusJson, Store, StoreError, write_format,
+    Controls, Epoch, Event, EventAction, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT,
+    Provenance, Revision, StatusJson, Store, StoreError, write_format,
 };
 
 use async_trait::async_trait;

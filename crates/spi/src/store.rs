@@ -140,8 +140,8 @@ pub struct Event {
     pub group: Option<String>,
     /// Operation it belongs to (the parent, as in `bosh events`).
     pub op: Option<String>,
-    /// What was done, e.g. `demote`, `provision`, `rollback`.
-    pub action: String,
+    /// What was done (`begin`, `step`, `rollback`, ...).
+    pub action: EventAction,
     /// To what (instance or node id).
     pub target: Option<String>,
     /// `ok`, `failed: ...`, `started`.
@@ -150,11 +150,127 @@ pub struct Event {
     pub reason: String,
 }
 
+/// What an audit-log entry records: every action drover writes, each with
+/// the text that names it in the log (the stored form, and what `drover
+/// events` shows). Decisions match on the variant, never on an event's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventAction {
+    /// A controller won a term and starts acting: `took-over`.
+    TookOver,
+    /// An operation was journaled: `begin`.
+    Begin,
+    /// An operation's side effect started or ended: `step`.
+    Step,
+    /// An operation left the journal, done or abandoned: `end`.
+    End,
+    /// A group became blocked, or its reason changed: `blocked`.
+    Blocked,
+    /// A garbage collection began: `gc`.
+    Gc,
+    /// A zone lacked capacity; the slot's next provision goes elsewhere:
+    /// `zone-fallback`.
+    ZoneFallback,
+    /// An automatic rollback was committed: `rollback`.
+    Rollback,
+    /// A join token left in readable user data was rotated: `rotate-join-token`.
+    RotateJoinToken,
+    /// A record this build cannot read stops the controller: `refuse`.
+    Refuse,
+    /// `drover recover` forced a new cluster from a survivor: `recover`.
+    Recover,
+    /// The swarm's last manager was destroyed from outside it:
+    /// `destroy instance`.
+    DestroyInstance,
+    /// An action this build does not know, as an older or newer drover
+    /// wrote it: read back as it was, never written by this build.
+    Unknown(UnknownAction),
+}
+
+/// The text of an action this build does not know; only decoding makes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownAction(String);
+
+impl EventAction {
+    /// Every action this build writes.
+    pub const KNOWN: [EventAction; 12] = [
+        EventAction::TookOver,
+        EventAction::Begin,
+        EventAction::Step,
+        EventAction::End,
+        EventAction::Blocked,
+        EventAction::Gc,
+        EventAction::ZoneFallback,
+        EventAction::Rollback,
+        EventAction::RotateJoinToken,
+        EventAction::Refuse,
+        EventAction::Recover,
+        EventAction::DestroyInstance,
+    ];
+
+    /// The text that names it in the log.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventAction::TookOver => "took-over",
+            EventAction::Begin => "begin",
+            EventAction::Step => "step",
+            EventAction::End => "end",
+            EventAction::Blocked => "blocked",
+            EventAction::Gc => "gc",
+            EventAction::ZoneFallback => "zone-fallback",
+            EventAction::Rollback => "rollback",
+            EventAction::RotateJoinToken => "rotate-join-token",
+            EventAction::Refuse => "refuse",
+            EventAction::Recover => "recover",
+            EventAction::DestroyInstance => "destroy instance",
+            EventAction::Unknown(UnknownAction(text)) => text,
+        }
+    }
+
+    /// The action `text` names; one this build does not know is kept as
+    /// it was written.
+    fn parse(text: String) -> Self {
+        Self::KNOWN
+            .into_iter()
+            .find(|a| a.as_str() == text)
+            .unwrap_or(EventAction::Unknown(UnknownAction(text)))
+    }
+}
+
+impl std::fmt::Display for EventAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<str> for EventAction {
+    fn eq(&self, text: &str) -> bool {
+        self.as_str() == text
+    }
+}
+
+impl PartialEq<&str> for EventAction {
+    fn eq(&self, text: &&str) -> bool {
+        self.as_str() == *text
+    }
+}
+
+impl Serialize for EventAction {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EventAction {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(EventAction::parse)
+    }
+}
+
 /// A status document as the acting controller publishes it: its JSON text,
 /// valid by construction. Published as text rather than as a
 /// `serde_json::Value` tree: a 10 000-member document is a few MB of text
 /// but several times that as a tree, and the in-memory store keeps it
-/// (issue 7, controller memory).
+/// (the controller's memory grows with the fleet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusJson(Vec<u8>);
 
@@ -417,5 +533,58 @@ mod tests {
         assert!(beat(Some(7)).newly_left(Some(&beat(None))));
         assert!(!beat(Some(7)).newly_left(Some(&beat(Some(7)))));
         assert!(!beat(None).newly_left(None));
+    }
+
+    /// The texts the event log has always stored, one per action.
+    const STORED: [&str; 12] = [
+        "took-over",
+        "begin",
+        "step",
+        "end",
+        "blocked",
+        "gc",
+        "zone-fallback",
+        "rollback",
+        "rotate-join-token",
+        "refuse",
+        "recover",
+        "destroy instance",
+    ];
+
+    #[test]
+    fn every_action_is_stored_as_the_text_it_always_was() {
+        for (action, text) in EventAction::KNOWN.iter().zip(STORED) {
+            let json = serde_json::to_string(action).expect("serialises");
+            assert_eq!(json, format!("\"{text}\""));
+            let read: EventAction = serde_json::from_str(&json).expect("reads");
+            assert_eq!(&read, action, "{text} read back as another action");
+            assert_eq!(format!("{action:<9}|"), format!("{text:<9}|"));
+        }
+    }
+
+    #[test]
+    fn an_event_of_an_unknown_action_reads_and_is_kept_as_written() {
+        let json = r#"{"at_ms":1,"controller":"c","group":null,"op":null,"action":"reticulate","target":null,"outcome":"ok","reason":"r"}"#;
+        let event: Event = serde_json::from_str(json).expect("an unknown action failed the read");
+        assert!(matches!(event.action, EventAction::Unknown(_)));
+        assert_eq!(event.action, "reticulate");
+        assert_eq!(serde_json::to_string(&event).expect("serialises"), json);
+    }
+
+    #[test]
+    fn an_event_is_stored_as_before() {
+        let event = Event {
+            at_ms: 1,
+            controller: "c".into(),
+            group: Some("g".into()),
+            op: Some("o".into()),
+            action: EventAction::ZoneFallback,
+            target: None,
+            outcome: "zone avoided".into(),
+            reason: "r".into(),
+        };
+        let json = r#"{"at_ms":1,"controller":"c","group":"g","op":"o","action":"zone-fallback","target":null,"outcome":"zone avoided","reason":"r"}"#;
+        assert_eq!(serde_json::to_string(&event).expect("serialises"), json);
+        assert_eq!(serde_json::from_str::<Event>(json).expect("reads"), event);
     }
 }

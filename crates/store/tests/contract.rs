@@ -7,7 +7,7 @@ use support::spec;
 
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
 use drover_core::spec::Role;
-use drover_spi::{Controls, Event, Provenance, StatusJson, Store, StoreError};
+use drover_spi::{Controls, Event, EventAction, Provenance, StatusJson, Store, StoreError};
 use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
 use serde_json::json;
 use std::future::Future;
@@ -70,15 +70,16 @@ fn op(id: &str) -> Operation {
     }
 }
 
-fn event(at_ms: u64, action: &str) -> Event {
+/// An event at `at_ms`, told apart from others by its `outcome`.
+fn event(at_ms: u64, outcome: &str) -> Event {
     Event {
         at_ms,
         controller: "c1".into(),
         group: Some("web".into()),
         op: None,
-        action: action.into(),
+        action: EventAction::Step,
         target: Some("i-1".into()),
-        outcome: "ok".into(),
+        outcome: outcome.into(),
         reason: "because \"quoted\" ünïcode\n".into(),
     }
 }

@@ -14,8 +14,8 @@ use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::journal::{OpKind, Operation};
 use drover_core::spec::Role;
 use drover_spi::{
-    Controls, Event, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance, StatusJson,
-    Store, StoreError,
+    Controls, Event, EventAction, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT, Provenance,
+    StatusJson, Store, StoreError,
 };
 use drover_store::{EtcdOptions, EtcdStore, FileStore, MemStore, SwarmOptions, SwarmStore};
 use flate2::Compression;
@@ -65,7 +65,7 @@ fn event() -> Event {
         controller: "c".into(),
         group: None,
         op: None,
-        action: "a".into(),
+        action: EventAction::Step,
         target: None,
         outcome: "ok".into(),
         reason: "r".into(),

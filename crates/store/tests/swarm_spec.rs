@@ -125,7 +125,7 @@ async fn swarm_store_round_trips_the_operators_swarm_spec_and_stays_small() {
             controller: "127.0.90.2".into(),
             group: Some("workers".into()),
             op: Some(op(n % 5).id),
-            action: "step".into(),
+            action: drover_spi::EventAction::Step,
             target: None,
             outcome: "ok".into(),
             reason: format!("drain node x3m2k9q8r7t6y5u4w{n}"),

@@ -13,7 +13,7 @@ use drover_core::model::{Instance, Observed};
 use drover_core::plan::{Desired, Memory, PlanInput, member_status, plan};
 use drover_core::spec::{ClusterSpec, GroupSpec};
 use drover_core::teardown::{LastManager, last_manager, others_remaining};
-use drover_spi::{Epoch, Event, ProviderError, Store, StoreError, SwarmStores};
+use drover_spi::{Epoch, Event, EventAction, ProviderError, Store, StoreError, SwarmStores};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -291,7 +291,7 @@ async fn note(store: &dyn Store, epoch: Epoch, g: &GroupSpec, instance: &str, ou
         controller: IDENTITY.into(),
         group: Some(g.name.clone()),
         op: None,
-        action: "destroy instance".into(),
+        action: EventAction::DestroyInstance,
         target: Some(instance.into()),
         outcome: outcome.into(),
         reason: "the swarm's last manager, removed from outside the swarm".into(),

@@ -189,7 +189,7 @@ fn print_event(e: &drover_spi::Event, output: Output) -> Result<(), MainError> {
         ago,
         e.group.as_deref().unwrap_or("-"),
         e.op.as_deref().unwrap_or("-"),
-        e.action,
+        e.action.as_str(),
         e.reason,
         e.outcome
     );

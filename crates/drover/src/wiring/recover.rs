@@ -33,7 +33,7 @@ use drover_core::recover::{
 };
 use drover_engine::{Engine, EngineError};
 use drover_local::LocalProvider;
-use drover_spi::{Event, StoreError, Unfenced};
+use drover_spi::{Event, EventAction, StoreError, Unfenced};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 pub const IDENTITY: &str = "drover recover";
 
 /// The recovery's audit event's action.
-const ACTION: &str = "recover";
+const ACTION: EventAction = EventAction::Recover;
 
 /// How long the new cluster may take to list its nodes with a leader
 /// (measured: force-new-cluster returns in ~0.6 s and leads at once).
@@ -556,7 +556,7 @@ async fn audit(
         controller: IDENTITY.into(),
         group,
         op: Some(op),
-        action: ACTION.into(),
+        action: ACTION,
         target: Some(r.survivor.clone()),
         outcome: "ok".into(),
         reason: reason.into(),

@@ -1,0 +1,478 @@
+//! Acting on a plan: journal writes in the plan's order, each side effect
+//! started as a task of its own under the term's proof ([`Leading`]), and
+//! what a finished step tells the journal. The rollback and the join
+//! tokens' rotation, the plan's other acts, are in [`rollback`].
+
+mod rollback;
+
+use super::Controller;
+use super::term::Leading;
+use crate::execute::{self, Failure, StepError};
+use crate::observe::Stored;
+use crate::tokens;
+use drover_core::execute::{self as execute_plan, Carry, Execution, JournalWrite};
+use drover_core::journal::{HookFailed, Operation, Step};
+use drover_core::plan::{Action, Plan};
+use drover_core::spec::HookOnFailure;
+use drover_spi::{Epoch, EventAction, StoreError};
+use std::collections::{BTreeMap, HashMap};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+/// A finished side effect, reported back to the loop.
+pub(super) struct Finished {
+    pub(super) op: String,
+    group: Option<String>,
+    what: String,
+    /// The step was a provision call (a failure uses the slot's attempt budget).
+    provision: bool,
+    /// The zone it provisioned in (a refusal there for lack of capacity
+    /// moves the slot's next call to another zone).
+    zone: Option<String>,
+    /// The step was this engine's own hand-over: the node it demoted.
+    handed_over: Option<String>,
+    kind: &'static str,
+    /// The term it was started under.
+    epoch: Epoch,
+    pub(super) result: Result<(), StepError>,
+    /// What a hook said (its output's end), when it succeeded.
+    output: Option<String>,
+    /// The step was a lifecycle hook: its step and failure policy.
+    hook: Option<(Step, HookOnFailure)>,
+}
+
+/// The side effects a controller started, and where their ends arrive.
+pub(super) struct Acting {
+    /// Operations with a side effect running, each with the handle that
+    /// cancels it when this controller stands down (`None`: never cut short).
+    running: HashMap<String, Option<AbortHandle>>,
+    done_tx: mpsc::UnboundedSender<Finished>,
+    pub(super) done_rx: mpsc::UnboundedReceiver<Finished>,
+    /// From its own hand-over's task: the node its engine was seen to
+    /// leave as, before the leave call returned.
+    left_tx: mpsc::UnboundedSender<String>,
+    pub(super) left_rx: mpsc::UnboundedReceiver<String>,
+    /// The operations whose step the last pass started.
+    fresh: Vec<String>,
+    /// Who hears of every step that ends.
+    pub(super) step_reports: Option<mpsc::UnboundedSender<super::StepReport>>,
+    /// Groups whose automatic rollback this pass refused to commit (the
+    /// spec it would commit is not valid: `validate_commit`), with why:
+    /// reported blocked for as long as the planner asks for it.
+    rollback_refused: BTreeMap<String, String>,
+}
+
+impl Acting {
+    pub(super) fn new() -> Self {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (left_tx, left_rx) = mpsc::unbounded_channel();
+        Acting {
+            running: HashMap::new(),
+            done_tx,
+            done_rx,
+            left_tx,
+            left_rx,
+            fresh: Vec::new(),
+            step_reports: None,
+            rollback_refused: BTreeMap::new(),
+        }
+    }
+
+    /// A new pass starts: no step of its started yet.
+    pub(super) fn new_pass(&mut self) {
+        self.fresh.clear();
+    }
+
+    /// A step the last pass started still runs.
+    pub(super) fn fresh_still_running(&self) -> bool {
+        self.fresh.iter().any(|op| self.running.contains_key(op))
+    }
+
+    /// Cancels every step that may be cut short (see `Controller::stand_down`).
+    pub(super) fn cancel_all(&self) {
+        for (op, abort) in &self.running {
+            if let Some(abort) = abort {
+                tracing::info!(op = %op, "cancelling its step: this controller stood down");
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Controller {
+    /// Executes the plan in order under `lead`: journal writes first, side
+    /// effects as tasks. True when the journal was written.
+    pub(super) async fn act(
+        &mut self,
+        stored: &Stored,
+        plan: &Plan,
+        lead: &Leading,
+    ) -> Result<bool, StoreError> {
+        let epoch = lead.epoch();
+        let mut walk = Execution::new(stored.journal.clone(), epoch);
+        let mut progressed = false;
+        self.acting.rollback_refused.clear();
+        for action in execute_plan::walk_order(&plan.actions) {
+            if self.tenancy.term.acting() != Some(lead) {
+                // Fenced mid-plan (an event write was refused): act no further.
+                return Err(StoreError::Fenced {
+                    mine: epoch,
+                    current: 0,
+                });
+            }
+            progressed |= !action.is_side_effect();
+            let running = action
+                .op_id()
+                .is_some_and(|id| self.acting.running.contains_key(id));
+            let ending = match action {
+                Action::Complete { op } => walk.journal().iter().find(|o| o.id == *op).cloned(),
+                _ => None,
+            };
+            match walk.next(action, running) {
+                Carry::Nothing => {}
+                Carry::Journal(JournalWrite::Put(op)) => {
+                    self.ctx.store.journal_put(epoch, &op).await?;
+                    if let Action::Begin { op } = action {
+                        self.begun(op).await;
+                    }
+                }
+                Carry::Journal(JournalWrite::Remove(op)) => {
+                    self.ctx.store.journal_remove(epoch, &op).await?;
+                    self.ended(op, ending.as_ref()).await;
+                }
+                Carry::Rollback => {
+                    if let Action::Rollback { group, reason } = action {
+                        self.rollback(stored, group, reason, lead).await?
+                    }
+                }
+                Carry::Effect { intent } => {
+                    // The intent, fenced by the epoch, just before the side
+                    // effect: a deposed controller's is refused and it starts
+                    // nothing; the next leader judges the step from the world.
+                    if let Some(o) = intent {
+                        self.ctx.store.journal_put(epoch, &o).await?;
+                    }
+                    let group = walk.group_of(action).map(str::to_string);
+                    self.effect(stored, group, action, lead).await;
+                }
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// Starts side effect `action` (of an operation of `group`) and records
+    /// that it starts. A leader's own demotion is recorded before it
+    /// starts: it can never record its end (it no longer leads then), and
+    /// once it runs nothing may be written through its engine (the swarm
+    /// store's).
+    async fn effect(
+        &mut self,
+        stored: &Stored,
+        group: Option<String>,
+        action: &Action,
+        lead: &Leading,
+    ) {
+        let now = self.now();
+        tokens::note(
+            &mut self.tenancy.tokens,
+            &self.ctx,
+            &stored.desired,
+            action,
+            now,
+        );
+        let hand_over = execute_plan::ends_the_walk(action);
+        if hand_over {
+            self.started(group.clone(), action).await;
+        }
+        self.spawn(stored, group.clone(), action, lead);
+        if !hand_over {
+            self.started(group, action).await;
+        }
+    }
+
+    /// Records that operation `op` (its journal record, `record`) is over,
+    /// done or abandoned: out of the journal.
+    async fn ended(&mut self, op: String, record: Option<&Operation>) {
+        let group = record.map(|o| o.group.clone());
+        let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
+        self.event(
+            group,
+            Some(op),
+            EventAction::End,
+            &kind,
+            "out of the journal".into(),
+        )
+        .await;
+    }
+
+    /// Records that `op` was journaled.
+    async fn begun(&mut self, op: &Operation) {
+        self.event(
+            Some(op.group.clone()),
+            Some(op.id.clone()),
+            EventAction::Begin,
+            &format!("{:?}", op.kind),
+            "journaled".into(),
+        )
+        .await;
+        self.collection_event(op).await;
+    }
+
+    /// Records that `effect` (of an operation of `group`) starts.
+    async fn started(&mut self, group: Option<String>, effect: &Action) {
+        self.event(
+            group,
+            effect.op_id().map(str::to_string),
+            EventAction::Step,
+            &effect.describe(),
+            "started".into(),
+        )
+        .await;
+    }
+
+    /// Starts a side effect (its operation has none running) under `lead`.
+    pub(super) fn spawn(
+        &mut self,
+        stored: &Stored,
+        group: Option<String>,
+        action: &Action,
+        lead: &Leading,
+    ) {
+        let op = action.op_id().unwrap_or_default().to_string();
+        let hand_over = matches!(action, Action::DemoteSelfAndLeave { .. });
+        if hand_over {
+            self.hand_over(lead, &op);
+        }
+        tracing::info!(op = %op, step = %action.describe(), "starting");
+        if let Some(m) = &self.reporting.metrics {
+            m.step_started(action.kind());
+        }
+        // The effect runs in a task of its own so that a panic in it is
+        // reported like a failure (a step that never reported its end would
+        // hold its operation, and a hand-over every pass, forever), and so
+        // that standing down can cancel it.
+        let effect = {
+            let (ctx, desired) = (self.ctx.clone(), stored.desired.clone());
+            let (group, action) = (group.clone(), action.clone());
+            let (left_tx, handed_over) = (self.acting.left_tx.clone(), action.clone());
+            let term = lead.tenure(ctx.store.clone());
+            tokio::spawn(async move {
+                // The hand-over's engine seen out of the swarm: the loop
+                // says so in the store at once (`report_left`).
+                let left = move || {
+                    if let Action::DemoteSelfAndLeave { node, .. } = &handed_over {
+                        let _ = left_tx.send(node.clone());
+                    }
+                };
+                execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action, &left).await
+            })
+        };
+        self.acting
+            .running
+            .insert(op.clone(), (!hand_over).then(|| effect.abort_handle()));
+        self.acting.fresh.push(op.clone());
+        let (tx, action, epoch) = (self.acting.done_tx.clone(), action.clone(), lead.epoch());
+        tokio::spawn(async move {
+            let (result, output) = match effect.await {
+                Ok(Ok(output)) => (Ok(()), output),
+                Ok(Err(e)) => (Err(e), None),
+                Err(e) if e.is_cancelled() => (Err(StepError::Cancelled), None),
+                Err(e) => (Err(StepError::Panicked(e.to_string())), None),
+            };
+            let _ = tx.send(Finished::of(op, group, &action, epoch, result, output));
+        });
+    }
+
+    /// A step ended: the loop forgets it, hears of its hand-over's leave,
+    /// stands down when it learnt of a newer term, and records its end.
+    pub(super) async fn finished(&mut self, done: Finished) {
+        self.acting.running.remove(&done.op);
+        self.tenancy.term.step_ended(&done.op);
+        if let (Some(node), Ok(())) = (&done.handed_over, &done.result)
+            && !self.reporting.left_told(node)
+        {
+            // Its task had not told of the leave before the call returned.
+            self.report_left(node).await;
+        }
+        if let Err(e) = &done.result
+            && e.is_deposed()
+            && self.tenancy.term.held().map(Leading::epoch) == Some(done.epoch)
+        {
+            self.depose("the store named a newer term before a side effect");
+        }
+        let outcome = match (&done.result, &done.output) {
+            (Ok(()), Some(said)) if !said.is_empty() => format!("ok: {said}"),
+            (Ok(()), _) => "ok".to_string(),
+            (Err(e), _) => {
+                if let Some(m) = &self.reporting.metrics {
+                    m.step_failed(done.kind, e.failure());
+                }
+                format!("failed: {e}")
+            }
+        };
+        tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
+        if let Some(tx) = &self.acting.step_reports {
+            let _ = tx.send(super::StepReport {
+                op: done.op.clone(),
+                kind: done.kind,
+                failure: done
+                    .result
+                    .as_ref()
+                    .err()
+                    .map(|e| (e.failure(), e.to_string())),
+            });
+        }
+        self.record_end(&done).await;
+        let step = EventAction::Step;
+        self.event(
+            done.group.clone(),
+            Some(done.op.clone()),
+            step,
+            &done.what,
+            outcome,
+        )
+        .await;
+        self.zone_fallback(done).await;
+    }
+
+    /// Journals what a finished step tells that the world does not show:
+    /// a failed provision's attempt, a hook's end.
+    async fn record_end(&mut self, done: &Finished) {
+        if let (true, Err(e)) = (done.provision, &done.result)
+            && e.failure() != Failure::Term
+        {
+            let short = done.zone.as_deref().filter(|_| e.is_capacity());
+            self.update_entry(&done.op, "a failed provision", |o| {
+                o.provision_failed(short)
+            })
+            .await;
+        }
+        if let Some((step, on_failure)) = done.hook {
+            self.record_hook(&done.op, step, on_failure, &done.result)
+                .await;
+        }
+    }
+
+    /// A provision refused for lack of capacity in its zone: an event
+    /// saying the slot's next call goes elsewhere.
+    async fn zone_fallback(&mut self, done: Finished) {
+        let (Some(zone), Err(e)) = (&done.zone, &done.result) else {
+            return;
+        };
+        if !e.is_capacity() {
+            return;
+        }
+        let reason = format!(
+            "zone {zone} has no capacity for this machine ({e}): the slot's next provision goes to another of the group's zones unless its logical id pins it, and the group avoids zone {zone} for {}s",
+            drover_core::plan::ZONE_BACKOFF.as_secs()
+        );
+        let action = EventAction::ZoneFallback;
+        self.event(
+            done.group,
+            Some(done.op),
+            action,
+            &reason,
+            "zone avoided".into(),
+        )
+        .await;
+    }
+
+    /// Journals a hook's end, which nothing in the world shows: its step
+    /// done when it succeeded (or failed with `on_failure: continue`),
+    /// otherwise its failure, with which the planner blocks the group and
+    /// after which it calls the hook again. A call that never started
+    /// (this controller's term ended first) records nothing.
+    async fn record_hook(
+        &mut self,
+        op: &str,
+        step: Step,
+        on_failure: HookOnFailure,
+        result: &Result<(), StepError>,
+    ) {
+        let failed = match result {
+            Err(e) if e.failure() == Failure::Term => return,
+            Ok(()) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        self.update_entry(op, "a hook's end", |entry| match failed {
+            Some(message) if on_failure == HookOnFailure::Block => {
+                let before = entry.hook_failure.as_ref().filter(|f| f.step == step);
+                let attempts = before.map_or(0, |f| f.attempts) + 1;
+                entry.hook_failure = Some(HookFailed {
+                    step,
+                    message,
+                    attempts,
+                });
+            }
+            _ => {
+                entry.done.insert(step);
+                entry.hook_failure = None;
+            }
+        })
+        .await;
+    }
+
+    /// Changes journaled operation `op` by `change`, fenced by this
+    /// controller's term (`what` names the change in a warning). A failed
+    /// provision's count (with the zone, when it lacked capacity there) is
+    /// one: the planner backs off, moves the slot's next call to another
+    /// zone, and blocks the group once the slot's `health.max_attempts` are
+    /// used; a fact the planner cannot observe itself, so the journal
+    /// (fenced) keeps it across leaders.
+    async fn update_entry(&mut self, op: &str, what: &str, change: impl FnOnce(&mut Operation)) {
+        let Some(epoch) = self.tenancy.term.held().map(Leading::epoch) else {
+            return;
+        };
+        let journal = match self.ctx.store.journal().await {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::warn!(error = %e, op, "could not record {what}");
+                return;
+            }
+        };
+        let Some(mut entry) = journal.into_iter().find(|o| o.id == op) else {
+            return;
+        };
+        change(&mut entry);
+        match self.ctx.store.journal_put(epoch, &entry).await {
+            Err(StoreError::Fenced { .. }) => self.depose("journal write fenced"),
+            Err(e) => tracing::warn!(error = %e, op, "could not record {what}"),
+            Ok(()) => {}
+        }
+    }
+}
+
+impl Finished {
+    /// The end of `action`, an operation `op`'s step started under `epoch`.
+    fn of(
+        op: String,
+        group: Option<String>,
+        action: &Action,
+        epoch: Epoch,
+        result: Result<(), StepError>,
+        output: Option<String>,
+    ) -> Self {
+        Finished {
+            op,
+            group,
+            what: action.describe(),
+            provision: matches!(action, Action::Provision { .. }),
+            zone: match action {
+                Action::Provision { zone, .. } => zone.clone(),
+                _ => None,
+            },
+            handed_over: match action {
+                Action::DemoteSelfAndLeave { node, .. } => Some(node.clone()),
+                _ => None,
+            },
+            kind: action.kind(),
+            epoch,
+            result,
+            output,
+            hook: match action {
+                Action::RunHook { step, hook, .. } => Some((*step, hook.on_failure)),
+                _ => None,
+            },
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! What a controller tells others: the status document, the audit log's
+//! events, its heartbeat (with what its own engine last said) and the
+//! metrics. Every write but the heartbeat is fenced by the term it holds.
+
+use super::Controller;
+use super::term::{Leading, Place};
+use crate::metrics::Metrics;
+use crate::observe::Stored;
+use crate::status::{status_json, wall_ms};
+use drover_core::journal::Operation;
+use drover_core::model::{Observed, SwarmView};
+use drover_core::plan::{self, Phase, Plan};
+use drover_core::quorum_probe::{EngineAnswer, EngineView, Left};
+use drover_spi::{Event, EventAction, FORMAT, Heartbeat, StoreError};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// While a pass acts, status is published at most this often, and at once
+/// when a group's phase or the swarm's status changes: the document lists
+/// every member, and writing it on every pass of a 1000-member rollout was
+/// a fifth of the controller's work.
+const ACTIVE_PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+/// How often a controller advertises the record format it reads (and
+/// re-reads everyone's to pick the format it writes); with a swarm store,
+/// also how often it beats at all (see [`drover_spi::Store::outside_raft`]).
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(60);
+
+/// What a controller last told, to tell only news.
+#[derive(Default)]
+pub(super) struct Reporting {
+    last_publish: Option<Instant>,
+    /// The group phases and swarm status last published.
+    published: (Vec<Phase>, plan::SwarmStatus),
+    /// Last format negotiation (and, with a swarm store, heartbeat).
+    last_beat: Option<Instant>,
+    /// What its own engine said at the last look, as the heartbeat
+    /// publishes it (a manager's controller only).
+    engine: Option<EngineView>,
+    /// The unreadable record this controller last refused to act on.
+    pub(super) refused: Option<String>,
+    /// Groups reported blocked, with the reason last recorded as an event.
+    blocked: BTreeMap<String, String>,
+    /// Where passes, steps and API calls are counted, when served.
+    pub(super) metrics: Option<Metrics>,
+}
+
+impl Reporting {
+    /// Its engine's leave as `node` is already reported.
+    pub(super) fn left_told(&self, node: &str) -> bool {
+        self.engine
+            .as_ref()
+            .and_then(|v| v.left.as_ref())
+            .is_some_and(|l| l.node == node)
+    }
+
+    /// `group` was last reported blocked for `why`.
+    pub(super) fn blocked_for(&self, group: &str, why: &str) -> bool {
+        self.blocked.get(group).is_some_and(|b| b == why)
+    }
+}
+
+impl Controller {
+    /// One event per garbage collection begun: the item, the rule and the evidence.
+    pub(super) async fn collection_event(&mut self, op: &Operation) {
+        let (Some(c), Some(lead)) = (&op.collection, self.tenancy.term.held().cloned()) else {
+            return;
+        };
+        let event = Event {
+            at_ms: wall_ms(),
+            controller: self.ctx.identity.clone(),
+            group: Some(op.group.clone()),
+            op: Some(op.id.clone()),
+            action: EventAction::Gc,
+            target: Some(c.item.clone()),
+            outcome: format!("collecting ({})", c.rule.as_str()),
+            reason: format!("{}: {}", c.rule.as_str(), c.evidence),
+        };
+        self.append(&lead, &event).await;
+    }
+
+    /// One event when a group becomes blocked or its reason changes (the
+    /// meltdown guard and a spent attempt budget among them).
+    pub(super) async fn blocked_events(&mut self, plan: &Plan) {
+        let now: BTreeMap<String, String> = plan
+            .groups
+            .iter()
+            .filter(|g| g.phase == Phase::Blocked)
+            .map(|g| (g.name.clone(), g.reason.clone().unwrap_or_default()))
+            .collect();
+        for (group, reason) in &now {
+            if !self.reporting.blocked_for(group, reason) {
+                let (group, blocked) = (Some(group.clone()), EventAction::Blocked);
+                self.event(group, None, blocked, reason, "blocked".into())
+                    .await;
+            }
+        }
+        self.reporting.blocked = now;
+    }
+
+    /// An event of the term it holds (none without one).
+    pub(super) async fn event(
+        &mut self,
+        group: Option<String>,
+        op: Option<String>,
+        action: EventAction,
+        reason: &str,
+        outcome: String,
+    ) {
+        let Some(lead) = self.tenancy.term.held().cloned() else {
+            return;
+        };
+        let event = Event {
+            at_ms: wall_ms(),
+            controller: self.ctx.identity.clone(),
+            group,
+            op,
+            action,
+            target: None,
+            outcome,
+            reason: reason.into(),
+        };
+        self.append(&lead, &event).await;
+    }
+
+    /// Appends `event` under `lead`; a refusal deposes this controller.
+    pub(super) async fn append(&mut self, lead: &Leading, event: &Event) {
+        if let Err(StoreError::Fenced { .. }) =
+            self.ctx.store.append_event(lead.epoch(), event).await
+        {
+            self.depose("event write fenced");
+        }
+    }
+
+    /// Notes what its own engine said of the swarm (`swarm`): the view its
+    /// heartbeat publishes and the metrics show.
+    pub(super) fn see_engine(&mut self, swarm: &SwarmView) {
+        let view = EngineView::next(
+            self.reporting.engine.as_ref(),
+            swarm,
+            self.ctx.self_link.as_deref(),
+            wall_ms(),
+        );
+        if let Some(m) = &self.reporting.metrics {
+            m.engine_seen(&view);
+        }
+        self.reporting.engine = Some(view);
+    }
+
+    /// Its hand-over's `swarm leave` returned: says so in the store at once
+    /// (its heartbeat's `left`), where the next leader's controller is
+    /// woken by it and destroys this machine without asking its engine.
+    /// Nothing in a swarm store: this engine can no longer write the raft.
+    pub(super) async fn report_left(&mut self, node: &str) {
+        let mut view = self.reporting.engine.clone().unwrap_or_else(|| {
+            EngineView::next(None, &SwarmView::Absent, self.ctx.self_link.as_deref(), 0)
+        });
+        view.answer = EngineAnswer::NotAManager;
+        view.manager = false;
+        view.leader = None;
+        view.left = Some(Left {
+            node: node.to_string(),
+            at_ms: wall_ms(),
+        });
+        self.reporting.engine = Some(view);
+        if let Err(e) = self.beat().await {
+            tracing::warn!(error = %e, "could not report this engine's leave; the next leader asks the engine");
+        }
+    }
+
+    /// Writes its heartbeat: the newest record format this build reads and
+    /// what its own engine last said. Each time it is asked (every pass)
+    /// where the store lives outside the raft, else once a minute; and once
+    /// a minute it picks the format to write: the oldest any live
+    /// controller reads.
+    pub(super) async fn beat(&mut self) -> Result<(), StoreError> {
+        let due = self
+            .reporting
+            .last_beat
+            .is_none_or(|t| t.elapsed() >= HEARTBEAT_EVERY);
+        let each_pass = self.ctx.store.outside_raft();
+        if !due && !each_pass {
+            return Ok(());
+        }
+        let beat = Heartbeat {
+            holder: self.ctx.identity.clone(),
+            format: FORMAT,
+            at_ms: wall_ms(),
+            engine: (self.place() == Place::Manager)
+                .then(|| self.reporting.engine.clone())
+                .flatten(),
+        };
+        if let Err(e) = self.ctx.store.heartbeat(&beat).await {
+            if !due {
+                // The per-pass beat is best effort (the engine view for
+                // `status`, a reported leave): a failed one must not stop a
+                // pass that may be in the middle of a hand-over.
+                tracing::warn!(error = %e, "heartbeat not written");
+                return Ok(());
+            }
+            return Err(e);
+        }
+        if due {
+            let format = self.ctx.store.negotiate_format(beat.at_ms).await?;
+            tracing::debug!(format, "record format negotiated");
+            self.reporting.last_beat = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Whether this pass publishes status: at once when a group's phase or
+    /// the swarm's status changed, at most every [`ACTIVE_PUBLISH_EVERY`]
+    /// while the plan acts, every 2 s otherwise, and on converging.
+    pub(super) fn status_due(&self, stored: &Stored, plan: &Plan) -> Publish {
+        let since = self.reporting.last_publish.map(|t| t.elapsed());
+        let (phases, swarm) = &self.reporting.published;
+        let now = since.is_none_or(|t| t >= Duration::from_secs(2))
+            || !phases.iter().eq(plan.groups.iter().map(|g| &g.phase))
+            || *swarm != plan.swarm
+            || (!plan.actions.is_empty() && since.is_some_and(|t| t >= ACTIVE_PUBLISH_EVERY))
+            // Converging is news too: followers (`apply --wait`) show this
+            // document as the final state.
+            || (converged(stored, plan) && !stored.revision.converged);
+        if now { Publish::Now } else { Publish::Later }
+    }
+
+    /// Every member's status, when this pass publishes it (`due`) or
+    /// serves metrics, which it then records. Judging every member is a
+    /// fair part of a 1000-member pass, and most passes of a rollout
+    /// publish nothing.
+    pub(super) fn members(
+        &self,
+        due: Publish,
+        stored: &Stored,
+        plan: &Plan,
+        observed: &Observed,
+    ) -> Option<Vec<plan::MemberStatus>> {
+        if due == Publish::Later && self.reporting.metrics.is_none() {
+            return None;
+        }
+        let members = plan::member_status(&stored.desired, observed);
+        if let Some(m) = &self.reporting.metrics {
+            m.observed(plan, &members, wall_ms());
+        }
+        Some(members)
+    }
+
+    /// Marks convergence, and publishes status with `members` when given
+    /// (see [`Self::status_due`]), under `lead`.
+    pub(super) async fn publish(
+        &mut self,
+        stored: &Stored,
+        plan: &Plan,
+        members: Option<Vec<plan::MemberStatus>>,
+        lead: &Leading,
+    ) -> Result<(), StoreError> {
+        let epoch = lead.epoch();
+        if converged(stored, plan) && !stored.revision.converged {
+            self.ctx
+                .store
+                .mark_converged(epoch, stored.revision.rev)
+                .await?;
+        }
+        let Some(members) = members else {
+            return Ok(());
+        };
+        let doc = status_json(
+            &self.ctx.identity,
+            epoch,
+            stored.revision.rev,
+            plan,
+            &members,
+            stored.journal.len(),
+        );
+        drop(members);
+        self.ctx.store.publish_status(epoch, doc).await?;
+        self.reporting.last_publish = Some(Instant::now());
+        self.reporting.published = (
+            plan.groups.iter().map(|g| g.phase).collect(),
+            plan.swarm.clone(),
+        );
+        Ok(())
+    }
+}
+
+/// Whether a pass publishes the status document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Publish {
+    /// This pass: something changed, or the last is old enough.
+    Now,
+    /// Not yet: nothing new to tell.
+    Later,
+}
+
+/// Every group converged and nothing is left to do or in flight.
+fn converged(stored: &Stored, plan: &Plan) -> bool {
+    plan.groups.iter().all(|g| g.phase == Phase::Converged)
+        && stored.journal.is_empty()
+        && plan.actions.is_empty()
+}
