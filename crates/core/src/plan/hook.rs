@@ -1,6 +1,7 @@
 //! Hook steps ([`crate::spec::hooks`]): only the journal says one ran.
 
 use super::Action;
+use super::blocked::Blocked;
 use super::group::Planner;
 use super::memory::Timer;
 use super::op::{StepOf, StepState};
@@ -29,15 +30,13 @@ impl<'a> Planner<'a> {
                 .clock
                 .elapsed(Timer::HookRetry(op.id.clone(), f.attempts), HOOK_RETRY)
         {
-            let why = format!(
-                "hook {} of {} failed ({} time(s)): {}; called again within {}s",
-                point.as_str(),
-                op.id,
-                f.attempts,
-                f.message,
-                HOOK_RETRY.as_secs()
-            );
-            return StepState::Fail(why);
+            return StepState::Fail(Blocked::HookFailed {
+                point,
+                op: op.id.clone(),
+                attempts: f.attempts,
+                message: f.message.clone(),
+                retry: HOOK_RETRY,
+            });
         }
         // Leaving: the victim; arriving: the machine the op made.
         let post = matches!(point, HookPoint::PostProvision | HookPoint::PostJoin);

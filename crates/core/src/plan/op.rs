@@ -2,6 +2,7 @@
 //! show as done, and act, wait, or fail on it.
 
 use super::Action;
+use super::blocked::{Blocked, TimedOut};
 use super::group::Planner;
 use super::memory::Timer;
 use super::view::{Member, View};
@@ -16,7 +17,7 @@ pub(super) enum StepState<'x> {
     /// Waiting on a gate with its own deadline (a service budget): not
     /// timed by `step_timeout` here, so it never turns into a rollback.
     Hold(String),
-    Fail(String),
+    Fail(Blocked),
     /// Nothing was disrupted yet and the op no longer makes sense: drop it.
     Abandon(String),
 }
@@ -188,26 +189,23 @@ impl<'a> Planner<'a> {
             return;
         };
         let (policy, is_rollback) = (view.d.spec.update.on_failure, view.d.is_rollback);
-        let timeout = humantime::format_duration(view.d.spec.update.step_timeout);
-        let reason = format!(
-            "step {} of {} exceeded step_timeout ({timeout}): {why}",
-            step.as_str(),
-            op.id
-        );
+        let reason = TimedOut {
+            step,
+            op: op.id.clone(),
+            timeout: view.d.spec.update.step_timeout,
+            why,
+        };
         if policy == OnFailure::Rollback && !is_rollback && op.kind == OpKind::Roll {
             if self.rollback_requested.insert(op.group.clone()) {
                 self.actions.push(Action::Rollback {
                     group: op.group.clone(),
-                    reason: reason.clone(),
+                    reason: reason.to_string(),
                 });
             }
         } else if is_rollback {
-            self.block(
-                &op.group,
-                format!("rollback failed (a rollback is never rolled back): {reason}"),
-            );
+            self.block(&op.group, Blocked::RollbackFailed(reason));
         } else {
-            self.block(&op.group, reason);
+            self.block(&op.group, Blocked::StepTimedOut(reason));
         }
     }
 
@@ -302,7 +300,9 @@ impl<'a> Planner<'a> {
             Some(n) if !incarnation(n) => n,
             _ => {
                 let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
-                return self.unmatched_member(id, link).map(StepState::Fail);
+                return self
+                    .unmatched_member(id, link)
+                    .map(|no| StepState::Fail(Blocked::Unmatched(no)));
             }
         };
         if n.manager_role {

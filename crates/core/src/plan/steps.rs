@@ -4,6 +4,7 @@
 
 use super::Action;
 use super::DesiredGroup;
+use super::blocked::Blocked;
 use super::budget::Gate;
 use super::group::Planner;
 use super::health::Health;
@@ -39,7 +40,7 @@ impl<'a> Planner<'a> {
             // Only additions remain: hand the slot back to the
             // missing-slot logic so healing (which waits for no
             // manager op) can go first.
-            return StepState::Abandon(no);
+            return StepState::Abandon(no.to_string());
         }
         let target = op.target.clone().unwrap_or(crate::journal::Target {
             logical_id: None,
@@ -166,10 +167,10 @@ impl<'a> Planner<'a> {
         {
             return match d.spec.drain.on_timeout {
                 OnDrainTimeout::Force => StepState::Done,
-                OnDrainTimeout::Block => StepState::Fail(format!(
-                    "drain of node {} timed out with {} tasks still running (drain.on_timeout: block)",
-                    n.id, n.running_tasks
-                )),
+                OnDrainTimeout::Block => StepState::Fail(Blocked::DrainTimedOut {
+                    node: n.id.clone(),
+                    tasks: n.running_tasks,
+                }),
             };
         }
         wait_for(move || {
@@ -233,7 +234,7 @@ impl<'a> Planner<'a> {
         match self.budget_gate(d, n, &op.id) {
             Gate::Go => StepState::Act(act()),
             Gate::Hold(why) => StepState::Hold(why),
-            Gate::Block(why) => StepState::Fail(why),
+            Gate::Block(why) => StepState::Fail(Blocked::Budget(why)),
         }
     }
 
@@ -364,9 +365,7 @@ impl<'a> Planner<'a> {
             });
         }
         if view.foreign.contains(id.as_str()) {
-            return StepState::Fail(format!(
-                "instance {id} no longer carries this cluster's and group's tags: not destroying it"
-            ));
+            return StepState::Fail(Blocked::Foreign(id));
         }
         if op.reached(Step::Destroy)
             || self

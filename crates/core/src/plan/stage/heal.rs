@@ -1,11 +1,13 @@
 //! Heal: a member lost, unhealthy past `unhealthy_after`, or never joined
 //! past `startup_timeout` is replaced, through the member gate.
 
-use super::super::group::{Planner, unlisted_why};
+use super::super::gc::GarbageState;
+use super::super::group::Planner;
 use super::super::health::Health;
 use super::super::memory::Timer;
 use super::super::view::Member;
 use super::Group;
+use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::spec::{Role, Strategy};
 
@@ -91,7 +93,7 @@ impl Planner<'_> {
             };
             let mut op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
             if let Some(c) = collection {
-                self.note_garbage(name, &c, "collecting".into());
+                self.note_garbage(name, &c, GarbageState::Collecting(None));
                 op.collection = Some(c);
             }
             self.begin(op, format!("heal: replace {} ({why})", inst.id));

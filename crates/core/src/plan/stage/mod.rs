@@ -11,7 +11,8 @@ mod roll;
 mod spare;
 
 use super::DesiredGroup;
-use super::group::{Planner, excess_members};
+use super::blocked::Blocked;
+use super::group::Planner;
 use super::view::{Busy, Member, View};
 use crate::journal::{OpKind, Target};
 use crate::model::{Node, NodeState};
@@ -111,13 +112,7 @@ impl<'a> Planner<'a> {
         {
             // Every manager step changes the raft; with a member waiting for
             // its unlock key the real fault tolerance is unknown.
-            self.block(
-                &name,
-                format!(
-                    "manager node {} is locked (autolock): unlock it with `docker swarm unlock` on that machine",
-                    n.id
-                ),
-            );
+            self.block(&name, Blocked::ManagerLocked(n.id.clone()));
             return None;
         }
         if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
@@ -154,7 +149,7 @@ impl<'a> Planner<'a> {
         let spare_kept = Group::spare_kept(d, &live, &self.input.desired.replace, rolling);
         let spare_slot = self.spare_slot(d, &live, &pending);
         // Members the spec no longer declares are retired (the retire stage), not healed.
-        let excess_ids: HashSet<String> = excess_members(
+        let excess_ids: HashSet<String> = retire::excess_members(
             d,
             &free,
             live.len() + pending.len(),
@@ -223,5 +218,25 @@ impl<'a> Planner<'a> {
             members(|b| !b.victim),
             members(|b| !b.victim && !b.replacement),
         )
+    }
+}
+
+/// Why no machine is added while `n`, a node that may be a member of the
+/// group (live, or for pets Down and not yet reaped), is carried by no
+/// listed machine.
+fn unlisted_why(n: &Node) -> String {
+    match &n.link {
+        Some(link) if n.state == NodeState::Down => format!(
+            "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
+            n.id
+        ),
+        Some(link) => format!(
+            "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
+            n.id
+        ),
+        None => format!(
+            "raft member {} carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back or it is demoted (docker node demote {}; a dead cattle member also once it is Down)",
+            n.id, n.id
+        ),
     }
 }
