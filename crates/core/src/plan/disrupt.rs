@@ -43,7 +43,7 @@ impl Planner<'_> {
                 .is_some_and(|r| r.reachable);
             let gate = if surge {
                 self.unreachable_manager_gate(None, None)
-                    .or_else(|| self.manager_trouble.clone())
+                    .or_else(|| self.facts.manager_trouble.clone())
                     .or_else(|| reachable.then(|| self.heal_first()).flatten())
                     .or_else(|| self.add_manager_gate())
                     .or_else(|| {
@@ -53,7 +53,7 @@ impl Planner<'_> {
                             .flatten()
                     })
             } else {
-                self.member_gate(Role::Manager, inst, self.roll_floor)
+                self.member_gate(Role::Manager, inst, self.facts.roll_floor)
             };
             if let Some(no) = gate {
                 self.wait(name, format!("manager {} waits: {no}", inst.id));
@@ -61,7 +61,7 @@ impl Planner<'_> {
             }
             return true;
         }
-        if let Some(no) = self.member_gate(d.spec.role, inst, self.roll_floor) {
+        if let Some(no) = self.member_gate(d.spec.role, inst, self.facts.roll_floor) {
             self.wait(name, format!("{} waits: {no}", inst.id));
             return false;
         }

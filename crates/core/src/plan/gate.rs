@@ -27,11 +27,11 @@ impl Planner<'_> {
         if op.role != Role::Worker {
             return false;
         }
-        let Some(n) = op
-            .victim
-            .as_ref()
-            .and_then(|v| self.world.victim_node(v.link.as_deref(), v.node.as_deref()))
-        else {
+        let Some(n) = op.victim.as_ref().and_then(|v| {
+            self.facts
+                .world
+                .victim_node(v.link.as_deref(), v.node.as_deref())
+        }) else {
             return false;
         };
         let landed = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote) && !n.manager_role;
@@ -46,6 +46,7 @@ impl Planner<'_> {
     /// node turns Down within ~15 s.
     pub(crate) fn node_in_doubt(&self, inst: &Member<'_>) -> Option<Refusal> {
         let live: Vec<&str> = self
+            .facts
             .world
             .with_link(inst.link())
             .filter(|n| n.state != NodeState::Down)
@@ -90,6 +91,7 @@ impl Planner<'_> {
     /// drover cannot tell: it blocks and says so (design rules 1 and 10).
     pub(crate) fn unmatched_member(&self, id: &str, link: Option<&str>) -> Option<Refusal> {
         let could_be = self
+            .facts
             .unmatched
             .iter()
             .find(|n| n.link.is_none() || link.is_none());
@@ -130,7 +132,8 @@ impl Planner<'_> {
                         })
                 })
         };
-        self.world
+        self.facts
+            .world
             .in_transition(mine)
             .map(|n| Refusal::MembershipChanging {
                 node: n.id.clone(),
@@ -164,7 +167,7 @@ impl Planner<'_> {
         own: Option<&Node>,
         floor: i64,
     ) -> Option<Refusal> {
-        if !self.world.swarm_ok() {
+        if !self.facts.world.swarm_ok() {
             return Some(Refusal::SwarmUnasked);
         }
         if let Some(no) = self.other_manager_op(except) {
@@ -173,17 +176,18 @@ impl Planner<'_> {
         if let Some(why) = self.membership_changing(except, own) {
             return Some(why);
         }
-        if let Some(why) = &self.manager_trouble {
+        if let Some(why) = &self.facts.manager_trouble {
             return Some(why.clone());
         }
         if let Some(why) = self.heal_first() {
             return Some(why);
         }
         // Never below 0, whatever the floor; a positive floor says so.
-        let after = quorum::ft_after_removing_healthy(self.world.members, self.world.reachable);
+        let after =
+            quorum::ft_after_removing_healthy(self.facts.world.members, self.facts.world.reachable);
         (after < floor.max(0)).then_some(Refusal::FaultTolerance {
             after,
-            members: self.world.members,
+            members: self.facts.world.members,
             floor,
         })
     }
@@ -194,7 +198,7 @@ impl Planner<'_> {
     /// would not make the raft safer).
     pub(crate) fn floor_of(&self, op: &Operation) -> i64 {
         match op.kind {
-            OpKind::Roll | OpKind::Retire => self.roll_floor,
+            OpKind::Roll | OpKind::Retire => self.facts.roll_floor,
             _ => 0,
         }
     }
@@ -202,21 +206,26 @@ impl Planner<'_> {
     /// Why no healthy member may be disrupted (heal first): a raft member is
     /// unreachable, or the raft is short of its declared size.
     pub(crate) fn heal_first(&self) -> Option<Refusal> {
-        if self.world.reachable < self.world.members {
+        if self.facts.world.reachable < self.facts.world.members {
             return Some(Refusal::Unreachable {
-                unreachable: self.world.members - self.world.reachable,
-                members: self.world.members,
+                unreachable: self.facts.world.members - self.facts.world.reachable,
+                members: self.facts.world.members,
             });
         }
         // A worker promoted by hand counts for the quorum, not for the
         // declared managers: it runs no controller, so a raft made whole by
         // it could be handed over to nodes that finish nothing.
-        let by_hand = self.promoted.iter().filter(|n| n.raft.is_some()).count();
-        let declared = self.world.members.saturating_sub(by_hand);
-        (declared < self.desired_managers).then_some(Refusal::RaftShort {
+        let by_hand = self
+            .facts
+            .promoted
+            .iter()
+            .filter(|n| n.raft.is_some())
+            .count();
+        let declared = self.facts.world.members.saturating_sub(by_hand);
+        (declared < self.facts.desired_managers).then_some(Refusal::RaftShort {
             declared,
             by_hand,
-            desired: self.desired_managers,
+            desired: self.facts.desired_managers,
         })
     }
 
@@ -227,7 +236,7 @@ impl Planner<'_> {
         except: Option<&str>,
         own: Option<&Node>,
     ) -> Option<Refusal> {
-        if !self.world.swarm_ok() {
+        if !self.facts.world.swarm_ok() {
             return Some(Refusal::NoLeader);
         }
         self.other_manager_op(except)
@@ -240,19 +249,21 @@ impl Planner<'_> {
     /// passes through it, as `swarm join` itself does) or when fault
     /// tolerance would survive it anyway.
     pub(crate) fn add_manager_gate(&self) -> Option<Refusal> {
-        if !self.world.swarm_ok() {
+        if !self.facts.world.swarm_ok() {
             return Some(Refusal::NoLeaderToJoin);
         }
-        let all_reachable = self.world.reachable == self.world.members;
-        let after = quorum::fault_tolerance(self.world.members + 1, self.world.reachable);
+        let all_reachable = self.facts.world.reachable == self.facts.world.members;
+        let after =
+            quorum::fault_tolerance(self.facts.world.members + 1, self.facts.world.reachable);
         (!all_reachable && after < 0).then(|| Refusal::AddWhileUnreachable {
-            unreachable: self.world.members - self.world.reachable,
-            members: self.world.members,
+            unreachable: self.facts.world.members - self.facts.world.reachable,
+            members: self.facts.world.members,
             after,
             // An unreachable member no machine carries is never healed by
             // drover (it cannot tell which machine, if any, it is): say so,
             // or the operator waits for a heal that cannot come.
             unhealable: self
+                .facts
                 .unmatched
                 .iter()
                 .find(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))

@@ -210,13 +210,13 @@ impl Planner<'_> {
     /// Nothing is concluded while the swarm cannot be asked: a machine's
     /// node might be a manager, which is never collected this way.
     pub(crate) fn collect_orphans(&mut self) {
-        let desired = self.input.desired;
+        let desired = self.facts.input.desired;
         let declared: Set<&str> = desired
             .groups
             .iter()
             .map(|g| g.spec.name.as_str())
             .collect();
-        if (self.input.observed.instances.keys()).all(|g| declared.contains(g.as_str())) {
+        if (self.facts.input.observed.instances.keys()).all(|g| declared.contains(g.as_str())) {
             return;
         }
         let claimed: Set<String> = self
@@ -225,7 +225,7 @@ impl Planner<'_> {
             .filter_map(|o| o.victim.as_ref()?.instance.clone())
             .collect();
         let grace = desired.orphan_grace;
-        for (group, described) in &self.input.observed.instances {
+        for (group, described) in &self.facts.input.observed.instances {
             if declared.contains(group.as_str()) {
                 continue;
             }
@@ -251,11 +251,11 @@ impl Planner<'_> {
                     self.note_garbage(group, &c, GarbageState::Collecting(None));
                     continue;
                 }
-                if !self.world.swarm_ok() {
+                if !self.facts.world.swarm_ok() {
                     self.note_garbage(group, &c, GarbageState::SwarmUnasked);
                     continue;
                 }
-                let node = self.world.node_for(inst.link());
+                let node = self.facts.world.node_for(inst.link());
                 if node.is_some_and(Node::in_raft) {
                     self.note_garbage(group, &c, GarbageState::KeptManager);
                     continue;
@@ -331,7 +331,7 @@ impl Planner<'_> {
             zone: None,
             is_self: false,
         });
-        let list = match self.input.observed.instances.get(group) {
+        let list = match self.facts.input.observed.instances.get(group) {
             Some(Described::Ok(list)) => list,
             Some(Described::Failed(e)) => {
                 self.explanation.push(format!(
@@ -348,15 +348,16 @@ impl Planner<'_> {
                 return;
             }
         };
-        if !self.world.swarm_ok() {
+        if !self.facts.world.swarm_ok() {
             self.explanation.push(format!(
                 "{group}: orphan operation {} waits: the swarm cannot be observed",
                 op.id
             ));
             return;
         }
-        let cluster = &self.input.desired.cluster_id;
+        let cluster = &self.facts.input.desired.cluster_id;
         let node = self
+            .facts
             .world
             .victim_node(victim.link.as_deref(), victim.node.as_deref());
         if let Some(inst) = list.iter().find(|i| {

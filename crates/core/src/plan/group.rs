@@ -3,27 +3,26 @@
 
 use super::blocked::Blocked;
 use super::budget::Budgets;
+use super::facts::Facts;
 use super::fast::Set;
 use super::in_flight::{InFlight, Ops};
 use super::memory::Clock;
-use super::refusal::Refusal;
 use super::view::{Found, Member, View};
-use super::world::World;
 use super::zones::ShortZones;
 use super::{Action, DesiredGroup, Garbage, PlanInput};
 use crate::journal::{OpKind, Operation, Target, Victim};
-use crate::model::{Node, NodeState};
+use crate::model::Node;
 use crate::spec::{Role, Strategy};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 
+/// One planning pass: the read-only facts, and what the stages produce
+/// as they run (actions, operations begun, reasons, timers, garbage).
 pub(crate) struct Planner<'a> {
-    pub(crate) input: PlanInput<'a>,
-    pub(crate) world: World<'a>,
+    /// What the pass reads and never changes.
+    pub(crate) facts: Facts<'a>,
     pub(crate) clock: Clock<'a>,
-    /// Shared, so a group's view can be read while the planner acts.
-    pub(crate) views: Vec<Rc<View<'a>>>,
     /// Operations in flight, including those begun in this pass.
     pub(crate) ops: Ops<'a>,
     /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
@@ -33,28 +32,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) blocked: BTreeMap<String, Blocked>,
     pub(crate) waiting: BTreeMap<String, String>,
     pub(crate) rollback_requested: HashSet<String>,
-    pub(crate) desired_managers: usize,
-    /// The fault tolerance a voluntary disruption of a manager must leave
-    /// (the manager group's [`roll_floor`](crate::spec::GroupSpec::roll_floor)).
-    pub(crate) roll_floor: i64,
-    pub(crate) manager_trouble: Option<Refusal>,
     /// What garbage collection found (for `drover gc`).
     pub(crate) garbage: Vec<Garbage>,
-    /// Positions of the nodes that may be stale: no owned member of any
-    /// group carries their link, or a rejoined Ready node with the same
-    /// link superseded them. Found once per pass, in one scan of the
-    /// nodes; [`Self::stale_nodes`] reads only these.
-    unclaimed: Vec<u32>,
-    /// Raft members (or nodes joining or leaving it) that a member of a
-    /// group declaring workers carries: promoted by hand. Their removal
-    /// passes the manager gate (usually empty).
-    pub(crate) promoted: Vec<&'a Node>,
-    /// The raft members that no owned machine carries (an engine that lost
-    /// drover's labels, a machine that lost its link tag, a partial
-    /// describe, a machine gone) and that are not another cluster's: a
-    /// machine whose node cannot be found may be one of them
-    /// ([`Self::unmatched_member`]). A handful at most.
-    pub(crate) unmatched: Vec<&'a Node>,
     /// Operations of worker groups whose demotion of a promoted node was
     /// planned in this pass ([`Self::removes_raft_member`]).
     pub(crate) demoting: Vec<String>,
@@ -70,61 +49,8 @@ pub(crate) struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     pub(crate) fn new(input: PlanInput<'a>) -> Self {
-        // Sized up front: a filtered iterator's hint is zero, and growing
-        // sets of 10 000 ids rehashed them several times.
-        let ids = |id: fn(&Victim) -> Option<&String>| {
-            let mut set = Set::with_capacity_and_hasher(input.journal.len(), Default::default());
-            set.extend(
-                input
-                    .journal
-                    .iter()
-                    .filter_map(|o| id(o.victim.as_ref()?))
-                    .map(String::as_str),
-            );
-            set
-        };
-        let world = World::new(input.observed, ids(|v| v.node.as_ref()));
-        let victims: Set<&str> = ids(|v| v.instance.as_ref());
-        let mut views: Vec<View<'a>> = input
-            .desired
-            .groups
-            .iter()
-            .map(|d| {
-                View::new(
-                    d,
-                    &input.desired.cluster_id,
-                    input.observed,
-                    &world,
-                    &victims,
-                )
-            })
-            .collect();
-        // Managers first: they roll first and their state gates everything.
-        views.sort_by_key(|v| v.d.spec.role != Role::Manager);
-        let desired_managers = input
-            .desired
-            .groups
-            .iter()
-            .filter(|g| g.spec.role == Role::Manager)
-            .map(|g| g.spec.allocation.size())
-            .sum();
-        let unclaimed = unclaimed_nodes(&world, &views);
-        let promoted = world
-            .raft_nodes()
-            .filter(|&(k, _)| {
-                views
-                    .iter()
-                    .any(|v| v.d.spec.role == Role::Worker && !v.unclaimed(k as usize))
-            })
-            .map(|(_, n)| n)
-            .collect();
-        let cluster = input.desired.cluster_id.as_str();
-        let unmatched = world
-            .raft_nodes()
-            .filter(|(k, n)| n.raft.is_some() && unclaimed.binary_search(k).is_ok())
-            .map(|(_, n)| n)
-            .filter(|n| n.cluster.as_deref().is_none_or(|c| c == cluster))
-            .collect();
+        let facts = Facts::new(input);
+        let world = &facts.world;
         let budgets = Budgets::new(
             &input.observed.services,
             world.nodes(),
@@ -135,10 +61,8 @@ impl<'a> Planner<'a> {
             },
         );
         Planner {
-            input,
-            world,
+            facts,
             clock: Clock::new(input.memory, input.now),
-            views: views.into_iter().map(Rc::new).collect(),
             ops: Ops::new(input.journal),
             in_flight: InFlight::new(input.journal),
             actions: Vec::new(),
@@ -146,13 +70,7 @@ impl<'a> Planner<'a> {
             blocked: BTreeMap::new(),
             waiting: BTreeMap::new(),
             rollback_requested: HashSet::new(),
-            desired_managers,
-            roll_floor: input.desired.roll_floor(),
-            manager_trouble: None,
             garbage: Vec::new(),
-            unclaimed,
-            promoted,
-            unmatched,
             demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
@@ -167,7 +85,7 @@ impl<'a> Planner<'a> {
         if let Some(Some(f)) = self.found.borrow().get(slot) {
             return *f;
         }
-        let f = view.found(&self.world, op);
+        let f = view.found(&self.facts.world, op);
         let mut cache = self.found.borrow_mut();
         if cache.len() <= slot {
             cache.resize(slot + 1, None);
@@ -177,42 +95,17 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn run(&mut self) {
-        self.manager_trouble = self.first_unhealthy_manager_outside_ops();
-        for (slot, op) in self.input.journal.iter().enumerate() {
+        for (slot, op) in self.facts.input.journal.iter().enumerate() {
             self.advance(op, slot);
         }
         let rolling = self.rolling_group();
-        for gi in 0..self.views.len() {
+        for gi in 0..self.facts.views.len() {
             let ahead = rolling
                 .filter(|r| *r != gi)
-                .map(|r| self.views[r].d.spec.name.clone());
+                .map(|r| self.facts.views[r].d.spec.name.clone());
             self.start_ops(gi, ahead);
         }
         self.collect_orphans();
-    }
-
-    fn first_unhealthy_manager_outside_ops(&self) -> Option<Refusal> {
-        // Asked only of unhealthy managers (a handful): a scan of the
-        // operations each, rather than a set of every operation's links.
-        let busy = |link: &str| {
-            self.ops.iter().any(|o| {
-                o.id == link || o.victim.as_ref().and_then(|v| v.link.as_deref()) == Some(link)
-            })
-        };
-        self.views
-            .iter()
-            .filter(|v| v.d.spec.role == Role::Manager)
-            .find_map(|v| match &v.described {
-                Err(e) => Some(Refusal::ManagerUndescribed {
-                    group: v.d.spec.name.clone(),
-                    error: e.to_string(),
-                }),
-                Ok(insts) => insts
-                    .iter()
-                    .filter(|i| !i.healthy())
-                    .find(|i| !i.link().is_some_and(busy))
-                    .map(|i| Refusal::ManagerUnhealthy(i.id.clone())),
-            })
     }
 
     pub(crate) fn view(&self, group: &str) -> Option<&View<'a>> {
@@ -221,7 +114,7 @@ impl<'a> Planner<'a> {
 
     /// [`Self::view`], shared: readable while the planner acts.
     pub(crate) fn view_rc(&self, group: &str) -> Option<&Rc<View<'a>>> {
-        self.views.iter().find(|v| v.d.spec.name == group)
+        self.facts.views.iter().find(|v| v.d.spec.name == group)
     }
 
     /// The one group allowed to start roll operations: the first (managers
@@ -243,19 +136,22 @@ impl<'a> Planner<'a> {
             })
         };
         let first = self
+            .facts
             .views
             .iter()
             .position(|v| rolling_op(v) || outdated(v, &|_| true))?;
-        if self.promoted.is_empty() {
+        if self.facts.promoted.is_empty() {
             return Some(first);
         }
-        let v = &self.views[first];
-        let not_leader = |i: &Member<'_>| !(self.is_leader(i) || self.world.is_self(i.link()));
+        let v = &self.facts.views[first];
+        let not_leader =
+            |i: &Member<'_>| !(self.is_leader(i) || self.facts.world.is_self(i.link()));
         let only_the_leader =
             v.d.spec.role == Role::Manager && !rolling_op(v) && !outdated(v, &not_leader);
         let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
-        let promoted_outdated =
-            || (first + 1..self.views.len()).find(|&k| outdated(&self.views[k], &in_raft));
+        let promoted_outdated = || {
+            (first + 1..self.facts.views.len()).find(|&k| outdated(&self.facts.views[k], &in_raft))
+        };
         Some(
             only_the_leader
                 .then(promoted_outdated)
@@ -266,7 +162,7 @@ impl<'a> Planner<'a> {
 
     pub(crate) fn new_op_id(&mut self, group: &str) -> String {
         self.counter += 1;
-        format!("{group}-{:x}-{}", self.input.nonce, self.counter)
+        format!("{group}-{:x}-{}", self.facts.input.nonce, self.counter)
     }
 
     /// Drops a finished or abandoned operation (in `slot`) from those in flight.
@@ -308,7 +204,7 @@ impl<'a> Planner<'a> {
             node: i.node.map(|n| n.id.clone()),
             logical_id: i.logical_id().map(str::to_string),
             zone: i.zone().map(str::to_string),
-            is_self: self.world.is_self(i.link()),
+            is_self: self.facts.world.is_self(i.link()),
         });
         Operation {
             id: self.new_op_id(&d.spec.name),
@@ -343,9 +239,10 @@ impl<'a> Planner<'a> {
         if d.spec.role == Role::Plain || v.described.is_err() {
             return Vec::new();
         }
-        let cluster = self.input.desired.cluster_id.as_str();
-        let nodes = self.world.nodes();
+        let cluster = self.facts.input.desired.cluster_id.as_str();
+        let nodes = self.facts.world.nodes();
         let candidates: Vec<&'a Node> = self
+            .facts
             .unclaimed
             .iter()
             .map(|&k| &nodes[k as usize])
@@ -376,26 +273,4 @@ impl<'a> Planner<'a> {
             })
             .collect()
     }
-}
-
-/// Positions of the nodes no owned member of any of `views` carries, or
-/// that a Ready node with the same link superseded (a node that joins again
-/// always gets a new id): the nodes that may be stale.
-fn unclaimed_nodes(world: &World<'_>, views: &[View<'_>]) -> Vec<u32> {
-    if views.iter().all(|v| v.d.spec.role == Role::Plain) {
-        return Vec::new();
-    }
-    let superseded = |n: &Node| {
-        world.links_shared()
-            && world
-                .with_link(n.link.as_deref())
-                .any(|m| m.id != n.id && m.state == NodeState::Ready)
-    };
-    world
-        .nodes()
-        .iter()
-        .enumerate()
-        .filter(|&(k, n)| views.iter().all(|v| v.unclaimed(k)) || superseded(n))
-        .map(|(k, _)| k as u32)
-        .collect()
 }

@@ -42,7 +42,7 @@ impl<'a> Planner<'a> {
         let post = matches!(point, HookPoint::PostProvision | HookPoint::PostJoin);
         let (instance, logical_id, node) = if post {
             let inst = s.replacement;
-            let node = inst.and_then(|i| self.world.node_for(i.link()));
+            let node = inst.and_then(|i| self.facts.world.node_for(i.link()));
             (
                 inst.map(|i| i.id.clone()),
                 op.target.as_ref().and_then(|t| t.logical_id.clone()),
@@ -66,7 +66,7 @@ impl<'a> Planner<'a> {
                 hook: point,
                 idempotency_key: HookFacts::key(&op.id, point),
                 operation: op.id.clone(),
-                cluster: self.input.desired.cluster_id.clone(),
+                cluster: self.facts.input.desired.cluster_id.clone(),
                 group: op.group.clone(),
                 instance,
                 logical_id,

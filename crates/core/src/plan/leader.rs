@@ -9,7 +9,8 @@ use crate::spec::Role;
 
 impl Planner<'_> {
     pub(crate) fn is_leader(&self, inst: &Member<'_>) -> bool {
-        self.world
+        self.facts
+            .world
             .leader
             .is_some_and(|l| l.link.as_deref() == inst.link() && inst.link().is_some())
     }
@@ -28,12 +29,12 @@ impl Planner<'_> {
     /// labels: that member may be it) or a group cannot be described, and
     /// until no such machine was seen for `UNLISTED_BOUND`.
     pub(crate) fn manager_before_leader(&self, leader: &str) -> Option<String> {
-        let cluster = self.input.desired.cluster_id.as_str();
+        let cluster = self.facts.input.desired.cluster_id.as_str();
         // A member with no cluster label is one of ours only if some running
         // machine of ours has no node (its engine lost drover's labels), or
         // a group could not be described (it may hold that machine).
         let node_less = || {
-            self.views.iter().any(|v| match &v.described {
+            self.facts.views.iter().any(|v| match &v.described {
                 Ok(m) => m
                     .iter()
                     .any(|i| i.running && i.node.is_none() && i.id != leader),
@@ -49,20 +50,26 @@ impl Planner<'_> {
                     .clock
                     .elapsed(Timer::Unlabelled(n.id.clone()), UNLISTED_BOUND)
         };
-        if let Some(n) = self.unmatched.iter().find(|n| match n.cluster.as_deref() {
-            Some(c) => c == cluster,
-            None => doubtful(n),
-        }) {
+        if let Some(n) = self
+            .facts
+            .unmatched
+            .iter()
+            .find(|n| match n.cluster.as_deref() {
+                Some(c) => c == cluster,
+                None => doubtful(n),
+            })
+        {
             return Some(format!(
                 "raft member {} (no listed machine carries it)",
                 n.id
             ));
         }
         let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
-        let requested = |i: &Member<'_>| self.input.desired.replace.contains(&i.id);
-        self.views
+        let requested = |i: &Member<'_>| self.facts.input.desired.replace.contains(&i.id);
+        self.facts
+            .views
             .iter()
-            .filter(|v| v.d.spec.role == Role::Manager || !self.promoted.is_empty())
+            .filter(|v| v.d.spec.role == Role::Manager || !self.facts.promoted.is_empty())
             .find_map(|v| match (&v.described, v.d.spec.role) {
                 (Err(_), Role::Manager) => Some(format!("group {}", v.d.spec.name)),
                 (Err(_), _) => None,
@@ -87,7 +94,7 @@ impl Planner<'_> {
     /// this controller's own machine and another raft member is not current
     /// and healthy yet: rolls and retires alike take the leader last.
     pub(crate) fn leader_waits(&mut self, group: &str, inst: &Member<'_>) -> bool {
-        if !(self.is_leader(inst) || self.world.is_self(inst.link())) {
+        if !(self.is_leader(inst) || self.facts.world.is_self(inst.link())) {
             return false;
         }
         let Some(other) = self.manager_before_leader(&inst.id) else {

@@ -27,6 +27,7 @@ mod blocked;
 mod budget;
 mod calendar;
 mod disrupt;
+mod facts;
 mod fast;
 mod gate;
 mod gc;

@@ -98,11 +98,13 @@ impl Planner<'_> {
     }
 
     pub(crate) fn finish(mut self) -> Plan {
-        let statuses: Vec<GroupStatus> = self.views.iter().map(|v| self.status_of(v)).collect();
+        let statuses: Vec<GroupStatus> =
+            self.facts.views.iter().map(|v| self.status_of(v)).collect();
         let mut order: Vec<usize> = (0..statuses.len()).collect();
         // Report in declared order.
         order.sort_by_key(|&i| {
-            self.input
+            self.facts
+                .input
                 .desired
                 .groups
                 .iter()
@@ -116,11 +118,11 @@ impl Planner<'_> {
             self.explanation.push(format!("{g}: {why}"));
         }
         let swarm = SwarmStatus {
-            members: self.world.members,
-            reachable: self.world.reachable,
-            fault_tolerance: self.world.fault_tolerance(),
-            leader_link: self.world.leader.and_then(|n| n.link.clone()),
-            problem: SwarmProblem::of(&self.world.observed.swarm),
+            members: self.facts.world.members,
+            reachable: self.facts.world.reachable,
+            fault_tolerance: self.facts.world.fault_tolerance(),
+            leader_link: self.facts.world.leader.and_then(|n| n.link.clone()),
+            problem: SwarmProblem::of(&self.facts.world.observed.swarm),
         };
         let (mut memory, wake_at) = self.clock.finish();
         memory.short_zones = std::mem::take(&mut self.short_zones);

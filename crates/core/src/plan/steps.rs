@@ -29,13 +29,16 @@ impl<'a> Planner<'a> {
             return StepState::Done;
         }
         if op.role != Role::Plain
-            && !self.world.swarm_ok()
-            && !matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+            && !self.facts.world.swarm_ok()
+            && !matches!(
+                self.facts.world.observed.swarm,
+                crate::model::SwarmView::Absent
+            )
         {
             return wait("waiting for the swarm to have a leader before provisioning");
         }
-        let add_gate =
-            (op.role == Role::Manager && self.world.swarm_ok()).then(|| self.add_manager_gate());
+        let add_gate = (op.role == Role::Manager && self.facts.world.swarm_ok())
+            .then(|| self.add_manager_gate());
         if let Some(Some(no)) = add_gate {
             // Only additions remain: hand the slot back to the
             // missing-slot logic so healing (which waits for no
@@ -140,7 +143,7 @@ impl<'a> Planner<'a> {
         };
         if victim
             .and_then(|v| v.instance.as_ref())
-            .is_some_and(|id| self.input.desired.skip_drain.contains(id))
+            .is_some_and(|id| self.facts.input.desired.skip_drain.contains(id))
         {
             return StepState::Done;
         }
@@ -272,7 +275,7 @@ impl<'a> Planner<'a> {
         {
             return StepState::Abandon(why);
         }
-        if self.world.is_self(vlink) {
+        if self.facts.world.is_self(vlink) {
             if let Some(why) = self.leader_goes_last(op, step, n) {
                 return why;
             }
@@ -316,7 +319,7 @@ impl<'a> Planner<'a> {
         // may a leave, its engine's answer or its controller's report, be
         // believed (a stale or forged report cannot destroy a raft member).
         let left = n.left
-            || self.world.leave_reported(vlink, &n.id)
+            || self.facts.world.leave_reported(vlink, &n.id)
             || n.state == NodeState::Down
             || victim_inst.is_none_or(|i| !i.running);
         if left || self.clock.elapsed(Timer::Leave(op.id.clone()), LEAVE_BOUND) {
@@ -352,7 +355,7 @@ impl<'a> Planner<'a> {
         let Some(id) = victim.and_then(|v| v.instance.clone()) else {
             return StepState::Done;
         };
-        if self.world.is_self(vlink) {
+        if self.facts.world.is_self(vlink) {
             return wait("standing down: the next leader destroys this machine");
         }
         if victim_inst.is_some() {

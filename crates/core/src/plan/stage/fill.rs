@@ -42,10 +42,13 @@ impl Planner<'_> {
                 }
             }
             let bootstrap = is_manager
-                && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+                && matches!(
+                    self.facts.world.observed.swarm,
+                    crate::model::SwarmView::Absent
+                )
                 && live.is_empty();
             if !bootstrap {
-                if !self.world.swarm_ok() && d.spec.role != Role::Plain {
+                if !self.facts.world.swarm_ok() && d.spec.role != Role::Plain {
                     self.wait(
                         name,
                         "waiting for the swarm to have a leader before adding members".into(),

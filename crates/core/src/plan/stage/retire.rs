@@ -18,11 +18,11 @@ impl Planner<'_> {
             d,
             free,
             live.len() + pending.len(),
-            self.world.observed.self_link.as_deref(),
+            self.facts.world.observed.self_link.as_deref(),
             g.spare_kept,
         );
         for inst in excess {
-            let last = is_manager && self.world.members <= 1 && self.world.swarm_ok();
+            let last = is_manager && self.facts.world.members <= 1 && self.facts.world.swarm_ok();
             if last && d.spec.allocation.size() == 0 && self.is_leader(inst) {
                 // Only `drover destroy` commits a manager group below one
                 // member; the swarm's last one is removed from outside it.
@@ -55,6 +55,41 @@ impl Planner<'_> {
     }
 }
 
+/// A member's place in the retirement order, the first goes first.
+type Rank<'i> = (
+    bool,
+    bool,
+    bool,
+    bool,
+    bool,
+    std::cmp::Reverse<u64>,
+    &'i str,
+);
+
+/// [`Rank`] of `i` in `d`: the controller's own machine (`self_link`)
+/// last. A machine with no node (it never joined) serves nothing: it goes
+/// first, before a joined one that reads unhealthy for a moment (a node
+/// `disconnected` for seconds), which a heal of the other would keep.
+/// Among the unhealthy, a raft member unreachable from the leader goes
+/// before a reachable one that merely reads unknown (after an election),
+/// whatever their configs: removing it raises fault tolerance, removing
+/// the other would wait at the gate.
+fn retire_rank<'i>(d: &DesiredGroup, self_link: Option<&str>, i: &'i Member<'i>) -> Rank<'i> {
+    let reachable = i
+        .node
+        .and_then(|n| n.raft.as_ref())
+        .is_some_and(|r| r.reachable);
+    (
+        i.link().is_some() && i.link() == self_link,
+        i.node.is_some(),
+        i.healthy(),
+        reachable,
+        i.config() == Some(d.hash.as_str()),
+        std::cmp::Reverse(i.created_ms),
+        i.id.as_str(),
+    )
+}
+
 /// Members to retire: undeclared logical ids and duplicates, or cattle over
 /// size. Preference: unhealthy (a broken member goes without the healthy
 /// manager gate, and a healthy one would wait for it), then raft-unreachable,
@@ -67,37 +102,7 @@ pub(super) fn excess_members<'i>(
     self_link: Option<&str>,
     spare_kept: bool,
 ) -> Vec<&'i Member<'i>> {
-    // A machine with no node (it never joined) serves nothing: it goes
-    // first, before a joined one that reads unhealthy for a moment (a node
-    // `disconnected` for seconds), which a heal of the other would keep.
-    // Among the unhealthy, a raft member unreachable from the leader goes
-    // before a reachable one that merely reads unknown (after an election),
-    // whatever their configs: removing it raises fault tolerance, removing
-    // the other would wait at the gate.
-    type Rank<'i> = (
-        bool,
-        bool,
-        bool,
-        bool,
-        bool,
-        std::cmp::Reverse<u64>,
-        &'i str,
-    );
-    let rank = |i: &'i Member<'i>| -> Rank<'i> {
-        let reachable = i
-            .node
-            .and_then(|n| n.raft.as_ref())
-            .is_some_and(|r| r.reachable);
-        (
-            i.link().is_some() && i.link() == self_link,
-            i.node.is_some(),
-            i.healthy(),
-            reachable,
-            i.config() == Some(d.hash.as_str()),
-            std::cmp::Reverse(i.created_ms),
-            i.id.as_str(),
-        )
-    };
+    let rank = |i: &'i Member<'i>| retire_rank(d, self_link, i);
     match &d.spec.allocation {
         Allocation::LogicalIds(slots) => {
             // The temporary member a roll keeps counts as declared.

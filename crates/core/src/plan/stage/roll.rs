@@ -24,10 +24,10 @@ impl Planner<'_> {
     ) {
         let (d, name) = (g.d(), g.name());
         self.explain_lifetimes(g);
-        let (free, is_manager, manager_busy) = (&g.free, g.is_manager(), g.manager_busy);
+        let (is_manager, manager_busy) = (g.is_manager(), g.manager_busy);
         let excess_ids = &g.excess_ids;
         // Only in the one rolling group.
-        let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
+        let requested = |i: &Instance| self.facts.input.desired.replace.contains(&i.id);
         // The temporary member of a spare slot is retired, never rolled.
         let outdated: Vec<&Member> = g
             .free
@@ -68,6 +68,14 @@ impl Planner<'_> {
         if self.add_spare(g, unlisted) {
             return;
         }
+        self.roll_in_order(g, &outdated);
+    }
+
+    /// Begins rolls of `outdated` members in rollout order, stopping at
+    /// the first that may not be disrupted now (a manager group: after one).
+    fn roll_in_order(&mut self, g: &Group<'_, '_>, outdated: &[&Member<'_>]) {
+        let (d, name, is_manager) = (g.d(), g.name(), g.is_manager());
+        let requested = |i: &Instance| self.facts.input.desired.replace.contains(&i.id);
         // The rollout order. The loop stops at the first member it may not
         // disrupt (after about max_in_flight of them), so the order is
         // produced lazily: a heap is built in O(n), where sorting every
@@ -78,7 +86,7 @@ impl Planner<'_> {
             .enumerate()
             .map(|(k, i)| {
                 Reverse((
-                    self.world.is_self(i.link()) || self.is_leader(i),
+                    self.facts.world.is_self(i.link()) || self.is_leader(i),
                     i.healthy(),
                     i.zone(),
                     i.logical_id(),
@@ -87,7 +95,7 @@ impl Planner<'_> {
                 ))
             })
             .collect();
-        let settled = Settled::count(free);
+        let settled = Settled::count(&g.free);
         while let Some(Reverse((.., k))) = order.pop() {
             let inst = outdated[k];
             if is_manager && self.leader_waits(name, inst) {
