@@ -4,7 +4,7 @@
 //! (the replacement never joins) as the design brief's safety contract says.
 
 use super::group::Planner;
-use super::refusal::Refusal;
+use super::refusal::{Quorum, Refusal};
 use super::view::Member;
 use crate::journal::{OpKind, Operation, Step};
 use crate::model::{Node, NodeState};
@@ -185,11 +185,11 @@ impl Planner<'_> {
         // Never below 0, whatever the floor; a positive floor says so.
         let after =
             quorum::ft_after_removing_healthy(self.facts.world.members, self.facts.world.reachable);
-        (after < floor.max(0)).then_some(Refusal::FaultTolerance {
+        (after < floor.max(0)).then_some(Refusal::Quorum(Quorum::FaultTolerance {
             after,
             members: self.facts.world.members,
             floor,
-        })
+        }))
     }
 
     /// The fault tolerance removing `op`'s victim must leave: the roll's
@@ -207,10 +207,10 @@ impl Planner<'_> {
     /// unreachable, or the raft is short of its declared size.
     pub(crate) fn heal_first(&self) -> Option<Refusal> {
         if self.facts.world.reachable < self.facts.world.members {
-            return Some(Refusal::Unreachable {
+            return Some(Refusal::Quorum(Quorum::Unreachable {
                 unreachable: self.facts.world.members - self.facts.world.reachable,
                 members: self.facts.world.members,
-            });
+            }));
         }
         // A worker promoted by hand counts for the quorum, not for the
         // declared managers: it runs no controller, so a raft made whole by
@@ -222,11 +222,11 @@ impl Planner<'_> {
             .filter(|n| n.raft.is_some())
             .count();
         let declared = self.facts.world.members.saturating_sub(by_hand);
-        (declared < self.facts.desired_managers).then_some(Refusal::RaftShort {
+        (declared < self.facts.desired_managers).then_some(Refusal::Quorum(Quorum::RaftShort {
             declared,
             by_hand,
             desired: self.facts.desired_managers,
-        })
+        }))
     }
 
     /// Why an unreachable manager may not be demoted now. Demoting it raises
@@ -255,19 +255,21 @@ impl Planner<'_> {
         let all_reachable = self.facts.world.reachable == self.facts.world.members;
         let after =
             quorum::fault_tolerance(self.facts.world.members + 1, self.facts.world.reachable);
-        (!all_reachable && after < 0).then(|| Refusal::AddWhileUnreachable {
-            unreachable: self.facts.world.members - self.facts.world.reachable,
-            members: self.facts.world.members,
-            after,
-            // An unreachable member no machine carries is never healed by
-            // drover (it cannot tell which machine, if any, it is): say so,
-            // or the operator waits for a heal that cannot come.
-            unhealable: self
-                .facts
-                .unmatched
-                .iter()
-                .find(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
-                .map(|n| n.id.clone()),
+        (!all_reachable && after < 0).then(|| {
+            Refusal::Quorum(Quorum::AddWhileUnreachable {
+                unreachable: self.facts.world.members - self.facts.world.reachable,
+                members: self.facts.world.members,
+                after,
+                // An unreachable member no machine carries is never healed by
+                // drover (it cannot tell which machine, if any, it is): say so,
+                // or the operator waits for a heal that cannot come.
+                unhealable: self
+                    .facts
+                    .unmatched
+                    .iter()
+                    .find(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
+                    .map(|n| n.id.clone()),
+            })
         })
     }
 }

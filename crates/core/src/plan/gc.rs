@@ -363,31 +363,7 @@ impl Planner<'_> {
         if let Some(inst) = list.iter().find(|i| {
             Some(i.id.as_str()) == victim.instance.as_deref() && i.owned_by(cluster, group)
         }) {
-            // No machine is destroyed while its node is (or may be) a raft
-            // member: a manager is never collected this way.
-            if let Some(n) = node.filter(|n| n.in_raft()) {
-                self.explanation.push(format!(
-                    "{group}: orphan operation {} abandoned: node {} became a manager",
-                    op.id, n.id
-                ));
-                self.actions.push(Action::Complete { op: op.id.clone() });
-                self.end_op(op, slot);
-                return;
-            }
-            if let Some(why) = node
-                .is_none()
-                .then(|| self.unmatched_member(&inst.id, inst.link()))
-                .flatten()
-            {
-                self.explanation
-                    .push(format!("{group}: orphan operation {} waits: {why}", op.id));
-                return;
-            }
-            self.actions.push(Action::Destroy {
-                op: op.id.clone(),
-                instance: inst.id.clone(),
-            });
-            return;
+            return self.destroy_orphan(op, slot, inst, node);
         }
         if !op.done.contains(&Step::Destroy) {
             self.actions.push(Action::MarkDone {
@@ -416,5 +392,41 @@ impl Planner<'_> {
             .push(format!("{group}: orphan operation {} complete", op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
         self.end_op(op, slot);
+    }
+
+    /// The orphan's machine is still listed: it is destroyed unless its
+    /// node is (or may be) a raft member.
+    fn destroy_orphan(
+        &mut self,
+        op: &Operation,
+        slot: usize,
+        inst: &Instance,
+        node: Option<&Node>,
+    ) {
+        let group = op.group.as_str();
+        // No machine is destroyed while its node is (or may be) a raft
+        // member: a manager is never collected this way.
+        if let Some(n) = node.filter(|n| n.in_raft()) {
+            self.explanation.push(format!(
+                "{group}: orphan operation {} abandoned: node {} became a manager",
+                op.id, n.id
+            ));
+            self.actions.push(Action::Complete { op: op.id.clone() });
+            self.end_op(op, slot);
+            return;
+        }
+        if let Some(why) = node
+            .is_none()
+            .then(|| self.unmatched_member(&inst.id, inst.link()))
+            .flatten()
+        {
+            self.explanation
+                .push(format!("{group}: orphan operation {} waits: {why}", op.id));
+            return;
+        }
+        self.actions.push(Action::Destroy {
+            op: op.id.clone(),
+            instance: inst.id.clone(),
+        });
     }
 }

@@ -49,42 +49,8 @@ pub enum Refusal {
     },
     /// A manager no operation works on is not healthy.
     ManagerUnhealthy(String),
-    /// Raft members are unreachable: heal first.
-    Unreachable {
-        /// Unreachable members.
-        unreachable: usize,
-        /// Raft members.
-        members: usize,
-    },
-    /// The raft has fewer members than declared: heal first.
-    RaftShort {
-        /// Members the declared managers make up.
-        declared: usize,
-        /// Workers promoted by hand in the raft.
-        by_hand: usize,
-        /// Managers declared.
-        desired: usize,
-    },
-    /// Removing a healthy manager would leave fault tolerance below the floor.
-    FaultTolerance {
-        /// Fault tolerance after the removal.
-        after: i64,
-        /// Raft members.
-        members: usize,
-        /// The roll's floor (`update.min_fault_tolerance`).
-        floor: i64,
-    },
-    /// Adding a manager while members are unreachable could cost the quorum.
-    AddWhileUnreachable {
-        /// Unreachable members.
-        unreachable: usize,
-        /// Raft members.
-        members: usize,
-        /// Fault tolerance if the new member joined and then failed.
-        after: i64,
-        /// An unreachable member no machine carries (drover cannot heal it).
-        unhealable: Option<String>,
-    },
+    /// The quorum arithmetic says no.
+    Quorum(Quorum),
 }
 
 impl fmt::Display for Refusal {
@@ -123,14 +89,64 @@ impl fmt::Display for Refusal {
                 write!(f, "manager group {group} cannot be described: {error}")
             }
             Refusal::ManagerUnhealthy(id) => write!(f, "manager instance {id} is not healthy"),
-            Refusal::Unreachable {
+            Refusal::Quorum(q) => write!(f, "{q}"),
+        }
+    }
+}
+
+/// Why the raft's numbers forbid a change now: members unreachable or
+/// missing, or fault tolerance that would fall too low.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Quorum {
+    /// Raft members are unreachable: heal first.
+    Unreachable {
+        /// Unreachable members.
+        unreachable: usize,
+        /// Raft members.
+        members: usize,
+    },
+    /// The raft has fewer members than declared: heal first.
+    RaftShort {
+        /// Members the declared managers make up.
+        declared: usize,
+        /// Workers promoted by hand in the raft.
+        by_hand: usize,
+        /// Managers declared.
+        desired: usize,
+    },
+    /// Removing a healthy manager would leave fault tolerance below the floor.
+    FaultTolerance {
+        /// Fault tolerance after the removal.
+        after: i64,
+        /// Raft members.
+        members: usize,
+        /// The roll's floor (`update.min_fault_tolerance`).
+        floor: i64,
+    },
+    /// Adding a manager while members are unreachable could cost the quorum.
+    AddWhileUnreachable {
+        /// Unreachable members.
+        unreachable: usize,
+        /// Raft members.
+        members: usize,
+        /// Fault tolerance if the new member joined and then failed.
+        after: i64,
+        /// An unreachable member no machine carries (drover cannot heal it).
+        unhealable: Option<String>,
+    },
+}
+
+impl fmt::Display for Quorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Quorum::Unreachable {
                 unreachable,
                 members,
             } => write!(
                 f,
                 "{unreachable} of {members} raft members are unreachable: heal first"
             ),
-            Refusal::RaftShort {
+            Quorum::RaftShort {
                 declared,
                 by_hand,
                 desired,
@@ -144,7 +160,7 @@ impl fmt::Display for Refusal {
                     ", fewer than the {desired} declared: no disruption until it is whole"
                 )
             }
-            Refusal::FaultTolerance {
+            Quorum::FaultTolerance {
                 after,
                 members,
                 floor,
@@ -161,7 +177,7 @@ impl fmt::Display for Refusal {
                 }
                 Ok(())
             }
-            Refusal::AddWhileUnreachable {
+            Quorum::AddWhileUnreachable {
                 unreachable,
                 members,
                 after,
@@ -185,7 +201,7 @@ impl fmt::Display for Refusal {
 
 #[cfg(test)]
 mod tests {
-    use super::Refusal;
+    use super::{Quorum, Refusal};
 
     /// The messages operators read (status, events, `drover plan`) are
     /// rendered from the reason's data exactly as the gates wrote them.
@@ -193,35 +209,35 @@ mod tests {
     fn messages_are_rendered_from_the_data() {
         let cases = [
             (
-                Refusal::FaultTolerance {
+                Refusal::Quorum(Quorum::FaultTolerance {
                     after: -1,
                     members: 1,
                     floor: 0,
-                },
+                }),
                 "removing a manager would leave fault tolerance at -1 (1 members)",
             ),
             (
-                Refusal::FaultTolerance {
+                Refusal::Quorum(Quorum::FaultTolerance {
                     after: 0,
                     members: 3,
                     floor: 1,
-                },
+                }),
                 "removing a manager would leave fault tolerance at 0 (3 members), below this roll's floor of 1 (update.min_fault_tolerance)",
             ),
             (
-                Refusal::RaftShort {
+                Refusal::Quorum(Quorum::RaftShort {
                     declared: 2,
                     by_hand: 0,
                     desired: 3,
-                },
+                }),
                 "the raft has 2 members, fewer than the 3 declared: no disruption until it is whole",
             ),
             (
-                Refusal::RaftShort {
+                Refusal::Quorum(Quorum::RaftShort {
                     declared: 2,
                     by_hand: 1,
                     desired: 3,
-                },
+                }),
                 "the raft has 2 members (1 more promoted by hand), fewer than the 3 declared: no disruption until it is whole",
             ),
             (
@@ -240,12 +256,12 @@ mod tests {
                 "cannot tell whether machine i-1 is raft member n9 (no machine carries that node's link (none: its engine has no drover labels)): restore drover's engine labels on that engine, or demote and remove the member by hand",
             ),
             (
-                Refusal::AddWhileUnreachable {
+                Refusal::Quorum(Quorum::AddWhileUnreachable {
                     unreachable: 1,
                     members: 2,
                     after: -1,
                     unhealable: Some("n2".into()),
-                },
+                }),
                 "adding a manager while 1 of 2 members are unreachable could leave fault tolerance at -1: heal the unreachable member first (node n2 carries no machine's link: if its machine is gone, `docker node demote n2` by hand)",
             ),
         ];

@@ -301,19 +301,7 @@ impl<'a> Planner<'a> {
             });
         }
         if n.manager_role {
-            return match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
-                Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
-                    "demotion of former leader {} no longer safe: {no}",
-                    n.id
-                )),
-                Some(no) => {
-                    wait_for(move || format!("demote of former leader {} waits: {no}", n.id))
-                }
-                None => StepState::Act(Action::Demote {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                }),
-            };
+            return self.demote_former_leader(op, step, n);
         }
         // Here the node is out of the raft and no manager (above): only then
         // may a leave, its engine's answer or its controller's report, be
@@ -340,6 +328,26 @@ impl<'a> Planner<'a> {
                     n.id
                 )
             })
+        }
+    }
+
+    /// The former leader, still a manager (its controller crashed before
+    /// it demoted itself): demoted through the manager gate, or the op
+    /// steps aside while nothing was disrupted yet.
+    fn demote_former_leader<'o>(&self, op: &'o Operation, step: Step, n: &'a Node) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
+            Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
+                "demotion of former leader {} no longer safe: {no}",
+                n.id
+            )),
+            Some(no) => wait_for(move || format!("demote of former leader {} waits: {no}", n.id)),
+            None => StepState::Act(Action::Demote {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            }),
         }
     }
 

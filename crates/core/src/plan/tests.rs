@@ -83,7 +83,7 @@ fn instance(group: &str, link: &str, config: &str, zone: Option<&str>) -> Instan
     }
 }
 
-fn node(link: &str, manager: bool, leader: bool) -> Node {
+pub(super) fn node(link: &str, manager: bool, leader: bool) -> Node {
     Node {
         id: format!("n-{link}"),
         link: Some(link.to_string()),

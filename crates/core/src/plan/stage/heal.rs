@@ -22,9 +22,10 @@ pub(super) struct Healed {
 }
 
 impl Healed {
-    fn claim(&mut self, inst: &Member<'_>) {
-        self.claimed.extend(inst.node.map(|n| n.id.clone()));
-        self.claimed.extend(inst.link().map(str::to_string));
+    /// Records a heal of the member with `node` and `link`.
+    fn claim(&mut self, node: Option<&Node>, link: Option<&str>) {
+        self.claimed.extend(node.map(|n| n.id.clone()));
+        self.claimed.extend(link.map(str::to_string));
     }
 
     /// A heal begun in this pass works on node `n` (by id or link).
@@ -105,7 +106,7 @@ impl Planner<'_> {
                 self.note_garbage(name, &c, GarbageState::Collecting(None));
                 op.collection = Some(c);
             }
-            healed.claim(inst);
+            healed.claim(inst.node, inst.link());
             self.begin(op, format!("heal: replace {} ({why})", inst.id));
         }
         Some(healed)
@@ -184,5 +185,33 @@ impl Planner<'_> {
                 }),
             Health::Healthy | Health::Unknown => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Healed;
+    use crate::model::Node;
+    use crate::plan::tests::node;
+
+    /// The reap stage leaves alone every node a heal of this pass works
+    /// on: its victim's node by id, and any node under the victim's link.
+    #[test]
+    fn a_heal_claims_its_victims_node_by_id_or_link() {
+        let victim = node("w1", false, false);
+        let other = node("w2", false, false);
+        let mut healed = Healed::default();
+        assert!(!healed.claims(&victim));
+        healed.claim(Some(&victim), victim.link.as_deref());
+        assert!(healed.claims(&victim));
+        let older = Node {
+            id: "n-older".into(),
+            ..victim.clone()
+        };
+        assert!(healed.claims(&older));
+        assert!(!healed.claims(&other));
+        // A machine whose node cannot be found claims by its link alone.
+        healed.claim(None, Some("w2"));
+        assert!(healed.claims(&other));
     }
 }

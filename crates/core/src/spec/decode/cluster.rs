@@ -202,6 +202,67 @@ impl Decoder<'_> {
         }
     }
 
+    /// The group's `name`: 1-63 lowercase letters, digits and dashes.
+    fn group_name(&mut self, f: &Fields<'_>, path: &str) -> Option<String> {
+        self.required(f, "name", path, "the group's name").and_then(|n| {
+            let name = self.string(n, &join(path, "name"))?;
+            let ok = !name.is_empty()
+                && name.len() <= 63
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !name.starts_with('-');
+            if !ok {
+                self.error(n.pos(), &join(path, "name"), format!("`{name}` is not a valid name: use 1-63 lowercase letters, digits and dashes, not starting with a dash"));
+            }
+            ok.then_some(name)
+        })
+    }
+
+    /// The group's `role`.
+    fn group_role(&mut self, f: &Fields<'_>, path: &str) -> Option<Role> {
+        let role_node = self.required(f, "role", path, "role: manager, worker or plain");
+        role_node.and_then(|n| {
+            self.choice(
+                Some(n),
+                &join(path, "role"),
+                &[
+                    ("manager", Role::Manager),
+                    ("worker", Role::Worker),
+                    ("plain", Role::Plain),
+                ],
+                Role::Plain,
+            )
+        })
+    }
+
+    /// What the group's provider asks of its allocation: pets' ids that
+    /// are addresses it accepts, and EC2's properties per zone.
+    fn provider_rules(
+        &mut self,
+        node: &Node,
+        path: &str,
+        allocation: &Option<Allocation>,
+        spares: Option<&[Slot]>,
+        instance: &Option<InstanceSpec>,
+    ) {
+        if let (Some(Allocation::LogicalIds(slots)), Some(inst)) = (allocation, instance)
+            && let Some(addresses) = AddressRule::of(&inst.provider)
+        {
+            self.address_ids(node, path, "logical_ids", slots, addresses);
+            self.address_ids(
+                node,
+                path,
+                "spare_ids",
+                spares.unwrap_or_default(),
+                addresses,
+            );
+        }
+        if let (Some(alloc), Some(inst)) = (allocation, instance)
+            && inst.provider == EC2_PROVIDER
+        {
+            self.ec2_properties(node, path, alloc, inst);
+        }
+    }
+
     pub(super) fn group(&mut self, node: &Node, path: &str) -> Option<GroupSpec> {
         const KNOWN: &[&str] = &[
             "name",
@@ -228,30 +289,8 @@ impl Decoder<'_> {
             ("hooks", hooks::HOOKS_FIELDS),
         ];
         let f = self.fields_nested(node, path, KNOWN, NESTED)?;
-        let name = self.required(&f, "name", path, "the group's name").and_then(|n| {
-            let name = self.string(n, &join(path, "name"))?;
-            let ok = !name.is_empty()
-                && name.len() <= 63
-                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !name.starts_with('-');
-            if !ok {
-                self.error(n.pos(), &join(path, "name"), format!("`{name}` is not a valid name: use 1-63 lowercase letters, digits and dashes, not starting with a dash"));
-            }
-            ok.then_some(name)
-        });
-        let role_node = self.required(&f, "role", path, "role: manager, worker or plain");
-        let role = role_node.and_then(|n| {
-            self.choice(
-                Some(n),
-                &join(path, "role"),
-                &[
-                    ("manager", Role::Manager),
-                    ("worker", Role::Worker),
-                    ("plain", Role::Plain),
-                ],
-                Role::Plain,
-            )
-        });
+        let name = self.group_name(&f, path);
+        let role = self.group_role(&f, path);
         let allocation_node =
             self.required(&f, "allocation", path, "allocation: size or logical_ids");
         let allocation =
@@ -261,23 +300,7 @@ impl Decoder<'_> {
         let instance = self
             .required(&f, "instance", path, "instance: provider and properties")
             .and_then(|n| self.instance(n, &join(path, "instance")));
-        if let (Some(Allocation::LogicalIds(slots)), Some(inst)) = (&allocation, &instance)
-            && let Some(addresses) = AddressRule::of(&inst.provider)
-        {
-            self.address_ids(node, path, "logical_ids", slots, addresses);
-            self.address_ids(
-                node,
-                path,
-                "spare_ids",
-                spares.as_deref().unwrap_or_default(),
-                addresses,
-            );
-        }
-        if let (Some(alloc), Some(inst)) = (&allocation, &instance)
-            && inst.provider == EC2_PROVIDER
-        {
-            self.ec2_properties(node, path, alloc, inst);
-        }
+        self.provider_rules(node, path, &allocation, spares.as_deref(), &instance);
         // Decoded even when the role is unknown, so a mistyped role hides
         // none of the group's other problems (role-specific rules wait for it).
         let provider = instance.as_ref().map(|i| i.provider.as_str());

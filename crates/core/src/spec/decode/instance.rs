@@ -150,14 +150,40 @@ impl Decoder<'_> {
             Some(n) => self.string(n, &join(path, "boot_script")),
         };
         let release = self.release(f.get("drover"), &join(path, "drover"), role);
-        let mut rendered = true;
+        let rendered = match &boot_script {
+            Some(script) => self.boot_script_renders(&f, path, script, role, release.as_ref()),
+            None => true,
+        };
+        let labels = match f.get("engine_labels") {
+            None => Some(BTreeMap::new()),
+            Some(n) => self.labels(n, &join(path, "engine_labels")),
+        };
+        (rendered && kind == expected).then_some(())?;
+        Some(FlavorSpec {
+            kind: expected?,
+            boot_script: boot_script?,
+            engine_labels: labels?,
+            drover: release?,
+        })
+    }
+
+    /// The boot script renders for a joining member and for the one that
+    /// makes the swarm (else an error, at the failing expression itself
+    /// when the script is a literal block).
+    fn boot_script_renders(
+        &mut self,
+        f: &Fields<'_>,
+        path: &str,
+        script: &str,
+        role: Option<Role>,
+        release: Option<&Option<DroverRelease>>,
+    ) -> bool {
         for init in [false, true] {
-            let Some(script) = &boot_script else { break };
             let ctx = BootContext {
                 init,
                 ..BootContext::example(role.unwrap_or(Role::Worker))
             }
-            .with_release(release.as_ref().and_then(Option::as_ref));
+            .with_release(release.and_then(Option::as_ref));
             if let Err(e) = template::render(script, &ctx) {
                 // At the failing expression itself when the script is a
                 // literal block, else at the script.
@@ -174,21 +200,10 @@ impl Decoder<'_> {
                         format!("template does not render: {e}")
                     },
                 );
-                rendered = false;
-                break;
+                return false;
             }
         }
-        let labels = match f.get("engine_labels") {
-            None => Some(BTreeMap::new()),
-            Some(n) => self.labels(n, &join(path, "engine_labels")),
-        };
-        (rendered && kind == expected).then_some(())?;
-        Some(FlavorSpec {
-            kind: expected?,
-            boot_script: boot_script?,
-            engine_labels: labels?,
-            drover: release?,
-        })
+        true
     }
 
     pub(super) fn labels(&mut self, node: &Node, path: &str) -> Option<BTreeMap<String, String>> {

@@ -20,23 +20,7 @@ impl Decoder<'_> {
             pos: group_pos,
         };
         let f = self.fields(node.unwrap_or(&empty), path, UPDATE_FIELDS)?;
-        let cattle_managers =
-            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { .. }));
-        // Cattle managers add each successor before removing its
-        // predecessor, so a roll keeps the group's fault tolerance (and a
-        // lone manager can only be rolled that way). Pets cannot: two
-        // machines cannot hold one address.
-        let default_strategy = if cattle_managers {
-            Strategy::Surge
-        } else {
-            Strategy::Replace
-        };
-        let strategy = self.choice(
-            f.get("strategy"),
-            &join(path, "strategy"),
-            &[("replace", Strategy::Replace), ("surge", Strategy::Surge)],
-            default_strategy,
-        );
+        let strategy = self.strategy(&f, path, role, alloc);
         let max_in_flight = f
             .get("max_in_flight")
             .map_or(Some(defaults::MAX_IN_FLIGHT), |n| {
@@ -100,6 +84,32 @@ impl Decoder<'_> {
 
     /// `update.service_budget`: exactly one of `max_unavailable` and
     /// `min_available`, a count or a percentage (as the service labels).
+    /// `update.strategy`, by default `surge` for cattle managers. They add
+    /// each successor before removing its predecessor, so a roll keeps the
+    /// group's fault tolerance (and a lone manager can only be rolled that
+    /// way). Pets cannot: two machines cannot hold one address.
+    fn strategy(
+        &mut self,
+        f: &Fields<'_>,
+        path: &str,
+        role: Option<Role>,
+        alloc: Option<&Allocation>,
+    ) -> Option<Strategy> {
+        let cattle_managers =
+            role == Some(Role::Manager) && matches!(alloc, Some(Allocation::Size { .. }));
+        let default_strategy = if cattle_managers {
+            Strategy::Surge
+        } else {
+            Strategy::Replace
+        };
+        self.choice(
+            f.get("strategy"),
+            &join(path, "strategy"),
+            &[("replace", Strategy::Replace), ("surge", Strategy::Surge)],
+            default_strategy,
+        )
+    }
+
     pub(super) fn service_budget(&mut self, node: &Node, path: &str) -> Option<ServiceBudget> {
         let f = self.fields(node, path, &["max_unavailable", "min_available"])?;
         let amount = |d: &mut Self, key: &str| {
