@@ -355,9 +355,8 @@ async fn without_quorum_the_last_leaders_controller_reports_blocked_and_destroys
     for _ in 0..600 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         doc = store.status().await.unwrap().unwrap_or_default();
-        let lost = doc["swarm"]["problem"]
-            .as_str()
-            .is_some_and(|p| p.contains("quorum"));
+        let lost = serde_json::from_value(doc["swarm"]["problem"].clone())
+            .is_ok_and(|p| matches!(p, drover_core::plan::SwarmProblem::QuorumLost(_)));
         if lost && doc["controller"] == "leader-controller" {
             break;
         }

@@ -337,9 +337,8 @@ async fn quorum_loss(lab: &Lab) {
     // The last leader's controller keeps reporting and never acts.
     let doc = lab
         .await_status("quorum lost", Duration::from_secs(90), |doc| {
-            doc["swarm"]["problem"]
-                .as_str()
-                .is_some_and(|p| p.contains("quorum"))
+            serde_json::from_value(doc["swarm"]["problem"].clone())
+                .is_ok_and(|p| matches!(p, drover_core::plan::SwarmProblem::QuorumLost(_)))
         })
         .await;
     let g = group_of(&doc, "managers");

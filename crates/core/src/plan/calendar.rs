@@ -79,7 +79,7 @@ impl Planner<'_> {
 
     /// This pass's wall-clock time, as jiff counts it.
     pub(crate) fn wall(&self) -> i64 {
-        i64::try_from(self.input.wall_ms).unwrap_or(i64::MAX)
+        i64::try_from(self.facts.input.wall_ms).unwrap_or(i64::MAX)
     }
 
     /// Why `spec`'s roll may not start a step now (every window closed), with

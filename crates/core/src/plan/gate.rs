@@ -4,6 +4,7 @@
 //! (the replacement never joins) as the design brief's safety contract says.
 
 use super::group::Planner;
+use super::refusal::{Quorum, Refusal};
 use super::view::Member;
 use crate::journal::{OpKind, Operation, Step};
 use crate::model::{Node, NodeState};
@@ -26,11 +27,11 @@ impl Planner<'_> {
         if op.role != Role::Worker {
             return false;
         }
-        let Some(n) = op
-            .victim
-            .as_ref()
-            .and_then(|v| self.world.victim_node(v.link.as_deref(), v.node.as_deref()))
-        else {
+        let Some(n) = op.victim.as_ref().and_then(|v| {
+            self.facts
+                .world
+                .victim_node(v.link.as_deref(), v.node.as_deref())
+        }) else {
             return false;
         };
         let landed = op.intent.as_ref().is_some_and(|i| i.step == Step::Demote) && !n.manager_role;
@@ -43,19 +44,17 @@ impl Planner<'_> {
     /// runs). Draining one and destroying the machine could take the
     /// other's tasks, or its raft seat, away unprepared; a dead engine's
     /// node turns Down within ~15 s.
-    pub(crate) fn node_in_doubt(&self, inst: &Member<'_>) -> Option<String> {
+    pub(crate) fn node_in_doubt(&self, inst: &Member<'_>) -> Option<Refusal> {
         let live: Vec<&str> = self
+            .facts
             .world
             .with_link(inst.link())
             .filter(|n| n.state != NodeState::Down)
             .map(|n| n.id.as_str())
             .collect();
-        (live.len() > 1).then(|| {
-            format!(
-                "nodes {} all carry its link {}: it waits until only one of them is live (a gone machine's node turns Down within ~15 s)",
-                live.join(", "),
-                inst.link().unwrap_or_default()
-            )
+        (live.len() > 1).then(|| Refusal::NodeInDoubt {
+            nodes: live.iter().map(|n| n.to_string()).collect(),
+            link: inst.link().unwrap_or_default().to_string(),
         })
     }
 
@@ -65,7 +64,7 @@ impl Planner<'_> {
     /// worker promoted by hand included); a machine whose node cannot be
     /// found may be an unmatched raft member ([`Self::unmatched_member`]).
     /// `floor`: the fault tolerance the removal must leave ([`Self::floor_of`]).
-    pub(crate) fn member_gate(&self, role: Role, inst: &Member<'_>, floor: i64) -> Option<String> {
+    pub(crate) fn member_gate(&self, role: Role, inst: &Member<'_>, floor: i64) -> Option<Refusal> {
         if role == Role::Plain {
             return None;
         }
@@ -90,39 +89,37 @@ impl Planner<'_> {
     /// left out of the describe), never this one. Taking such a machine out
     /// of service without demoting it first could cost the quorum, and
     /// drover cannot tell: it blocks and says so (design rules 1 and 10).
-    pub(crate) fn unmatched_member(&self, id: &str, link: Option<&str>) -> Option<String> {
+    pub(crate) fn unmatched_member(&self, id: &str, link: Option<&str>) -> Option<Refusal> {
         let could_be = self
+            .facts
             .unmatched
             .iter()
             .find(|n| n.link.is_none() || link.is_none());
-        could_be.map(|n| {
-            format!(
-                "cannot tell whether machine {id} is raft member {} (no machine carries that node's link {}): \
-                 restore drover's engine labels on that engine, or demote and remove the member by hand",
-                n.id,
-                n.link.as_deref().unwrap_or("(none: its engine has no drover labels)")
-            )
+        could_be.map(|n| Refusal::UnmatchedMember {
+            machine: id.to_string(),
+            node: n.id.clone(),
+            link: n.link.clone(),
         })
     }
 
     /// An operation other than `except` that changes the raft is in
     /// flight: a manager group's, or one whose victim is a raft member
     /// although its group declares workers (promoted by hand).
-    fn other_manager_op(&self, except: Option<&str>) -> Option<String> {
+    fn other_manager_op(&self, except: Option<&str>) -> Option<Refusal> {
         self.ops
             .iter()
             .find(|o| {
                 (o.role == Role::Manager || self.removes_raft_member(o))
                     && Some(o.id.as_str()) != except
             })
-            .map(|o| o.id.clone())
+            .map(|o| Refusal::ManagerOpInFlight(o.id.clone()))
     }
 
     /// Why nothing may change the raft while another member's membership
     /// is changing (one removal at a time, even when no journal entry
     /// explains the change). `except`'s own victim and new member are its
     /// business.
-    fn membership_changing(&self, except: Option<&str>, own: Option<&Node>) -> Option<String> {
+    fn membership_changing(&self, except: Option<&str>, own: Option<&Node>) -> Option<Refusal> {
         let op = except.and_then(|id| self.ops.iter().find(|o| o.id == id));
         let mine = |n: &Node| {
             own.is_some_and(|o| o.id == n.id)
@@ -135,13 +132,13 @@ impl Planner<'_> {
                         })
                 })
         };
-        self.world.in_transition(mine).map(|n| {
-            let how = if n.manager_role { "joining" } else { "leaving" };
-            format!(
-                "node {} is {how} the raft: one membership change at a time",
-                n.id
-            )
-        })
+        self.facts
+            .world
+            .in_transition(mine)
+            .map(|n| Refusal::MembershipChanging {
+                node: n.id.clone(),
+                joining: n.manager_role,
+            })
     }
 
     /// The gate for taking `node` out of the raft, chosen by raft facts
@@ -155,7 +152,7 @@ impl Planner<'_> {
         node: Option<&Node>,
         except: Option<&str>,
         floor: i64,
-    ) -> Option<String> {
+    ) -> Option<Refusal> {
         match node.and_then(|n| n.raft.as_ref()) {
             Some(r) if r.reachable => self.healthy_manager_gate(except, node, floor),
             _ => self.unreachable_manager_gate(except, node),
@@ -169,35 +166,30 @@ impl Planner<'_> {
         except: Option<&str>,
         own: Option<&Node>,
         floor: i64,
-    ) -> Option<String> {
-        if !self.world.swarm_ok() {
-            return Some("the swarm has no leader or cannot be asked".into());
+    ) -> Option<Refusal> {
+        if !self.facts.world.swarm_ok() {
+            return Some(Refusal::SwarmUnasked);
         }
-        if let Some(id) = self.other_manager_op(except) {
-            return Some(format!("manager operation {id} is still in flight"));
+        if let Some(no) = self.other_manager_op(except) {
+            return Some(no);
         }
         if let Some(why) = self.membership_changing(except, own) {
             return Some(why);
         }
-        if let Some(why) = &self.manager_trouble {
+        if let Some(why) = &self.facts.manager_trouble {
             return Some(why.clone());
         }
         if let Some(why) = self.heal_first() {
             return Some(why);
         }
         // Never below 0, whatever the floor; a positive floor says so.
-        let after = quorum::ft_after_removing_healthy(self.world.members, self.world.reachable);
-        (after < floor.max(0)).then(|| {
-            let below = if after < 0 {
-                String::new()
-            } else {
-                format!(", below this roll's floor of {floor} (update.min_fault_tolerance)")
-            };
-            format!(
-                "removing a manager would leave fault tolerance at {after} ({} members){below}",
-                self.world.members
-            )
-        })
+        let after =
+            quorum::ft_after_removing_healthy(self.facts.world.members, self.facts.world.reachable);
+        (after < floor.max(0)).then_some(Refusal::Quorum(Quorum::FaultTolerance {
+            after,
+            members: self.facts.world.members,
+            floor,
+        }))
     }
 
     /// The fault tolerance removing `op`'s victim must leave: the roll's
@@ -206,36 +198,35 @@ impl Planner<'_> {
     /// would not make the raft safer).
     pub(crate) fn floor_of(&self, op: &Operation) -> i64 {
         match op.kind {
-            OpKind::Roll | OpKind::Retire => self.roll_floor,
+            OpKind::Roll | OpKind::Retire => self.facts.roll_floor,
             _ => 0,
         }
     }
 
     /// Why no healthy member may be disrupted (heal first): a raft member is
     /// unreachable, or the raft is short of its declared size.
-    pub(crate) fn heal_first(&self) -> Option<String> {
-        if self.world.reachable < self.world.members {
-            return Some(format!(
-                "{} of {} raft members are unreachable: heal first",
-                self.world.members - self.world.reachable,
-                self.world.members
-            ));
+    pub(crate) fn heal_first(&self) -> Option<Refusal> {
+        if self.facts.world.reachable < self.facts.world.members {
+            return Some(Refusal::Quorum(Quorum::Unreachable {
+                unreachable: self.facts.world.members - self.facts.world.reachable,
+                members: self.facts.world.members,
+            }));
         }
         // A worker promoted by hand counts for the quorum, not for the
         // declared managers: it runs no controller, so a raft made whole by
         // it could be handed over to nodes that finish nothing.
-        let by_hand = self.promoted.iter().filter(|n| n.raft.is_some()).count();
-        let declared = self.world.members.saturating_sub(by_hand);
-        (declared < self.desired_managers).then(|| {
-            let by_hand = match by_hand {
-                0 => String::new(),
-                k => format!(" ({k} more promoted by hand)"),
-            };
-            format!(
-                "the raft has {declared} members{by_hand}, fewer than the {} declared: no disruption until it is whole",
-                self.desired_managers
-            )
-        })
+        let by_hand = self
+            .facts
+            .promoted
+            .iter()
+            .filter(|n| n.raft.is_some())
+            .count();
+        let declared = self.facts.world.members.saturating_sub(by_hand);
+        (declared < self.facts.desired_managers).then_some(Refusal::Quorum(Quorum::RaftShort {
+            declared,
+            by_hand,
+            desired: self.facts.desired_managers,
+        }))
     }
 
     /// Why an unreachable manager may not be demoted now. Demoting it raises
@@ -244,12 +235,11 @@ impl Planner<'_> {
         &self,
         except: Option<&str>,
         own: Option<&Node>,
-    ) -> Option<String> {
-        if !self.world.swarm_ok() {
-            return Some("the swarm has no leader: no voluntary action".into());
+    ) -> Option<Refusal> {
+        if !self.facts.world.swarm_ok() {
+            return Some(Refusal::NoLeader);
         }
         self.other_manager_op(except)
-            .map(|id| format!("manager operation {id} is still in flight"))
             .or_else(|| self.membership_changing(except, own))
     }
 
@@ -258,31 +248,28 @@ impl Planner<'_> {
     /// only while every current member is reachable (growing a raft always
     /// passes through it, as `swarm join` itself does) or when fault
     /// tolerance would survive it anyway.
-    pub(crate) fn add_manager_gate(&self) -> Option<String> {
-        if !self.world.swarm_ok() {
-            return Some("the swarm has no leader: a new manager could not join".into());
+    pub(crate) fn add_manager_gate(&self) -> Option<Refusal> {
+        if !self.facts.world.swarm_ok() {
+            return Some(Refusal::NoLeaderToJoin);
         }
-        let all_reachable = self.world.reachable == self.world.members;
-        let after = quorum::fault_tolerance(self.world.members + 1, self.world.reachable);
+        let all_reachable = self.facts.world.reachable == self.facts.world.members;
+        let after =
+            quorum::fault_tolerance(self.facts.world.members + 1, self.facts.world.reachable);
         (!all_reachable && after < 0).then(|| {
-            // An unreachable member no machine carries is never healed by
-            // drover (it cannot tell which machine, if any, it is): say so,
-            // or the operator waits for a heal that cannot come.
-            let unhealable = self
-                .unmatched
-                .iter()
-                .find(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
-                .map_or(String::new(), |n| {
-                    format!(
-                        " (node {} carries no machine's link: if its machine is gone, `docker node demote {}` by hand)",
-                        n.id, n.id
-                    )
-                });
-            format!(
-                "adding a manager while {} of {} members are unreachable could leave fault tolerance at {after}: heal the unreachable member first{unhealable}",
-                self.world.members - self.world.reachable,
-                self.world.members
-            )
+            Refusal::Quorum(Quorum::AddWhileUnreachable {
+                unreachable: self.facts.world.members - self.facts.world.reachable,
+                members: self.facts.world.members,
+                after,
+                // An unreachable member no machine carries is never healed by
+                // drover (it cannot tell which machine, if any, it is): say so,
+                // or the operator waits for a heal that cannot come.
+                unhealable: self
+                    .facts
+                    .unmatched
+                    .iter()
+                    .find(|n| n.raft.as_ref().is_some_and(|r| !r.reachable))
+                    .map(|n| n.id.clone()),
+            })
         })
     }
 }

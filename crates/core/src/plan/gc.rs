@@ -4,15 +4,81 @@
 //! reaped in `group.rs` (`reap_dead_nodes`); every collection carries its
 //! rule and evidence ([`Collection`]) into the journal and the events.
 
+use super::blocked::Blocked;
 use super::fast::Set;
 use super::group::Planner;
 use super::health::Health;
 use super::memory::Timer;
+use super::refusal::Refusal;
 use super::view::Member;
 use super::{Action, DesiredGroup, Garbage};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Step, Victim};
 use crate::model::{Described, Instance, Node, NodeState, tags};
 use std::time::Duration;
+
+/// Where an item garbage collection found stands: the reason is the
+/// variant; the text `drover gc` and status show is rendered from it
+/// (and serialised as that text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GarbageState {
+    /// An operation collects it: begun in this pass, or in flight (its id).
+    Collecting(Option<String>),
+    /// A dead node's candidate that is not Down yet.
+    NotDownYet,
+    /// An orphan while the swarm cannot say whether its node is a manager.
+    SwarmUnasked,
+    /// Seen, but not yet for its whole grace period.
+    InGrace {
+        /// What was seen: a node Down (else a machine listed).
+        down: bool,
+        /// For how long so far, in whole seconds.
+        seen: Duration,
+        /// The grace period.
+        grace: Duration,
+    },
+    /// A dead manager's node the manager gate holds.
+    Held(Refusal),
+    /// An orphan that is a swarm manager: kept on purpose, never collected.
+    KeptManager,
+}
+
+impl GarbageState {
+    /// Kept on purpose: nothing will collect it without an operator.
+    pub fn is_kept(&self) -> bool {
+        matches!(self, GarbageState::KeptManager)
+    }
+}
+
+impl std::fmt::Display for GarbageState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let human = humantime::format_duration;
+        match self {
+            GarbageState::Collecting(None) => f.write_str("collecting"),
+            GarbageState::Collecting(Some(op)) => write!(f, "collecting (operation {op})"),
+            GarbageState::NotDownYet => f.write_str("waiting: not Down yet"),
+            GarbageState::SwarmUnasked => {
+                f.write_str("waiting: the swarm cannot be asked whether it is a manager")
+            }
+            GarbageState::InGrace { down, seen, grace } => write!(
+                f,
+                "in grace: {} for {} of {}",
+                if *down { "Down" } else { "seen" },
+                human(*seen),
+                human(*grace)
+            ),
+            GarbageState::Held(no) => write!(f, "held: {no}"),
+            GarbageState::KeptManager => f.write_str(
+                "kept: it is a swarm manager; drover never removes a manager it does not declare (demote and remove it by hand)",
+            ),
+        }
+    }
+}
+
+impl serde::Serialize for GarbageState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
 
 /// The wait before the second machine for a slot; doubled for each further one.
 const FIRST_BACKOFF: Duration = Duration::from_secs(10);
@@ -21,7 +87,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 impl Planner<'_> {
     /// Records an item for `drover gc` and status.
-    pub(crate) fn note_garbage(&mut self, group: &str, collection: &Collection, state: String) {
+    pub(crate) fn note_garbage(
+        &mut self,
+        group: &str,
+        collection: &Collection,
+        state: GarbageState,
+    ) {
         self.garbage.push(Garbage {
             group: group.to_string(),
             collection: collection.clone(),
@@ -42,7 +113,7 @@ impl Planner<'_> {
         d: &DesiredGroup,
         insts: &[Member<'_>],
         stale: usize,
-    ) -> Option<String> {
+    ) -> Option<Blocked> {
         let unhealthy = insts
             .iter()
             .filter(|i| matches!(i.health, Health::Unhealthy(_)))
@@ -55,28 +126,32 @@ impl Planner<'_> {
         // A share is of the machines there are (a surge roll has one more).
         let base = size.max(insts.len());
         let limit = policy.limit(base);
-        (down > limit).then(|| {
-            format!(
-                "meltdown guard: {down} of {base} members are down at once ({unhealthy} unhealthy, {lost} machines lost), more than health.max_unhealthy = {policy} allows ({limit}): nothing is replaced or reaped. Bring the machines back, or raise max_unhealthy to let drover replace them"
-            )
+        (down > limit).then_some(Blocked::Meltdown {
+            down,
+            base,
+            unhealthy,
+            lost,
+            policy,
+            limit,
         })
     }
 
     /// The attempt number for the replacement of `inst`, which never
     /// joined, or why the group blocks instead. A new spec (another config
     /// hash) starts a fresh budget.
-    pub(crate) fn next_attempt(&self, d: &DesiredGroup, inst: &Instance) -> Result<u32, String> {
+    pub(crate) fn next_attempt(&self, d: &DesiredGroup, inst: &Instance) -> Result<u32, Blocked> {
         if inst.config() != Some(d.hash.as_str()) {
             return Ok(1);
         }
         let attempt = inst.attempt();
         let max = d.spec.health.max_attempts;
         if attempt >= max {
-            return Err(format!(
-                "{attempt} machines in a row never joined within startup_timeout ({}) or stopped before joining (health.max_attempts = {max}); the last one, {}, is kept for diagnosis: fix the boot script or the instance properties and apply, or destroy it to try again",
-                humantime::format_duration(d.spec.health.startup_timeout),
-                inst.id
-            ));
+            return Err(Blocked::NeverJoined {
+                attempt,
+                max,
+                startup_timeout: d.spec.health.startup_timeout,
+                last: inst.id.clone(),
+            });
         }
         Ok(attempt + 1)
     }
@@ -103,13 +178,14 @@ impl Planner<'_> {
         d: &DesiredGroup,
         op: &Operation,
         attempt: u32,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, Blocked> {
         let max = d.spec.health.max_attempts;
         if attempt > max {
-            return Err(format!(
-                "the slot of {} used its {max} attempts (health.max_attempts): {} failed provision calls (see `drover events`); fix the cause and apply, or raise max_attempts",
-                op.id, op.provision_failures
-            ));
+            return Err(Blocked::SlotSpent {
+                op: op.id.clone(),
+                max,
+                failures: op.provision_failures,
+            });
         }
         if attempt <= 1 {
             return Ok(None);
@@ -134,13 +210,13 @@ impl Planner<'_> {
     /// Nothing is concluded while the swarm cannot be asked: a machine's
     /// node might be a manager, which is never collected this way.
     pub(crate) fn collect_orphans(&mut self) {
-        let desired = self.input.desired;
+        let desired = self.facts.input.desired;
         let declared: Set<&str> = desired
             .groups
             .iter()
             .map(|g| g.spec.name.as_str())
             .collect();
-        if (self.input.observed.instances.keys()).all(|g| declared.contains(g.as_str())) {
+        if (self.facts.input.observed.instances.keys()).all(|g| declared.contains(g.as_str())) {
             return;
         }
         let claimed: Set<String> = self
@@ -149,7 +225,7 @@ impl Planner<'_> {
             .filter_map(|o| o.victim.as_ref()?.instance.clone())
             .collect();
         let grace = desired.orphan_grace;
-        for (group, described) in &self.input.observed.instances {
+        for (group, described) in &self.facts.input.observed.instances {
             if declared.contains(group.as_str()) {
                 continue;
             }
@@ -172,34 +248,25 @@ impl Planner<'_> {
                     ),
                 };
                 if claimed.contains(&inst.id) {
-                    self.note_garbage(group, &c, "collecting".into());
+                    self.note_garbage(group, &c, GarbageState::Collecting(None));
                     continue;
                 }
-                if !self.world.swarm_ok() {
-                    self.note_garbage(
-                        group,
-                        &c,
-                        "waiting: the swarm cannot be asked whether it is a manager".into(),
-                    );
+                if !self.facts.world.swarm_ok() {
+                    self.note_garbage(group, &c, GarbageState::SwarmUnasked);
                     continue;
                 }
-                let node = self.world.node_for(inst.link());
+                let node = self.facts.world.node_for(inst.link());
                 if node.is_some_and(Node::in_raft) {
-                    self.note_garbage(group, &c, "kept: it is a swarm manager; drover never removes a manager it does not declare (demote and remove it by hand)".into());
+                    self.note_garbage(group, &c, GarbageState::KeptManager);
                     continue;
                 }
-                let key = Timer::Orphan(inst.id.clone());
-                if !self.clock.elapsed(key.clone(), grace) {
-                    let seen = self.clock.running_for(&key);
-                    self.note_garbage(
-                        group,
-                        &c,
-                        format!(
-                            "in grace: seen for {} of {}",
-                            humantime::format_duration(Duration::from_secs(seen.as_secs())),
-                            humantime::format_duration(grace)
-                        ),
-                    );
+                if let Some(seen) = self.clock.in_grace(Timer::Orphan(inst.id.clone()), grace) {
+                    let state = GarbageState::InGrace {
+                        down: false,
+                        seen,
+                        grace,
+                    };
+                    self.note_garbage(group, &c, state);
                     continue;
                 }
                 let c = Collection {
@@ -211,7 +278,7 @@ impl Planner<'_> {
                     ..c
                 };
                 let op = self.orphan_op(group, inst, node, c.clone());
-                self.note_garbage(group, &c, "collecting".into());
+                self.note_garbage(group, &c, GarbageState::Collecting(None));
                 self.begin_collection(op);
             }
         }
@@ -264,7 +331,7 @@ impl Planner<'_> {
             zone: None,
             is_self: false,
         });
-        let list = match self.input.observed.instances.get(group) {
+        let list = match self.facts.input.observed.instances.get(group) {
             Some(Described::Ok(list)) => list,
             Some(Described::Failed(e)) => {
                 self.explanation.push(format!(
@@ -281,45 +348,22 @@ impl Planner<'_> {
                 return;
             }
         };
-        if !self.world.swarm_ok() {
+        if !self.facts.world.swarm_ok() {
             self.explanation.push(format!(
                 "{group}: orphan operation {} waits: the swarm cannot be observed",
                 op.id
             ));
             return;
         }
-        let cluster = &self.input.desired.cluster_id;
+        let cluster = &self.facts.input.desired.cluster_id;
         let node = self
+            .facts
             .world
             .victim_node(victim.link.as_deref(), victim.node.as_deref());
         if let Some(inst) = list.iter().find(|i| {
             Some(i.id.as_str()) == victim.instance.as_deref() && i.owned_by(cluster, group)
         }) {
-            // No machine is destroyed while its node is (or may be) a raft
-            // member: a manager is never collected this way.
-            if let Some(n) = node.filter(|n| n.in_raft()) {
-                self.explanation.push(format!(
-                    "{group}: orphan operation {} abandoned: node {} became a manager",
-                    op.id, n.id
-                ));
-                self.actions.push(Action::Complete { op: op.id.clone() });
-                self.end_op(op, slot);
-                return;
-            }
-            if let Some(why) = node
-                .is_none()
-                .then(|| self.unmatched_member(&inst.id, inst.link()))
-                .flatten()
-            {
-                self.explanation
-                    .push(format!("{group}: orphan operation {} waits: {why}", op.id));
-                return;
-            }
-            self.actions.push(Action::Destroy {
-                op: op.id.clone(),
-                instance: inst.id.clone(),
-            });
-            return;
+            return self.destroy_orphan(op, slot, inst, node);
         }
         if !op.done.contains(&Step::Destroy) {
             self.actions.push(Action::MarkDone {
@@ -348,5 +392,41 @@ impl Planner<'_> {
             .push(format!("{group}: orphan operation {} complete", op.id));
         self.actions.push(Action::Complete { op: op.id.clone() });
         self.end_op(op, slot);
+    }
+
+    /// The orphan's machine is still listed: it is destroyed unless its
+    /// node is (or may be) a raft member.
+    fn destroy_orphan(
+        &mut self,
+        op: &Operation,
+        slot: usize,
+        inst: &Instance,
+        node: Option<&Node>,
+    ) {
+        let group = op.group.as_str();
+        // No machine is destroyed while its node is (or may be) a raft
+        // member: a manager is never collected this way.
+        if let Some(n) = node.filter(|n| n.in_raft()) {
+            self.explanation.push(format!(
+                "{group}: orphan operation {} abandoned: node {} became a manager",
+                op.id, n.id
+            ));
+            self.actions.push(Action::Complete { op: op.id.clone() });
+            self.end_op(op, slot);
+            return;
+        }
+        if let Some(why) = node
+            .is_none()
+            .then(|| self.unmatched_member(&inst.id, inst.link()))
+            .flatten()
+        {
+            self.explanation
+                .push(format!("{group}: orphan operation {} waits: {why}", op.id));
+            return;
+        }
+        self.actions.push(Action::Destroy {
+            op: op.id.clone(),
+            instance: inst.id.clone(),
+        });
     }
 }

@@ -1,6 +1,7 @@
 //! Hook steps ([`crate::spec::hooks`]): only the journal says one ran.
 
 use super::Action;
+use super::blocked::Blocked;
 use super::group::Planner;
 use super::memory::Timer;
 use super::op::{StepOf, StepState};
@@ -29,21 +30,19 @@ impl<'a> Planner<'a> {
                 .clock
                 .elapsed(Timer::HookRetry(op.id.clone(), f.attempts), HOOK_RETRY)
         {
-            let why = format!(
-                "hook {} of {} failed ({} time(s)): {}; called again within {}s",
-                point.as_str(),
-                op.id,
-                f.attempts,
-                f.message,
-                HOOK_RETRY.as_secs()
-            );
-            return StepState::Fail(why);
+            return StepState::Fail(Blocked::HookFailed {
+                point,
+                op: op.id.clone(),
+                attempts: f.attempts,
+                message: f.message.clone(),
+                retry: HOOK_RETRY,
+            });
         }
         // Leaving: the victim; arriving: the machine the op made.
         let post = matches!(point, HookPoint::PostProvision | HookPoint::PostJoin);
         let (instance, logical_id, node) = if post {
             let inst = s.replacement;
-            let node = inst.and_then(|i| self.world.node_for(i.link()));
+            let node = inst.and_then(|i| self.facts.world.node_for(i.link()));
             (
                 inst.map(|i| i.id.clone()),
                 op.target.as_ref().and_then(|t| t.logical_id.clone()),
@@ -67,7 +66,7 @@ impl<'a> Planner<'a> {
                 hook: point,
                 idempotency_key: HookFacts::key(&op.id, point),
                 operation: op.id.clone(),
-                cluster: self.input.desired.cluster_id.clone(),
+                cluster: self.facts.input.desired.cluster_id.clone(),
                 group: op.group.clone(),
                 instance,
                 logical_id,

@@ -57,7 +57,7 @@ fn utc(ms: Time) -> String {
 impl Planner<'_> {
     /// `inst` is past its group's `max_age` at this pass's wall-clock time.
     pub(crate) fn expired(&self, spec: &GroupSpec, inst: &Instance) -> bool {
-        due_at(spec, inst).is_some_and(|t| t <= self.input.wall_ms)
+        due_at(spec, inst).is_some_and(|t| t <= self.facts.input.wall_ms)
     }
 
     /// Tells which of `g`'s members are due and which comes due next (and
@@ -66,7 +66,7 @@ impl Planner<'_> {
         let Some(age) = g.d().spec.health.max_age else {
             return;
         };
-        let wall = self.input.wall_ms;
+        let wall = self.facts.input.wall_ms;
         let mut dues: Vec<(Time, &str)> = g
             .live
             .iter()

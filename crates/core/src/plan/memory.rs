@@ -120,6 +120,18 @@ impl<'a> Clock<'a> {
         false
     }
 
+    /// The grace rule, the one garbage collection applies to every item it
+    /// may remove (a dead node, an orphan): evidence counts only once this
+    /// controller has seen it for the whole `grace` itself (design rule 6),
+    /// never on another host's clock. `None` once it has; until then, how
+    /// long it has been seen, in whole seconds (what status shows).
+    pub(crate) fn in_grace(&self, key: Timer, grace: Duration) -> Option<Duration> {
+        if self.elapsed(key.clone(), grace) {
+            return None;
+        }
+        Some(Duration::from_secs(self.running_for(&key).as_secs()))
+    }
+
     /// Asks for a pass within `d` though no timer is due: for what is
     /// learnt by asking rather than told (a former leader's leave).
     pub(crate) fn wake_within(&self, d: Duration) {
@@ -140,5 +152,31 @@ impl<'a> Clock<'a> {
 
     pub(crate) fn finish(self) -> (Memory, Option<Time>) {
         (self.new.into_inner(), self.wake_at.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Clock, Memory, Timer};
+    use std::time::Duration;
+
+    /// A condition is in grace from its first sighting until the whole
+    /// grace has passed on this controller's clock; what it shows is the
+    /// time seen in whole seconds, and the pass wakes when the grace ends.
+    #[test]
+    fn grace_runs_from_the_first_sighting_for_the_whole_period() {
+        let grace = Duration::from_secs(60);
+        let key = || Timer::Down("n1".into());
+        let empty = Memory::default();
+        let first = Clock::new(&empty, 1_000);
+        assert_eq!(first.in_grace(key(), grace), Some(Duration::ZERO));
+        let (seen, wake) = first.finish();
+        assert_eq!(wake, Some(61_000));
+        let later = Clock::new(&seen, 30_999);
+        assert_eq!(later.in_grace(key(), grace), Some(Duration::from_secs(29)));
+        let (seen, _) = later.finish();
+        assert_eq!(Clock::new(&seen, 61_000).in_grace(key(), grace), None);
+        // Another host's memory is never carried over: a fresh one starts again.
+        assert!(Clock::new(&empty, 61_000).in_grace(key(), grace).is_some());
     }
 }

@@ -23,8 +23,11 @@
 //! deliberately not persisted: a new leader starts every timer from its own
 //! first sighting, never from another host's clock.
 
+mod blocked;
 mod budget;
 mod calendar;
+mod disrupt;
+mod facts;
 mod fast;
 mod gate;
 mod gc;
@@ -32,11 +35,14 @@ mod group;
 mod health;
 mod hook;
 mod in_flight;
+mod leader;
 mod lifetime;
 mod members;
 mod memory;
 mod op;
+mod refusal;
 mod stage;
+mod status;
 mod steps;
 #[cfg(test)]
 mod tests;
@@ -44,9 +50,12 @@ mod view;
 mod world;
 mod zones;
 
+pub use gc::GarbageState;
 pub use health::Health;
 pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
+pub use refusal::Refusal;
+pub use status::SwarmProblem;
 pub use zones::ZONE_BACKOFF;
 
 use crate::journal::{Operation, Step};
@@ -429,7 +438,7 @@ pub struct SwarmStatus {
     /// The leader's link, if it carries one.
     pub leader_link: Option<String>,
     /// Set when the swarm has no leader or could not be asked.
-    pub problem: Option<String>,
+    pub problem: Option<SwarmProblem>,
 }
 
 /// The planner's output.
@@ -453,7 +462,7 @@ pub struct Plan {
 }
 
 /// One item garbage collection found (docs/gc.md), for `drover gc` and status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Garbage {
     /// The group whose tags it carries.
     pub group: String,
@@ -461,7 +470,7 @@ pub struct Garbage {
     #[serde(flatten)]
     pub collection: crate::journal::Collection,
     /// `collecting` (an operation was begun or is in flight), or why not yet.
-    pub state: String,
+    pub state: GarbageState,
 }
 
 /// Decides the next safe steps. Pure and deterministic.

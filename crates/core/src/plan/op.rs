@@ -2,12 +2,14 @@
 //! show as done, and act, wait, or fail on it.
 
 use super::Action;
+use super::blocked::{Blocked, TimedOut};
 use super::group::Planner;
 use super::memory::Timer;
 use super::view::{Member, View};
 use crate::journal::{OpKind, Operation, Step, Victim};
 use crate::model::{Node, NodeState};
 use crate::spec::{OnFailure, Role};
+use std::rc::Rc;
 
 pub(super) enum StepState<'x> {
     Done,
@@ -16,7 +18,7 @@ pub(super) enum StepState<'x> {
     /// Waiting on a gate with its own deadline (a service budget): not
     /// timed by `step_timeout` here, so it never turns into a rollback.
     Hold(String),
-    Fail(String),
+    Fail(Blocked),
     /// Nothing was disrupted yet and the op no longer makes sense: drop it.
     Abandon(String),
 }
@@ -93,31 +95,17 @@ impl<'a> Planner<'a> {
         if op.kind == OpKind::Orphan {
             return self.advance_orphan(op, slot);
         }
-        // Shared, so the steps below read it while the planner acts.
-        let Some(view) = self.view_rc(&op.group).cloned() else {
-            self.wait(
-                &op.group,
-                format!("operation {} belongs to a group no longer declared", op.id),
-            );
+        let Some(view) = self.judgeable_view(op) else {
             return;
         };
-        if let Err(e) = &view.described {
-            let why = format!("operation {} waits: provider describe failed: {e}", op.id);
-            self.wait(&op.group, why);
-            return;
-        }
-        if op.victim.is_some() && op.role != Role::Plain && !self.world.swarm_ok() {
-            // Without a node list no step on a member can be judged: "no
-            // node seen" must never read as "already demoted or drained".
-            let why = format!("operation {} waits: the swarm cannot be observed", op.id);
-            self.wait(&op.group, why);
-            return;
-        }
         let step_timeout = view.d.spec.update.step_timeout;
         // What the op works on, looked up once for all its steps.
         let victim = op.victim.as_ref();
-        let node =
-            victim.and_then(|v| self.world.victim_node(v.link.as_deref(), v.node.as_deref()));
+        let node = victim.and_then(|v| {
+            self.facts
+                .world
+                .victim_node(v.link.as_deref(), v.node.as_deref())
+        });
         let found = self.found(slot, op, &view);
         let subjects = Subjects {
             node,
@@ -183,31 +171,54 @@ impl<'a> Planner<'a> {
         self.end_op(op, slot);
     }
 
+    /// `op`'s group's view when its steps can be judged at all; otherwise
+    /// the group waits, saying why, and `None`. Shared, so the steps read
+    /// it while the planner acts.
+    fn judgeable_view(&mut self, op: &Operation) -> Option<Rc<View<'a>>> {
+        let Some(view) = self.view_rc(&op.group).cloned() else {
+            self.wait(
+                &op.group,
+                format!("operation {} belongs to a group no longer declared", op.id),
+            );
+            return None;
+        };
+        if let Err(e) = &view.described {
+            let why = format!("operation {} waits: provider describe failed: {e}", op.id);
+            self.wait(&op.group, why);
+            return None;
+        }
+        if op.victim.is_some() && op.role != Role::Plain && !self.facts.world.swarm_ok() {
+            // Without a node list no step on a member can be judged: "no
+            // node seen" must never read as "already demoted or drained".
+            let why = format!("operation {} waits: the swarm cannot be observed", op.id);
+            self.wait(&op.group, why);
+            return None;
+        }
+        Some(view)
+    }
+
     fn step_failed(&mut self, op: &Operation, step: Step, why: String) {
         let Some(view) = self.view(&op.group) else {
             return;
         };
         let (policy, is_rollback) = (view.d.spec.update.on_failure, view.d.is_rollback);
-        let timeout = humantime::format_duration(view.d.spec.update.step_timeout);
-        let reason = format!(
-            "step {} of {} exceeded step_timeout ({timeout}): {why}",
-            step.as_str(),
-            op.id
-        );
+        let reason = TimedOut {
+            step,
+            op: op.id.clone(),
+            timeout: view.d.spec.update.step_timeout,
+            why,
+        };
         if policy == OnFailure::Rollback && !is_rollback && op.kind == OpKind::Roll {
             if self.rollback_requested.insert(op.group.clone()) {
                 self.actions.push(Action::Rollback {
                     group: op.group.clone(),
-                    reason: reason.clone(),
+                    reason: reason.to_string(),
                 });
             }
         } else if is_rollback {
-            self.block(
-                &op.group,
-                format!("rollback failed (a rollback is never rolled back): {reason}"),
-            );
+            self.block(&op.group, Blocked::RollbackFailed(reason));
         } else {
-            self.block(&op.group, reason);
+            self.block(&op.group, Blocked::StepTimedOut(reason));
         }
     }
 
@@ -302,7 +313,9 @@ impl<'a> Planner<'a> {
             Some(n) if !incarnation(n) => n,
             _ => {
                 let link = op.victim.as_ref().and_then(|v| v.link.as_deref());
-                return self.unmatched_member(id, link).map(StepState::Fail);
+                return self
+                    .unmatched_member(id, link)
+                    .map(|no| StepState::Fail(Blocked::Unmatched(no)));
             }
         };
         if n.manager_role {
@@ -339,7 +352,7 @@ impl<'a> Planner<'a> {
         // leave the leader's own machine out.
         let victim = op.victim.as_ref()?;
         let leads = n.raft.as_ref().is_some_and(|r| r.leader);
-        if !(leads || self.world.is_self(victim.link.as_deref())) || !undisrupted(op, step) {
+        if !(leads || self.facts.world.is_self(victim.link.as_deref())) || !undisrupted(op, step) {
             return None;
         }
         let other = self.manager_before_leader(victim.instance.as_deref().unwrap_or_default())?;

@@ -4,6 +4,7 @@
 
 use super::Action;
 use super::DesiredGroup;
+use super::blocked::Blocked;
 use super::budget::Gate;
 use super::group::Planner;
 use super::health::Health;
@@ -28,18 +29,21 @@ impl<'a> Planner<'a> {
             return StepState::Done;
         }
         if op.role != Role::Plain
-            && !self.world.swarm_ok()
-            && !matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+            && !self.facts.world.swarm_ok()
+            && !matches!(
+                self.facts.world.observed.swarm,
+                crate::model::SwarmView::Absent
+            )
         {
             return wait("waiting for the swarm to have a leader before provisioning");
         }
-        let add_gate =
-            (op.role == Role::Manager && self.world.swarm_ok()).then(|| self.add_manager_gate());
+        let add_gate = (op.role == Role::Manager && self.facts.world.swarm_ok())
+            .then(|| self.add_manager_gate());
         if let Some(Some(no)) = add_gate {
             // Only additions remain: hand the slot back to the
             // missing-slot logic so healing (which waits for no
             // manager op) can go first.
-            return StepState::Abandon(no);
+            return StepState::Abandon(no.to_string());
         }
         let target = op.target.clone().unwrap_or(crate::journal::Target {
             logical_id: None,
@@ -139,7 +143,7 @@ impl<'a> Planner<'a> {
         };
         if victim
             .and_then(|v| v.instance.as_ref())
-            .is_some_and(|id| self.input.desired.skip_drain.contains(id))
+            .is_some_and(|id| self.facts.input.desired.skip_drain.contains(id))
         {
             return StepState::Done;
         }
@@ -166,10 +170,10 @@ impl<'a> Planner<'a> {
         {
             return match d.spec.drain.on_timeout {
                 OnDrainTimeout::Force => StepState::Done,
-                OnDrainTimeout::Block => StepState::Fail(format!(
-                    "drain of node {} timed out with {} tasks still running (drain.on_timeout: block)",
-                    n.id, n.running_tasks
-                )),
+                OnDrainTimeout::Block => StepState::Fail(Blocked::DrainTimedOut {
+                    node: n.id.clone(),
+                    tasks: n.running_tasks,
+                }),
             };
         }
         wait_for(move || {
@@ -233,7 +237,7 @@ impl<'a> Planner<'a> {
         match self.budget_gate(d, n, &op.id) {
             Gate::Go => StepState::Act(act()),
             Gate::Hold(why) => StepState::Hold(why),
-            Gate::Block(why) => StepState::Fail(why),
+            Gate::Block(why) => StepState::Fail(Blocked::Budget(why)),
         }
     }
 
@@ -271,7 +275,7 @@ impl<'a> Planner<'a> {
         {
             return StepState::Abandon(why);
         }
-        if self.world.is_self(vlink) {
+        if self.facts.world.is_self(vlink) {
             if let Some(why) = self.leader_goes_last(op, step, n) {
                 return why;
             }
@@ -297,25 +301,13 @@ impl<'a> Planner<'a> {
             });
         }
         if n.manager_role {
-            return match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
-                Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
-                    "demotion of former leader {} no longer safe: {no}",
-                    n.id
-                )),
-                Some(no) => {
-                    wait_for(move || format!("demote of former leader {} waits: {no}", n.id))
-                }
-                None => StepState::Act(Action::Demote {
-                    op: op.id.clone(),
-                    node: n.id.clone(),
-                }),
-            };
+            return self.demote_former_leader(op, step, n);
         }
         // Here the node is out of the raft and no manager (above): only then
         // may a leave, its engine's answer or its controller's report, be
         // believed (a stale or forged report cannot destroy a raft member).
         let left = n.left
-            || self.world.leave_reported(vlink, &n.id)
+            || self.facts.world.leave_reported(vlink, &n.id)
             || n.state == NodeState::Down
             || victim_inst.is_none_or(|i| !i.running);
         if left || self.clock.elapsed(Timer::Leave(op.id.clone()), LEAVE_BOUND) {
@@ -339,6 +331,26 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// The former leader, still a manager (its controller crashed before
+    /// it demoted itself): demoted through the manager gate, or the op
+    /// steps aside while nothing was disrupted yet.
+    fn demote_former_leader<'o>(&self, op: &'o Operation, step: Step, n: &'a Node) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
+            Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
+                "demotion of former leader {} no longer safe: {no}",
+                n.id
+            )),
+            Some(no) => wait_for(move || format!("demote of former leader {} waits: {no}", n.id)),
+            None => StepState::Act(Action::Demote {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            }),
+        }
+    }
+
     /// Destroy: the victim's machine goes, only once its node is out of the
     /// raft and only if it carries this cluster's and group's tags.
     pub(super) fn destroy<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
@@ -351,7 +363,7 @@ impl<'a> Planner<'a> {
         let Some(id) = victim.and_then(|v| v.instance.clone()) else {
             return StepState::Done;
         };
-        if self.world.is_self(vlink) {
+        if self.facts.world.is_self(vlink) {
             return wait("standing down: the next leader destroys this machine");
         }
         if victim_inst.is_some() {
@@ -364,9 +376,7 @@ impl<'a> Planner<'a> {
             });
         }
         if view.foreign.contains(id.as_str()) {
-            return StepState::Fail(format!(
-                "instance {id} no longer carries this cluster's and group's tags: not destroying it"
-            ));
+            return StepState::Fail(Blocked::Foreign(id));
         }
         if op.reached(Step::Destroy)
             || self

@@ -5,7 +5,9 @@
 //! test. Time is driven by calling [`plan`] repeatedly with `now` advancing
 //! and the returned memory fed back, as the controller does.
 
-use super::{Action, Desired, DesiredGroup, GroupStatus, Memory, Phase, Plan, PlanInput, plan};
+use super::{
+    Action, Desired, DesiredGroup, GarbageState, GroupStatus, Memory, Phase, Plan, PlanInput, plan,
+};
 use crate::hash::config_hash;
 use crate::journal::{OpKind, Operation, Step};
 use crate::model::{
@@ -81,7 +83,7 @@ fn instance(group: &str, link: &str, config: &str, zone: Option<&str>) -> Instan
     }
 }
 
-fn node(link: &str, manager: bool, leader: bool) -> Node {
+pub(super) fn node(link: &str, manager: bool, leader: bool) -> Node {
     Node {
         id: format!("n-{link}"),
         link: Some(link.to_string()),
@@ -1655,7 +1657,19 @@ fn an_orphan_of_an_undeclared_group_is_destroyed_after_the_grace_period_and_noth
         .map(|g| g.collection.item.as_str())
         .collect();
     assert_eq!(listed, vec!["i-o1"], "{:?}", p.garbage);
-    assert!(p.garbage[0].state.contains("in grace"), "{:?}", p.garbage);
+    assert!(
+        matches!(
+            p.garbage[0].state,
+            GarbageState::InGrace { down: false, .. }
+        ),
+        "{:?}",
+        p.garbage
+    );
+    assert!(
+        (p.garbage[0].state.to_string()).starts_with("in grace: seen for 0s of "),
+        "{:?}",
+        p.garbage
+    );
 
     let p = c.at(300 * SEC);
     let ops = begins(&p, "old");
@@ -1707,7 +1721,7 @@ fn orphans_are_not_collected_from_a_failed_describe_an_unobservable_swarm_or_as_
     assert!(begins(&p, "old").is_empty(), "{}", describe(&p));
     let kept = p.garbage.iter().find(|g| g.collection.item == "i-o1");
     assert!(
-        kept.is_some_and(|g| g.state.contains("manager")),
+        kept.is_some_and(|g| g.state == GarbageState::KeptManager),
         "{:?}",
         p.garbage
     );
@@ -1794,7 +1808,10 @@ fn a_dead_node_is_reaped_with_its_rule_and_evidence() {
         .find(|g| g.collection.item == "n-w1")
         .expect("listed");
     assert_eq!(g.collection.rule, crate::journal::GcRule::DeadNode);
-    assert!(g.state.contains("in grace"), "{g:?}");
+    assert!(
+        matches!(g.state, GarbageState::InGrace { down: true, .. }),
+        "{g:?}"
+    );
     let p = c.at(120 * SEC);
     let reap: Vec<&Operation> = begins(&p, WORKERS)
         .into_iter()

@@ -2,6 +2,7 @@
 //! the tags and health a pass reads, by link and by id.
 
 use super::DesiredGroup;
+use super::blocked::Blocked;
 use super::fast::{Map, Set};
 use super::health::{self, Health};
 use super::world::World;
@@ -105,7 +106,7 @@ pub(crate) struct View<'a> {
     /// Hashing every member's id was a large part of a pass over 100 000.
     by_id: Map<&'a str, usize>,
     /// Why the group blocks when two owned machines carry one link.
-    pub(crate) shared_link: Option<String>,
+    pub(crate) shared_link: Option<Blocked>,
 }
 
 /// No member: in [`View::claimant`].
@@ -278,11 +279,12 @@ pub(crate) struct Busy {
 
 /// Why two machines carrying the same link block the group (an operator
 /// must resolve it).
-fn shared_link(other: &Instance, i: &Instance, link: &str) -> String {
-    format!(
-        "instances {} and {} carry the same link {link}: destroy the one that should not exist; drover will not guess",
-        other.id, i.id
-    )
+fn shared_link(other: &Instance, i: &Instance, link: &str) -> Blocked {
+    Blocked::SharedLink {
+        first: other.id.clone(),
+        second: i.id.clone(),
+        link: link.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,14 @@ impl Ec2Properties {
                 problem,
             })
         };
+        self.machine_problems(&mut bad);
+        self.network_problems(zones, &mut bad);
+        self.access_problems(&mut bad);
+        out
+    }
+
+    /// Where and on what it runs: region, image and instance type.
+    fn machine_problems(&self, bad: &mut impl FnMut(String, String)) {
         match &self.region {
             // Required: a controller started in another region would
             // describe nothing there and read the group as empty.
@@ -145,6 +153,10 @@ impl Ec2Properties {
             ),
             _ => {}
         }
+    }
+
+    /// Its network: a subnet per zone used, and security group ids.
+    fn network_problems(&self, zones: &[Option<&str>], bad: &mut impl FnMut(String, String)) {
         for (zone, subnet) in &self.subnets {
             if !is_id(subnet, "subnet") {
                 bad(
@@ -178,6 +190,11 @@ impl Ec2Properties {
                 );
             }
         }
+    }
+
+    /// How it is reached and what it may do: key pair, instance profile
+    /// and launch template.
+    fn access_problems(&self, bad: &mut impl FnMut(String, String)) {
         if self
             .key_name
             .as_deref()
@@ -196,7 +213,7 @@ impl Ec2Properties {
                 format!("`{p}` is neither a profile name nor an instance-profile ARN"),
             );
         }
-        if let Some(t) = template {
+        if let Some(t) = &self.launch_template {
             match (&t.id, &t.name) {
                 (Some(_), Some(_)) | (None, None) => bad(
                     "launch_template".into(),
@@ -217,7 +234,6 @@ impl Ec2Properties {
                 );
             }
         }
-        out
     }
 }
 

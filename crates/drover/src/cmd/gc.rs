@@ -70,7 +70,7 @@ pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
 fn awaited(plan: &Plan) -> Vec<String> {
     plan.garbage
         .iter()
-        .filter(|g| !g.state.starts_with("kept"))
+        .filter(|g| !g.state.is_kept())
         .map(|g| g.collection.item.clone())
         .collect()
 }

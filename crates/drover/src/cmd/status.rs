@@ -124,8 +124,8 @@ pub async fn run(
         heard.print_rows();
     }
     let swarm = &doc.swarm;
-    match swarm.problem.as_deref() {
-        Some(p) if p.contains("quorum") => {
+    match &swarm.problem {
+        Some(p @ drover_core::plan::SwarmProblem::QuorumLost(_)) => {
             println!("\nQUORUM LOST: {p}\n{RUNBOOK}");
         }
         Some(p) => println!("swarm: {p}"),

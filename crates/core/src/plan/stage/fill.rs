@@ -2,13 +2,17 @@
 //! member out, a pet's slot has not read empty long enough, or the swarm
 //! cannot take a member now.
 
-use super::super::group::{Planner, missing_slots, unlisted_why};
+use super::super::DesiredGroup;
+use super::super::group::Planner;
 use super::super::memory::Timer;
 use super::super::memory::UNLISTED_BOUND;
+use super::super::view::Member;
 use super::Group;
-use crate::journal::OpKind;
+use super::unlisted_why;
+use crate::journal::{OpKind, Target};
 use crate::model::Node;
-use crate::spec::Role;
+use crate::spec::{Allocation, Role};
+use std::collections::{BTreeMap, HashSet};
 
 impl Planner<'_> {
     /// Fills `g`'s empty slots; `unlisted` holds every addition.
@@ -38,10 +42,13 @@ impl Planner<'_> {
                 }
             }
             let bootstrap = is_manager
-                && matches!(self.world.observed.swarm, crate::model::SwarmView::Absent)
+                && matches!(
+                    self.facts.world.observed.swarm,
+                    crate::model::SwarmView::Absent
+                )
                 && live.is_empty();
             if !bootstrap {
-                if !self.world.swarm_ok() && d.spec.role != Role::Plain {
+                if !self.facts.world.swarm_ok() && d.spec.role != Role::Plain {
                     self.wait(
                         name,
                         "waiting for the swarm to have a leader before adding members".into(),
@@ -66,6 +73,56 @@ impl Planner<'_> {
                     d.spec.allocation.size()
                 ),
             );
+        }
+    }
+}
+
+/// Slots declared but neither filled nor being filled.
+fn missing_slots(d: &DesiredGroup, live: &[&Member<'_>], pending: &[Target]) -> Vec<Target> {
+    match &d.spec.allocation {
+        Allocation::LogicalIds(slots) => {
+            let covered: HashSet<&str> = live
+                .iter()
+                .filter_map(|i| i.logical_id())
+                .chain(pending.iter().filter_map(|t| t.logical_id.as_deref()))
+                .collect();
+            slots
+                .iter()
+                .filter(|s| !s.logical_id.as_deref().is_some_and(|l| covered.contains(l)))
+                .map(|s| Target {
+                    logical_id: s.logical_id.clone(),
+                    zone: s.zone.clone(),
+                    attempt: 1,
+                })
+                .collect()
+        }
+        Allocation::Size { size, zones } => {
+            let have = live.len() + pending.len();
+            let mut per_zone: BTreeMap<&str, usize> =
+                zones.iter().map(|z| (z.as_str(), 0)).collect();
+            for z in live
+                .iter()
+                .filter_map(|i| i.zone())
+                .chain(pending.iter().filter_map(|t| t.zone.as_deref()))
+            {
+                if let Some(c) = per_zone.get_mut(z) {
+                    *c += 1;
+                }
+            }
+            (have..*size as usize)
+                .map(|_| {
+                    // Fill the emptiest zone first (ties: declared order).
+                    let zone = zones.iter().min_by_key(|z| per_zone[z.as_str()]).cloned();
+                    if let Some(z) = &zone {
+                        *per_zone.get_mut(z.as_str()).expect("declared zone") += 1;
+                    }
+                    Target {
+                        logical_id: None,
+                        zone,
+                        attempt: 1,
+                    }
+                })
+                .collect()
         }
     }
 }

@@ -1,18 +1,46 @@
 //! Heal: a member lost, unhealthy past `unhealthy_after`, or never joined
 //! past `startup_timeout` is replaced, through the member gate.
 
-use super::super::group::{Planner, unlisted_why};
+use super::super::DesiredGroup;
+use super::super::gc::GarbageState;
+use super::super::group::Planner;
 use super::super::health::Health;
 use super::super::memory::Timer;
 use super::super::view::Member;
 use super::Group;
+use super::unlisted_why;
 use crate::journal::{OpKind, Target};
+use crate::model::Node;
 use crate::spec::{Role, Strategy};
 
+/// What the heal stage's new operations claimed, for the stages after it:
+/// the node ids and links of the members they replace (a stale node among
+/// them is no longer the reap stage's).
+#[derive(Debug, Default)]
+pub(super) struct Healed {
+    claimed: Vec<String>,
+}
+
+impl Healed {
+    /// Records a heal of the member with `node` and `link`.
+    fn claim(&mut self, node: Option<&Node>, link: Option<&str>) {
+        self.claimed.extend(node.map(|n| n.id.clone()));
+        self.claimed.extend(link.map(str::to_string));
+    }
+
+    /// A heal begun in this pass works on node `n` (by id or link).
+    pub(super) fn claims(&self, n: &Node) -> bool {
+        self.claimed
+            .iter()
+            .any(|c| *c == n.id || n.link.as_deref() == Some(c.as_str()))
+    }
+}
+
 impl Planner<'_> {
-    /// Heals `g`'s members; false when the group blocked (nothing else may
+    /// Heals `g`'s members; `None` when the group blocked (nothing else may
     /// start in it this pass).
-    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> bool {
+    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> Option<Healed> {
+        let mut healed = Healed::default();
         let (d, name) = (g.d(), g.name());
         let (is_manager, by_count, filling) = (g.is_manager(), g.by_count(), g.filling);
         let (excess_ids, left_out) = (&g.excess_ids, g.left_out);
@@ -20,7 +48,7 @@ impl Planner<'_> {
             if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
                 break;
             }
-            if self.world.is_self(inst.link()) {
+            if self.facts.world.is_self(inst.link()) {
                 continue;
             }
             let judged = inst.health;
@@ -31,23 +59,7 @@ impl Planner<'_> {
                 self.wait(name, format!("cannot heal {}: {no}", inst.id));
                 break;
             }
-            // A machine that stopped before its node ever appeared failed
-            // to join too: it uses the slot's attempt budget the same way.
-            let never_joined = match judged {
-                Health::Pending => Some(format!(
-                    "no swarm node carries its link {} {} after this controller first saw it",
-                    inst.link().unwrap_or("(none)"),
-                    humantime::format_duration(d.spec.health.startup_timeout)
-                )),
-                Health::Unhealthy("machine not running")
-                    if d.spec.role != Role::Plain
-                        && self.world.swarm_ok()
-                        && inst.node.is_none() =>
-                {
-                    Some("its machine stopped before a swarm node carried its link".into())
-                }
-                _ => None,
-            };
+            let never_joined = self.never_joined_evidence(d, inst, judged);
             // Over the size, retiring the excess (the retire stage) comes before a heal
             // that adds yet another machine: for a member that never joined
             // and is the excess, or, in a group sized by count where zones
@@ -78,7 +90,7 @@ impl Planner<'_> {
                     Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
                     Err(why) => {
                         self.block(name, why);
-                        return false;
+                        return None;
                     }
                 }
             } else {
@@ -91,12 +103,13 @@ impl Planner<'_> {
             };
             let mut op = self.make_op(d, OpKind::Heal, Some(inst), Some(target));
             if let Some(c) = collection {
-                self.note_garbage(name, &c, "collecting".into());
+                self.note_garbage(name, &c, GarbageState::Collecting(None));
                 op.collection = Some(c);
             }
+            healed.claim(inst.node, inst.link());
             self.begin(op, format!("heal: replace {} ({why})", inst.id));
         }
-        true
+        Some(healed)
     }
 
     /// `inst`, which never joined, is the new member of a manager surge
@@ -116,6 +129,33 @@ impl Planner<'_> {
             && inst.config() == Some(d.hash.as_str())
             && g.live.iter().any(|m| !m.current())
             && g.live.len() + g.pending.len() == d.spec.allocation.size() + 1
+    }
+
+    /// What shows that `inst`, judged `judged`, never joined, if it did
+    /// not: no node carries its link past `startup_timeout`, or its machine
+    /// stopped before one did (failing to join too: it uses the slot's
+    /// attempt budget the same way).
+    fn never_joined_evidence(
+        &self,
+        d: &DesiredGroup,
+        inst: &Member<'_>,
+        judged: Health,
+    ) -> Option<String> {
+        match judged {
+            Health::Pending => Some(format!(
+                "no swarm node carries its link {} {} after this controller first saw it",
+                inst.link().unwrap_or("(none)"),
+                humantime::format_duration(d.spec.health.startup_timeout)
+            )),
+            Health::Unhealthy("machine not running")
+                if d.spec.role != Role::Plain
+                    && self.facts.world.swarm_ok()
+                    && inst.node.is_none() =>
+            {
+                Some("its machine stopped before a swarm node carried its link".into())
+            }
+            _ => None,
+        }
     }
 
     /// Why `inst` needs healing now, if it does: its machine stopped, or it
@@ -145,5 +185,33 @@ impl Planner<'_> {
                 }),
             Health::Healthy | Health::Unknown => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Healed;
+    use crate::model::Node;
+    use crate::plan::tests::node;
+
+    /// The reap stage leaves alone every node a heal of this pass works
+    /// on: its victim's node by id, and any node under the victim's link.
+    #[test]
+    fn a_heal_claims_its_victims_node_by_id_or_link() {
+        let victim = node("w1", false, false);
+        let other = node("w2", false, false);
+        let mut healed = Healed::default();
+        assert!(!healed.claims(&victim));
+        healed.claim(Some(&victim), victim.link.as_deref());
+        assert!(healed.claims(&victim));
+        let older = Node {
+            id: "n-older".into(),
+            ..victim.clone()
+        };
+        assert!(healed.claims(&older));
+        assert!(!healed.claims(&other));
+        // A machine whose node cannot be found claims by its link alone.
+        healed.claim(None, Some("w2"));
+        assert!(healed.claims(&other));
     }
 }

@@ -11,7 +11,8 @@ mod roll;
 mod spare;
 
 use super::DesiredGroup;
-use super::group::{Planner, excess_members};
+use super::blocked::Blocked;
+use super::group::Planner;
 use super::view::{Busy, Member, View};
 use crate::journal::{OpKind, Target};
 use crate::model::{Node, NodeState};
@@ -78,15 +79,14 @@ impl<'a> Planner<'a> {
     /// Starts new operations in group `gi`. `ahead` names the group that
     /// rolls now when it is another one (groups roll one after another).
     pub(crate) fn start_ops(&mut self, gi: usize, ahead: Option<String>) {
-        let v = Rc::clone(&self.views[gi]);
+        let v = Rc::clone(&self.facts.views[gi]);
         let Some(g) = self.group(&v) else {
             return;
         };
-        let counter_before_heal = self.counter;
-        if !self.heal(&g) {
+        let Some(healed) = self.heal(&g) else {
             return;
-        }
-        let unlisted = self.reap(&g, counter_before_heal);
+        };
+        let unlisted = self.reap(&g, &healed);
         self.fill(&g, unlisted);
         self.retire(&g);
         self.roll(&g, unlisted, ahead);
@@ -107,17 +107,11 @@ impl<'a> Planner<'a> {
             return None;
         }
         if d.spec.role == Role::Manager
-            && let Some(n) = self.world.locked
+            && let Some(n) = self.facts.world.locked
         {
             // Every manager step changes the raft; with a member waiting for
             // its unlock key the real fault tolerance is unknown.
-            self.block(
-                &name,
-                format!(
-                    "manager node {} is locked (autolock): unlock it with `docker swarm unlock` on that machine",
-                    n.id
-                ),
-            );
+            self.block(&name, Blocked::ManagerLocked(n.id.clone()));
             return None;
         }
         if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
@@ -129,21 +123,7 @@ impl<'a> Planner<'a> {
             return None;
         }
         let (pending, live, free) = self.by_operation(v, insts);
-        // Held members still fill their slots, but nothing new touches them.
-        let held_ids = &self.input.desired.held;
-        let (held, free): (Vec<&Member>, Vec<&Member>) = if held_ids.is_empty() {
-            (Vec::new(), free)
-        } else {
-            free.into_iter().partition(|i| held_ids.contains(&i.id))
-        };
-        let stuck: Vec<&str> = held
-            .iter()
-            .filter(|i| !i.current() || !i.healthy())
-            .map(|i| i.id.as_str())
-            .collect();
-        if !stuck.is_empty() {
-            self.wait(&name, format!("held by an operator: {}", stuck.join(", ")));
-        }
+        let free = self.without_held(&name, free);
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
@@ -151,14 +131,14 @@ impl<'a> Planner<'a> {
             .ops
             .iter()
             .any(|o| o.group == name && o.kind == OpKind::Roll);
-        let spare_kept = Group::spare_kept(d, &live, &self.input.desired.replace, rolling);
+        let spare_kept = Group::spare_kept(d, &live, &self.facts.input.desired.replace, rolling);
         let spare_slot = self.spare_slot(d, &live, &pending);
         // Members the spec no longer declares are retired (the retire stage), not healed.
-        let excess_ids: HashSet<String> = excess_members(
+        let excess_ids: HashSet<String> = retire::excess_members(
             d,
             &free,
             live.len() + pending.len(),
-            self.world.observed.self_link.as_deref(),
+            self.facts.world.observed.self_link.as_deref(),
             spare_kept,
         )
         .iter()
@@ -188,6 +168,27 @@ impl<'a> Planner<'a> {
             left_out,
             stale,
         })
+    }
+
+    /// `free` but the members an operator holds: they still fill their
+    /// slots, but nothing new touches them (the group waits on those that
+    /// are not current and healthy, saying so).
+    fn without_held<'v>(&mut self, name: &str, free: Vec<&'v Member<'a>>) -> Vec<&'v Member<'a>> {
+        let held_ids = &self.facts.input.desired.held;
+        if held_ids.is_empty() {
+            return free;
+        }
+        let (held, free): (Vec<&Member>, Vec<&Member>) =
+            free.into_iter().partition(|i| held_ids.contains(&i.id));
+        let stuck: Vec<&str> = held
+            .iter()
+            .filter(|i| !i.current() || !i.healthy())
+            .map(|i| i.id.as_str())
+            .collect();
+        if !stuck.is_empty() {
+            self.wait(name, format!("held by an operator: {}", stuck.join(", ")));
+        }
+        free
     }
 
     /// `v`'s members sorted by the operations in flight: the slots they are
@@ -223,5 +224,25 @@ impl<'a> Planner<'a> {
             members(|b| !b.victim),
             members(|b| !b.victim && !b.replacement),
         )
+    }
+}
+
+/// Why no machine is added while `n`, a node that may be a member of the
+/// group (live, or for pets Down and not yet reaped), is carried by no
+/// listed machine.
+fn unlisted_why(n: &Node) -> String {
+    match &n.link {
+        Some(link) if n.state == NodeState::Down => format!(
+            "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
+            n.id
+        ),
+        Some(link) => format!(
+            "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
+            n.id
+        ),
+        None => format!(
+            "raft member {} carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back or it is demoted (docker node demote {}; a dead cattle member also once it is Down)",
+            n.id, n.id
+        ),
     }
 }

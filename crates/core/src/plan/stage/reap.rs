@@ -2,28 +2,33 @@
 //! and what may hold the group's additions is found (a live node no listed
 //! machine carries).
 
+use super::super::DesiredGroup;
+use super::super::gc::GarbageState;
 use super::super::group::Planner;
+use super::super::memory::Timer;
+use super::heal::Healed;
 use super::{Group, alive};
-use crate::model::Node;
-use crate::spec::Allocation;
+use crate::journal::{Collection, GcRule, OpKind, Operation, Victim};
+use crate::model::{Node, NodeState};
+use crate::spec::{Allocation, Role};
 
 impl<'a> Planner<'a> {
-    /// Reaps `g`'s dead nodes; returns the node that holds additions to the
-    /// group, if one does. `counter_before_heal`: the heal stage claimed a
-    /// stale node when the operation counter moved.
-    pub(super) fn reap(&mut self, g: &Group<'_, 'a>, counter_before_heal: u32) -> Option<&'a Node> {
+    /// Reaps `g`'s dead nodes but those the heal stage claimed (`healed`);
+    /// returns the node that holds additions to the group, if one does.
+    pub(super) fn reap(&mut self, g: &Group<'_, 'a>, healed: &Healed) -> Option<&'a Node> {
         let (d, is_manager) = (g.d(), g.is_manager());
         // Dead nodes: Down (not merely unknown) for the whole grace
         // period as seen by this controller, carrying this cluster's and
         // group's labels, and whose link no machine of a successful
         // describe carries. A manager is demoted first, one at a time.
-        // The stale nodes the meltdown guard counted, unless a heal just
-        // claimed one of them.
-        let stale = if self.counter == counter_before_heal {
-            g.stale.clone()
-        } else {
-            self.stale_nodes(g.v)
-        };
+        // The stale nodes the meltdown guard counted, but those a heal
+        // just claimed.
+        let stale: Vec<&'a Node> = g
+            .stale
+            .iter()
+            .copied()
+            .filter(|n| !healed.claims(n))
+            .collect();
         // A live node of this group that no listed machine carries means the
         // describe may have left a machine out (a successful answer can be
         // partial: eventual consistency): adding one for "its" slot could
@@ -47,7 +52,8 @@ impl<'a> Planner<'a> {
             .or_else(|| {
                 is_manager
                     .then(|| {
-                        self.unmatched
+                        self.facts
+                            .unmatched
                             .iter()
                             .copied()
                             .find(|n| n.link.is_none() && (pets || alive(n)))
@@ -56,5 +62,97 @@ impl<'a> Planner<'a> {
             });
         self.reap_dead_nodes(d, stale);
         unlisted
+    }
+
+    fn reap_dead_nodes(&mut self, d: &DesiredGroup, stale: Vec<&'a Node>) {
+        let name = d.spec.name.as_str();
+        let grace = d.spec.health.unhealthy_after;
+        for n in stale {
+            let c = Collection {
+                rule: GcRule::DeadNode,
+                item: n.id.clone(),
+                evidence: format!(
+                    "node {} ({}) is {:?}; no machine of a successful describe carries its link {}",
+                    n.id,
+                    if n.manager_role { "manager" } else { "worker" },
+                    n.state,
+                    n.link.as_deref().unwrap_or("(none)")
+                ),
+            };
+            if n.state != NodeState::Down {
+                // Not Down yet (every node is briefly unknown after a leader
+                // change; a gone machine's node turns Down after ~15 s): wait.
+                self.wait(name, format!("node {} has no machine; it is removed once it has been Down for the grace period", n.id));
+                self.note_garbage(name, &c, GarbageState::NotDownYet);
+                continue;
+            }
+            if let Some(seen) = self.clock.in_grace(Timer::Down(n.id.clone()), grace) {
+                self.wait(name, format!("node {} is Down and no machine carries its link: removed once its grace period ends", n.id));
+                let state = GarbageState::InGrace {
+                    down: true,
+                    seen,
+                    grace,
+                };
+                self.note_garbage(name, &c, state);
+                continue;
+            }
+            let is_manager = n.in_raft();
+            if let Some(no) = is_manager
+                .then(|| self.removal_gate(Some(n), None, 0))
+                .flatten()
+            {
+                self.wait(name, format!("dead manager node {} waits: {no}", n.id));
+                self.note_garbage(name, &c, GarbageState::Held(no));
+                continue;
+            }
+            let op = self.dead_node_op(d, n, c);
+            self.begin_collection(op);
+        }
+    }
+
+    /// The operation that removes dead node `n` of `d`, collected by `c`
+    /// (its evidence completed with the grace it was Down for).
+    fn dead_node_op(&mut self, d: &DesiredGroup, n: &Node, c: Collection) -> Operation {
+        let name = d.spec.name.as_str();
+        let grace = d.spec.health.unhealthy_after;
+        // Addressed by node id only: its link may be carried by a live
+        // machine's node too (a rejoin), which must not be touched.
+        let victim = Victim {
+            instance: None,
+            link: None,
+            node: Some(n.id.clone()),
+            logical_id: None,
+            zone: None,
+            is_self: false,
+        };
+        let c = Collection {
+            evidence: format!(
+                "{}, Down for health.unhealthy_after ({}) as seen by this controller",
+                c.evidence,
+                humantime::format_duration(grace)
+            ),
+            ..c
+        };
+        Operation {
+            id: self.new_op_id(name),
+            group: name.to_string(),
+            kind: OpKind::RemoveDead,
+            // A worker promoted by hand is removed as the manager it is
+            // (demoted first): its steps follow the node, not the group.
+            role: if n.in_raft() {
+                Role::Manager
+            } else {
+                d.spec.role
+            },
+            victim: Some(victim),
+            target: None,
+            surge: false,
+            done: Default::default(),
+            intent: None,
+            collection: Some(c),
+            provision_failures: 0,
+            short_zones: Vec::new(),
+            hook_failure: None,
+        }
     }
 }

@@ -2,9 +2,11 @@
 //! replaced, lazily in rollout order, within the group's budget; the leader
 //! last.
 
-use super::super::group::{IdOrder, Planner, RollKey, Settled, unlisted_why};
+use super::super::disrupt::Settled;
+use super::super::group::Planner;
 use super::super::view::Member;
 use super::Group;
+use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::{Instance, Node};
 use crate::spec::Strategy;
@@ -22,10 +24,10 @@ impl Planner<'_> {
     ) {
         let (d, name) = (g.d(), g.name());
         self.explain_lifetimes(g);
-        let (free, is_manager, manager_busy) = (&g.free, g.is_manager(), g.manager_busy);
+        let (is_manager, manager_busy) = (g.is_manager(), g.manager_busy);
         let excess_ids = &g.excess_ids;
         // Only in the one rolling group.
-        let requested = |i: &Instance| self.input.desired.replace.contains(&i.id);
+        let requested = |i: &Instance| self.facts.input.desired.replace.contains(&i.id);
         // The temporary member of a spare slot is retired, never rolled.
         let outdated: Vec<&Member> = g
             .free
@@ -66,6 +68,14 @@ impl Planner<'_> {
         if self.add_spare(g, unlisted) {
             return;
         }
+        self.roll_in_order(g, &outdated);
+    }
+
+    /// Begins rolls of `outdated` members in rollout order, stopping at
+    /// the first that may not be disrupted now (a manager group: after one).
+    fn roll_in_order(&mut self, g: &Group<'_, '_>, outdated: &[&Member<'_>]) {
+        let (d, name, is_manager) = (g.d(), g.name(), g.is_manager());
+        let requested = |i: &Instance| self.facts.input.desired.replace.contains(&i.id);
         // The rollout order. The loop stops at the first member it may not
         // disrupt (after about max_in_flight of them), so the order is
         // produced lazily: a heap is built in O(n), where sorting every
@@ -76,7 +86,7 @@ impl Planner<'_> {
             .enumerate()
             .map(|(k, i)| {
                 Reverse((
-                    self.world.is_self(i.link()) || self.is_leader(i),
+                    self.facts.world.is_self(i.link()) || self.is_leader(i),
                     i.healthy(),
                     i.zone(),
                     i.logical_id(),
@@ -85,7 +95,7 @@ impl Planner<'_> {
                 ))
             })
             .collect();
-        let settled = Settled::count(free);
+        let settled = Settled::count(&g.free);
         while let Some(Reverse((.., k))) = order.pop() {
             let inst = outdated[k];
             if is_manager && self.leader_waits(name, inst) {
@@ -127,6 +137,61 @@ impl Planner<'_> {
             if is_manager {
                 break;
             }
+        }
+    }
+}
+
+/// A roll candidate's place in the rollout order: the leader (or this
+/// controller's own machine) last, unhealthy members first, then by zone,
+/// logical id and id; last its position among the outdated members.
+type RollKey<'i> = (
+    bool,
+    bool,
+    Option<&'i str>,
+    Option<&'i str>,
+    IdOrder<'i>,
+    usize,
+);
+
+/// An id that orders as the string does, its first eight bytes compared as
+/// one integer first: building the rollout heap compares ids some 2n times,
+/// and comparing the strings themselves reads every id's bytes from memory
+/// again, each time (a third of a pass over 100 000 outdated members).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct IdOrder<'i> {
+    /// The first eight bytes, big-endian, zero-padded: when two prefixes
+    /// differ they order as the strings do (a shorter string pads with the
+    /// lowest byte); when equal, `id` decides.
+    prefix: u64,
+    id: &'i str,
+}
+
+impl<'i> IdOrder<'i> {
+    fn of(id: &'i str) -> Self {
+        let mut head = [0u8; 8];
+        let n = id.len().min(8);
+        head[..n].copy_from_slice(&id.as_bytes()[..n]);
+        IdOrder {
+            prefix: u64::from_be_bytes(head),
+            id,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdOrder;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Ids order exactly as their strings do, however long, whatever
+        /// bytes they share (NUL included: it is what short ids pad with).
+        #[test]
+        fn ids_order_as_their_strings(
+            a in "[ab\\x00é]{0,10}",
+            b in "[ab\\x00é]{0,10}",
+        ) {
+            prop_assert_eq!(IdOrder::of(&a).cmp(&IdOrder::of(&b)), a.cmp(&b));
         }
     }
 }

@@ -7,10 +7,11 @@
 //! machine in a spare slot, so a crash at any point resumes (the roll goes
 //! on with it) or unwinds (a group with nothing left to roll retires it).
 
-use super::super::group::{Planner, unlisted_why};
+use super::super::group::Planner;
 use super::super::memory::{Timer, UNLISTED_BOUND};
 use super::super::view::Member;
 use super::Group;
+use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::Node;
 use crate::spec::Role;
