@@ -14,6 +14,7 @@
 
 mod endpoint;
 mod error;
+pub mod probe;
 
 pub use endpoint::{DEFAULT_HOST, DockerEnv, docker_client};
 pub use error::EngineError;

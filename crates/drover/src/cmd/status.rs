@@ -9,8 +9,9 @@ use crate::error::MainError;
 use crate::wiring;
 use drover_controller::{StatusDoc, wall_ms};
 use drover_core::quorum_probe::{
-    Beat, EngineAnswer, EngineView, HeartbeatVerdict, QuorumVerdict, judge, judge_heartbeats,
+    Beat, EngineAnswer, EngineView, HeartbeatVerdict, judge_heartbeats,
 };
+use drover_core::verdict::quorum::{self, QuorumVerdict};
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -47,12 +48,7 @@ pub async fn run(
     let heard = Heard::of(&beats, now);
     if in_doubt {
         let probes = wiring::ask_engines(&wiring::machines(local)?).await;
-        // The engines asked now say more than heartbeats when they can
-        // conclude; else the heartbeats judge.
-        let (verdict, evidence) = match judge(&probes) {
-            QuorumVerdict::Unknown => (heard.verdict.verdict.clone(), "heartbeats"),
-            v => (v, "engines"),
-        };
+        let (verdict, evidence) = quorum::of_both(quorum::judge(&probes), &heard.verdict.verdict);
         if let QuorumVerdict::Lost {
             reachable,
             managers,
@@ -63,7 +59,7 @@ pub async fn run(
         {
             let lost = Lost {
                 quorum: "lost",
-                evidence,
+                evidence: evidence.as_str(),
                 reachable,
                 managers,
                 unlisted,

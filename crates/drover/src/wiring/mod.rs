@@ -234,87 +234,33 @@ pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
     }
 }
 
-/// Each machine of the local provider, its engine asked directly (a
-/// bounded wait each, all at once): what `status` judges a quorum by when
-/// no controller can say. Empty without `--local-dir`.
-pub async fn ask_engines(machines: &Machines) -> Vec<drover_core::quorum_probe::Probe> {
-    let Some(local) = &machines.local else {
-        return Vec::new();
-    };
-    let records = local.records().unwrap_or_default();
-    let asked = records.iter().map(|r| async move {
-        let (answer, raft) = ask_engine(local, r).await;
-        drover_core::quorum_probe::Probe {
-            group: group_of(r),
-            machine: r.id.clone(),
-            answer,
-            raft_members: raft.map(|r| r.peers.len()),
-        }
-    });
-    futures_util::future::join_all(asked).await
+/// Every machine of every provider configured, its engine asked now
+/// through its provider (a bounded wait each, all at once): what `status`
+/// judges a quorum by when no controller can say. A provider whose
+/// machines cannot be listed adds nothing (status only reports).
+pub async fn ask_engines(machines: &Machines) -> Vec<drover_core::verdict::quorum::Probe> {
+    let providers = providers(machines);
+    let all = std::collections::BTreeMap::new();
+    let asked = providers.values().map(|p| p.ask_engines(&all));
+    let listed = futures_util::future::join_all(asked).await;
+    listed
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|r| drover_core::verdict::quorum::Probe {
+            group: group_of(&r.instance),
+            machine: r.instance.id.clone(),
+            answer: r.answer,
+            raft_members: r.raft.map(|r| r.peers.len()),
+        })
+        .collect()
 }
 
 /// A machine's group, as its provider tags it.
-fn group_of(r: &drover_local::InstanceRecord) -> String {
-    r.tags
-        .get(drover_core::model::tags::GROUP)
-        .cloned()
+fn group_of(i: &drover_core::model::Instance) -> String {
+    i.tag(drover_core::model::tags::GROUP)
         .unwrap_or_default()
-}
-
-/// One machine's engine asked directly, within 3 s: its answer and, for a
-/// manager whose swarm has no leader, its raft as it reports it (its node
-/// id and the members it knows: `info .Swarm.RemoteManagers`, which a
-/// manager without a leader still reports — measured).
-async fn ask_engine(
-    local: &LocalProvider,
-    r: &drover_local::InstanceRecord,
-) -> (
-    drover_core::quorum_probe::EngineAnswer,
-    Option<drover_core::recover::Raft>,
-) {
-    use drover_core::quorum_probe::EngineAnswer;
-    const EACH: std::time::Duration = std::time::Duration::from_secs(3);
-    if !local.is_running(r) {
-        return (EngineAnswer::Down("its engine is not running".into()), None);
-    }
-    let asked = async {
-        let engine = match drover_engine::Engine::connect_with_timeout(&r.endpoint(), EACH).await {
-            Ok(engine) => engine,
-            Err(e) => return (EngineAnswer::Busy(e.to_string()), None),
-        };
-        let info = match engine.info().await {
-            Ok(info) => info,
-            Err(e) => return (EngineAnswer::Busy(e.to_string()), None),
-        };
-        // A worker says so in its info: no node list asked.
-        if info.state == drover_engine::LocalState::Active && !info.control_available {
-            return (EngineAnswer::NotAManager, None);
-        }
-        let mut peers: Vec<drover_core::recover::Peer> = info
-            .raft_peers
-            .iter()
-            .map(|(node_id, addr)| drover_core::recover::Peer {
-                node_id: node_id.clone(),
-                addr: addr.clone(),
-            })
-            .collect();
-        // The engine lists them in no stable order.
-        peers.sort_by(|a, b| a.addr.cmp(&b.addr));
-        let raft = drover_core::recover::Raft {
-            node_id: info.node_id.clone(),
-            peers,
-        };
-        let answer = EngineAnswer::of_view(&engine.view_from(info).await);
-        let raft = matches!(answer, EngineAnswer::NoLeader(_)).then_some(raft);
-        (answer, raft)
-    };
-    tokio::time::timeout(EACH, asked).await.unwrap_or_else(|_| {
-        (
-            EngineAnswer::Busy(format!("no answer within {}s", EACH.as_secs())),
-            None,
-        )
-    })
+        .to_string()
 }
 
 /// Providers by name, as groups refer to them.
