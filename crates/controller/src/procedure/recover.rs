@@ -32,6 +32,7 @@
 //! is written under an epoch of its own, compare-and-swap in the store.
 
 mod act;
+pub mod diagnose;
 mod record;
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,7 @@ use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
 use async_trait::async_trait;
 use drover_controller::Providers;
+use drover_controller::procedure::recover::diagnose::{Diagnosis, Published, diagnose};
 use drover_ec2::Ec2Provider;
 use drover_engine::PeerEndpoints;
 use drover_incus::IncusProvider;
@@ -234,33 +235,58 @@ pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
     }
 }
 
-/// Every machine of every provider configured, its engine asked now
-/// through its provider (a bounded wait each, all at once): what `status`
-/// judges a quorum by when no controller can say. A provider whose
-/// machines cannot be listed adds nothing (status only reports).
-pub async fn ask_engines(machines: &Machines) -> Vec<drover_core::verdict::quorum::Probe> {
-    let providers = providers(machines);
-    let all = std::collections::BTreeMap::new();
-    let asked = providers.values().map(|p| p.ask_engines(&all));
-    let listed = futures_util::future::join_all(asked).await;
-    listed
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|r| drover_core::verdict::quorum::Probe {
-            group: group_of(&r.instance),
-            machine: r.instance.id.clone(),
-            answer: r.answer,
-            raft_members: r.raft.map(|r| r.peers.len()),
-        })
-        .collect()
+/// A status older than this means no controller acts: warn loudly.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How old a published status is.
+pub fn status_age(doc: &drover_controller::StatusDoc) -> std::time::Duration {
+    let now = drover_controller::wall_ms();
+    std::time::Duration::from_millis(now.saturating_sub(doc.observed_at_ms))
 }
 
-/// A machine's group, as its provider tags it.
-fn group_of(i: &drover_core::model::Instance) -> String {
-    i.tag(drover_core::model::tags::GROUP)
-        .unwrap_or_default()
-        .to_string()
+/// What `drover status` found: the published status (or why it cannot be
+/// read) and, when that is stale or unreadable, the quorum diagnosed.
+pub struct Look {
+    /// The published status, if any.
+    pub read: Result<Option<drover_controller::StatusDoc<'static>>, MainError>,
+    /// The heartbeats and the lost quorum, if proven.
+    pub diagnosis: Diagnosis,
+}
+
+/// `drover status`'s one call: the store read and, when in doubt (the
+/// status is stale, missing or unreadable), the quorum diagnosed from the
+/// heartbeats and every provider's engines
+/// ([`diagnose`](drover_controller::procedure::recover::diagnose::diagnose)).
+pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainError> {
+    let (opened, read) = match self::store(store).await {
+        Ok(store) => {
+            let doc = drover_controller::StatusDoc::read(store.as_ref()).await;
+            let doc = doc.map_err(|e| MainError::Failed(anyhow::Error::from(e)));
+            (Some(store), doc)
+        }
+        Err(e) => (None, Err(e)),
+    };
+    let in_doubt = match &read {
+        Ok(Some(doc)) => status_age(doc) > STALE_AFTER,
+        Ok(None) | Err(MainError::Failed(_)) => true,
+        Err(_) => false,
+    };
+    let published = Published {
+        last_status_ms: read
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .map(|d| d.observed_at_ms),
+        store_error: read.as_ref().err().map(ToString::to_string),
+    };
+    // Only a status in doubt asks the providers' machines.
+    let providers = match in_doubt {
+        true => providers(&machines(local)?),
+        false => Providers::new(),
+    };
+    let now = drover_controller::wall_ms();
+    let diagnosis = diagnose(opened.as_deref(), &providers, in_doubt, published, now).await;
+    Ok(Look { read, diagnosis })
 }
 
 /// Providers by name, as groups refer to them.

@@ -8,7 +8,8 @@ use drover_core::model::{Node, SwarmView};
 use drover_core::recover::{Finish, Machine, Recovery, Started, Tail, rfc3339, tail};
 use drover_spi::{Event, Fence, StoreError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The recovery's audit event's action.
 const ACTION: &str = "recover";
