@@ -31,4 +31,5 @@ pub mod revision;
 pub mod spec;
 pub mod teardown;
 pub mod template;
+pub mod verdict;
 pub mod yaml;

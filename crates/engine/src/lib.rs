@@ -16,6 +16,7 @@ mod convert;
 mod endpoint;
 mod error;
 mod leave;
+pub mod probe;
 
 pub use convert::convert_node;
 pub use endpoint::{DEFAULT_HOST, DockerEnv, docker_client};

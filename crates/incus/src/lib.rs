@@ -19,13 +19,14 @@
 
 pub mod api;
 pub mod machine;
+mod probe;
 pub mod properties;
 
 use api::{Api, ApiError, Body};
 use async_trait::async_trait;
 use drover_core::model::{Instance, tags};
 use drover_engine::PeerEndpoints;
-use drover_spi::{Fence, InstanceProvider, ProviderError, ProvisionRequest, Secret};
+use drover_spi::{EngineReport, Fence, InstanceProvider, ProviderError, ProvisionRequest, Secret};
 use hyper::Method;
 use machine::Listed;
 use properties::Properties;
@@ -113,6 +114,12 @@ impl IncusProvider {
             .into_iter()
             .map(|(k, v)| (k.to_string(), Secret::new(v)))
             .collect()
+    }
+
+    /// Where the engines' sockets are, as this process sees them: a
+    /// directory of drover's on the engines' host.
+    pub fn engine_dir(&self) -> &Path {
+        &self.engine_dir
     }
 
     /// Machine `name`'s engine, as a docker endpoint (on the Incus host).
@@ -260,7 +267,7 @@ fn server_filter(tags: &BTreeMap<String, String>) -> Option<String> {
 /// An API failure as a provider error: Incus's refusals of a request are
 /// permanent (retrying the same request will not help); everything else
 /// (an unreachable socket, a failed operation) may succeed later.
-fn provider_error(what: &str, e: ApiError) -> ProviderError {
+pub(crate) fn provider_error(what: &str, e: ApiError) -> ProviderError {
     match e {
         ApiError::Status { status, .. } if (400..500).contains(&status) && status != 404 => {
             ProviderError::Permanent(format!("{what}: {e}"))
@@ -406,6 +413,17 @@ impl InstanceProvider for IncusProvider {
         self.patch_config(instance, &config)
             .await
             .map_err(|e| provider_error(&format!("labelling {instance}"), e))
+    }
+
+    async fn ask_engines(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<EngineReport>, ProviderError> {
+        self.engines_now(tags).await
+    }
+
+    fn engine_endpoint(&self, instance: &str) -> Option<String> {
+        Some(self.endpoint(instance))
     }
 }
 

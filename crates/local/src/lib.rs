@@ -18,6 +18,7 @@
 
 mod adopt;
 pub mod launcher;
+mod probe;
 pub mod procs;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -26,7 +27,7 @@ pub use launcher::{EnginePaths, EngineProcess};
 
 use async_trait::async_trait;
 use drover_core::model::Instance;
-use drover_spi::{Fence, Foreign, InstanceProvider, ProviderError, ProvisionRequest};
+use drover_spi::{EngineReport, Fence, Foreign, InstanceProvider, ProviderError, ProvisionRequest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -613,18 +614,21 @@ impl InstanceProvider for LocalProvider {
     ) -> Result<Vec<Instance>, ProviderError> {
         let recs = self.records().map_err(|e| io_err("reading state dir", e))?;
         Ok(recs
-            .into_iter()
+            .iter()
             .filter(|r| tags.iter().all(|(k, v)| r.tags.get(k) == Some(v)))
-            .map(|r| Instance {
-                // No PID yet: its engine is still being started. That is not
-                // "stopped" (which makes the planner replace it at once); if it
-                // never comes up, it never joins and startup_timeout applies.
-                running: (r.pid.is_none() && r.supervisor.is_none()) || self.is_running(&r),
-                id: r.id,
-                tags: r.tags.into(),
-                created_ms: r.created_ms,
-            })
+            .map(|r| self.instance_of(r))
             .collect())
+    }
+
+    async fn ask_engines(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<EngineReport>, ProviderError> {
+        self.engines_now(tags).await
+    }
+
+    fn engine_endpoint(&self, instance: &str) -> Option<String> {
+        self.endpoint(instance)
     }
 
     async fn label(

@@ -13,9 +13,11 @@
 //! Both the simulator (`drover-sim`) and the real adapters (`drover-local`,
 //! `drover-swarm`) implement these traits; the controller only sees them.
 
+mod engines;
 mod secret;
 mod store;
 
+pub use engines::EngineReport;
 pub use secret::Secret;
 pub use store::{
     Controls, Epoch, Event, EventAction, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT,
@@ -211,6 +213,26 @@ pub trait InstanceProvider: Send + Sync {
         labels: &BTreeMap<String, String>,
         fence: &dyn Fence,
     ) -> Result<(), ProviderError>;
+    /// Every machine carrying all of `tags` (a fresh describe), its engine
+    /// asked now, each within a bound and all at once: what the quorum
+    /// verdict and `drover recover` judge by. A failed listing is an error,
+    /// never "no machine". The default, for a provider whose machines'
+    /// engines this process cannot reach: each machine listed, silent
+    /// ([`EngineReport::unreachable`]).
+    async fn ask_engines(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<EngineReport>, ProviderError> {
+        let listed = self.describe_fresh(tags).await?;
+        Ok(listed.into_iter().map(EngineReport::unreachable).collect())
+    }
+    /// Machine `instance`'s engine as a docker endpoint this process can
+    /// reach, if this provider has one: where `recover` acts on its
+    /// survivor. The default: none.
+    fn engine_endpoint(&self, instance: &str) -> Option<String> {
+        let _ = instance;
+        None
+    }
     /// Looks at a machine drover did not create, named by a provider-specific
     /// `reference`, without changing anything (`drover adopt --dry-run`).
     async fn inspect_foreign(&self, reference: &str) -> Result<Foreign, ProviderError> {

@@ -378,11 +378,14 @@ impl<'a> Planner<'a> {
         if view.foreign.contains(id.as_str()) {
             return StepState::Fail(Blocked::Foreign(id));
         }
-        if op.reached(Step::Destroy)
-            || self
-                .clock
-                .elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND)
-        {
+        use crate::verdict::machine::{Listing, MachineEvidence, verdict};
+        let listing = if op.reached(Step::Destroy) {
+            Listing::Destroyed
+        } else {
+            let bound_passed = (self.clock).elapsed(Timer::Unlisted(op.id.clone()), UNLISTED_BOUND);
+            Listing::Unlisted { bound_passed }
+        };
+        if verdict(&MachineEvidence::unasked(listing)).is_gone() {
             StepState::Done
         } else {
             wait_for(move || {

@@ -6,8 +6,8 @@
 use crate::cli::{Output, RecoverArgs};
 use crate::error::MainError;
 use crate::wiring;
-use crate::wiring::recover::{Done, Outcome, rfc3339};
-use drover_core::recover::{Decision, Evidence, Finish, Recovery, Refusal, said};
+use drover_controller::procedure::recover::{Done, Outcome};
+use drover_core::recover::{Decision, Evidence, Finish, Recovery, Refusal, rfc3339, said};
 use std::process::ExitCode;
 
 pub async fn run(args: &RecoverArgs) -> Result<ExitCode, MainError> {

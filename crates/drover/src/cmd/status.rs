@@ -6,16 +6,12 @@ use crate::cli::{LocalArgs, Output, StoreArgs};
 use crate::cmd::ago::ago;
 use crate::cmd::progress::fault_tolerance;
 use crate::error::MainError;
-use crate::wiring;
+use crate::wiring::{self, Look};
+use drover_controller::procedure::recover::diagnose::{BeatRow, Heard, LostQuorum};
 use drover_controller::{StatusDoc, wall_ms};
-use drover_core::quorum_probe::{
-    Beat, EngineAnswer, EngineView, HeartbeatVerdict, QuorumVerdict, judge, judge_heartbeats,
-};
+use drover_core::quorum_probe::EngineAnswer;
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
-
-/// A status older than this means no controller acts: warn loudly.
-const STALE_AFTER: Duration = Duration::from_secs(30);
 
 pub async fn run(
     group: Option<&str>,
@@ -23,79 +19,19 @@ pub async fn run(
     local: &LocalArgs,
     output: Output,
 ) -> Result<ExitCode, MainError> {
-    let (opened, read) = match wiring::store(store).await {
-        Ok(store) => {
-            let doc = read(store.as_ref()).await;
-            (Some(store), doc)
-        }
-        Err(e) => (None, Err(e)),
-    };
-    // Nobody says a quorum is lost (no controller acts without one, and a
-    // store kept in the raft cannot be read): ask the managers' engines,
-    // and read what each controller's engine last said (its heartbeat,
-    // where the store lives outside the raft and answers).
-    let in_doubt = match &read {
-        Ok(Some(doc)) => age(doc) > STALE_AFTER,
-        Ok(None) | Err(MainError::Failed(_)) => true,
-        Err(_) => false,
-    };
-    let beats = match (&opened, in_doubt) {
-        (Some(store), true) if store.outside_raft() => store.heartbeats().await.unwrap_or_default(),
-        _ => Vec::new(),
-    };
-    let now = wall_ms();
-    let heard = Heard::of(&beats, now);
-    if in_doubt {
-        let probes = wiring::ask_engines(&wiring::machines(local)?).await;
-        // The engines asked now say more than heartbeats when they can
-        // conclude; else the heartbeats judge.
-        let (verdict, evidence) = match judge(&probes) {
-            QuorumVerdict::Unknown => (heard.verdict.verdict.clone(), "heartbeats"),
-            v => (v, "engines"),
-        };
-        if let QuorumVerdict::Lost {
-            reachable,
-            managers,
-            unlisted,
-            silent,
-            engine_says,
-        } = verdict
-        {
-            let lost = Lost {
-                quorum: "lost",
-                evidence,
-                reachable,
-                managers,
-                unlisted,
-                unreachable: silent
-                    .into_iter()
-                    .map(|(machine, why)| Unreachable { machine, why })
-                    .collect(),
-                engine_says,
-                leader_seen_ms: heard.verdict.leader_seen_ms,
-                last_status_ms: read
-                    .as_ref()
-                    .ok()
-                    .and_then(Option::as_ref)
-                    .map(|d| d.observed_at_ms),
-                store_error: read.as_ref().err().map(ToString::to_string),
-                heartbeats: heard.rows,
-            };
-            lost.print(output)?;
-            return Ok(ExitCode::from(3));
-        }
+    let look = wiring::look(store, local).await?;
+    print(look, group, output)
+}
+
+/// Prints what `status` found; the exit code: 3 for a lost quorum, 1
+/// when no status was published yet.
+fn print(look: Look, group: Option<&str>, output: Output) -> Result<ExitCode, MainError> {
+    if let Some(lost) = &look.diagnosis.lost {
+        print_lost(lost, output)?;
+        return Ok(ExitCode::from(3));
     }
-    let Some(mut doc) = read? else {
-        const NONE_YET: &str =
-            "no controller has published a status yet (is a controller running on the managers?)";
-        // A script reads JSON on stdout whatever happened: `null`, the
-        // sentence on stderr, and the same exit code as the table.
-        if output == Output::Json {
-            println!("null");
-            eprintln!("drover: {NONE_YET}");
-        } else {
-            println!("{NONE_YET}");
-        }
+    let Some(mut doc) = look.read? else {
+        none_yet(output);
         return Ok(ExitCode::from(1));
     };
     if let Some(want) = group {
@@ -108,6 +44,26 @@ pub async fn run(
         );
         return Ok(ExitCode::SUCCESS);
     }
+    print_table(&doc, &look.diagnosis.heard);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// No status published yet. A script reads JSON on stdout whatever
+/// happened: `null`, the sentence on stderr, and the same exit code as the
+/// table.
+fn none_yet(output: Output) {
+    const NONE_YET: &str =
+        "no controller has published a status yet (is a controller running on the managers?)";
+    if output == Output::Json {
+        println!("null");
+        eprintln!("drover: {NONE_YET}");
+    } else {
+        println!("{NONE_YET}");
+    }
+}
+
+/// The published status as a table.
+fn print_table(doc: &StatusDoc, heard: &Heard) {
     let now = wall_ms();
     println!(
         "observed {} ago by {} (epoch {}), desired revision {}",
@@ -116,13 +72,22 @@ pub async fn run(
         doc.epoch,
         doc.revision
     );
-    if age(&doc) > STALE_AFTER {
+    if wiring::status_age(doc) > wiring::STALE_AFTER {
         println!(
             "WARNING: no controller has published for {}: the leader's controller may be dead; this status may be stale",
             ago(doc.observed_at_ms, now)
         );
-        heard.print_rows();
+        print_rows(heard);
     }
+    swarm_line(doc);
+    groups(doc);
+    instances(doc);
+}
+
+/// The swarm's line: a lost quorum with the runbook, another problem, or
+/// its managers and fault tolerance. The one place the published problem
+/// is read.
+fn swarm_line(doc: &StatusDoc) {
     let swarm = &doc.swarm;
     match &swarm.problem {
         Some(p @ drover_core::plan::SwarmProblem::QuorumLost(_)) => {
@@ -136,6 +101,10 @@ pub async fn run(
             fault_tolerance(swarm.fault_tolerance)
         ),
     }
+}
+
+/// The groups' table and their windows.
+fn groups(doc: &StatusDoc) {
     println!(
         "\n{:<14} {:<8} {:<10} {:>7} {:>7} {:>7}  {:<17} REASON",
         "GROUP", "ROLE", "PHASE", "MEMBERS", "CURRENT", "HEALTHY", "CONFIG"
@@ -158,66 +127,15 @@ pub async fn run(
             println!("{:<14} {w}", g.name);
         }
     }
-    instances(&doc);
-    Ok(ExitCode::SUCCESS)
 }
 
-/// The published status, if any.
-async fn read(store: &dyn drover_spi::Store) -> Result<Option<StatusDoc<'static>>, MainError> {
-    Ok(StatusDoc::read(store).await.map_err(anyhow::Error::from)?)
-}
-
-/// What each controller's engine last said, from the heartbeats, judged.
-struct Heard {
-    verdict: HeartbeatVerdict,
-    rows: Vec<BeatRow>,
-}
-
-/// One controller's heartbeat as `status` shows it.
-#[derive(serde::Serialize)]
-struct BeatRow {
-    controller: String,
-    /// How old the beat is, ms.
-    age_ms: u64,
-    /// Young enough to be judged ([`HEARTBEAT_FRESH_MS`]).
-    judged: bool,
-    engine: EngineView,
-}
-
-impl Heard {
-    fn of(beats: &[drover_spi::Heartbeat], now: u64) -> Heard {
-        let views: Vec<Beat<'_>> = beats
-            .iter()
-            .filter_map(|b| {
-                Some(Beat {
-                    holder: &b.holder,
-                    at_ms: b.at_ms,
-                    view: b.engine.as_ref()?,
-                })
-            })
-            .collect();
-        let verdict = judge_heartbeats(&views, now);
-        let rows = views
-            .iter()
-            .zip(&verdict.ages)
-            .map(|(b, (_, age_ms, judged))| BeatRow {
-                controller: b.holder.to_string(),
-                age_ms: *age_ms,
-                judged: *judged,
-                engine: b.view.clone(),
-            })
-            .collect();
-        Heard { verdict, rows }
+/// One line per controller: what its engine said, and how long ago.
+fn print_rows(heard: &Heard) {
+    if heard.rows.is_empty() {
+        return;
     }
-
-    /// One line per controller: what its engine said, and how long ago.
-    fn print_rows(&self) {
-        if self.rows.is_empty() {
-            return;
-        }
-        println!("what each controller's engine last said (its heartbeat):");
-        print_beats(&self.rows);
-    }
+    println!("what each controller's engine last said (its heartbeat):");
+    print_beats(&heard.rows);
 }
 
 fn print_beats(rows: &[BeatRow]) {
@@ -245,82 +163,46 @@ fn print_beats(rows: &[BeatRow]) {
     }
 }
 
-/// How old a published status is.
-fn age(doc: &StatusDoc) -> Duration {
-    Duration::from_millis(wall_ms().saturating_sub(doc.observed_at_ms))
-}
-
-/// A quorum lost, as the managers' own engines tell it (asked now, or
-/// through their controllers' heartbeats).
-#[derive(serde::Serialize)]
-struct Lost {
-    quorum: &'static str,
-    /// `engines` (asked directly) or `heartbeats` (what each controller's
-    /// engine last said).
-    evidence: &'static str,
-    reachable: usize,
-    managers: usize,
-    /// Raft members no machine of the provider stands for (destroyed).
-    unlisted: usize,
-    unreachable: Vec<Unreachable>,
-    engine_says: String,
-    /// When an engine last knew a leader, by the heartbeats (ms since the epoch).
-    leader_seen_ms: Option<u64>,
-    /// When the last status was published (ms since the epoch), if one can be read.
-    last_status_ms: Option<u64>,
-    /// Why the store could not be read, if it could not.
-    store_error: Option<String>,
-    /// Every controller's heartbeat, with its age (etcd and file stores).
-    heartbeats: Vec<BeatRow>,
-}
-
-/// A manager machine whose engine does not answer.
-#[derive(serde::Serialize)]
-struct Unreachable {
-    machine: String,
-    why: String,
-}
-
-impl Lost {
-    fn print(&self, output: Output) -> Result<(), MainError> {
-        if output == Output::Json {
-            let text = serde_json::to_string_pretty(self).map_err(anyhow::Error::from)?;
-            println!("{text}");
-            return Ok(());
-        }
-        let since = match (self.leader_seen_ms, self.last_status_ms, &self.store_error) {
-            (Some(ms), _, _) => format!(
-                "no leader since {} (the last time a controller's engine knew one)",
-                humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms))
-            ),
-            (None, Some(ms), _) => format!(
-                "no leader since {} at the latest (the last published status)",
-                humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms))
-            ),
-            (None, None, Some(e)) => format!("no leader; the store cannot be read: {e}"),
-            (None, None, None) => "no leader".into(),
-        };
-        println!(
-            "QUORUM LOST: {} of {} managers reachable, {since}",
-            self.reachable, self.managers
-        );
-        println!("  an answering manager's engine says: {}", self.engine_says);
-        for u in &self.unreachable {
-            println!("  unreachable: machine {} ({})", u.machine, u.why);
-        }
-        if self.unlisted > 0 {
-            println!(
-                "  unreachable: {} raft member(s) on no machine the provider lists (destroyed?)",
-                self.unlisted
-            );
-        }
-        if !self.heartbeats.is_empty() {
-            println!("  what each controller's engine last said (its heartbeat):");
-            print_beats(&self.heartbeats);
-        }
-        println!("\n{RUNBOOK}");
-        Ok(())
+/// A lost quorum with its evidence, and the runbook.
+fn print_lost(lost: &LostQuorum, output: Output) -> Result<(), MainError> {
+    if output == Output::Json {
+        let text = serde_json::to_string_pretty(lost).map_err(anyhow::Error::from)?;
+        println!("{text}");
+        return Ok(());
     }
+    let rfc3339 = |ms| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms));
+    let since = match (lost.leader_seen_ms, lost.last_status_ms, &lost.store_error) {
+        (Some(ms), _, _) => format!(
+            "no leader since {} (the last time a controller's engine knew one)",
+            rfc3339(ms)
+        ),
+        (None, Some(ms), _) => format!(
+            "no leader since {} at the latest (the last published status)",
+            rfc3339(ms)
+        ),
+        (None, None, Some(e)) => format!("no leader; the store cannot be read: {e}"),
+        (None, None, None) => "no leader".into(),
+    };
+    println!(
+        "QUORUM LOST: {} of {} managers reachable, {since}",
+        lost.reachable, lost.managers
+    );
+    println!("  an answering manager's engine says: {}", lost.engine_says);
+    for u in &lost.unreachable {
+        println!("  unreachable: machine {} ({})", u.machine, u.why);
+    }
+    if lost.unlisted > 0 {
+        println!(
+            "  unreachable: {} raft member(s) on no machine the provider lists (destroyed?)",
+            lost.unlisted
+        );
+    }
+    if !lost.heartbeats.is_empty() {
+        println!("  what each controller's engine last said (its heartbeat):");
+        print_beats(&lost.heartbeats);
+    }
+    println!("\n{RUNBOOK}");
+    Ok(())
 }
 
 /// The per-instance table, like `docker node ls` joined to the machines.

@@ -22,6 +22,7 @@ use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
 use async_trait::async_trait;
 use drover_controller::Providers;
+use drover_controller::procedure::recover::diagnose::{Diagnosis, Published, diagnose};
 use drover_ec2::Ec2Provider;
 use drover_engine::PeerEndpoints;
 use drover_incus::IncusProvider;
@@ -234,87 +235,58 @@ pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
     }
 }
 
-/// Each machine of the local provider, its engine asked directly (a
-/// bounded wait each, all at once): what `status` judges a quorum by when
-/// no controller can say. Empty without `--local-dir`.
-pub async fn ask_engines(machines: &Machines) -> Vec<drover_core::quorum_probe::Probe> {
-    let Some(local) = &machines.local else {
-        return Vec::new();
-    };
-    let records = local.records().unwrap_or_default();
-    let asked = records.iter().map(|r| async move {
-        let (answer, raft) = ask_engine(local, r).await;
-        drover_core::quorum_probe::Probe {
-            group: group_of(r),
-            machine: r.id.clone(),
-            answer,
-            raft_members: raft.map(|r| r.peers.len()),
-        }
-    });
-    futures_util::future::join_all(asked).await
+/// A status older than this means no controller acts: warn loudly.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How old a published status is.
+pub fn status_age(doc: &drover_controller::StatusDoc) -> std::time::Duration {
+    let now = drover_controller::wall_ms();
+    std::time::Duration::from_millis(now.saturating_sub(doc.observed_at_ms))
 }
 
-/// A machine's group, as its provider tags it.
-fn group_of(r: &drover_local::InstanceRecord) -> String {
-    r.tags
-        .get(drover_core::model::tags::GROUP)
-        .cloned()
-        .unwrap_or_default()
+/// What `drover status` found: the published status (or why it cannot be
+/// read) and, when that is stale or unreadable, the quorum diagnosed.
+pub struct Look {
+    /// The published status, if any.
+    pub read: Result<Option<drover_controller::StatusDoc<'static>>, MainError>,
+    /// The heartbeats and the lost quorum, if proven.
+    pub diagnosis: Diagnosis,
 }
 
-/// One machine's engine asked directly, within 3 s: its answer and, for a
-/// manager whose swarm has no leader, its raft as it reports it (its node
-/// id and the members it knows: `info .Swarm.RemoteManagers`, which a
-/// manager without a leader still reports — measured).
-async fn ask_engine(
-    local: &LocalProvider,
-    r: &drover_local::InstanceRecord,
-) -> (
-    drover_core::quorum_probe::EngineAnswer,
-    Option<drover_core::recover::Raft>,
-) {
-    use drover_core::quorum_probe::EngineAnswer;
-    const EACH: std::time::Duration = std::time::Duration::from_secs(3);
-    if !local.is_running(r) {
-        return (EngineAnswer::Down("its engine is not running".into()), None);
-    }
-    let asked = async {
-        let engine = match drover_engine::Engine::connect_with_timeout(&r.endpoint(), EACH).await {
-            Ok(engine) => engine,
-            Err(e) => return (EngineAnswer::Busy(e.to_string()), None),
-        };
-        let info = match engine.info().await {
-            Ok(info) => info,
-            Err(e) => return (EngineAnswer::Busy(e.to_string()), None),
-        };
-        // A worker says so in its info: no node list asked.
-        if info.state == drover_engine::LocalState::Active && !info.control_available {
-            return (EngineAnswer::NotAManager, None);
+/// `drover status`'s one call: the store read and, when in doubt (the
+/// status is stale, missing or unreadable), the quorum diagnosed from the
+/// heartbeats and every provider's engines
+/// ([`diagnose`](drover_controller::procedure::recover::diagnose::diagnose)).
+pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainError> {
+    let (opened, read) = match self::store(store).await {
+        Ok(store) => {
+            let doc = drover_controller::StatusDoc::read(store.as_ref()).await;
+            let doc = doc.map_err(|e| MainError::Failed(anyhow::Error::from(e)));
+            (Some(store), doc)
         }
-        let mut peers: Vec<drover_core::recover::Peer> = info
-            .raft_peers
-            .iter()
-            .map(|(node_id, addr)| drover_core::recover::Peer {
-                node_id: node_id.clone(),
-                addr: addr.clone(),
-            })
-            .collect();
-        // The engine lists them in no stable order.
-        peers.sort_by(|a, b| a.addr.cmp(&b.addr));
-        let raft = drover_core::recover::Raft {
-            node_id: info.node_id.clone(),
-            peers,
-        };
-        let answer = EngineAnswer::of_view(&engine.view_from(info).await);
-        let raft = matches!(answer, EngineAnswer::NoLeader(_)).then_some(raft);
-        (answer, raft)
+        Err(e) => (None, Err(e)),
     };
-    tokio::time::timeout(EACH, asked).await.unwrap_or_else(|_| {
-        (
-            EngineAnswer::Busy(format!("no answer within {}s", EACH.as_secs())),
-            None,
-        )
-    })
+    let in_doubt = match &read {
+        Ok(Some(doc)) => status_age(doc) > STALE_AFTER,
+        Ok(None) | Err(MainError::Failed(_)) => true,
+        Err(_) => false,
+    };
+    let published = Published {
+        last_status_ms: read
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .map(|d| d.observed_at_ms),
+        store_error: read.as_ref().err().map(ToString::to_string),
+    };
+    // Only a status in doubt asks the providers' machines.
+    let providers = match in_doubt {
+        true => providers(&machines(local)?),
+        false => Providers::new(),
+    };
+    let now = drover_controller::wall_ms();
+    let diagnosis = diagnose(opened.as_deref(), &providers, in_doubt, published, now).await;
+    Ok(Look { read, diagnosis })
 }
 
 /// Providers by name, as groups refer to them.
