@@ -3,6 +3,7 @@
 //! operator's change is written), [`follow`] (a revision to convergence),
 //! [`bootstrap`] (the first manager) and [`teardown`] (the last one).
 
+pub mod adopt;
 pub mod bootstrap;
 pub mod commit;
 pub mod follow;

@@ -10,7 +10,8 @@ use crate::wiring::{self, Machines};
 use drover_controller::procedure::bootstrap::{self, HandedOver};
 use drover_controller::procedure::follow::{FollowEnd, follow};
 use drover_core::hash::config_hash;
-use drover_core::spec::{Allocation, ClusterSpec, Role};
+use drover_core::retire::with_file;
+use drover_core::spec::{ClusterSpec, Role};
 use drover_spi::Store;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -144,17 +145,17 @@ pub(crate) async fn ensure_cluster_id(store: &dyn Store) -> Result<String, MainE
     }
 }
 
-/// The spec to commit: the file's groups, plus the current groups the file
-/// lacks unless `prune` (apply never deletes a group by omission).
+/// The spec to commit ([`with_file`]: apply never deletes a group by
+/// omission) and a line per group saying what becomes of it.
 pub(crate) fn merge(
     current: Option<&ClusterSpec>,
     file: &ClusterSpec,
     prune: bool,
 ) -> (ClusterSpec, Vec<String>) {
-    let mut lines = Vec::new();
-    let mut spec = file.clone();
-    for g in &file.groups {
-        let line = match current.and_then(|c| c.group(&g.name)) {
+    let mut lines: Vec<String> = file
+        .groups
+        .iter()
+        .map(|g| match current.and_then(|c| c.group(&g.name)) {
             None => format!(
                 "+ {}: new group ({} {}s)",
                 g.name,
@@ -176,34 +177,26 @@ pub(crate) fn merge(
                 g.allocation.size()
             ),
             Some(_) => format!("= {}: unchanged", g.name),
-        };
-        lines.push(line);
-    }
+        })
+        .collect();
     for old in current.map(|c| c.groups.as_slice()).unwrap_or_default() {
         if file.group(&old.name).is_none() {
-            if prune {
+            lines.push(if prune {
                 // Scaled to zero rather than forgotten: its members are then
                 // retired through the planner, one safe step at a time.
-                lines.push(format!(
+                format!(
                     "- {}: pruned: every member is retired (scaled to 0)",
                     old.name
-                ));
-                let mut gone = old.clone();
-                gone.allocation = Allocation::Size {
-                    size: 0,
-                    zones: Vec::new(),
-                };
-                spec.groups.push(gone);
+                )
             } else {
-                lines.push(format!(
+                format!(
                     "= {}: not in the file, kept (use --prune to remove it)",
                     old.name
-                ));
-                spec.groups.push(old.clone());
-            }
+                )
+            });
         }
     }
-    (spec, lines)
+    (with_file(current, file, prune), lines)
 }
 
 /// When no swarm exists yet, acts as an off-cluster controller until the

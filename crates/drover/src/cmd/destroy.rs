@@ -15,8 +15,9 @@ use crate::cmd::revisions::{current, declared, history};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::procedure::teardown::{IDENTITY, Teardown, Waited};
+use drover_core::retire::{is_retired, retired};
 use drover_core::revision::with_group;
-use drover_core::spec::{Allocation, GroupSpec, Role};
+use drover_core::spec::{GroupSpec, Role};
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -32,19 +33,16 @@ pub async fn run(
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let g = declared(current, group)?;
-    let retired = g.allocation.size() == 0;
+    let already = is_retired(g);
     // What is committed is checked before anything else: a refusal changes nothing.
     let what = format!("destroy {group}");
-    let gone = (!retired)
+    let gone = (!already)
         .then(|| {
-            let mut gone = g.clone();
-            gone.allocation = Allocation::Size {
-                size: 0,
-                zones: Vec::new(),
-            };
-            // Spare slots serve pets; a retired group has none to roll.
-            gone.spares.clear();
-            validated(Some(&current.spec), with_group(&current.spec, gone), &what)
+            validated(
+                Some(&current.spec),
+                with_group(&current.spec, retired(g)),
+                &what,
+            )
         })
         .transpose()?;
     // A manager group's last machine is removed from here: everything that
@@ -78,7 +76,7 @@ pub async fn run(
         }
         managers = Some(ctx);
     }
-    if !retired && !yes && !confirmed(g)? {
+    if !already && !yes && !confirmed(g)? {
         println!("nothing changed");
         return Ok(ExitCode::SUCCESS);
     }
@@ -88,7 +86,7 @@ pub async fn run(
     let mut teardown = managers
         .as_mut()
         .map(|ctx| Teardown::new(ctx, stores, &cluster, group, timeout));
-    if let (Some(teardown), false) = (teardown.as_mut(), retired) {
+    if let (Some(teardown), false) = (teardown.as_mut(), already) {
         // Manager groups last: their retirement begins once the other
         // groups' machines are gone, not while they still drain.
         let others = teardown

@@ -6,6 +6,7 @@
 //! and `sim` run as a dry-run engine rather than as a backend, and the
 //! engine client's types that `adopt` reads a swarm through.
 
+pub mod adopt;
 mod demo;
 mod manager;
 mod plugins;
