@@ -7,4 +7,5 @@ pub mod adopt;
 pub mod bootstrap;
 pub mod commit;
 pub mod follow;
+pub mod store_start;
 pub mod teardown;

@@ -8,6 +8,7 @@
 
 pub mod adopt;
 mod demo;
+pub mod etcd;
 mod manager;
 mod plugins;
 mod provider_swarm;
