@@ -28,6 +28,17 @@ pub fn is_retired(g: &GroupSpec) -> bool {
     g.allocation.size() == 0
 }
 
+/// The groups still declaring members that must be retired before manager
+/// group `group`: a manager group carries the swarm and the controllers,
+/// so it goes last.
+pub fn before_managers<'a>(spec: &'a ClusterSpec, group: &str) -> Vec<&'a str> {
+    spec.groups
+        .iter()
+        .filter(|o| o.name != group && !is_retired(o))
+        .map(|o| o.name.as_str())
+        .collect()
+}
+
 /// What committing cluster file `file` makes of the `current` spec: the
 /// file's groups, then each current group the file lacks — [`retired`]
 /// when `prune`, else kept as it is: a group is never deleted by omission.
@@ -87,6 +98,14 @@ mod tests {
         let gone = crate::revision::with_group(&spec, retired(&spec.groups[0]));
         let committed = validate_commit(Some(&spec), gone);
         assert!(committed.is_ok(), "{:?}", committed.err());
+    }
+
+    #[test]
+    fn a_manager_group_goes_after_every_group_still_declaring_members() {
+        let spec = pets_with_spares();
+        assert_eq!(before_managers(&spec, "managers"), vec!["workers"]);
+        let workers_gone = crate::revision::with_group(&spec, retired(&spec.groups[1]));
+        assert!(before_managers(&workers_gone, "managers").is_empty());
     }
 
     #[test]

@@ -86,24 +86,7 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     write_private(&v1, &spec(&managers, &spare, args.workers, "v1"))?;
     write_private(&v2, &spec(&managers, &spare, args.workers, "v2"))?;
 
-    let apply_args = ApplyArgs {
-        file: v1.clone(),
-        dry_run: false,
-        wait: true,
-        timeout: args.timeout,
-        prune: false,
-        message: "drover demo up".into(),
-        store: StoreArgs {
-            url: store.clone(),
-            store_timeout: crate::wiring::DEFAULT_OPEN_TIMEOUT,
-        },
-        local: LocalArgs {
-            local_dir: Some(dir.join("machines")),
-            local_pool: workers_pool,
-            local_supervise: true,
-            ..LocalArgs::parsed_defaults()
-        },
-    };
+    let apply_args = apply_args(&dir, &store, v1, workers_pool, args.timeout);
     // A demo that exists is left as it is: a second `up` must not undo the
     // changes the operator applied since (e.g. roll v2 back to v1).
     let existing = crate::wiring::store_with(&apply_args.store, crate::wiring::Open::OrCreate)
@@ -130,6 +113,35 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     }
     summary(&dir, &store, &apply_args.local.local_pool);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `apply -f FILE --wait` of the demo's first revision, with its store and
+/// machines.
+fn apply_args(
+    dir: &Path,
+    store: &str,
+    file: std::path::PathBuf,
+    workers_pool: String,
+    timeout: Duration,
+) -> ApplyArgs {
+    ApplyArgs {
+        file,
+        dry_run: false,
+        wait: true,
+        timeout,
+        prune: false,
+        message: "drover demo up".into(),
+        store: StoreArgs {
+            url: store.to_string(),
+            store_timeout: crate::wiring::DEFAULT_OPEN_TIMEOUT,
+        },
+        local: LocalArgs {
+            local_dir: Some(dir.join("machines")),
+            local_pool: workers_pool,
+            local_supervise: true,
+            ..LocalArgs::parsed_defaults()
+        },
+    }
 }
 
 /// The demo needs root and two programs: say exactly how to get them.
