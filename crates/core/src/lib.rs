@@ -27,6 +27,7 @@ pub mod plan;
 pub mod quorum;
 pub mod quorum_probe;
 pub mod recover;
+pub mod retire;
 pub mod revision;
 pub mod spec;
 pub mod teardown;

@@ -10,10 +10,12 @@ use crate::wiring::{self, Machines};
 use drover_controller::procedure::bootstrap::{self, HandedOver};
 use drover_controller::procedure::follow::{FollowEnd, follow};
 use drover_core::hash::config_hash;
-use drover_core::spec::{Allocation, ClusterSpec, Role};
-use drover_spi::Store;
+use drover_core::retire::with_file;
+use drover_core::spec::{ClusterSpec, Committable, Role};
+use drover_spi::{Revision, Store};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// `apply` changes any cluster; `bootstrap` only creates one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,35 +42,9 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     };
     let current = store.desired().await.map_err(anyhow::Error::from)?;
     if mode == Mode::Bootstrap {
-        if let Some(r) = &current {
-            return Err(MainError::BadInput(format!(
-                "--store {} already holds a cluster (revision {}): change it with drover apply",
-                args.store.url, r.rev
-            )));
-        }
-        if !local.any() {
-            return Err(MainError::BadInput(
-                "bootstrap creates the first manager through a provider: give --local-dir (and --local-pool) or --incus-engines".into(),
-            ));
-        }
+        only_the_first(args, current.as_ref(), &local)?;
     }
-    let (spec, lines) = merge(current.as_ref().map(|r| &r.spec), &file_spec, args.prune);
-    if let Some(m) = spec
-        .groups
-        .iter()
-        .find(|g| g.role == Role::Manager && g.allocation.size() == 0)
-    {
-        return Err(MainError::BadInput(format!(
-            "--prune would retire every manager of group {} and with them the swarm: keep the manager group in the file",
-            m.name
-        )));
-    }
-    for l in &lines {
-        println!("{l}");
-    }
-    // Refused as a whole, dry run or not: a merge of valid files can still
-    // be an invalid state (a second manager group beside a kept one).
-    let spec = validated(current.as_ref().map(|r| &r.spec), spec, "apply")?;
+    let spec = change(current.as_ref(), &file_spec, args.prune)?;
     if args.dry_run {
         println!("(dry run: nothing committed)");
         return Ok(ExitCode::SUCCESS);
@@ -101,13 +77,63 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
+    wait(store.as_ref(), rev, args.timeout).await
+}
+
+/// `bootstrap` only creates a cluster: refused when the store holds one,
+/// or when no provider is given to create its first manager through.
+fn only_the_first(
+    args: &ApplyArgs,
+    current: Option<&Revision>,
+    local: &Machines,
+) -> Result<(), MainError> {
+    if let Some(r) = current {
+        return Err(MainError::BadInput(format!(
+            "--store {} already holds a cluster (revision {}): change it with drover apply",
+            args.store.url, r.rev
+        )));
+    }
+    if !local.any() {
+        return Err(MainError::BadInput(
+            "bootstrap creates the first manager through a provider: give --local-dir (and --local-pool) or --incus-engines".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The file merged into the current spec, its lines printed, validated.
+fn change(
+    current: Option<&Revision>,
+    file_spec: &ClusterSpec,
+    prune: bool,
+) -> Result<Committable, MainError> {
+    let (spec, lines) = merge(current.map(|r| &r.spec), file_spec, prune);
+    if let Some(m) = spec
+        .groups
+        .iter()
+        .find(|g| g.role == Role::Manager && g.allocation.size() == 0)
+    {
+        return Err(MainError::BadInput(format!(
+            "--prune would retire every manager of group {} and with them the swarm: keep the manager group in the file",
+            m.name
+        )));
+    }
+    for l in &lines {
+        println!("{l}");
+    }
+    // Refused as a whole, dry run or not: a merge of valid files can still
+    // be an invalid state (a second manager group beside a kept one).
+    validated(current.map(|r| &r.spec), spec, "apply")
+}
+
+/// Follows revision `rev` until it converges, blocks (exit 3) or `timeout`
+/// passes (exit 4).
+async fn wait(store: &dyn Store, rev: u64, timeout: Duration) -> Result<ExitCode, MainError> {
     let start = std::time::Instant::now();
     let mut progress = Progress::new();
-    let end = follow(store.as_ref(), rev, args.timeout, |doc| {
-        progress.update(doc)
-    })
-    .await
-    .map_err(anyhow::Error::from)?;
+    let end = follow(store, rev, timeout, |doc| progress.update(doc))
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(match end {
         FollowEnd::Converged => {
             progress.finish();
@@ -122,10 +148,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             ExitCode::from(3)
         }
         FollowEnd::TimedOut => {
-            eprintln!(
-                "timed out after {}",
-                humantime::format_duration(args.timeout)
-            );
+            eprintln!("timed out after {}", humantime::format_duration(timeout));
             ExitCode::from(4)
         }
     })
@@ -144,17 +167,17 @@ pub(crate) async fn ensure_cluster_id(store: &dyn Store) -> Result<String, MainE
     }
 }
 
-/// The spec to commit: the file's groups, plus the current groups the file
-/// lacks unless `prune` (apply never deletes a group by omission).
+/// The spec to commit ([`with_file`]: apply never deletes a group by
+/// omission) and a line per group saying what becomes of it.
 pub(crate) fn merge(
     current: Option<&ClusterSpec>,
     file: &ClusterSpec,
     prune: bool,
 ) -> (ClusterSpec, Vec<String>) {
-    let mut lines = Vec::new();
-    let mut spec = file.clone();
-    for g in &file.groups {
-        let line = match current.and_then(|c| c.group(&g.name)) {
+    let mut lines: Vec<String> = file
+        .groups
+        .iter()
+        .map(|g| match current.and_then(|c| c.group(&g.name)) {
             None => format!(
                 "+ {}: new group ({} {}s)",
                 g.name,
@@ -176,34 +199,26 @@ pub(crate) fn merge(
                 g.allocation.size()
             ),
             Some(_) => format!("= {}: unchanged", g.name),
-        };
-        lines.push(line);
-    }
+        })
+        .collect();
     for old in current.map(|c| c.groups.as_slice()).unwrap_or_default() {
         if file.group(&old.name).is_none() {
-            if prune {
+            lines.push(if prune {
                 // Scaled to zero rather than forgotten: its members are then
                 // retired through the planner, one safe step at a time.
-                lines.push(format!(
+                format!(
                     "- {}: pruned: every member is retired (scaled to 0)",
                     old.name
-                ));
-                let mut gone = old.clone();
-                gone.allocation = Allocation::Size {
-                    size: 0,
-                    zones: Vec::new(),
-                };
-                spec.groups.push(gone);
+                )
             } else {
-                lines.push(format!(
+                format!(
                     "= {}: not in the file, kept (use --prune to remove it)",
                     old.name
-                ));
-                spec.groups.push(old.clone());
-            }
+                )
+            });
         }
     }
-    (spec, lines)
+    (with_file(current, file, prune), lines)
 }
 
 /// When no swarm exists yet, acts as an off-cluster controller until the

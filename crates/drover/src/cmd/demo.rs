@@ -12,13 +12,17 @@ use crate::cli::{ApplyArgs, LocalArgs, StoreArgs};
 use crate::cmd::apply;
 use crate::error::MainError;
 use crate::metrics_server::DEFAULT_PORT;
+use drover_controller::procedure::store_start::{self, Started};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MARKER: &str = "demo.json";
+
+/// How long a started etcd has to answer.
+const ETCD_BOUND: Duration = Duration::from_secs(20);
 
 /// What `demo up` made, kept in `DIR/demo.json`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -82,24 +86,7 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     write_private(&v1, &spec(&managers, &spare, args.workers, "v1"))?;
     write_private(&v2, &spec(&managers, &spare, args.workers, "v2"))?;
 
-    let apply_args = ApplyArgs {
-        file: v1.clone(),
-        dry_run: false,
-        wait: true,
-        timeout: args.timeout,
-        prune: false,
-        message: "drover demo up".into(),
-        store: StoreArgs {
-            url: store.clone(),
-            store_timeout: crate::wiring::DEFAULT_OPEN_TIMEOUT,
-        },
-        local: LocalArgs {
-            local_dir: Some(dir.join("machines")),
-            local_pool: workers_pool,
-            local_supervise: true,
-            ..LocalArgs::parsed_defaults()
-        },
-    };
+    let apply_args = apply_args(&dir, &store, v1, workers_pool, args.timeout);
     // A demo that exists is left as it is: a second `up` must not undo the
     // changes the operator applied since (e.g. roll v2 back to v1).
     let existing = crate::wiring::store_with(&apply_args.store, crate::wiring::Open::OrCreate)
@@ -126,6 +113,35 @@ async fn up(args: &DemoUp) -> Result<ExitCode, MainError> {
     }
     summary(&dir, &store, &apply_args.local.local_pool);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `apply -f FILE --wait` of the demo's first revision, with its store and
+/// machines.
+fn apply_args(
+    dir: &Path,
+    store: &str,
+    file: std::path::PathBuf,
+    workers_pool: String,
+    timeout: Duration,
+) -> ApplyArgs {
+    ApplyArgs {
+        file,
+        dry_run: false,
+        wait: true,
+        timeout,
+        prune: false,
+        message: "drover demo up".into(),
+        store: StoreArgs {
+            url: store.to_string(),
+            store_timeout: crate::wiring::DEFAULT_OPEN_TIMEOUT,
+        },
+        local: LocalArgs {
+            local_dir: Some(dir.join("machines")),
+            local_pool: workers_pool,
+            local_supervise: true,
+            ..LocalArgs::parsed_defaults()
+        },
+    }
 }
 
 /// The demo needs root and two programs: say exactly how to get them.
@@ -178,51 +194,13 @@ fn ranges(addresses: &[Ipv4Addr]) -> String {
 /// Starts etcd unless one answers on the port already (a second `demo up`).
 /// Returns the PID of the etcd it started.
 async fn ensure_etcd(dir: &Path, port: u16) -> Result<Option<i32>, MainError> {
-    let client = format!("http://127.0.0.1:{port}");
-    if etcd_answers(&client).await {
-        return Ok(None);
+    let etcd = crate::wiring::etcd::DemoEtcd::new(dir, port);
+    let said = |pid| println!("started etcd (the store) on 127.0.0.1:{port}, pid {pid}");
+    match store_start::ensure(&etcd, ETCD_BOUND, said).await {
+        Ok(Started::Running) => Ok(None),
+        Ok(Started::Now(pid)) => Ok(Some(pid as i32)),
+        Err(e) => Err(MainError::Failed(e.into())),
     }
-    let peer = format!("http://127.0.0.1:{}", port + 10);
-    let log = std::fs::File::create(dir.join("etcd.log")).map_err(anyhow::Error::from)?;
-    let child = {
-        use std::os::unix::process::CommandExt;
-        std::process::Command::new("etcd")
-            .arg("--data-dir")
-            .arg(dir.join("etcd"))
-            .args(["--name", "demo"])
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("demo={peer}")])
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone().map_err(anyhow::Error::from)?)
-            .stderr(log)
-            // Its own process group: it outlives this command, like the engines.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("starting etcd: {e}"))?
-    };
-    println!(
-        "started etcd (the store) on 127.0.0.1:{port}, pid {}",
-        child.id()
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if etcd_answers(&client).await {
-            return Ok(Some(child.id() as i32));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(MainError::Failed(anyhow::anyhow!(
-        "etcd did not answer on {client} within 20s: see {}",
-        dir.join("etcd.log").display()
-    )))
-}
-
-async fn etcd_answers(client: &str) -> bool {
-    let url = client.replace("http://", "etcd://");
-    crate::wiring::store_answers(&url, Duration::from_secs(3)).await
 }
 
 /// The demo's cluster file: managers as pets on fixed addresses (with a

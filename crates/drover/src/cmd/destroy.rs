@@ -14,11 +14,15 @@ use crate::cmd::commit::{commit, validated};
 use crate::cmd::revisions::{current, declared, history};
 use crate::error::MainError;
 use crate::wiring;
+use drover_controller::Context;
 use drover_controller::procedure::teardown::{IDENTITY, Teardown, Waited};
+use drover_core::retire::{before_managers, is_retired, retired};
 use drover_core::revision::with_group;
-use drover_core::spec::{Allocation, GroupSpec, Role};
+use drover_core::spec::{ClusterSpec, GroupSpec, Role};
+use drover_spi::Store;
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub async fn run(
@@ -32,53 +36,29 @@ pub async fn run(
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let g = declared(current, group)?;
-    let retired = g.allocation.size() == 0;
+    let already = is_retired(g);
     // What is committed is checked before anything else: a refusal changes nothing.
     let what = format!("destroy {group}");
-    let gone = (!retired)
+    let gone = (!already)
         .then(|| {
-            let mut gone = g.clone();
-            gone.allocation = Allocation::Size {
-                size: 0,
-                zones: Vec::new(),
-            };
-            // Spare slots serve pets; a retired group has none to roll.
-            gone.spares.clear();
-            validated(Some(&current.spec), with_group(&current.spec, gone), &what)
+            validated(
+                Some(&current.spec),
+                with_group(&current.spec, retired(g)),
+                &what,
+            )
         })
         .transpose()?;
-    // A manager group's last machine is removed from here: everything that
-    // needs is checked before anything is committed.
-    let mut managers = None;
     let cluster = store
         .cluster_id()
         .await
         .map_err(failed)?
         .unwrap_or_default();
-    if g.role == Role::Manager {
-        let others: Vec<&str> = current
-            .spec
-            .groups
-            .iter()
-            .filter(|o| o.name != group && o.allocation.size() > 0)
-            .map(|o| o.name.as_str())
-            .collect();
-        if !others.is_empty() {
-            return Err(MainError::BadInput(format!(
-                "{group} is a manager group and goes last (it carries the swarm and the controllers): destroy {} first (drover destroy NAME), then {group}",
-                others.join(", ")
-            )));
-        }
-        let ctx = wiring::observer_on(store.clone(), local, IDENTITY)?;
-        if !ctx.providers.contains_key(&g.instance.provider_key()) {
-            return Err(MainError::BadInput(format!(
-                "--local-dir (or DROVER_LOCAL_DIR), --incus-engines (DROVER_INCUS_ENGINES) or --plugin (DROVER_PLUGINS): the last manager of {group} is removed from here through provider {}, which is not configured here",
-                g.instance.provider_key()
-            )));
-        }
-        managers = Some(ctx);
-    }
-    if !retired && !yes && !confirmed(g)? {
+    // A manager group's last machine is removed from here: everything that
+    // needs is checked before anything is committed.
+    let mut managers = (g.role == Role::Manager)
+        .then(|| manager_context(store.clone(), &current.spec, g, local))
+        .transpose()?;
+    if !already && !yes && !confirmed(g)? {
         println!("nothing changed");
         return Ok(ExitCode::SUCCESS);
     }
@@ -88,7 +68,7 @@ pub async fn run(
     let mut teardown = managers
         .as_mut()
         .map(|ctx| Teardown::new(ctx, stores, &cluster, group, timeout));
-    if let (Some(teardown), false) = (teardown.as_mut(), retired) {
+    if let (Some(teardown), false) = (teardown.as_mut(), already) {
         // Manager groups last: their retirement begins once the other
         // groups' machines are gone, not while they still drain.
         let others = teardown
@@ -113,19 +93,58 @@ pub async fn run(
     println!(
         "revision {rev}: the controller retires the managers of {group} one at a time, the leader last; the last one is removed from here"
     );
+    remove_last(&mut teardown, &spec, g, rev, timeout).await
+}
+
+/// What removing manager group `g`'s last machine from here needs: every
+/// other group retired first ([`before_managers`]), and the group's
+/// provider configured here.
+fn manager_context(
+    store: Arc<dyn Store>,
+    spec: &ClusterSpec,
+    g: &GroupSpec,
+    local: &LocalArgs,
+) -> Result<Context, MainError> {
+    let group = &g.name;
+    let others = before_managers(spec, group);
+    if !others.is_empty() {
+        return Err(MainError::BadInput(format!(
+            "{group} is a manager group and goes last (it carries the swarm and the controllers): destroy {} first (drover destroy NAME), then {group}",
+            others.join(", ")
+        )));
+    }
+    let ctx = wiring::observer_on(store, local, IDENTITY)?;
+    if !ctx.providers.contains_key(&g.instance.provider_key()) {
+        return Err(MainError::BadInput(format!(
+            "--local-dir (or DROVER_LOCAL_DIR), --incus-engines (DROVER_INCUS_ENGINES) or --plugin (DROVER_PLUGINS): the last manager of {group} is removed from here through provider {}, which is not configured here",
+            g.instance.provider_key()
+        )));
+    }
+    Ok(ctx)
+}
+
+/// Waits until the group's last manager is the only thing left, then
+/// removes it from here.
+async fn remove_last(
+    teardown: &mut Teardown<'_>,
+    spec: &ClusterSpec,
+    g: &GroupSpec,
+    rev: u64,
+    timeout: Duration,
+) -> Result<ExitCode, MainError> {
     let last = teardown
-        .last_one(&spec, rev, say_waiting)
+        .last_one(spec, rev, say_waiting)
         .await
         .map_err(failed)?;
-    match waited(last, timeout, group) {
+    match waited(last, timeout, &g.name) {
         Err(code) => Ok(code),
         Ok(None) => {
-            println!("{group} has no machine left: the swarm is gone");
+            println!("{} has no machine left: the swarm is gone", g.name);
             Ok(ExitCode::SUCCESS)
         }
         Ok(Some(last)) => {
             teardown
-                .remove_last(&spec, g, rev, &last)
+                .remove_last(spec, g, rev, &last)
                 .await
                 .map_err(failed)?;
             println!(

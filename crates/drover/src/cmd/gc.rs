@@ -10,12 +10,10 @@
 use crate::cli::{GcArgs, Output};
 use crate::error::MainError;
 use crate::wiring;
+use drover_controller::procedure::follow::{FollowEnd, collection};
 use drover_core::plan::{Garbage, Phase, Plan};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-
-/// How often the follower looks again.
-const POLL: Duration = Duration::from_secs(2);
+use std::time::Instant;
 
 pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
     let ctx = wiring::observer(&args.live.store, &args.live.local, "gc").await?;
@@ -23,46 +21,40 @@ pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
         println!("nothing was applied to this store yet: there is nothing to collect");
         return Ok(ExitCode::SUCCESS);
     };
-    let observe = || async {
-        drover_controller::preview(&ctx, &revision.spec)
-            .await
-            .map_err(|e| MainError::Failed(e.into()))
-    };
-    let plan = observe().await?;
+    let plan = drover_controller::preview(&ctx, &revision.spec)
+        .await
+        .map_err(|e| MainError::Failed(e.into()))?;
     print(&plan, revision.rev, args.live.output)?;
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
     let start = Instant::now();
     let mut waiting = awaited(&plan);
-    while !waiting.is_empty() {
-        if start.elapsed() >= args.timeout {
+    let end = collection(&ctx, &revision.spec, &mut waiting, awaited, args.timeout)
+        .await
+        .map_err(|e| MainError::Failed(e.into()))?;
+    Ok(match end {
+        FollowEnd::Converged => {
+            println!(
+                "collected everything listed after {:.0}s",
+                start.elapsed().as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
+        FollowEnd::Blocked { group, reason } => {
+            eprintln!("group {group} is blocked: {reason}");
+            ExitCode::from(3)
+        }
+        FollowEnd::TimedOut => {
             eprintln!(
                 "timed out after {}: {} item(s) not collected yet: {}",
                 humantime::format_duration(args.timeout),
                 waiting.len(),
                 waiting.join(", ")
             );
-            return Ok(ExitCode::from(4));
+            ExitCode::from(4)
         }
-        tokio::time::sleep(POLL).await;
-        let plan = observe().await?;
-        let still = awaited(&plan);
-        waiting.retain(|item| still.contains(item));
-        if let Some(g) = plan.groups.iter().find(|g| g.phase == Phase::Blocked) {
-            eprintln!(
-                "group {} is blocked: {}",
-                g.name,
-                g.reason.as_deref().unwrap_or("")
-            );
-            return Ok(ExitCode::from(3));
-        }
-    }
-    println!(
-        "collected everything listed after {:.0}s",
-        start.elapsed().as_secs_f64()
-    );
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// Items the controller will collect without anyone's help (not those kept

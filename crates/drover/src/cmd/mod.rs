@@ -25,7 +25,8 @@ use crate::cli::{Cli, Command, EngineCommand, PluginCommand, SimCommand};
 use crate::error::MainError;
 use std::process::ExitCode;
 
-/// Runs the parsed command.
+/// Runs the parsed command: the ones that wait on nothing here, the rest
+/// on a runtime.
 pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
     match cli.command {
         Command::Validate { file, output } => validate::run(&file, output),
@@ -37,88 +38,90 @@ pub fn run(cli: Cli) -> Result<ExitCode, MainError> {
             output,
             ..
         } => plan::run(&file, from.as_deref(), output),
+        Command::Sim(SimCommand::Rollout(args)) => sim::rollout(&args),
+        Command::Completions { shell } => {
+            let mut cmd = crate::cli::command();
+            clap_complete::generate(shell, &mut cmd, "drover", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        command => runtime()?.block_on(run_async(command)),
+    }
+}
+
+/// Runs a command that waits on engines, providers or stores.
+async fn run_async(command: Command) -> Result<ExitCode, MainError> {
+    match command {
         Command::Plan {
             file,
-            sim: false,
             store,
             local,
             output,
             ..
-        } => runtime()?.block_on(plan::live(&file, &store, &local, output)),
-        Command::Sim(SimCommand::Rollout(args)) => sim::rollout(&args),
-        Command::Apply(args) => runtime()?.block_on(apply::run(&args, apply::Mode::Apply)),
-        Command::Bootstrap(args) => runtime()?.block_on(apply::run(&args, apply::Mode::Bootstrap)),
-        Command::Adopt(args) => runtime()?.block_on(adopt::run(&args)),
+        } => plan::live(&file, &store, &local, output).await,
+        Command::Apply(args) => apply::run(&args, apply::Mode::Apply).await,
+        Command::Bootstrap(args) => apply::run(&args, apply::Mode::Bootstrap).await,
+        Command::Adopt(args) => adopt::run(&args).await,
         Command::Status {
             group,
             store,
             local,
             output,
-        } => runtime()?.block_on(status::run(group.as_deref(), &store, &local, output)),
+        } => status::run(group.as_deref(), &store, &local, output).await,
         Command::Controller {
             engine,
             store,
             local,
             metrics_addr,
-        } => runtime()?.block_on(controller::run(&engine, &store, &local, &metrics_addr)),
-        Command::Pause { group, store } => {
-            runtime()?.block_on(audit::set_paused(&group, true, &store))
-        }
-        Command::Resume { group, store } => {
-            runtime()?.block_on(audit::set_paused(&group, false, &store))
-        }
+        } => controller::run(&engine, &store, &local, &metrics_addr).await,
+        Command::Pause { group, store } => audit::set_paused(&group, true, &store).await,
+        Command::Resume { group, store } => audit::set_paused(&group, false, &store).await,
         Command::Events {
             since,
             follow,
             store,
             output,
-        } => runtime()?.block_on(audit::events(since, follow, &store, output)),
+        } => audit::events(since, follow, &store, output).await,
         Command::Hold {
             instance,
             release,
             store,
-        } => runtime()?.block_on(audit::set_held(&instance, !release, &store)),
+        } => audit::set_held(&instance, !release, &store).await,
         Command::Replace {
             instance,
             skip_drain,
             store,
-        } => runtime()?.block_on(audit::request_replace(&instance, skip_drain, &store)),
-        Command::Rollback { group, to, store } => {
-            runtime()?.block_on(revisions::rollback(&group, to, &store))
-        }
-        Command::Diff { from, to, store } => runtime()?.block_on(revisions::diff(from, to, &store)),
-        Command::Restart { group, store } => {
-            runtime()?.block_on(revisions::restart(&group, &store))
-        }
+        } => audit::request_replace(&instance, skip_drain, &store).await,
+        Command::Rollback { group, to, store } => revisions::rollback(&group, to, &store).await,
+        Command::Diff { from, to, store } => revisions::diff(from, to, &store).await,
+        Command::Restart { group, store } => revisions::restart(&group, &store).await,
         Command::Destroy {
             group,
             yes,
             timeout,
             store,
             local,
-        } => runtime()?.block_on(destroy::run(&group, yes, timeout, &store, &local)),
-        Command::Export { store } => runtime()?.block_on(revisions::export(&store)),
-        Command::Import { file, store } => runtime()?.block_on(revisions::import(&file, &store)),
-        Command::Demo(cmd) => runtime()?.block_on(demo::run(&cmd)),
-        Command::History { store, output } => runtime()?.block_on(audit::history(&store, output)),
-        Command::Gc(args) => runtime()?.block_on(gc::run(&args)),
-        Command::Recover(args) => runtime()?.block_on(recover::run(&args)),
+        } => destroy::run(&group, yes, timeout, &store, &local).await,
+        Command::Export { store } => revisions::export(&store).await,
+        Command::Import { file, store } => revisions::import(&file, &store).await,
+        Command::Demo(cmd) => demo::run(&cmd).await,
+        Command::History { store, output } => audit::history(&store, output).await,
+        Command::Gc(args) => gc::run(&args).await,
+        Command::Recover(args) => recover::run(&args).await,
         Command::Engine(EngineCommand::Join {
             role,
             address,
             remote,
             engine,
-        }) => runtime()?.block_on(engine::join(&role, &address, &remote, &engine)),
+        }) => engine::join(&role, &address, &remote, &engine).await,
         Command::Plugin(PluginCommand::Serve {
             provider,
             socket,
             local,
-        }) => runtime()?.block_on(plugin::serve(&provider, &socket, &local)),
-        Command::Completions { shell } => {
-            let mut cmd = crate::cli::command();
-            clap_complete::generate(shell, &mut cmd, "drover", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
-        }
+        }) => plugin::serve(&provider, &socket, &local).await,
+        Command::Validate { .. }
+        | Command::Version { .. }
+        | Command::Sim(_)
+        | Command::Completions { .. } => unreachable!("run runs it without a runtime"),
     }
 }
 

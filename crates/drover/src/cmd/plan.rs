@@ -1,12 +1,12 @@
 //! `drover plan -f FILE --sim`: the ordered steps and the FT timeline.
 
 use crate::cli::{LocalArgs, Output, StoreArgs};
-use crate::cmd::apply::merge;
 use crate::cmd::commit::validated;
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
 use drover_core::quorum::tolerance_when_whole;
+use drover_core::retire::with_file;
 use drover_core::spec::{ClusterSpec, Role};
 use drover_sim::Faults;
 use std::path::Path;
@@ -111,7 +111,7 @@ pub async fn live(
     let previous = current.as_ref().map(|r| &r.spec);
     validated(
         previous,
-        merge(previous, &spec, false).0,
+        with_file(previous, &spec, false),
         "apply of this file",
     )?;
     let plan = drover_controller::preview(&ctx, &spec)

@@ -42,7 +42,8 @@ pub fn simulate(
     Ok((runner, rolled))
 }
 
-pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
+/// The fault arguments are rates per minute and probabilities.
+fn fault_rates(args: &SimRollout) -> Result<(), MainError> {
     for (name, p) in [
         ("--crashes-per-min", args.crashes_per_min),
         ("--leader-changes-per-min", args.leader_changes_per_min),
@@ -63,6 +64,11 @@ pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
             )));
         }
     }
+    Ok(())
+}
+
+pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
+    fault_rates(args)?;
     let from = spec_file::load(&args.file)?;
     let to = target(&from, args.to.as_deref())?;
     let faults = Faults {

@@ -6,7 +6,9 @@
 //! and `sim` run as a dry-run engine rather than as a backend, and the
 //! engine client's types that `adopt` reads a swarm through.
 
+pub mod adopt;
 mod demo;
+pub mod etcd;
 mod manager;
 mod plugins;
 mod provider_swarm;
