@@ -23,7 +23,7 @@
 //! the engine right before it sends. An adoption whose term was taken by a
 //! controller meanwhile writes nothing more.
 
-use crate::execute::{StepError, Term};
+use crate::execute::{StepError, Tenure};
 use crate::procedure::commit::{CommitError, commit};
 use async_trait::async_trait;
 use drover_core::hash::config_hash;
@@ -327,7 +327,7 @@ pub async fn carry_out(
     who: &str,
     mut adopted: impl FnMut(&Match, &str),
 ) -> Result<Adopted, AdoptError> {
-    let term = Term { store, epoch };
+    let term = Tenure { store, epoch };
     let mut instances = Vec::new();
     for m in adoption.new_ones() {
         let id = adopt_one(m, spec, cluster_id, &term, nodes, provider).await?;
@@ -532,7 +532,7 @@ async fn adopt_one(
     m: &Match,
     spec: &ClusterSpec,
     cluster_id: &str,
-    term: &Term,
+    term: &Tenure,
     nodes: &dyn NodeLabels,
     provider: &dyn InstanceProvider,
 ) -> Result<String, AdoptError> {
