@@ -1,7 +1,10 @@
 //! What the shell runs beside the controller loop, from outside the
 //! cluster, each with typed outcomes and errors: [`commit`] (the one way an
-//! operator's change is written), [`follow`] (a revision to convergence),
-//! [`bootstrap`] (the first manager) and [`teardown`] (the last one).
+//! operator's change is written), [`follow`] (a revision to convergence, a
+//! collection until done: the one follow loop), [`bootstrap`] (the first
+//! manager), [`teardown`] (the last one), [`adopt`] (a swarm built by hand,
+//! every write under a confirmed term) and [`store_start`] (a store process
+//! started and waited for, bounded: the demo's etcd).
 
 pub mod adopt;
 pub mod bootstrap;
