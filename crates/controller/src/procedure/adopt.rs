@@ -99,7 +99,7 @@ impl Adoption {
 
 /// The spec to commit with `file`'s groups (keeping the store's others)
 /// and the revision it replaces, validated; `None` when the store already
-/// holds exactly that. Asked after [`matches`], before anything is written.
+/// holds exactly that. Asked after [`matches()`], before anything is written.
 pub async fn change(
     store: &dyn Store,
     file: &ClusterSpec,
