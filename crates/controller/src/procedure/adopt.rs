@@ -99,7 +99,7 @@ impl Adoption {
 
 /// The spec to commit with `file`'s groups (keeping the store's others)
 /// and the revision it replaces, validated; `None` when the store already
-/// holds exactly that. Asked after [`matches`], before anything is written.
+/// holds exactly that. Asked after [`matches()`], before anything is written.
 pub async fn change(
     store: &dyn Store,
     file: &ClusterSpec,
@@ -311,22 +311,30 @@ pub async fn matches(
     assign_slots(spec, matches, provider, cluster_id.as_deref()).await
 }
 
-/// Carries `adoption` out under the term `epoch` of the store's
-/// (campaigned for as [`IDENTITY`]) in cluster `cluster_id`: labels each
-/// new match's node, hands its machine to the provider, then commits the
-/// spec as `who` with `message`. `adopted` hears each machine as it is
+/// Who writes an adoption, and under which term.
+pub struct Writer<'a> {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The term won for the adoption (campaigned for as [`IDENTITY`]).
+    pub epoch: Epoch,
+    /// The operator, as the revision records them.
+    pub who: &'a str,
+}
+
+/// Carries `adoption` of `spec`'s machines out in cluster `cluster_id`, as
+/// `writer`: labels each new match's node, hands its machine to the
+/// provider, then commits the spec. `adopted` hears each machine as it is
 /// adopted.
-#[allow(clippy::too_many_arguments)]
 pub async fn carry_out(
     adoption: &Adoption,
     spec: &ClusterSpec,
     cluster_id: &str,
-    (store, epoch): (Arc<dyn Store>, Epoch),
+    writer: Writer<'_>,
     nodes: &dyn NodeLabels,
     provider: &dyn InstanceProvider,
-    who: &str,
     mut adopted: impl FnMut(&Match, &str),
 ) -> Result<Adopted, AdoptError> {
+    let Writer { store, epoch, who } = writer;
     let term = Tenure { store, epoch };
     let mut instances = Vec::new();
     for m in adoption.new_ones() {

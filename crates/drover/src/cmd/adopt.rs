@@ -58,10 +58,13 @@ pub async fn run(args: &AdoptArgs) -> Result<ExitCode, MainError> {
         &adoption,
         &spec,
         &cluster_id,
-        (store.clone(), epoch),
+        adopt::Writer {
+            store: store.clone(),
+            epoch,
+            who: &operator(),
+        },
         &wiring::adopt::EngineLabels(&engine),
         local.as_ref(),
-        &operator(),
         |m, id| println!("adopted node {} as instance {id} of {}", m.node.id, m.group),
     )
     .await

@@ -153,10 +153,13 @@ impl Lab {
             &adoption,
             &spec,
             "c1",
-            (self.store.clone(), epoch),
+            Writer {
+                store: self.store.clone(),
+                epoch,
+                who: "tester",
+            },
             &self.swarm,
             &self.hand,
-            "tester",
             |_, _| {},
         )
         .await
