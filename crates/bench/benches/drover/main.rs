@@ -1,4 +1,4 @@
-//! drover's benchmarks (issue 7), printed as Markdown tables.
+//! drover's benchmarks (BENCHMARKS.md), printed as Markdown tables.
 //!
 //! `scripts/bench.sh [SECTION...] [--runs K] [--only TEXT]`, i.e.
 //! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K] [--only TEXT]`

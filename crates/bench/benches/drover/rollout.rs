@@ -14,7 +14,8 @@ const OUT_OF_RAFT: u64 = 300;
 const WATCH: u64 = 400;
 /// The controller delay that must make the ratio worse.
 const INJECTED: Duration = Duration::from_millis(50);
-/// InfraKit's group controller, measured on this kind of machine (issue 7).
+/// InfraKit's group controller, measured on this kind of machine: the
+/// baseline the rollout ratios are held against (BENCHMARKS.md §2).
 const INFRAKIT_ROLL_100_S: f64 = 109.0;
 const INFRAKIT_CREATE_1000_S: f64 = 4.4;
 
