@@ -122,7 +122,10 @@ impl<'a> Planner<'a> {
             self.block(&name, Blocked::ManagerLocked(n.id.clone()));
             return None;
         }
-        if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
+        if d.paused
+            || self.out.blocked.contains_key(&name)
+            || self.out.rollback_requested.contains(&name)
+        {
             return None;
         }
         let stale = self.stale_nodes(v);
