@@ -93,7 +93,7 @@ impl Planner<'_> {
         collection: &Collection,
         state: GarbageState,
     ) {
-        self.garbage.push(Garbage {
+        self.out.garbage.push(Garbage {
             group: group.to_string(),
             collection: collection.clone(),
             state,
@@ -334,14 +334,14 @@ impl Planner<'_> {
         let list = match self.facts.input.observed.instances.get(group) {
             Some(Described::Ok(list)) => list,
             Some(Described::Failed(e)) => {
-                self.explanation.push(format!(
+                self.out.explanation.push(format!(
                     "{group}: orphan operation {} waits: describe failed: {e}",
                     op.id
                 ));
                 return;
             }
             None => {
-                self.explanation.push(format!(
+                self.out.explanation.push(format!(
                     "{group}: orphan operation {} waits: not described",
                     op.id
                 ));
@@ -349,7 +349,7 @@ impl Planner<'_> {
             }
         };
         if !self.facts.world.swarm_ok() {
-            self.explanation.push(format!(
+            self.out.explanation.push(format!(
                 "{group}: orphan operation {} waits: the swarm cannot be observed",
                 op.id
             ));
@@ -366,7 +366,7 @@ impl Planner<'_> {
             return self.destroy_orphan(op, slot, inst, node);
         }
         if !op.done.contains(&Step::Destroy) {
-            self.actions.push(Action::MarkDone {
+            self.out.actions.push(Action::MarkDone {
                 op: op.id.clone(),
                 step: Step::Destroy,
             });
@@ -374,12 +374,12 @@ impl Planner<'_> {
         match node {
             // Its machine is gone; a manager's node is never removed here
             // (the quorum gates own that), so the operation ends.
-            Some(n) if n.in_raft() => self.explanation.push(format!(
+            Some(n) if n.in_raft() => self.out.explanation.push(format!(
                 "{group}: orphan operation {} leaves node {}: it became a manager",
                 op.id, n.id
             )),
             Some(n) => {
-                self.actions.push(Action::RemoveNode {
+                self.out.actions.push(Action::RemoveNode {
                     op: op.id.clone(),
                     node: n.id.clone(),
                     force: n.state != NodeState::Down,
@@ -388,9 +388,12 @@ impl Planner<'_> {
             }
             None => {}
         }
-        self.explanation
+        self.out
+            .explanation
             .push(format!("{group}: orphan operation {} complete", op.id));
-        self.actions.push(Action::Complete { op: op.id.clone() });
+        self.out
+            .actions
+            .push(Action::Complete { op: op.id.clone() });
         self.end_op(op, slot);
     }
 
@@ -407,11 +410,13 @@ impl Planner<'_> {
         // No machine is destroyed while its node is (or may be) a raft
         // member: a manager is never collected this way.
         if let Some(n) = node.filter(|n| n.in_raft()) {
-            self.explanation.push(format!(
+            self.out.explanation.push(format!(
                 "{group}: orphan operation {} abandoned: node {} became a manager",
                 op.id, n.id
             ));
-            self.actions.push(Action::Complete { op: op.id.clone() });
+            self.out
+                .actions
+                .push(Action::Complete { op: op.id.clone() });
             self.end_op(op, slot);
             return;
         }
@@ -420,11 +425,12 @@ impl Planner<'_> {
             .then(|| self.unmatched_member(&inst.id, inst.link()))
             .flatten()
         {
-            self.explanation
+            self.out
+                .explanation
                 .push(format!("{group}: orphan operation {} waits: {why}", op.id));
             return;
         }
-        self.actions.push(Action::Destroy {
+        self.out.actions.push(Action::Destroy {
             op: op.id.clone(),
             instance: inst.id.clone(),
         });

@@ -17,6 +17,21 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 
+/// What a pass decides, written by the stages in order and read back only
+/// to keep a group's first reason and to summarise: the plan's actions and
+/// explanation, why groups are blocked or wait, the groups whose rollback
+/// was asked for, and what garbage collection found.
+#[derive(Default)]
+pub(crate) struct Outputs {
+    pub(crate) actions: Vec<Action>,
+    pub(crate) explanation: Vec<String>,
+    pub(crate) blocked: BTreeMap<String, Blocked>,
+    pub(crate) waiting: BTreeMap<String, String>,
+    pub(crate) rollback_requested: HashSet<String>,
+    /// What garbage collection found (for `drover gc`).
+    pub(crate) garbage: Vec<Garbage>,
+}
+
 /// One planning pass: the read-only facts, and what the stages produce
 /// as they run (actions, operations begun, reasons, timers, garbage).
 pub(crate) struct Planner<'a> {
@@ -27,13 +42,8 @@ pub(crate) struct Planner<'a> {
     pub(crate) ops: Ops<'a>,
     /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
     pub(crate) in_flight: InFlight,
-    pub(crate) actions: Vec<Action>,
-    pub(crate) explanation: Vec<String>,
-    pub(crate) blocked: BTreeMap<String, Blocked>,
-    pub(crate) waiting: BTreeMap<String, String>,
-    pub(crate) rollback_requested: HashSet<String>,
-    /// What garbage collection found (for `drover gc`).
-    pub(crate) garbage: Vec<Garbage>,
+    /// What the stages decided so far.
+    pub(crate) out: Outputs,
     /// Operations of worker groups whose demotion of a promoted node was
     /// planned in this pass ([`Self::removes_raft_member`]).
     pub(crate) demoting: Vec<String>,
@@ -65,12 +75,7 @@ impl<'a> Planner<'a> {
             clock: Clock::new(input.memory, input.now),
             ops: Ops::new(input.journal),
             in_flight: InFlight::new(input.journal),
-            actions: Vec::new(),
-            explanation: Vec::new(),
-            blocked: BTreeMap::new(),
-            waiting: BTreeMap::new(),
-            rollback_requested: HashSet::new(),
-            garbage: Vec::new(),
+            out: Outputs::default(),
             demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
             counter: 0,
@@ -173,14 +178,16 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn begin(&mut self, op: Operation, why: String) {
-        self.explanation.push(format!("{}: {why}", op.group));
+        self.out.explanation.push(format!("{}: {why}", op.group));
         self.in_flight.add(&op);
         let slot = self.ops.push(op.clone());
         // The Begin (journal write) goes before the actions of the first
         // step, and takes `op` itself once the step no longer needs it.
-        let at = self.actions.len();
+        let at = self.out.actions.len();
         self.advance(&op, slot);
-        self.actions.insert(at, Action::Begin { op: Box::new(op) });
+        self.out
+            .actions
+            .insert(at, Action::Begin { op: Box::new(op) });
     }
 
     /// Begins an operation that collects garbage, explained by its rule and evidence.

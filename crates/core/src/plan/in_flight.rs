@@ -60,6 +60,12 @@ impl<'a> Ops<'a> {
         self.slots.len() - 1
     }
 
+    /// The operation added last is still in flight (its first step, taken
+    /// as it began, did not end it).
+    pub(crate) fn last_in_flight(&self) -> bool {
+        self.slots.last().is_some_and(Option::is_some)
+    }
+
     /// Ends the operation in `slot`; false if it had ended already.
     pub(crate) fn end(&mut self, slot: usize) -> bool {
         self.slots.get_mut(slot).and_then(Option::take).is_some()
@@ -138,5 +144,45 @@ impl InFlight {
     /// Members of `group` being replaced.
     pub(crate) fn replacing(&self, group: &str) -> usize {
         self.replacing.get(group).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ops;
+    use crate::journal::{OpKind, Operation};
+    use crate::spec::Role;
+
+    fn op(id: &str) -> Operation {
+        Operation {
+            id: id.into(),
+            group: "workers".into(),
+            kind: OpKind::Heal,
+            role: Role::Worker,
+            victim: None,
+            target: None,
+            surge: false,
+            done: Default::default(),
+            intent: None,
+            collection: None,
+            provision_failures: 0,
+            short_zones: Vec::new(),
+            hook_failure: None,
+        }
+    }
+
+    /// An operation begun in this pass is in flight until its first step
+    /// ends it; ending an older one says nothing about the last.
+    #[test]
+    fn the_last_operation_is_in_flight_until_it_ends() {
+        let journal = [op("a")];
+        let mut ops = Ops::new(&journal);
+        assert!(ops.last_in_flight());
+        let b = ops.push(op("b"));
+        assert!(ops.end(0));
+        assert!(ops.last_in_flight());
+        assert!(ops.end(b));
+        assert!(!ops.last_in_flight());
+        assert!(!Ops::new(&[]).last_in_flight());
     }
 }

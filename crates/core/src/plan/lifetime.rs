@@ -85,14 +85,14 @@ impl Planner<'_> {
             if due.len() > LISTED {
                 names.push(format!("and {} more", due.len() - LISTED));
             }
-            self.explanation.push(format!(
+            self.out.explanation.push(format!(
                 "{}: past health.max_age {age}, replaced as a roll: {}",
                 g.name(),
                 names.join(", ")
             ));
         }
         if let Some((t, id)) = later.first() {
-            self.explanation.push(format!(
+            self.out.explanation.push(format!(
                 "{}: next machine due (health.max_age {age}): {id} at {}",
                 g.name(),
                 utc(*t)

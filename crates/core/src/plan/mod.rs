@@ -54,7 +54,7 @@ pub use gc::GarbageState;
 pub use health::Health;
 pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
-pub use refusal::Refusal;
+pub use refusal::{Quorum, Refusal};
 pub use status::SwarmProblem;
 pub use zones::ZONE_BACKOFF;
 

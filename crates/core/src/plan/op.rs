@@ -118,7 +118,7 @@ impl<'a> Planner<'a> {
             match state {
                 StepState::Done => {
                     if !op.done.contains(&step) {
-                        self.actions.push(Action::MarkDone {
+                        self.out.actions.push(Action::MarkDone {
                             op: op.id.clone(),
                             step,
                         });
@@ -127,11 +127,13 @@ impl<'a> Planner<'a> {
                 }
                 StepState::Fail(why) => self.block(&op.group, why),
                 StepState::Abandon(why) => {
-                    self.explanation.push(format!(
+                    self.out.explanation.push(format!(
                         "{}: operation {} abandoned: {why}",
                         op.group, op.id
                     ));
-                    self.actions.push(Action::Complete { op: op.id.clone() });
+                    self.out
+                        .actions
+                        .push(Action::Complete { op: op.id.clone() });
                     self.end_op(op, slot);
                 }
                 StepState::Act(action) => {
@@ -141,16 +143,16 @@ impl<'a> Planner<'a> {
                     if op.role == Role::Worker && matches!(action, Action::Demote { .. }) {
                         self.demoting.push(op.id.clone());
                     }
-                    self.actions.push(action);
+                    self.out.actions.push(action);
                 }
                 StepState::Hold(why) => {
-                    if !self.waiting.contains_key(op.group.as_str()) {
+                    if !self.out.waiting.contains_key(op.group.as_str()) {
                         self.wait(&op.group, format!("{}: {why}", op.id));
                     }
                 }
                 StepState::Wait(why) => {
                     let timed_out = self.clock.elapsed(key(), step_timeout);
-                    let quoted = !self.waiting.contains_key(op.group.as_str());
+                    let quoted = !self.out.waiting.contains_key(op.group.as_str());
                     if !timed_out && !quoted {
                         return;
                     }
@@ -165,9 +167,12 @@ impl<'a> Planner<'a> {
             }
             return;
         }
-        self.explanation
+        self.out
+            .explanation
             .push(format!("{}: operation {} complete", op.group, op.id));
-        self.actions.push(Action::Complete { op: op.id.clone() });
+        self.out
+            .actions
+            .push(Action::Complete { op: op.id.clone() });
         self.end_op(op, slot);
     }
 
@@ -209,8 +214,8 @@ impl<'a> Planner<'a> {
             why,
         };
         if policy == OnFailure::Rollback && !is_rollback && op.kind == OpKind::Roll {
-            if self.rollback_requested.insert(op.group.clone()) {
-                self.actions.push(Action::Rollback {
+            if self.out.rollback_requested.insert(op.group.clone()) {
+                self.out.actions.push(Action::Rollback {
                     group: op.group.clone(),
                     reason: reason.to_string(),
                 });

@@ -85,15 +85,15 @@ impl<'de> serde::Deserialize<'de> for SwarmProblem {
 impl Planner<'_> {
     /// Records why `group` waits, unless a reason is recorded already.
     pub(crate) fn wait(&mut self, group: &str, why: String) {
-        if !self.waiting.contains_key(group) {
-            self.waiting.insert(group.to_string(), why);
+        if !self.out.waiting.contains_key(group) {
+            self.out.waiting.insert(group.to_string(), why);
         }
     }
 
     /// Records why `group` is blocked, unless a reason is recorded already.
     pub(crate) fn block(&mut self, group: &str, why: Blocked) {
-        if !self.blocked.contains_key(group) {
-            self.blocked.insert(group.to_string(), why);
+        if !self.out.blocked.contains_key(group) {
+            self.out.blocked.insert(group.to_string(), why);
         }
     }
 
@@ -111,11 +111,11 @@ impl Planner<'_> {
                 .position(|g| g.spec.name == statuses[i].name)
         });
         let groups = order.into_iter().map(|i| statuses[i].clone()).collect();
-        for (g, why) in &self.blocked {
-            self.explanation.push(format!("{g}: {why}"));
+        for (g, why) in &self.out.blocked {
+            self.out.explanation.push(format!("{g}: {why}"));
         }
-        for (g, why) in &self.waiting {
-            self.explanation.push(format!("{g}: {why}"));
+        for (g, why) in &self.out.waiting {
+            self.out.explanation.push(format!("{g}: {why}"));
         }
         let swarm = SwarmStatus {
             members: self.facts.world.members,
@@ -128,6 +128,7 @@ impl Planner<'_> {
         memory.short_zones = std::mem::take(&mut self.short_zones);
         // Collections in flight that this pass did not list itself.
         let mut listed: Set<String> = self
+            .out
             .garbage
             .iter()
             .map(|g| g.collection.item.clone())
@@ -136,7 +137,7 @@ impl Planner<'_> {
             if let Some(c) = &op.collection
                 && listed.insert(c.item.clone())
             {
-                self.garbage.push(Garbage {
+                self.out.garbage.push(Garbage {
                     group: op.group.clone(),
                     collection: c.clone(),
                     state: GarbageState::Collecting(Some(op.id.clone())),
@@ -144,11 +145,11 @@ impl Planner<'_> {
             }
         }
         Plan {
-            garbage: self.garbage,
-            actions: self.actions,
+            garbage: self.out.garbage,
+            actions: self.out.actions,
             groups,
             swarm,
-            explanation: self.explanation,
+            explanation: self.out.explanation,
             memory,
             wake_at,
         }
@@ -194,23 +195,23 @@ impl Planner<'_> {
             .iter()
             .any(|o| o.group == *name && o.kind == OpKind::Roll)
             || st.current < st.members;
-        (st.phase, st.reason) = if let Some(why) = self.blocked.get(name) {
+        (st.phase, st.reason) = if let Some(why) = self.out.blocked.get(name) {
             (Phase::Blocked, Some(why.to_string()))
         } else if v.d.paused {
             (Phase::Paused, Some("paused by an operator".into()))
         } else if rolling {
-            (Phase::Rolling, self.waiting.get(name).cloned())
+            (Phase::Rolling, self.out.waiting.get(name).cloned())
         } else if in_flight > 0 {
-            (Phase::Changing, self.waiting.get(name).cloned())
+            (Phase::Changing, self.out.waiting.get(name).cloned())
         } else if st.members == st.desired
             && st.healthy == st.members
-            && !self.waiting.contains_key(name)
+            && !self.out.waiting.contains_key(name)
         {
             (Phase::Converged, None)
         } else {
             (
                 Phase::Waiting,
-                Some(self.waiting.get(name).cloned().unwrap_or_else(|| {
+                Some(self.out.waiting.get(name).cloned().unwrap_or_else(|| {
                     format!("{} of {} members healthy", st.healthy, st.desired)
                 })),
             )

@@ -97,7 +97,7 @@ impl Planner<'_> {
             return Some(slot.to_string());
         };
         if zone != slot {
-            self.explanation.push(format!(
+            self.out.explanation.push(format!(
                 "{group}: {} provisions in zone {zone}, not {slot}: zone {slot} had no capacity (avoided for {}s after its last refusal)",
                 op.id,
                 ZONE_BACKOFF.as_secs()

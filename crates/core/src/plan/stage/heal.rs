@@ -106,8 +106,11 @@ impl Planner<'_> {
                 self.note_garbage(name, &c, GarbageState::Collecting(None));
                 op.collection = Some(c);
             }
-            healed.claim(inst.node, inst.link());
             self.begin(op, format!("heal: replace {} ({why})", inst.id));
+            // A heal its first step already ended claims nothing.
+            if self.ops.last_in_flight() {
+                healed.claim(inst.node, inst.link());
+            }
         }
         Some(healed)
     }

@@ -1,7 +1,15 @@
 //! One group's pass, in stages: heal, reap, fill, retire, roll (which adds
-//! a pets group's temporary manager first: spare). Each stage
-//! is a method over [`Group`], what every stage reads, computed once per
-//! pass; a stage's rules live in its file, next to its decision.
+//! a pets group's temporary manager first: spare). Each stage reads the
+//! pass's facts (`plan::facts`), the group's [`Group`] (computed once per
+//! pass) and what the stages before it handed on, as values:
+//!
+//! ```text
+//! facts ─► Group ─► heal ──Healed──► reap ──unlisted──► fill
+//!                                                  └──► retire, roll
+//! ```
+//!
+//! A stage's rules live in its file, next to its decision; what it decides
+//! goes out as actions, operations begun and the group's reasons.
 
 mod fill;
 mod heal;
@@ -114,7 +122,10 @@ impl<'a> Planner<'a> {
             self.block(&name, Blocked::ManagerLocked(n.id.clone()));
             return None;
         }
-        if d.paused || self.blocked.contains_key(&name) || self.rollback_requested.contains(&name) {
+        if d.paused
+            || self.out.blocked.contains_key(&name)
+            || self.out.rollback_requested.contains(&name)
+        {
             return None;
         }
         let stale = self.stale_nodes(v);
