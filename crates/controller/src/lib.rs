@@ -17,6 +17,11 @@
 //!   swarm exists yet, to bootstrap), and only under an epoch won from the
 //!   store: a write refused as [`drover_spi::StoreError::Fenced`] stops it.
 //!   Its automatic rollback is such a write (`Store::commit_rollback`).
+//! - Where it stands among the store's terms is one value: following,
+//!   leading, handing its engine's leadership over, or deposed, moved only
+//!   by the transitions written beside it. Planning, acting, starting a
+//!   side effect and every fenced write need the proof of leading that only
+//!   winning a campaign builds.
 //! - Plans a new term with the store as read *after* winning it, so the
 //!   deposed controller's last journal writes are in the plan.
 //! - Starts each side effect only once the store has confirmed, within the

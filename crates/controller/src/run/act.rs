@@ -23,22 +23,32 @@ use tokio::task::AbortHandle;
 pub(super) struct Finished {
     pub(super) op: String,
     group: Option<String>,
-    what: String,
-    /// The step was a provision call (a failure uses the slot's attempt budget).
-    provision: bool,
-    /// The zone it provisioned in (a refusal there for lack of capacity
-    /// moves the slot's next call to another zone).
-    zone: Option<String>,
-    /// The step was this engine's own hand-over: the node it demoted.
-    handed_over: Option<String>,
-    kind: &'static str,
+    /// The step that ended.
+    action: Action,
     /// The term it was started under.
     epoch: Epoch,
     pub(super) result: Result<(), StepError>,
     /// What a hook said (its output's end), when it succeeded.
     output: Option<String>,
-    /// The step was a lifecycle hook: its step and failure policy.
-    hook: Option<(Step, HookOnFailure)>,
+}
+
+impl Finished {
+    /// The zone it provisioned in (a refusal there for lack of capacity
+    /// moves the slot's next call to another zone).
+    fn zone(&self) -> Option<&str> {
+        match &self.action {
+            Action::Provision { zone, .. } => zone.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The node this engine's own hand-over demoted, if it was that.
+    fn handed_over(&self) -> Option<&str> {
+        match &self.action {
+            Action::DemoteSelfAndLeave { node, .. } => Some(node),
+            _ => None,
+        }
+    }
 }
 
 /// The side effects a controller started, and where their ends arrive.
@@ -279,7 +289,14 @@ impl Controller {
                 Err(e) if e.is_cancelled() => (Err(StepError::Cancelled), None),
                 Err(e) => (Err(StepError::Panicked(e.to_string())), None),
             };
-            let _ = tx.send(Finished::of(op, group, &action, epoch, result, output));
+            let _ = tx.send(Finished {
+                op,
+                group,
+                action,
+                epoch,
+                result,
+                output,
+            });
         });
     }
 
@@ -288,7 +305,7 @@ impl Controller {
     pub(super) async fn finished(&mut self, done: Finished) {
         self.acting.running.remove(&done.op);
         self.tenancy.term.step_ended(&done.op);
-        if let (Some(node), Ok(())) = (&done.handed_over, &done.result)
+        if let (Some(node), Ok(())) = (done.handed_over(), &done.result)
             && !self.reporting.left_told(node)
         {
             // Its task had not told of the leave before the call returned.
@@ -305,16 +322,17 @@ impl Controller {
             (Ok(()), _) => "ok".to_string(),
             (Err(e), _) => {
                 if let Some(m) = &self.reporting.metrics {
-                    m.step_failed(done.kind, e.failure());
+                    m.step_failed(done.action.kind(), e.failure());
                 }
                 format!("failed: {e}")
             }
         };
-        tracing::info!(op = %done.op, what = %done.what, %outcome, "step finished");
+        let what = done.action.describe();
+        tracing::info!(op = %done.op, %what, %outcome, "step finished");
         if let Some(tx) = &self.acting.step_reports {
             let _ = tx.send(super::StepReport {
                 op: done.op.clone(),
-                kind: done.kind,
+                kind: done.action.kind(),
                 failure: done
                     .result
                     .as_ref()
@@ -323,32 +341,26 @@ impl Controller {
             });
         }
         self.record_end(&done).await;
-        let step = EventAction::Step;
-        self.event(
-            done.group.clone(),
-            Some(done.op.clone()),
-            step,
-            &done.what,
-            outcome,
-        )
-        .await;
+        let (group, op) = (done.group.clone(), Some(done.op.clone()));
+        self.event(group, op, EventAction::Step, &what, outcome)
+            .await;
         self.zone_fallback(done).await;
     }
 
     /// Journals what a finished step tells that the world does not show:
     /// a failed provision's attempt, a hook's end.
     async fn record_end(&mut self, done: &Finished) {
-        if let (true, Err(e)) = (done.provision, &done.result)
+        if let (Action::Provision { .. }, Err(e)) = (&done.action, &done.result)
             && e.failure() != Failure::Term
         {
-            let short = done.zone.as_deref().filter(|_| e.is_capacity());
+            let short = done.zone().filter(|_| e.is_capacity());
             self.update_entry(&done.op, "a failed provision", |o| {
                 o.provision_failed(short)
             })
             .await;
         }
-        if let Some((step, on_failure)) = done.hook {
-            self.record_hook(&done.op, step, on_failure, &done.result)
+        if let Action::RunHook { step, hook, .. } = &done.action {
+            self.record_hook(&done.op, *step, hook.on_failure, &done.result)
                 .await;
         }
     }
@@ -356,7 +368,7 @@ impl Controller {
     /// A provision refused for lack of capacity in its zone: an event
     /// saying the slot's next call goes elsewhere.
     async fn zone_fallback(&mut self, done: Finished) {
-        let (Some(zone), Err(e)) = (&done.zone, &done.result) else {
+        let (Some(zone), Err(e)) = (done.zone(), &done.result) else {
             return;
         };
         if !e.is_capacity() {
@@ -438,41 +450,6 @@ impl Controller {
             Err(StoreError::Fenced { .. }) => self.depose("journal write fenced"),
             Err(e) => tracing::warn!(error = %e, op, "could not record {what}"),
             Ok(()) => {}
-        }
-    }
-}
-
-impl Finished {
-    /// The end of `action`, an operation `op`'s step started under `epoch`.
-    fn of(
-        op: String,
-        group: Option<String>,
-        action: &Action,
-        epoch: Epoch,
-        result: Result<(), StepError>,
-        output: Option<String>,
-    ) -> Self {
-        Finished {
-            op,
-            group,
-            what: action.describe(),
-            provision: matches!(action, Action::Provision { .. }),
-            zone: match action {
-                Action::Provision { zone, .. } => zone.clone(),
-                _ => None,
-            },
-            handed_over: match action {
-                Action::DemoteSelfAndLeave { node, .. } => Some(node.clone()),
-                _ => None,
-            },
-            kind: action.kind(),
-            epoch,
-            result,
-            output,
-            hook: match action {
-                Action::RunHook { step, hook, .. } => Some((*step, hook.on_failure)),
-                _ => None,
-            },
         }
     }
 }
