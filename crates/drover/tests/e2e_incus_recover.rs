@@ -86,7 +86,7 @@ impl Drop for LogsOnFailure<'_> {
 
 /// Machine `name`'s address (its logical id tag).
 fn address_of(name: &str) -> String {
-    let out = incus(&["config", "get", name, "user.drover.logical_id"]);
+    let out = incus(&["config", "get", name, "user.drover.logical-id"]);
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
