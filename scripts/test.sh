@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests on Incus machines (the incus provider's contract tests and
-# e2e_incus) run unless DROVER_INCUS=0 (a machine that cannot run Incus
+# e2e_incus, e2e_incus_recover) run unless DROVER_INCUS=0 (a machine that cannot run Incus
 # system containers); setup.sh then installs and starts Incus.
 if [ "${DROVER_INCUS:-1}" != 0 ]; then export DROVER_INCUS=1; fi
 scripts/setup.sh
@@ -36,6 +36,7 @@ for f in crates/drover/tests/*.rs crates/drover/tests/*/main.rs; do
   case "$t" in
     # The longest suite starts first.
     e2e_incus) [ "${DROVER_INCUS:-0}" = 1 ] && e2e=("$t" "${e2e[@]}") ;;
+    e2e_incus_*) [ "${DROVER_INCUS:-0}" = 1 ] && e2e+=("$t") ;;
     e2e_*) e2e+=("$t") ;;
     *) others+=(--test "$t") ;;
   esac

@@ -48,3 +48,45 @@ impl LocalProvider {
         Ok(futures_util::future::join_all(asked).await)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine whose engine process does not run is down (certainly not
+    /// voting), with its address and group; the engine is not asked.
+    #[tokio::test]
+    async fn a_machine_whose_engine_does_not_run_is_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = LocalProvider::new(dir.path(), ["127.0.9.1".parse().unwrap()]).unwrap();
+        let r = InstanceRecord {
+            id: "i1".into(),
+            tags: [("drover.group".to_string(), "managers".to_string())].into(),
+            logical_id: None,
+            address: "127.0.9.1".into(),
+            socket: dir.path().join("i1/docker.sock"),
+            pid: Some(i32::MAX),
+            pgid: None,
+            supervisor: None,
+            created_ms: 1,
+            engine_dir: None,
+            marked: true,
+        };
+        std::fs::create_dir_all(p.dir_of("i1")).unwrap();
+        p.write_record(&r).unwrap();
+        let reports = p.engines_now(&BTreeMap::new()).await.unwrap();
+        assert_eq!(reports.len(), 1);
+        let report = &reports[0];
+        assert_eq!(
+            report.answer,
+            EngineAnswer::Down("its engine is not running".into())
+        );
+        assert_eq!(
+            (report.address.as_str(), report.instance.tag("drover.group")),
+            ("127.0.9.1", Some("managers"))
+        );
+        assert!(!report.instance.running && report.raft.is_none());
+        let other = BTreeMap::from([("drover.group".to_string(), "workers".to_string())]);
+        assert!(p.engines_now(&other).await.unwrap().is_empty());
+    }
+}
