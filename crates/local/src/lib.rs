@@ -16,12 +16,19 @@
 //! `boot.log`. Ids are short (`i` + 8 hex) because unix socket paths are
 //! limited to 108 bytes.
 
+// Production functions stay short enough to read at once (clippy.toml:
+// 80 lines); tests may be long scenarios.
+#![cfg_attr(not(test), deny(clippy::too_many_lines))]
+
 mod adopt;
 pub mod launcher;
 mod probe;
 pub mod procs;
+mod teardown;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+
+pub use teardown::teardown;
 
 pub use launcher::{EnginePaths, EngineProcess};
 
@@ -408,40 +415,6 @@ impl LocalProvider {
     }
 }
 
-/// Stops every engine recorded under `state_dir` (by PID, verified by
-/// command line, with everything its boot script started), unmounts what
-/// they left and removes the directory: what `drover demo down` and the
-/// tests' guards do. Engines are stopped in parallel.
-pub fn teardown(state_dir: &Path) {
-    let dirs: Vec<_> = std::fs::read_dir(state_dir.join("instances"))
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    let handles: Vec<_> = dirs
-        .into_iter()
-        .map(|dir| {
-            std::thread::spawn(move || {
-                let rec: Option<InstanceRecord> =
-                    std::fs::read_to_string(dir.join("instance.json"))
-                        .ok()
-                        .and_then(|t| serde_json::from_str(&t).ok());
-                let engine_dir = rec.as_ref().and_then(|r| r.engine_dir.clone());
-                let paths = EnginePaths::new(engine_dir.as_deref().unwrap_or(&dir));
-                let (pid, pgid) = rec
-                    .map(|r| (group_leader(&r, &paths), r.pgid))
-                    .unwrap_or((None, None));
-                launcher::stop_engine(&paths, pid, pgid, procs::Owned::Named);
-                let _ = procs::remove_instance_dir(&paths.dir);
-                let _ = procs::remove_instance_dir(&dir);
-            })
-        })
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
-    let _ = procs::unmount_under(state_dir);
-    let _ = std::fs::remove_dir_all(state_dir);
-}
-
 /// Destroys one machine's processes and directories: finds the processes
 /// (a `/proc` scan, on a blocking thread), checks `fence` and SIGTERMs them
 /// ([`procs::Tree::terminate`]), then waits for them, SIGKILLs stragglers
@@ -476,7 +449,7 @@ async fn stop_and_remove(
 /// The PID that verifies the machine's process group: its supervisor
 /// while that lives (it leads the group even while its engine is down),
 /// else the recorded dockerd.
-fn group_leader(r: &InstanceRecord, paths: &EnginePaths) -> Option<i32> {
+pub(crate) fn group_leader(r: &InstanceRecord, paths: &EnginePaths) -> Option<i32> {
     r.supervisor
         .filter(|s| launcher::is_supervisor(*s, paths))
         .or(r.pid)
