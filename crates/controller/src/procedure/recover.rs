@@ -120,6 +120,10 @@ pub struct Forced {
     pub force_new_cluster_ms: u64,
     /// How long until the survivor listed its nodes as the leader, ms.
     pub leads_after_ms: u64,
+    /// The error force-new-cluster answered although the new cluster
+    /// formed (the recovery went on once the survivor led).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_said: Option<String>,
 }
 
 /// One gone member's node entry after the recovery.

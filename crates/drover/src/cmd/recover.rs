@@ -235,6 +235,12 @@ fn report_done(r: &Recovery, done: &Done) {
         forced.map_or(0.0, |f| f.force_new_cluster_ms as f64 / 1000.0),
         forced.map_or(0.0, |f| f.leads_after_ms as f64 / 1000.0)
     );
+    if let Some(said) = forced.and_then(|f| f.engine_said.as_deref()) {
+        println!(
+            "note: force-new-cluster on {} answered an error ({said}), yet the new cluster formed and {} leads it: the recovery went on",
+            r.survivor, r.survivor
+        );
+    }
     tail(&r.survivor, done);
     println!(
         "next: the leader's controller (on {}) provisions managers until the group has its declared size; follow with drover status. Machines you named with --gone are still listed by the provider: the controller replaces them; destroy them if they could ever start again",

@@ -6,7 +6,7 @@ use super::{Done, EngineCallError, Forced, IDENTITY, Reach, Record, RecordError,
 use super::{Endpoints, SurvivorEngine};
 use drover_core::model::{Node, SwarmView};
 use drover_core::recover::{Finish, Machine, Recovery, Started, Tail, rfc3339, tail};
-use drover_spi::{Event, EventAction, Fence, StoreError};
+use drover_spi::{Event, EventAction, Fence, LeaseExpired, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -17,6 +17,10 @@ const ACTION: EventAction = EventAction::Recover;
 /// How long the new cluster may take to list its nodes with a leader
 /// (measured: force-new-cluster returns in ~0.6 s and leads at once).
 pub const LEADS_WITHIN: Duration = Duration::from_secs(30);
+
+/// How long a survivor whose force-new-cluster answered an error is given
+/// to show that it leads anyway (a formed cluster leads within a second).
+const FORMED_WITHIN: Duration = Duration::from_secs(10);
 
 /// How often the audit event is tried again after losing its term to the
 /// survivor's controller (seen once in a full test run: the controller took
@@ -93,15 +97,12 @@ impl Act<'_> {
         let engine = self.connect(&r.survivor).await?;
         self.record.write(&started).map_err(RecoverError::Record)?;
         let t0 = Instant::now();
-        engine
-            .force_new_cluster(&r.addr, self.fence)
-            .await
-            .map_err(|source| RecoverError::ForceNewCluster {
-                machine: r.survivor.clone(),
-                source,
-            })?;
+        let answer = engine.force_new_cluster(&r.addr, self.fence).await;
         let force_new_cluster_ms = t0.elapsed().as_millis() as u64;
-        let nodes = leads(engine.as_ref(), &r.survivor).await?;
+        let (nodes, engine_said) = match answer {
+            Ok(()) => (leads(engine.as_ref(), &r.survivor, LEADS_WITHIN).await?, None),
+            Err(source) => formed_anyway(engine.as_ref(), &r.survivor, source).await?,
+        };
         let leads_after_ms = t0.elapsed().as_millis() as u64;
         let tail = tail(&started, &nodes);
         let mut done = self
@@ -110,6 +111,7 @@ impl Act<'_> {
         done.forced = Some(Forced {
             force_new_cluster_ms,
             leads_after_ms,
+            engine_said,
         });
         Ok(done)
     }
@@ -232,10 +234,40 @@ impl Act<'_> {
     }
 }
 
-/// Waits until the survivor's engine lists the nodes as the leader; the
-/// nodes it lists.
-async fn leads(engine: &dyn SurvivorEngine, machine: &str) -> Result<Vec<Node>, RecoverError> {
-    let deadline = Instant::now() + LEADS_WITHIN;
+/// A force-new-cluster that answered an error may still have formed the
+/// new cluster: swarmkit forms it, then updates the cluster's settings,
+/// and that update can fail ("update out of sequence", seen on Incus
+/// machines in 2 of 2 recoveries). The survivor is asked for up to
+/// [`FORMED_WITHIN`] whether it now leads; if it does, the recovery goes on
+/// (what a rerun would finish from the record), and the engine's answer is
+/// kept for the operator. A call its fence refused was never sent: that
+/// error stands at once.
+async fn formed_anyway(
+    engine: &dyn SurvivorEngine,
+    machine: &str,
+    source: EngineCallError,
+) -> Result<(Vec<Node>, Option<String>), RecoverError> {
+    let refused = |source| RecoverError::ForceNewCluster {
+        machine: machine.into(),
+        source,
+    };
+    if source.downcast_ref::<LeaseExpired>().is_some() {
+        return Err(refused(source));
+    }
+    match leads(engine, machine, FORMED_WITHIN).await {
+        Ok(nodes) => Ok((nodes, Some(source.to_string()))),
+        Err(_) => Err(refused(source)),
+    }
+}
+
+/// Waits up to `within` until the survivor's engine lists the nodes as the
+/// leader; the nodes it lists.
+async fn leads(
+    engine: &dyn SurvivorEngine,
+    machine: &str,
+    within: Duration,
+) -> Result<Vec<Node>, RecoverError> {
+    let deadline = Instant::now() + within;
     loop {
         let said = match engine.observe().await {
             SwarmView::Ok(nodes) => return Ok(nodes),

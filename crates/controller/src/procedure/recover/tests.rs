@@ -49,6 +49,9 @@ struct FakeEngine {
     calls: Mutex<Vec<String>>,
     leads: Mutex<bool>,
     never_leads: bool,
+    /// Force-new-cluster forms the cluster and still answers an error (its
+    /// settings update "out of sequence", as seen on Incus machines).
+    errs: Mutex<bool>,
     after: Vec<Node>,
     /// The record's file, to see it was written before force-new-cluster.
     record: std::path::PathBuf,
@@ -75,6 +78,9 @@ impl SurvivorEngine for FakeEngine {
         assert!(self.record.exists(), "the record is written first");
         self.calls.lock().unwrap().push(format!("force {addr}"));
         *self.leads.lock().unwrap() = true;
+        if *self.errs.lock().unwrap() {
+            return Err("update out of sequence".into());
+        }
         Ok(())
     }
     async fn remove_node(&self, node: &str, fence: &dyn Fence) -> Result<(), EngineCallError> {
@@ -176,6 +182,7 @@ impl World {
             calls: Mutex::new(Vec::new()),
             leads: Mutex::new(leads),
             never_leads,
+            errs: Mutex::new(false),
             after: vec![
                 node(1, NodeState::Down, false),
                 node(2, NodeState::Unknown, false),
@@ -369,6 +376,38 @@ async fn a_new_cluster_without_a_leader_is_reported_and_the_record_kept() {
         "{err:?}"
     );
     assert!(w.record().path().exists(), "kept for the rerun");
+}
+
+/// swarmkit can form the new cluster and still answer an error: the
+/// survivor leads, so the recovery goes on in the same run (what a rerun
+/// would finish from the record) and keeps the engine's answer.
+#[tokio::test(start_paused = true)]
+async fn a_force_that_answers_an_error_but_formed_the_cluster_goes_on() {
+    let w = World::new(Ok(survivor_alone()), false, false);
+    *w.engine.errs.lock().unwrap() = true;
+    let out = w.run(&named_gone(), &Unfenced).await.expect("recovered");
+    assert_eq!(w.calls(), ["force 127.0.9.3:2377", "rm node1", "rm node2"]);
+    let done = out.done.expect("done");
+    let said = done.forced.and_then(|f| f.engine_said);
+    assert_eq!(said.as_deref(), Some("update out of sequence"));
+    assert!(!w.record().path().exists(), "the record is cleared");
+    assert_eq!(w.events().await.len(), 1);
+}
+
+/// The same answer from a survivor that does not lead stands: nothing
+/// more is done and the record is kept for the rerun.
+#[tokio::test(start_paused = true)]
+async fn a_force_that_answers_an_error_and_does_not_lead_fails() {
+    let w = World::new(Ok(survivor_alone()), false, true);
+    *w.engine.errs.lock().unwrap() = true;
+    let err = w.run(&named_gone(), &Unfenced).await.unwrap_err();
+    assert!(
+        matches!(err, RecoverFailure::Act(RecoverError::ForceNewCluster { .. })),
+        "{err:?}"
+    );
+    assert_eq!(w.calls(), ["force 127.0.9.3:2377"]);
+    assert!(w.record().path().exists(), "kept for the rerun");
+    assert!(w.events().await.is_empty());
 }
 
 mod diagnosis {
