@@ -100,7 +100,10 @@ impl Act<'_> {
         let answer = engine.force_new_cluster(&r.addr, self.fence).await;
         let force_new_cluster_ms = t0.elapsed().as_millis() as u64;
         let (nodes, engine_said) = match answer {
-            Ok(()) => (leads(engine.as_ref(), &r.survivor, LEADS_WITHIN).await?, None),
+            Ok(()) => (
+                leads(engine.as_ref(), &r.survivor, LEADS_WITHIN).await?,
+                None,
+            ),
             Err(source) => formed_anyway(engine.as_ref(), &r.survivor, source).await?,
         };
         let leads_after_ms = t0.elapsed().as_millis() as u64;

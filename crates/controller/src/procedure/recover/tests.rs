@@ -402,7 +402,10 @@ async fn a_force_that_answers_an_error_and_does_not_lead_fails() {
     *w.engine.errs.lock().unwrap() = true;
     let err = w.run(&named_gone(), &Unfenced).await.unwrap_err();
     assert!(
-        matches!(err, RecoverFailure::Act(RecoverError::ForceNewCluster { .. })),
+        matches!(
+            err,
+            RecoverFailure::Act(RecoverError::ForceNewCluster { .. })
+        ),
         "{err:?}"
     );
     assert_eq!(w.calls(), ["force 127.0.9.3:2377"]);
