@@ -55,6 +55,41 @@ fn validate_rejects_with_exit_2_and_one_line_per_problem() {
 }
 
 #[test]
+fn validate_refuses_a_boot_script_past_the_render_budget_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, script, bound) in [
+        (
+            "gigabytes",
+            r#"{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}"#,
+            "renders too much",
+        ),
+        (
+            "billion",
+            r#"{% for a in range(100000) %}{% for b in range(100000) %}.{% endfor %}{% endfor %}"#,
+            "takes too many steps",
+        ),
+    ] {
+        let path = dir.path().join(format!("{name}.yaml"));
+        let file = format!(
+            "groups:\n- name: w\n  role: worker\n  allocation: {{size: 1}}\n  instance: {{provider: local}}\n  flavor:\n    boot_script: \"{script}\"\n"
+        );
+        assert!(file.len() < 300, "{}", file.len());
+        std::fs::write(&path, file).unwrap();
+        let started = std::time::Instant::now();
+        let out = drover(&["validate", "-f", path.to_str().unwrap()]);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(":7:")
+                && err.contains("groups[0].flavor.boot_script")
+                && err.contains(bound),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
 fn missing_file_is_bad_input() {
     let out = drover(&["validate", "-f", "/nonexistent/cluster.yaml"]);
     assert_eq!(out.status.code(), Some(2));
