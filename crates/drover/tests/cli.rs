@@ -371,3 +371,55 @@ fn version_names_the_commit_it_was_built_from() {
         }
     );
 }
+
+#[test]
+fn addresses_outside_their_grammar_are_exit_2_naming_the_part_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let file = format!("file://{}", db.display());
+    for (store, extra, says) in [
+        (
+            "etcd://127.0.0.1:1/drover/prod",
+            None,
+            "the path /drover/prod is not part of an etcd address: name the key prefix as a parameter, etcd://host:port?prefix=/drover/prod",
+        ),
+        (
+            "etcd://127.0.0.1:1?prefix=/a&tls=1",
+            None,
+            "unknown etcd option \"tls\"",
+        ),
+        (
+            "etcd://root:hunter2@127.0.0.1:1",
+            None,
+            "never put credentials in the store address",
+        ),
+        (
+            file.as_str(),
+            Some("https://KEY:hunter2@ec2.example"),
+            "--ec2-endpoint: credentials (user:password@) never go in the endpoint",
+        ),
+        (
+            file.as_str(),
+            Some("https://ec2.example/x?a=b"),
+            "--ec2-endpoint: a path after the host",
+        ),
+    ] {
+        let mut args = vec!["apply", "-f", "examples/cluster.yaml", "--store", store];
+        if let Some(e) = extra {
+            args.extend([
+                "--ec2",
+                "true",
+                "--ec2-region",
+                "eu-west-1",
+                "--ec2-endpoint",
+                e,
+            ]);
+        }
+        let out = drover(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{store} {extra:?}: {err}");
+        assert!(err.contains(says), "{store} {extra:?}: {err}");
+        assert!(!err.contains("hunter2"), "a secret echoed: {err}");
+        assert!(!db.exists(), "a store was created");
+    }
+}

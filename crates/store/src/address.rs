@@ -7,8 +7,9 @@ use drover_spi::StoreError;
 use std::path::PathBuf;
 
 /// What [`crate::open`] accepts, for error messages.
-const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
-                     etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm (DOCKER_HOST) or \
+const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port][?prefix=/P&user=U], \
+                     etcds://host:port[,host:port][?prefix=/P&ca=..&cert=..&key=..&user=U], \
+                     swarm (DOCKER_HOST) or \
                      swarm:ENDPOINT (unix:///path/docker.sock, tcp://host:port, https://host:port)";
 
 /// A parsed store address.
