@@ -145,7 +145,7 @@ pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
 
 /// The most work one render may do, in the template engine's fuel: one
 /// step per instruction and one per 64 bytes of data a template makes.
-/// The default scripts use a few hundred; this bounds both the time a
+/// The built-in scripts use a small fraction; this bounds both the time a
 /// render takes (a loop of a billion turns stops within milliseconds) and
 /// the memory it may allocate (about 6 MiB of values).
 pub const MAX_STEPS: u64 = 100_000;
