@@ -138,6 +138,60 @@ impl BootContext {
     }
 }
 
+/// The most a boot script may render to: far above any real script (an
+/// EC2 instance takes at most 16 KiB of user data), small enough that
+/// `validate` can never be made to allocate without end.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+
+/// The most work one render may do, in the template engine's fuel: one
+/// step per instruction and one per 64 bytes of data a template makes.
+/// The built-in scripts use a small fraction; this bounds both the time a
+/// render takes (a loop of a billion turns stops within milliseconds) and
+/// the memory it may allocate (about 6 MiB of values).
+pub const MAX_STEPS: u64 = 100_000;
+
+/// The deepest a render may nest (loops, blocks, macro calls): a macro that
+/// calls itself stops here instead of exhausting the stack.
+pub const MAX_DEPTH: usize = 64;
+
+/// Which render bound a template exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// More than [`MAX_OUTPUT_BYTES`] of output.
+    Output,
+    /// More than [`MAX_STEPS`] steps.
+    Steps,
+    /// Nested deeper than [`MAX_DEPTH`].
+    Depth,
+}
+
+impl std::fmt::Display for Bound {
+    /// What the template did, then (after its position) the bound.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Bound::Output => "the template renders too much",
+            Bound::Steps => "the template takes too many steps",
+            Bound::Depth => "the template nests too deep",
+        })
+    }
+}
+
+impl Bound {
+    /// The bound itself, as the operator may stay within it.
+    fn limit(self) -> String {
+        match self {
+            Bound::Output => format!("a boot script may render at most {MAX_OUTPUT_BYTES} bytes"),
+            Bound::Steps => format!(
+                "a render may take at most {MAX_STEPS} steps (one per instruction \
+                 or per 64 bytes of data it makes)"
+            ),
+            Bound::Depth => {
+                format!("a render may nest at most {MAX_DEPTH} levels (loops, blocks, macro calls)")
+            }
+        }
+    }
+}
+
 /// Why a template does not render, with where in the template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateError {
@@ -151,12 +205,20 @@ pub struct TemplateError {
     pub at: Option<(usize, usize)>,
     /// True when the template uses a variable that is not defined.
     pub undefined: bool,
+    /// The render bound the template exceeded, if that is why it failed.
+    pub bound: Option<Bound>,
 }
 
 impl std::fmt::Display for TemplateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.expr, self.undefined) {
-            (Some(expr), true) => write!(f, "`{expr}` is undefined")?,
+        match (&self.expr, self.undefined, self.bound) {
+            (_, _, Some(bound)) => {
+                write!(f, "{bound}")?;
+                if let Some(expr) = &self.expr {
+                    write!(f, " at `{expr}`")?;
+                }
+            }
+            (Some(expr), true, None) => write!(f, "`{expr}` is undefined")?,
             _ => {
                 write!(f, "{}", self.kind)?;
                 if let Some(detail) = &self.detail {
@@ -167,8 +229,11 @@ impl std::fmt::Display for TemplateError {
                 }
             }
         }
-        match self.at {
-            Some((line, col)) => write!(f, " (template line {line}, column {col})"),
+        if let Some((line, col)) = self.at {
+            write!(f, " (template line {line}, column {col})")?;
+        }
+        match self.bound {
+            Some(bound) => write!(f, "; {}", bound.limit()),
             None => Ok(()),
         }
     }
@@ -178,19 +243,57 @@ impl std::error::Error for TemplateError {}
 
 /// Renders `template` with `ctx`. Unknown variables are errors, so a typo in
 /// a template is caught by `validate` rather than at 3 a.m. on a new machine.
+/// Every render runs under the bounds above, so no template (however it is
+/// written) can make a command allocate or loop without end.
 pub fn render(template: &str, ctx: &BootContext) -> Result<String, TemplateError> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Debug mode keeps the failing expression's span, for the message.
     env.set_debug(true);
+    env.set_fuel(Some(MAX_STEPS));
+    env.set_recursion_limit(MAX_DEPTH);
     env.add_template("boot", template)
-        .map_err(|e| describe(&e, template))?;
-    env.get_template("boot")
-        .and_then(|t| t.render(minijinja::value::Serde(ctx)))
-        .map_err(|e| describe(&e, template))
+        .map_err(|e| describe(&e, template, None))?;
+    let mut out = Bounded::default();
+    match env
+        .get_template("boot")
+        .and_then(|t| t.render_captured_to(minijinja::value::Serde(ctx), &mut out))
+    {
+        // The engine writes only `str`s, whole: the bytes are UTF-8.
+        Ok(_) => Ok(String::from_utf8(out.bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+        Err(e) => Err(describe(
+            &e,
+            template,
+            out.exceeded.then_some(Bound::Output),
+        )),
+    }
 }
 
-fn describe(e: &minijinja::Error, template: &str) -> TemplateError {
+/// Output that refuses to grow past [`MAX_OUTPUT_BYTES`], and remembers
+/// that it did, so the engine's write failure is reported as the bound.
+#[derive(Default)]
+struct Bounded {
+    bytes: Vec<u8>,
+    exceeded: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_OUTPUT_BYTES {
+            self.exceeded = true;
+            return Err(std::io::Error::other("render output bound"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn describe(e: &minijinja::Error, template: &str, bound: Option<Bound>) -> TemplateError {
     let range = e.range().filter(|r| template.get(r.clone()).is_some());
     let at = match (&range, e.line()) {
         (Some(r), _) => {
@@ -203,6 +306,15 @@ fn describe(e: &minijinja::Error, template: &str) -> TemplateError {
         (None, None) => None,
     };
     let undefined = e.kind() == minijinja::ErrorKind::UndefinedError;
+    let bound = bound.or(match e.kind() {
+        minijinja::ErrorKind::OutOfFuel => Some(Bound::Steps),
+        minijinja::ErrorKind::InvalidOperation
+            if e.detail() == Some("recursion limit exceeded") =>
+        {
+            Some(Bound::Depth)
+        }
+        _ => None,
+    });
     TemplateError {
         kind: e.kind().to_string(),
         detail: e.detail().map(str::to_string),
@@ -211,6 +323,7 @@ fn describe(e: &minijinja::Error, template: &str) -> TemplateError {
             .filter(|x| !x.is_empty()),
         at,
         undefined,
+        bound,
     }
 }
 
@@ -281,6 +394,65 @@ mod tests {
             .unwrap();
             assert!(!plain.contains("drover_new"), "{plain}");
         }
+    }
+
+    /// Renders `template`, which must exceed `bound`, within `within`.
+    fn exceeds(template: &str, bound: Bound) -> TemplateError {
+        let started = std::time::Instant::now();
+        let e = render(template, &BootContext::example(Role::Manager)).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(e.bound, Some(bound), "{e}");
+        e
+    }
+
+    #[test]
+    fn output_past_the_bound_is_refused_before_it_is_allocated() {
+        let e = exceeds(
+            r#"{% for i in range(100000) %}{{ "x" * 100000 }}{% endfor %}"#,
+            Bound::Output,
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the template renders too much; a boot script may render at most {MAX_OUTPUT_BYTES} bytes"
+            )
+        );
+    }
+
+    #[test]
+    fn a_loop_of_a_billion_turns_runs_out_of_steps() {
+        let e = exceeds(
+            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+            Bound::Steps,
+        );
+        assert_eq!(
+            e.to_string(),
+            "the template takes too many steps at `range(100000)` (template line 1, column 41); \
+             a render may take at most 100000 steps (one per instruction or per 64 bytes of data it makes)"
+        );
+    }
+
+    #[test]
+    fn one_huge_value_runs_out_of_steps_before_it_is_made() {
+        let e = exceeds(r#"{{ "x" * 50000000 }}"#, Bound::Steps);
+        assert_eq!(e.expr.as_deref(), Some(r#""x" * 50000000"#));
+    }
+
+    #[test]
+    fn a_macro_calling_itself_stops_at_the_depth_bound() {
+        let e = exceeds(
+            "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+            Bound::Depth,
+        );
+        assert!(e.to_string().contains("at most 64 levels"), "{e}");
+    }
+
+    #[test]
+    fn output_right_at_the_bound_renders_and_one_byte_more_does_not() {
+        let at = format!(r#"{{{{ "x" * {MAX_OUTPUT_BYTES} }}}}"#);
+        let ctx = BootContext::example(Role::Worker);
+        assert_eq!(render(&at, &ctx).unwrap().len(), MAX_OUTPUT_BYTES);
+        exceeds(&format!("{at}."), Bound::Output);
     }
 
     #[test]

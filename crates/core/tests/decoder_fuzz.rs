@@ -4,13 +4,21 @@
 //! are generated YAML and JSON documents made of drover's own field names
 //! and tricky scalars, and corpus files mutated byte by byte.
 //!
+//! Boot script templates are generated too (loops, repetition, macros,
+//! nesting, broken syntax), and that property runs in a child process of
+//! this test binary under an address-space limit ([`MEMORY_LIMIT_KIB`]) and
+//! a CPU-time limit, so a render that allocates or loops without bound fails
+//! the test instead of the machine.
+//!
 //! The normal test run tries 256 cases per property (a few seconds); a
 //! longer search: `PROPTEST_CASES=100000 cargo test -p drover-core --release
 //! --test decoder_fuzz` (docs/testing.md).
 
 use drover_core::spec::{Severity, load_bytes};
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Far above any real file's decode time (well under a millisecond): a
@@ -337,4 +345,146 @@ proptest! {
         }
         check(&bytes)?;
     }
+}
+
+/// The address space the template property may use: the test binary and
+/// its threads need far less, a render past the budget far more.
+const MEMORY_LIMIT_KIB: u64 = 768 * 1024;
+
+/// The CPU time it may use: a render that loops without end is killed
+/// (and the test fails) instead of running until someone notices.
+const CPU_LIMIT_SECS: u64 = 120;
+
+/// Set in the child process that runs the property under the limit.
+const CHILD: &str = "DROVER_DECODER_FUZZ_CHILD";
+
+/// Numbers that sit on the render budget's edges, and far past them.
+const COUNTS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "64",
+    "1000",
+    "16384",
+    "100000",
+    "1048577",
+    "1000000000",
+    "4000000000",
+];
+
+/// A generated boot script template: literals, expressions and every kind
+/// of block that repeats, nests or captures output.
+fn template() -> impl Strategy<Value = String> {
+    let count = prop::sample::select(COUNTS);
+    let expr = prop_oneof![
+        count.clone().prop_map(|n| format!("'xy' * {n}")),
+        count
+            .clone()
+            .prop_map(|n| format!("range({n})|list|length")),
+        (count.clone(), count.clone()).prop_map(|(a, b)| format!("{a} * {b}")),
+        prop::sample::select(
+            &[
+                "role",
+                "cluster_id ~ group ~ link",
+                "engine_labels|tojson",
+                "join_addr|upper",
+                "nope",
+                "init",
+                "(role * 1000)|length",
+            ][..]
+        )
+        .prop_map(str::to_string),
+    ];
+    let leaf = prop_oneof![
+        "[a-z #!/\n]{0,12}",
+        expr.clone().prop_map(|e| format!("{{{{ {e} }}}}")),
+        prop::sample::select(&["{% for %}", "{{", "{% endfor %}", "{{ }}", "{% if init %}"][..])
+            .prop_map(str::to_string),
+    ];
+    leaf.prop_recursive(5, 48, 4, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 1..4).prop_map(|parts| parts.concat()),
+            (count.clone(), inner.clone())
+                .prop_map(|(n, b)| format!("{{% for i in range({n}) %}}{b}{{% endfor %}}")),
+            (inner.clone(), inner.clone())
+                .prop_map(|(a, b)| format!("{{% if init %}}{a}{{% else %}}{b}{{% endif %}}")),
+            inner.clone().prop_map(|b| format!(
+                "{{% macro m(n) %}}{b}{{{{ m(n + 1) }}}}{{% endmacro %}}{{{{ m(0) }}}}"
+            )),
+            (expr.clone(), inner.clone())
+                .prop_map(|(e, b)| format!("{{% set s = {e} %}}{b}{{{{ s ~ s }}}}")),
+            inner
+                .clone()
+                .prop_map(|b| format!("{{% filter upper %}}{b}{{% endfilter %}}")),
+        ]
+    })
+}
+
+/// A cluster file whose one group boots with `script`.
+fn cluster_with(script: &str, role: &str) -> String {
+    format!(
+        "groups:\n  - name: g\n    role: {role}\n    allocation: {{ size: 1 }}\n    \
+         instance: {{ provider: local }}\n    flavor:\n      boot_script: {}\n",
+        quote(script)
+    )
+}
+
+/// Runs this test binary's `test` alone in a child process under
+/// [`MEMORY_LIMIT_KIB`]: whether it passed there, and what it printed.
+fn under_memory_limit(test: &str) -> (bool, String) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {MEMORY_LIMIT_KIB} && ulimit -t {CPU_LIMIT_SECS} && exec \"$0\" \"$@\""
+        ))
+        .arg(exe)
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .expect("running the test binary");
+    let printed = format!(
+        "{}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), printed)
+}
+
+#[test]
+fn generated_templates_are_rendered_within_the_budget_under_a_memory_limit() {
+    if std::env::var_os(CHILD).is_none() {
+        let (passed, printed) = under_memory_limit(
+            "generated_templates_are_rendered_within_the_budget_under_a_memory_limit",
+        );
+        assert!(
+            passed,
+            "failed under a {MEMORY_LIMIT_KIB} KiB limit: {printed}"
+        );
+        return;
+    }
+    let roles = prop::sample::select(&["manager", "worker", "plain"][..]);
+    let mut runner = TestRunner::new(Config {
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&(template(), roles), |(script, role)| {
+            check(cluster_with(&script, role).as_bytes())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn the_memory_limit_fails_a_test_that_allocates_past_it() {
+    if std::env::var_os(CHILD).is_none() {
+        let (passed, printed) =
+            under_memory_limit("the_memory_limit_fails_a_test_that_allocates_past_it");
+        assert!(!passed, "the limit did not hold: {printed}");
+        return;
+    }
+    // What an unbounded render would do: one allocation past the limit.
+    let v = vec![1u8; (MEMORY_LIMIT_KIB as usize + 1) * 1024];
+    std::hint::black_box(&v);
 }

@@ -55,6 +55,41 @@ fn validate_rejects_with_exit_2_and_one_line_per_problem() {
 }
 
 #[test]
+fn validate_refuses_a_boot_script_past_the_render_budget_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, script, bound) in [
+        (
+            "gigabytes",
+            r#"{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}"#,
+            "renders too much",
+        ),
+        (
+            "billion",
+            r#"{% for a in range(100000) %}{% for b in range(100000) %}.{% endfor %}{% endfor %}"#,
+            "takes too many steps",
+        ),
+    ] {
+        let path = dir.path().join(format!("{name}.yaml"));
+        let file = format!(
+            "groups:\n- name: w\n  role: worker\n  allocation: {{size: 1}}\n  instance: {{provider: local}}\n  flavor:\n    boot_script: \"{script}\"\n"
+        );
+        assert!(file.len() < 300, "{}", file.len());
+        std::fs::write(&path, file).unwrap();
+        let started = std::time::Instant::now();
+        let out = drover(&["validate", "-f", path.to_str().unwrap()]);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(":7:")
+                && err.contains("groups[0].flavor.boot_script")
+                && err.contains(bound),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
 fn missing_file_is_bad_input() {
     let out = drover(&["validate", "-f", "/nonexistent/cluster.yaml"]);
     assert_eq!(out.status.code(), Some(2));
@@ -262,7 +297,9 @@ fn the_ec2_provider_needs_a_region_and_its_spec_validates() {
         .expect("run drover");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("--ec2-endpoint http://10.0.0.1:5000"),
+        text(&out.stderr).contains(
+            "--ec2-endpoint: plain http:// reaches only a loopback host (signed requests carry a session token); write https://HOST[:PORT]"
+        ),
         "{}",
         text(&out.stderr)
     );
@@ -335,4 +372,56 @@ fn version_names_the_commit_it_was_built_from() {
             "release"
         }
     );
+}
+
+#[test]
+fn addresses_outside_their_grammar_are_exit_2_naming_the_part_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let file = format!("file://{}", db.display());
+    for (store, extra, says) in [
+        (
+            "etcd://127.0.0.1:1/drover/prod",
+            None,
+            "the path /drover/prod is not part of an etcd address: name the key prefix as a parameter, etcd://host:port?prefix=/drover/prod",
+        ),
+        (
+            "etcd://127.0.0.1:1?prefix=/a&tls=1",
+            None,
+            "unknown etcd option \"tls\"",
+        ),
+        (
+            "etcd://root:hunter2@127.0.0.1:1",
+            None,
+            "never put credentials in the store address",
+        ),
+        (
+            file.as_str(),
+            Some("https://KEY:hunter2@ec2.example"),
+            "--ec2-endpoint: credentials (user:password@) never go in the endpoint",
+        ),
+        (
+            file.as_str(),
+            Some("https://ec2.example/x?a=b"),
+            "--ec2-endpoint: a path after the host",
+        ),
+    ] {
+        let mut args = vec!["apply", "-f", "examples/cluster.yaml", "--store", store];
+        if let Some(e) = extra {
+            args.extend([
+                "--ec2",
+                "true",
+                "--ec2-region",
+                "eu-west-1",
+                "--ec2-endpoint",
+                e,
+            ]);
+        }
+        let out = drover(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{store} {extra:?}: {err}");
+        assert!(err.contains(says), "{store} {extra:?}: {err}");
+        assert!(!err.contains("hunter2"), "a secret echoed: {err}");
+        assert!(!db.exists(), "a store was created");
+    }
 }

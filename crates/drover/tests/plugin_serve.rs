@@ -139,3 +139,20 @@ fn bad_input_is_exit_2_and_creates_no_socket() {
         assert!(!socket.exists());
     }
 }
+
+#[test]
+fn a_socket_path_that_holds_a_file_is_exit_2_and_the_file_is_kept() {
+    let dir = tempfile::Builder::new()
+        .prefix("dps")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let file = dir.path().join("notes");
+    std::fs::write(&file, "keep me").unwrap();
+    let out = drover(&["plugin", "serve", "sim", "--socket", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("exists and is not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}

@@ -450,3 +450,33 @@ async fn import_of_a_hand_edited_export_is_refused_whole() {
         "a revision was imported"
     );
 }
+
+#[tokio::test]
+async fn import_refuses_a_cluster_id_that_is_not_a_name_and_creates_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed(&url).await;
+    let out = drover(&url, &["export"]);
+    assert_eq!(code(&out), Some(0));
+    let mut doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, bad) in ["", "a\nb", "../x", "Prod", "-a", "a b"]
+        .into_iter()
+        .enumerate()
+    {
+        doc["cluster_id"] = bad.into();
+        let file = dir.path().join("export.json");
+        std::fs::write(&file, doc.to_string()).unwrap();
+        let copy = store_url(dir.path(), &format!("copy{i}.db"));
+        let copy_path = dir.path().join(format!("copy{i}.db"));
+        let out = drover(&copy, &["import", "-f", file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(code(&out), Some(2), "{bad:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "cluster id {bad:?} is not a valid cluster id: use 1-63 lowercase letters"
+            )),
+            "{bad:?}: {err}"
+        );
+        assert!(!copy_path.exists(), "{bad:?}: a store was created");
+    }
+}

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::UnixListener;
@@ -36,6 +36,12 @@ pub enum ServeError {
     /// Another process answers on the socket.
     #[error("{0} is in use by a running plugin")]
     InUse(PathBuf),
+    /// Something that is not a socket is in the way: a file the operator
+    /// meant to keep, never replaced.
+    #[error(
+        "{0} exists and is not a socket; only a stale socket is replaced: remove it or name another path"
+    )]
+    NotASocket(PathBuf),
     /// The socket could not be made or served.
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
@@ -53,10 +59,14 @@ impl Drop for SocketGuard {
 }
 
 /// Binds `socket` (owner-only: Provisions carry boot secrets), replacing
-/// a stale file that no process answers on.
+/// only a stale socket that no process answers on: a regular file, a
+/// directory or a symbolic link at that path is left as it is.
 pub fn bind(socket: &Path) -> Result<(UnixListener, SocketGuard), ServeError> {
     let io = |e| ServeError::Io(socket.to_path_buf(), e);
-    if socket.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(socket) {
+        if !meta.file_type().is_socket() {
+            return Err(ServeError::NotASocket(socket.to_path_buf()));
+        }
         if std::os::unix::net::UnixStream::connect(socket).is_ok() {
             return Err(ServeError::InUse(socket.to_path_buf()));
         }
@@ -359,5 +369,54 @@ mod tests {
         );
         assert!(req.properties.is_object());
         assert!(to_provision(provision("{% endraw %}")).is_err());
+    }
+
+    /// Binds `socket` inside a runtime (the listener needs its reactor).
+    fn bind_in_runtime(socket: &Path) -> Result<(), ServeError> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap()
+            .block_on(async { bind(socket).map(drop) })
+    }
+
+    #[test]
+    fn what_is_not_a_socket_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "keep me").unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        for path in [&file, &sub, &link] {
+            let e = bind_in_runtime(path).unwrap_err();
+            assert!(matches!(e, ServeError::NotASocket(_)), "{e}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "{} exists and is not a socket; only a stale socket is replaced: remove it or name another path",
+                    path.display()
+                )
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+        assert!(sub.is_dir());
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_and_removed_on_exit() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("p.sock");
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        assert!(socket.exists(), "a stale socket no process answers on");
+        bind_in_runtime(&socket).unwrap();
+        assert!(!socket.exists(), "the guard removes what the server made");
     }
 }

@@ -7,8 +7,9 @@ use drover_spi::StoreError;
 use std::path::PathBuf;
 
 /// What [`crate::open`] accepts, for error messages.
-const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port], \
-                     etcds://host:port[?ca=..&cert=..&key=..&user=..], swarm (DOCKER_HOST) or \
+const FORMS: &str = "file:///path/state.db, etcd://host:port[,host:port][?prefix=/P&user=U], \
+                     etcds://host:port[,host:port][?prefix=/P&ca=..&cert=..&key=..&user=U], \
+                     swarm (DOCKER_HOST) or \
                      swarm:ENDPOINT (unix:///path/docker.sock, tcp://host:port, https://host:port)";
 
 /// A parsed store address.
@@ -30,12 +31,22 @@ fn bad(url: &str, why: &str) -> StoreError {
     StoreError::BadAddress(format!("--store {url:?}: {why}; accepted forms: {FORMS}"))
 }
 
+/// The etcd options a store address may carry, each at most once.
+const ETCD_OPTIONS: &str = "prefix, ca, cert, key, user";
+
 pub(crate) fn parse(url: &str) -> Result<Address, StoreError> {
     if let Some(path) = url.strip_prefix("file://") {
         if !path.starts_with('/') {
             return Err(bad(
                 url,
                 "a file store needs an absolute path (three slashes: file:///var/lib/drover/state.db)",
+            ));
+        }
+        if path.contains(['?', '#']) {
+            return Err(bad(
+                url,
+                "a file store address is its path alone, with no ? or # part: \
+                 file:///var/lib/drover/state.db",
             ));
         }
         return Ok(Address::File(PathBuf::from(path)));
@@ -52,47 +63,104 @@ pub(crate) fn parse(url: &str) -> Result<Address, StoreError> {
                  or write swarm alone for DOCKER_HOST",
             ));
         }
+        if has_userinfo(ep) {
+            return Err(bad(
+                "swarm:…",
+                "never put credentials in the store address (they would show in process \
+                 listings); reach the engine over unix:// or TLS (DOCKER_CERT_PATH)",
+            ));
+        }
         return Ok(Address::Swarm(Some(ep.to_string())));
     }
     if url.starts_with("etcd://") || url.starts_with("etcds://") {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        etcd::parse_endpoints(base)?;
-        let (mut prefix, mut ca, mut cert, mut key, mut user) = (None, None, None, None, None);
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            match k {
-                "prefix" => prefix = Some(v.to_string()),
-                "ca" => ca = Some(PathBuf::from(v)),
-                "cert" => cert = Some(PathBuf::from(v)),
-                "key" => key = Some(PathBuf::from(v)),
-                "user" => user = Some(v.to_string()),
-                "password" => {
-                    return Err(bad(
-                        "etcd://…",
-                        "never put a password in the store address (it would show in \
-                         process listings); set DROVER_ETCD_PASSWORD instead",
-                    ));
-                }
-                other => {
-                    return Err(bad(
-                        url,
-                        &format!(
-                            "unknown etcd option {other:?} (known: prefix, ca, cert, key, user)"
-                        ),
-                    ));
-                }
-            }
-        }
-        return Ok(Address::Etcd {
-            endpoints: base.to_string(),
-            prefix,
-            ca,
-            cert,
-            key,
-            user,
-        });
+        return etcd_address(url);
     }
     Err(bad(url, "unknown store address"))
+}
+
+/// True when `url`'s authority (between `://` and the next `/`, `?` or
+/// `#`) holds `user[:password]@`.
+fn has_userinfo(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#'])
+        .next()
+        .unwrap_or("")
+        .contains('@')
+}
+
+/// `etcd[s]://host:port[,host:port][?option=value[&...]]`, exactly: no path
+/// (a prefix written as a path would be silently ignored, and the commit
+/// land in another cluster's keys), no credentials, each option once.
+fn etcd_address(url: &str) -> Result<Address, StoreError> {
+    if has_userinfo(url) {
+        return Err(bad(
+            "etcd://…",
+            "never put credentials in the store address (they would show in process \
+             listings); name the user with ?user=NAME and set DROVER_ETCD_PASSWORD",
+        ));
+    }
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    // Before any message that quotes the address.
+    if query
+        .split('&')
+        .any(|p| p.split('=').next() == Some("password"))
+    {
+        return Err(bad(
+            "etcd://…",
+            "never put a password in the store address (it would show in \
+             process listings); set DROVER_ETCD_PASSWORD instead",
+        ));
+    }
+    let hosts = base.split_once("://").map_or("", |(_, h)| h);
+    if let Some((_, path)) = hosts.split_once('/') {
+        return Err(bad(
+            url,
+            &format!(
+                "the path /{path} is not part of an etcd address: name the key prefix \
+                 as a parameter, etcd://host:port?prefix=/{path}"
+            ),
+        ));
+    }
+    etcd::parse_endpoints(base)?;
+    let (mut prefix, mut ca, mut cert, mut key, mut user) = (None, None, None, None, None);
+    let mut seen = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if seen.contains(&k) {
+            return Err(bad(
+                url,
+                &format!("the etcd option {k:?} is given twice; give it once"),
+            ));
+        }
+        seen.push(k);
+        if v.is_empty() && ETCD_OPTIONS.split(", ").any(|o| o == k) {
+            return Err(bad(
+                url,
+                &format!("the etcd option {k:?} has no value; write {k}=VALUE"),
+            ));
+        }
+        match k {
+            "prefix" => prefix = Some(v.to_string()),
+            "ca" => ca = Some(PathBuf::from(v)),
+            "cert" => cert = Some(PathBuf::from(v)),
+            "key" => key = Some(PathBuf::from(v)),
+            "user" => user = Some(v.to_string()),
+            other => {
+                return Err(bad(
+                    url,
+                    &format!("unknown etcd option {other:?} (known: {ETCD_OPTIONS})"),
+                ));
+            }
+        }
+    }
+    Ok(Address::Etcd {
+        endpoints: base.to_string(),
+        prefix,
+        ca,
+        cert,
+        key,
+        user,
+    })
 }
 
 impl Address {
@@ -191,5 +259,46 @@ mod tests {
             assert!(e.contains("--store") && e.contains(why), "{url}: {e}");
         }
         assert!(parse("etcd://[::1]:2379").is_ok());
+    }
+
+    #[test]
+    fn only_the_documented_grammar_is_accepted() {
+        for (url, why) in [
+            (
+                "etcd://10.0.0.1:2379/drover/prod",
+                "the path /drover/prod is not part of an etcd address: name the key prefix as a parameter, etcd://host:port?prefix=/drover/prod",
+            ),
+            ("etcd://h:2379,g:2379/", "the path / is not part"),
+            (
+                "etcd://h:1?prefix=/a&prefix=/b",
+                "the etcd option \"prefix\" is given twice",
+            ),
+            (
+                "etcd://h:1?prefix",
+                "the etcd option \"prefix\" has no value",
+            ),
+            ("etcds://h:1?ca=", "the etcd option \"ca\" has no value"),
+            ("file:///var/lib/s.db?mode=ro", "with no ? or # part"),
+        ] {
+            let e = err(url);
+            assert!(
+                e.contains(why) && e.contains("accepted forms"),
+                "{url}: {e}"
+            );
+        }
+        for url in [
+            "etcd://root:hunter2@h:2379",
+            "etcds://h:2379?prefix=&password=hunter2",
+            "etcd://h:2379/p?password=hunter2",
+            "swarm:https://u:hunter2@h:2376",
+        ] {
+            let e = err(url);
+            assert!(
+                e.contains("never put") && !e.contains("hunter2"),
+                "{url}: {e}"
+            );
+        }
+        // An @ in a parameter (a user name) is not userinfo.
+        assert!(parse("etcds://h:2379?user=me@corp").is_ok());
     }
 }

@@ -27,6 +27,20 @@ pub use window::{Window, WindowError, WindowText};
 /// The local provider's name: real dockerd processes on loopback
 /// addresses (`--local-dir`). Its logical ids must be such addresses.
 pub const LOCAL_PROVIDER: &str = "local";
+
+/// What a name drover puts on machines may be (a group's name, a cluster
+/// id): it becomes a tag or label value on every machine and part of paths,
+/// so it is short, plain and can never name another place (`../`).
+pub const NAME_RULE: &str = "1-63 lowercase letters, digits and dashes, not starting with a dash";
+
+/// True when `s` follows [`NAME_RULE`].
+pub fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+}
 /// The incus provider's name: Incus system containers that boot Debian
 /// (`--incus-engines`). Its logical ids are addresses on a bridge.
 pub const INCUS_PROVIDER: &str = "incus";
@@ -495,6 +509,19 @@ mod humantime_serde_compat {
             Option::<String>::deserialize(d)?
                 .map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
                 .transpose()
+        }
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    #[test]
+    fn a_name_is_plain_short_and_never_a_path() {
+        for ok in ["a", "c0ffee012345", "web-1", &"a".repeat(63)] {
+            assert!(super::is_name(ok), "{ok:?}");
+        }
+        for bad in ["", "-a", "A", "a\nb", "../x", "a/b", "a b", &"a".repeat(64)] {
+            assert!(!super::is_name(bad), "{bad:?}");
         }
     }
 }

@@ -40,7 +40,7 @@ pub enum PluginCommand {
     /// instance plugin (Instance/0.6.1 and 0.5.0) on a unix socket, until
     /// SIGINT or SIGTERM; the socket is removed on exit.
     #[command(
-        after_help = "Examples:\n  drover plugin serve local --socket ~/.infrakit/plugins/drover-local --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40\n  drover plugin serve sim --socket /tmp/plugins/sim\n\nExit codes: 0 stopped by a signal, 2 bad input (unknown provider, its flags missing, the socket in use)."
+        after_help = "Examples:\n  drover plugin serve local --socket ~/.infrakit/plugins/drover-local --local-dir /var/lib/drover-local --local-pool 127.0.0.11-127.0.0.40\n  drover plugin serve sim --socket /tmp/plugins/sim\n\nExit codes: 0 stopped by a signal, 2 bad input (unknown provider, its flags missing, the socket in use, or something not a socket at its path: never replaced)."
     )]
     Serve {
         /// The provider: local, incus, ec2 or sim.

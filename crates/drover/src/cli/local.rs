@@ -75,7 +75,7 @@ pub struct LocalArgs {
     pub ec2_region: Option<String>,
     /// Another EC2 endpoint than the region's (a VPC endpoint, or moto's
     /// in tests), as `https://HOST[:PORT]`.
-    #[arg(long, env = "DROVER_EC2_ENDPOINT", value_name = "URL")]
+    #[arg(long, env = "DROVER_EC2_ENDPOINT", value_name = "URL", value_parser = super::parse::Ec2Endpoint)]
     pub ec2_endpoint: Option<String>,
 }
 

@@ -57,10 +57,123 @@ pub(super) fn positive_duration(text: &str) -> Result<std::time::Duration, Strin
     }
 }
 
+/// `--ec2-endpoint`, exactly `https://HOST[:PORT]` (or `http://` to a
+/// loopback host, a test's moto): the endpoint goes into the managers'
+/// user data, so credentials, a path or a query in it are refused, and the
+/// refusal never repeats the value (clap's own error would).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ec2Endpoint;
+
+/// The grammar `--ec2-endpoint` accepts, for its errors.
+const EC2_ENDPOINT_FORM: &str =
+    "https://HOST[:PORT] (plain http:// only to localhost or 127.0.0.0/8)";
+
+impl clap::builder::TypedValueParser for Ec2Endpoint {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let refuse = |why: &str| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--ec2-endpoint: {why}; write {EC2_ENDPOINT_FORM}\n"),
+            )
+        };
+        let text = value.to_str().ok_or_else(|| refuse("not UTF-8"))?;
+        ec2_endpoint(text).map_err(|why| refuse(&why))?;
+        Ok(text.to_string())
+    }
+}
+
+/// Why `text` is not an EC2 endpoint, in words that never repeat a
+/// credential it may hold.
+fn ec2_endpoint(text: &str) -> Result<(), String> {
+    let (scheme, rest) = text
+        .split_once("://")
+        .ok_or_else(|| "no scheme (https://)".to_string())?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    if authority.contains('@') {
+        return Err("credentials (user:password@) never go in the endpoint: the ec2 provider signs with the AWS credentials of its environment".into());
+    }
+    let path = tail.split(['?', '#']).next().unwrap_or_default();
+    if !(path.is_empty() || path == "/") {
+        return Err("a path after the host is not part of an endpoint".into());
+    }
+    if tail.contains(['?', '#']) {
+        return Err("a query after the host is not part of an endpoint".into());
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(':') && (!h.contains(':') || h.starts_with('[')) => {
+            (h, Some(p))
+        }
+        _ => (authority, None),
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    if let Some(p) = port
+        && !p.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Err(format!("the port {p:?} is not a number from 1 to 65535"));
+    }
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback());
+    match scheme {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        "http" => Err(
+            "plain http:// reaches only a loopback host (signed requests carry a session token)"
+                .into(),
+        ),
+        other => Err(format!("the scheme {other}:// is not https://")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::{Command, LogFormat, Output};
+
+    #[test]
+    fn an_ec2_endpoint_is_exactly_a_scheme_a_host_and_a_port() {
+        for ok in [
+            "https://ec2.eu-west-1.amazonaws.com",
+            "https://vpce-1.ec2.eu-west-1.vpce.amazonaws.com:443/",
+            "http://127.0.0.1:5000",
+            "http://localhost:5000",
+            "https://[fd00::1]:443",
+        ] {
+            assert_eq!(ec2_endpoint(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("https://KEY:secret@host", "credentials (user:password@)"),
+            ("https://host/ec2", "a path after the host"),
+            (
+                "https://host?X-Amz-Security-Token=t",
+                "a query after the host",
+            ),
+            ("https://host#f", "a query after the host"),
+            (
+                "http://10.0.0.1",
+                "plain http:// reaches only a loopback host",
+            ),
+            ("ftp://host", "the scheme ftp:// is not https://"),
+            ("host:443", "no scheme"),
+            ("https://:443", "no host"),
+            ("https://host:0", "not a number from 1 to 65535"),
+        ] {
+            let e = ec2_endpoint(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(!e.contains("secret") && !e.contains("X-Amz"), "{e}");
+        }
+    }
 
     fn parse(args: &[&str]) -> Cli {
         Cli::parse_from_args(args.iter().map(Into::into)).expect("parses")

@@ -221,6 +221,14 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
             doc.format
         )));
     }
+    // The id becomes a tag on every machine, as a group's name does.
+    if !drover_core::spec::is_name(&doc.cluster_id) {
+        return Err(MainError::BadInput(format!(
+            "-f {name}: cluster id {:?} is not a valid cluster id: use {}",
+            doc.cluster_id,
+            drover_core::spec::NAME_RULE
+        )));
+    }
     // Each revision is a commit like any other: all are checked before the
     // store is touched, each against the one before it.
     let mut previous: Option<&ClusterSpec> = None;

@@ -204,17 +204,22 @@ impl Decoder<'_> {
 
     /// The group's `name`: 1-63 lowercase letters, digits and dashes.
     fn group_name(&mut self, f: &Fields<'_>, path: &str) -> Option<String> {
-        self.required(f, "name", path, "the group's name").and_then(|n| {
-            let name = self.string(n, &join(path, "name"))?;
-            let ok = !name.is_empty()
-                && name.len() <= 63
-                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !name.starts_with('-');
-            if !ok {
-                self.error(n.pos(), &join(path, "name"), format!("`{name}` is not a valid name: use 1-63 lowercase letters, digits and dashes, not starting with a dash"));
-            }
-            ok.then_some(name)
-        })
+        self.required(f, "name", path, "the group's name")
+            .and_then(|n| {
+                let name = self.string(n, &join(path, "name"))?;
+                let ok = crate::spec::is_name(&name);
+                if !ok {
+                    self.error(
+                        n.pos(),
+                        &join(path, "name"),
+                        format!(
+                            "`{name}` is not a valid name: use {}",
+                            crate::spec::NAME_RULE
+                        ),
+                    );
+                }
+                ok.then_some(name)
+            })
     }
 
     /// The group's `role`.
