@@ -17,7 +17,7 @@ pub(super) enum StepState<'x> {
     Wait(Why<'x>),
     /// Waiting on a gate with its own deadline (a service budget): not
     /// timed by `step_timeout` here, so it never turns into a rollback.
-    Hold(String),
+    Hold(super::budget::Wait),
     Fail(Blocked),
     /// Nothing was disrupted yet and the op no longer makes sense: drop it.
     Abandon(String),

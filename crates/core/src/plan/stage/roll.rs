@@ -62,7 +62,7 @@ impl Planner<'_> {
             return;
         }
         if let Some(why) = self.window_closed(&d.spec) {
-            self.wait(name, why);
+            self.wait(name, why.to_string());
             return;
         }
         if self.add_spare(g, unlisted) {
