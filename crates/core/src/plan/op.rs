@@ -11,44 +11,20 @@ use crate::model::{Node, NodeState};
 use crate::spec::{OnFailure, Role};
 use std::rc::Rc;
 
+mod reason;
+
+pub(crate) use reason::{Abandon, StepWait};
+
 pub(super) enum StepState<'x> {
     Done,
     Act(Action),
-    Wait(Why<'x>),
+    Wait(StepWait<'x>),
     /// Waiting on a gate with its own deadline (a service budget): not
     /// timed by `step_timeout` here, so it never turns into a rollback.
     Hold(super::budget::Wait),
     Fail(Blocked),
     /// Nothing was disrupted yet and the op no longer makes sense: drop it.
-    Abandon(String),
-}
-
-/// Why a step waits, made into text only when read: a pass has a waiting
-/// step in most operations in flight and reads few of the reasons (a group
-/// keeps its first; only a step that timed out quotes its own). Formatting
-/// every one was a tenth of a pass over 10 000 operations.
-pub(super) enum Why<'x> {
-    Text(String),
-    Later(Box<dyn Fn() -> String + 'x>),
-}
-
-impl Why<'_> {
-    fn text(self) -> String {
-        match self {
-            Why::Text(t) => t,
-            Why::Later(f) => f(),
-        }
-    }
-}
-
-/// A wait whose reason `f` writes when read.
-pub(super) fn wait_for<'x>(f: impl Fn() -> String + 'x) -> StepState<'x> {
-    StepState::Wait(Why::Later(Box::new(f)))
-}
-
-/// A wait for a fixed reason.
-pub(super) fn wait(why: impl Into<String>) -> StepState<'static> {
-    StepState::Wait(Why::Text(why.into()))
+    Abandon(Abandon),
 }
 
 /// What an operation works on, looked up once for all its steps: its
@@ -156,7 +132,7 @@ impl<'a> Planner<'a> {
                     if !timed_out && !quoted {
                         return;
                     }
-                    let why = why.text();
+                    let why = why.to_string();
                     if timed_out {
                         self.step_failed(op, step, why.clone());
                     }
@@ -234,17 +210,12 @@ impl<'a> Planner<'a> {
     pub(super) fn surge_member_unready(
         op: &Operation,
         replacement: Option<&Member<'_>>,
-    ) -> Option<String> {
+    ) -> Option<Abandon> {
         if !op.surge {
             return None;
         }
         let healthy = replacement.is_some_and(|i| i.healthy());
-        (!healthy).then(|| {
-            format!(
-                "the surge member of {} is not a healthy manager: the old one stays",
-                op.id
-            )
-        })
+        (!healthy).then(|| Abandon::SurgeMemberUnready { op: op.id.clone() })
     }
 
     /// Where `step` of `op` stands, given what it works on.
@@ -326,9 +297,7 @@ impl<'a> Planner<'a> {
         if n.manager_role {
             return Some(
                 match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
-                    Some(no) => wait_for(move || {
-                        format!("node {} is a manager: its demotion waits: {no}", n.id)
-                    }),
+                    Some(no) => StepState::Wait(StepWait::ManagerDemote { node: &n.id, no }),
                     None => StepState::Act(Action::Demote {
                         op: op.id.clone(),
                         node: n.id.clone(),
@@ -338,7 +307,7 @@ impl<'a> Planner<'a> {
         }
         n.raft
             .is_some()
-            .then(|| wait_for(move || format!("waiting for node {} to leave the raft", n.id)))
+            .then(|| StepState::Wait(StepWait::LeavingRaft { node: &n.id }))
     }
 
     /// The leader's (or this controller's own) demotion, when another raft
@@ -361,10 +330,10 @@ impl<'a> Planner<'a> {
             return None;
         }
         let other = self.manager_before_leader(victim.instance.as_deref().unwrap_or_default())?;
-        Some(StepState::Abandon(format!(
-            "node {} leads and {other} is not current and healthy yet: the leader goes last",
-            n.id
-        )))
+        Some(StepState::Abandon(Abandon::LeaderGoesLast {
+            node: n.id.clone(),
+            other,
+        }))
     }
 }
 
