@@ -8,6 +8,7 @@ use super::fast::Set;
 use super::in_flight::{InFlight, Ops};
 use super::memory::Clock;
 use super::view::{Found, Member, View};
+use super::waiting::Waiting;
 use super::zones::ShortZones;
 use super::{Action, DesiredGroup, Garbage, PlanInput};
 use crate::journal::{OpKind, Operation, Target, Victim};
@@ -22,11 +23,11 @@ use std::rc::Rc;
 /// explanation, why groups are blocked or wait, the groups whose rollback
 /// was asked for, and what garbage collection found.
 #[derive(Default)]
-pub(crate) struct Outputs {
+pub(crate) struct Outputs<'a> {
     pub(crate) actions: Vec<Action>,
     pub(crate) explanation: Vec<String>,
     pub(crate) blocked: BTreeMap<String, Blocked>,
-    pub(crate) waiting: BTreeMap<String, String>,
+    pub(crate) waiting: BTreeMap<String, Waiting<'a>>,
     pub(crate) rollback_requested: HashSet<String>,
     /// What garbage collection found (for `drover gc`).
     pub(crate) garbage: Vec<Garbage>,
@@ -43,7 +44,7 @@ pub(crate) struct Planner<'a> {
     /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
     pub(crate) in_flight: InFlight,
     /// What the stages decided so far.
-    pub(crate) out: Outputs,
+    pub(crate) out: Outputs<'a>,
     /// Operations of worker groups whose demotion of a promoted node was
     /// planned in this pass ([`Self::removes_raft_member`]).
     pub(crate) demoting: Vec<String>,

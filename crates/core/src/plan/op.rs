@@ -6,6 +6,7 @@ use super::blocked::{Blocked, TimedOut};
 use super::group::Planner;
 use super::memory::Timer;
 use super::view::{Member, View};
+use super::waiting::Waiting;
 use crate::journal::{OpKind, Operation, Step, Victim};
 use crate::model::{Node, NodeState};
 use crate::spec::{OnFailure, Role};
@@ -123,7 +124,8 @@ impl<'a> Planner<'a> {
                 }
                 StepState::Hold(why) => {
                     if !self.out.waiting.contains_key(op.group.as_str()) {
-                        self.wait(&op.group, format!("{}: {why}", op.id));
+                        let op_id = op.id.clone();
+                        self.wait(&op.group, Waiting::StepHold { op: op_id, why });
                     }
                 }
                 StepState::Wait(why) => {
@@ -137,7 +139,8 @@ impl<'a> Planner<'a> {
                         self.step_failed(op, step, why.clone());
                     }
                     if quoted {
-                        self.wait(&op.group, format!("{}: {}", op.id, why));
+                        let op_id = op.id.clone();
+                        self.wait(&op.group, Waiting::Step { op: op_id, why });
                     }
                 }
             }
@@ -157,22 +160,20 @@ impl<'a> Planner<'a> {
     /// it while the planner acts.
     fn judgeable_view(&mut self, op: &Operation) -> Option<Rc<View<'a>>> {
         let Some(view) = self.view_rc(&op.group).cloned() else {
-            self.wait(
-                &op.group,
-                format!("operation {} belongs to a group no longer declared", op.id),
-            );
+            let op_id = op.id.clone();
+            self.wait(&op.group, Waiting::Undeclared { op: op_id });
             return None;
         };
         if let Err(e) = &view.described {
-            let why = format!("operation {} waits: provider describe failed: {e}", op.id);
-            self.wait(&op.group, why);
+            let (op_id, error) = (op.id.clone(), e.to_string());
+            self.wait(&op.group, Waiting::Undescribed { op: op_id, error });
             return None;
         }
         if op.victim.is_some() && op.role != Role::Plain && !self.facts.world.swarm_ok() {
             // Without a node list no step on a member can be judged: "no
             // node seen" must never read as "already demoted or drained".
-            let why = format!("operation {} waits: the swarm cannot be observed", op.id);
-            self.wait(&op.group, why);
+            let op_id = op.id.clone();
+            self.wait(&op.group, Waiting::Unobserved { op: op_id });
             return None;
         }
         Some(view)

@@ -7,8 +7,8 @@ use super::super::group::Planner;
 use super::super::health::Health;
 use super::super::memory::Timer;
 use super::super::view::Member;
+use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
-use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::Node;
 use crate::spec::{Role, Strategy};
@@ -56,7 +56,8 @@ impl Planner<'_> {
             let Some(why) = why else { continue };
             let gate = self.node_in_doubt(inst);
             if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst, 0)) {
-                self.wait(name, format!("cannot heal {}: {no}", inst.id));
+                let member = inst.id.clone();
+                self.wait(name, Waiting::CannotHeal { member, no });
                 break;
             }
             let never_joined = self.never_joined_evidence(d, inst, judged);
@@ -79,10 +80,8 @@ impl Planner<'_> {
             // may be over its size without showing it. A machine that never
             // joined serves nothing; its heal can wait for a full answer.
             if let Some(n) = left_out.filter(|_| never_joined.is_some() && by_count) {
-                self.wait(
-                    name,
-                    format!("cannot heal {} yet: {}", inst.id, unlisted_why(n)),
-                );
+                let (member, node) = (inst.id.clone(), Unlisted::of(n));
+                self.wait(name, Waiting::HealAfterUnlisted { member, node });
                 continue;
             }
             let (attempt, collection) = if let Some(evidence) = never_joined {

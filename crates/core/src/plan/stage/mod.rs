@@ -22,6 +22,7 @@ use super::DesiredGroup;
 use super::blocked::Blocked;
 use super::group::Planner;
 use super::view::{Busy, Member, View};
+use super::waiting::Waiting;
 use crate::journal::{OpKind, Target};
 use crate::model::{Node, NodeState};
 use crate::spec::{Allocation, Role};
@@ -191,13 +192,13 @@ impl<'a> Planner<'a> {
         }
         let (held, free): (Vec<&Member>, Vec<&Member>) =
             free.into_iter().partition(|i| held_ids.contains(&i.id));
-        let stuck: Vec<&str> = held
+        let stuck: Vec<String> = held
             .iter()
             .filter(|i| !i.current() || !i.healthy())
-            .map(|i| i.id.as_str())
+            .map(|i| i.id.clone())
             .collect();
         if !stuck.is_empty() {
-            self.wait(name, format!("held by an operator: {}", stuck.join(", ")));
+            self.wait(name, Waiting::Held(stuck));
         }
         free
     }
@@ -235,25 +236,5 @@ impl<'a> Planner<'a> {
             members(|b| !b.victim),
             members(|b| !b.victim && !b.replacement),
         )
-    }
-}
-
-/// Why no machine is added while `n`, a node that may be a member of the
-/// group (live, or for pets Down and not yet reaped), is carried by no
-/// listed machine.
-fn unlisted_why(n: &Node) -> String {
-    match &n.link {
-        Some(link) if n.state == NodeState::Down => format!(
-            "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
-            n.id
-        ),
-        Some(link) => format!(
-            "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
-            n.id
-        ),
-        None => format!(
-            "raft member {} carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back or it is demoted (docker node demote {}; a dead cattle member also once it is Down)",
-            n.id, n.id
-        ),
     }
 }

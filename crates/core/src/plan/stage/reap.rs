@@ -6,6 +6,7 @@ use super::super::DesiredGroup;
 use super::super::gc::GarbageState;
 use super::super::group::Planner;
 use super::super::memory::Timer;
+use super::super::waiting::Waiting;
 use super::heal::Healed;
 use super::{Group, alive};
 use crate::journal::{Collection, GcRule, OpKind, Operation, Victim};
@@ -82,12 +83,12 @@ impl<'a> Planner<'a> {
             if n.state != NodeState::Down {
                 // Not Down yet (every node is briefly unknown after a leader
                 // change; a gone machine's node turns Down after ~15 s): wait.
-                self.wait(name, format!("node {} has no machine; it is removed once it has been Down for the grace period", n.id));
+                self.wait(name, Waiting::NotDownYet(n.id.clone()));
                 self.note_garbage(name, &c, GarbageState::NotDownYet);
                 continue;
             }
             if let Some(seen) = self.clock.in_grace(Timer::Down(n.id.clone()), grace) {
-                self.wait(name, format!("node {} is Down and no machine carries its link: removed once its grace period ends", n.id));
+                self.wait(name, Waiting::InGrace(n.id.clone()));
                 let state = GarbageState::InGrace {
                     down: true,
                     seen,
@@ -101,8 +102,9 @@ impl<'a> Planner<'a> {
                 .then(|| self.removal_gate(Some(n), None, 0))
                 .flatten()
             {
-                self.wait(name, format!("dead manager node {} waits: {no}", n.id));
-                self.note_garbage(name, &c, GarbageState::Held(no));
+                self.note_garbage(name, &c, GarbageState::Held(no.clone()));
+                let node = n.id.clone();
+                self.wait(name, Waiting::DeadManager { node, no });
                 continue;
             }
             let op = self.dead_node_op(d, n, c);
