@@ -2,6 +2,7 @@
 //! past `startup_timeout` is replaced, through the member gate.
 
 use super::super::DesiredGroup;
+use super::super::blocked::Blocked;
 use super::super::gc::GarbageState;
 use super::super::group::Planner;
 use super::super::health::Health;
@@ -37,9 +38,9 @@ impl Healed {
 }
 
 impl Planner<'_> {
-    /// Heals `g`'s members; `None` when the group blocked (nothing else may
-    /// start in it this pass).
-    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> Option<Healed> {
+    /// Heals `g`'s members: what the heals claimed, or why the group
+    /// blocks (nothing else may start in it this pass).
+    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> Result<Healed, Blocked> {
         let mut healed = Healed::default();
         let (d, name) = (g.d(), g.name());
         let (is_manager, by_count, filling) = (g.is_manager(), g.by_count(), g.filling);
@@ -87,10 +88,7 @@ impl Planner<'_> {
             let (attempt, collection) = if let Some(evidence) = never_joined {
                 match self.next_attempt(d, inst) {
                     Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
-                    Err(why) => {
-                        self.block(name, why);
-                        return None;
-                    }
+                    Err(why) => return Err(why),
                 }
             } else {
                 (1, None)
@@ -111,7 +109,7 @@ impl Planner<'_> {
                 healed.claim(inst.node, inst.link());
             }
         }
-        Some(healed)
+        Ok(healed)
     }
 
     /// `inst`, which never joined, is the new member of a manager surge
