@@ -6,11 +6,12 @@ use super::blocked::{Blocked, TimedOut};
 use super::group::Planner;
 use super::memory::Timer;
 use super::view::{Member, View};
-use super::waiting::Waiting;
+use super::waiting::{OpWait, Waiting};
 use crate::journal::{OpKind, Operation, Step, Victim};
 use crate::model::{Node, NodeState};
 use crate::spec::{OnFailure, Role};
 use std::rc::Rc;
+use std::time::Duration;
 
 mod reason;
 
@@ -124,25 +125,10 @@ impl<'a> Planner<'a> {
                 }
                 StepState::Hold(why) => {
                     if !self.out.waiting.contains_key(op.group.as_str()) {
-                        let op_id = op.id.clone();
-                        self.wait(&op.group, Waiting::StepHold { op: op_id, why });
+                        self.wait(&op.group, Waiting::op(op, OpWait::Hold(why)));
                     }
                 }
-                StepState::Wait(why) => {
-                    let timed_out = self.clock.elapsed(key(), step_timeout);
-                    let quoted = !self.out.waiting.contains_key(op.group.as_str());
-                    if !timed_out && !quoted {
-                        return;
-                    }
-                    let why = why.to_string();
-                    if timed_out {
-                        self.step_failed(op, step, why.clone());
-                    }
-                    if quoted {
-                        let op_id = op.id.clone();
-                        self.wait(&op.group, Waiting::Step { op: op_id, why });
-                    }
-                }
+                StepState::Wait(why) => self.step_waits(op, step, why, step_timeout),
             }
             return;
         }
@@ -155,25 +141,43 @@ impl<'a> Planner<'a> {
         self.end_op(op, slot);
     }
 
+    /// `step` of `op` waits (`why`): past `step_timeout` it failed; the
+    /// group quotes it unless it waits on something else already. The
+    /// reason is rendered only when one of them reads it.
+    fn step_waits(&mut self, op: &Operation, step: Step, why: StepWait<'_>, timeout: Duration) {
+        let timed_out = self
+            .clock
+            .elapsed(Timer::Step(op.id.clone(), step), timeout);
+        let quoted = !self.out.waiting.contains_key(op.group.as_str());
+        if !timed_out && !quoted {
+            return;
+        }
+        let why = why.to_string();
+        if timed_out {
+            self.step_failed(op, step, why.clone());
+        }
+        if quoted {
+            self.wait(&op.group, Waiting::op(op, OpWait::Step(why)));
+        }
+    }
+
     /// `op`'s group's view when its steps can be judged at all; otherwise
     /// the group waits, saying why, and `None`. Shared, so the steps read
     /// it while the planner acts.
     fn judgeable_view(&mut self, op: &Operation) -> Option<Rc<View<'a>>> {
         let Some(view) = self.view_rc(&op.group).cloned() else {
-            let op_id = op.id.clone();
-            self.wait(&op.group, Waiting::Undeclared { op: op_id });
+            self.wait(&op.group, Waiting::op(op, OpWait::Undeclared));
             return None;
         };
         if let Err(e) = &view.described {
-            let (op_id, error) = (op.id.clone(), e.to_string());
-            self.wait(&op.group, Waiting::Undescribed { op: op_id, error });
+            let why = OpWait::Undescribed(e.to_string());
+            self.wait(&op.group, Waiting::op(op, why));
             return None;
         }
         if op.victim.is_some() && op.role != Role::Plain && !self.facts.world.swarm_ok() {
             // Without a node list no step on a member can be judged: "no
             // node seen" must never read as "already demoted or drained".
-            let op_id = op.id.clone();
-            self.wait(&op.group, Waiting::Unobserved { op: op_id });
+            self.wait(&op.group, Waiting::op(op, OpWait::Unobserved));
             return None;
         }
         Some(view)

@@ -6,6 +6,7 @@
 use super::budget;
 use super::calendar::WindowClosed;
 use super::refusal::Refusal;
+use crate::journal::Operation;
 use crate::model::{Node, NodeState};
 use std::fmt;
 use std::time::Duration;
@@ -62,17 +63,50 @@ pub(crate) enum Waiting<'a> {
     InGrace(String),
     /// A dead manager's removal may not begin now.
     DeadManager { node: String, no: Refusal },
-    /// An operation's step is held by the services' budgets.
-    StepHold { op: String, why: budget::Wait },
-    /// An operation's step waits: its reason, rendered when quoted (a
-    /// step's reason borrows from the pass and is read for one group only).
-    Step { op: String, why: String },
-    /// An operation's group is no longer declared.
-    Undeclared { op: String },
-    /// An operation's group cannot be described.
-    Undescribed { op: String, error: String },
+    /// An operation in flight waits.
+    Op { op: String, why: OpWait },
+}
+
+impl Waiting<'_> {
+    /// `op` waits: `why`.
+    pub(crate) fn op(op: &Operation, why: OpWait) -> Waiting<'static> {
+        Waiting::Op {
+            op: op.id.clone(),
+            why,
+        }
+    }
+}
+
+/// Why an operation in flight waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OpWait {
+    /// A step is held by the services' budgets.
+    Hold(budget::Wait),
+    /// A step waits: its reason, rendered when quoted (a step's reason
+    /// borrows from the pass and is read for one group only).
+    Step(String),
+    /// Its group is no longer declared.
+    Undeclared,
+    /// Its group cannot be described.
+    Undescribed(String),
     /// The swarm cannot be observed, so no step on a member is judged.
-    Unobserved { op: String },
+    Unobserved,
+}
+
+impl OpWait {
+    fn fmt(&self, op: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpWait::Hold(why) => write!(f, "{op}: {why}"),
+            OpWait::Step(why) => write!(f, "{op}: {why}"),
+            OpWait::Undeclared => {
+                write!(f, "operation {op} belongs to a group no longer declared")
+            }
+            OpWait::Undescribed(error) => {
+                write!(f, "operation {op} waits: provider describe failed: {error}")
+            }
+            OpWait::Unobserved => write!(f, "operation {op} waits: the swarm cannot be observed"),
+        }
+    }
 }
 
 /// A node that may be a member of the group and that no listed machine
@@ -184,17 +218,7 @@ impl fmt::Display for Waiting<'_> {
             Waiting::DeadManager { node, no } => {
                 write!(f, "dead manager node {node} waits: {no}")
             }
-            Waiting::StepHold { op, why } => write!(f, "{op}: {why}"),
-            Waiting::Step { op, why } => write!(f, "{op}: {why}"),
-            Waiting::Undeclared { op } => {
-                write!(f, "operation {op} belongs to a group no longer declared")
-            }
-            Waiting::Undescribed { op, error } => {
-                write!(f, "operation {op} waits: provider describe failed: {error}")
-            }
-            Waiting::Unobserved { op } => {
-                write!(f, "operation {op} waits: the swarm cannot be observed")
-            }
+            Waiting::Op { op, why } => why.fmt(op, f),
         }
     }
 }

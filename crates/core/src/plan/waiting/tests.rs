@@ -88,9 +88,9 @@ fn waits_render_from_their_data() {
             "2 member(s) over the declared size: retired before the roll adds another".into(),
         ),
         (
-            Waiting::Undescribed {
+            Waiting::Op {
                 op: "w-1".into(),
-                error: "timeout".into(),
+                why: OpWait::Undescribed("timeout".into()),
             },
             "operation w-1 waits: provider describe failed: timeout".into(),
         ),
@@ -112,9 +112,9 @@ fn waits_render_from_their_data() {
         format!("i-3 waits: {why}")
     );
     assert_eq!(
-        Waiting::StepHold {
+        Waiting::Op {
             op: "w-2".into(),
-            why: why.clone(),
+            why: OpWait::Hold(why.clone()),
         }
         .to_string(),
         format!("w-2: {why}")
