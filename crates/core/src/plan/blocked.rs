@@ -78,7 +78,7 @@ pub(crate) enum Blocked {
         tasks: u32,
     },
     /// A service budget can never be met.
-    Budget(String),
+    Budget(super::budget::Block),
     /// A victim may be an unmatched raft member.
     Unmatched(Refusal),
     /// A victim no longer carries this cluster's and group's tags.
@@ -171,7 +171,7 @@ impl fmt::Display for Blocked {
                 f,
                 "drain of node {node} timed out with {tasks} tasks still running (drain.on_timeout: block)"
             ),
-            Blocked::Budget(why) => f.write_str(why),
+            Blocked::Budget(why) => write!(f, "{why}"),
             Blocked::Unmatched(no) => write!(f, "{no}"),
             Blocked::Foreign(id) => write!(
                 f,

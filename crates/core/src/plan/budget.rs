@@ -10,12 +10,17 @@
 //! disruption of a node running the same service waits until the moved
 //! tasks run again, unless the budget allows more at once.
 
+mod reason;
+
+pub(crate) use reason::{Block, Wait};
+
 use super::DesiredGroup;
 use super::group::Planner;
 use super::memory::Timer;
 use crate::budget::ServiceBudget;
 use crate::journal::Operation;
 use crate::model::{Availability, Node, Service, Services};
+use reason::{Never, Source};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -30,10 +35,10 @@ enum Verdict {
     /// Within every budget.
     Go,
     /// Not now: a service's tasks are down already.
-    Wait(String),
+    Wait(Wait),
     /// Never as the tasks are placed: draining the node alone exceeds a
     /// budget, or a budget cannot be read.
-    Never(String),
+    Never(Never),
 }
 
 /// The services and the nodes on their way out, for one pass.
@@ -75,10 +80,11 @@ impl<'a> Budgets<'a> {
             Services::Known(s) => s,
             Services::Unknown(_) if node.running_tasks == 0 => return Verdict::Go,
             Services::Unknown(e) => {
-                return Verdict::Wait(format!(
-                    "node {} runs {} tasks and the services cannot be listed ({e}): their budgets are unknown",
-                    node.id, node.running_tasks
-                ));
+                return Verdict::Wait(Wait::ServicesUnknown {
+                    node: node.id.clone(),
+                    tasks: node.running_tasks,
+                    error: e.clone(),
+                });
             }
         };
         let mut wait = None;
@@ -100,26 +106,31 @@ impl<'a> Budgets<'a> {
             return Verdict::Go;
         };
         let budget = match ServiceBudget::from_labels(|k| s.labels.get(k).map(String::as_str)) {
-            Ok(Some(b)) => (b, "its label"),
+            Ok(Some(b)) => (b, Source::Label),
             Ok(None) => match default {
-                Some(b) => (b, "update.service_budget"),
+                Some(b) => (b, Source::Group),
                 None => return Verdict::Go,
             },
-            Err(e) => {
-                return Verdict::Never(format!(
-                    "service {}: {e}; its tasks stay where they are until it is fixed",
-                    s.name
-                ));
+            Err(error) => {
+                return Verdict::Never(Never::Unreadable {
+                    service: s.name.clone(),
+                    error,
+                });
             }
         };
         let (b, from) = budget;
         let allowed = b.allowed_unavailable(replicas);
         let here = s.running_on(&node.id);
         if here > allowed {
-            return Verdict::Never(format!(
-                "service {} ({b}, from {from}) may lose {allowed} of its {replicas} tasks at once, and node {} runs {here} of them: draining it can never meet the budget (spread the tasks, e.g. `docker service update --force`, or change the budget)",
-                s.name, node.id
-            ));
+            return Verdict::Never(Never::TooManyHere {
+                service: s.name.clone(),
+                budget: b,
+                from,
+                allowed,
+                replicas,
+                node: node.id.clone(),
+                here,
+            });
         }
         let missing = replicas.saturating_sub(s.running_total());
         let leaving: u32 = self
@@ -130,10 +141,15 @@ impl<'a> Budgets<'a> {
             .sum();
         let down = missing + leaving;
         if down + here > allowed {
-            return Verdict::Wait(format!(
-                "service {} ({b}, from {from}): {down} of its {replicas} tasks are down or leaving, and node {} runs {here} more",
-                s.name, node.id
-            ));
+            return Verdict::Wait(Wait::Spent {
+                service: s.name.clone(),
+                budget: b,
+                from,
+                down,
+                replicas,
+                node: node.id.clone(),
+                here,
+            });
         }
         Verdict::Go
     }
@@ -151,11 +167,11 @@ pub(crate) enum Gate {
     /// Within every budget (the node's tasks are spent for the pass).
     Go,
     /// Not now, and why.
-    Hold(String),
+    Hold(Wait),
     /// Never as the tasks are placed, an unreadable label, or held past
     /// the group's `step_timeout`: the group is blocked, never rolled back
     /// (a rollback's steps would wait on the same budget).
-    Block(String),
+    Block(Block),
 }
 
 impl Planner<'_> {
@@ -170,12 +186,9 @@ impl Planner<'_> {
                 self.budgets.spend(node);
                 Gate::Go
             }
-            Verdict::Never(why) => Gate::Block(why),
+            Verdict::Never(why) => Gate::Block(Block::Never(why)),
             Verdict::Wait(why) if self.clock.elapsed(Timer::Budget(held.to_string()), timeout) => {
-                Gate::Block(format!(
-                    "{why}; held longer than update.step_timeout ({})",
-                    humantime::format_duration(timeout)
-                ))
+                Gate::Block(Block::HeldTooLong { why, timeout })
             }
             Verdict::Wait(why) => {
                 self.clock.wake_within(LOOK_AGAIN);

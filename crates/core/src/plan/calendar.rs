@@ -12,6 +12,7 @@
 
 use super::group::Planner;
 use crate::spec::{GroupSpec, Window};
+use std::fmt;
 use std::time::Duration;
 
 /// Where a group's windows stand at one moment.
@@ -84,21 +85,40 @@ impl Planner<'_> {
 
     /// Why `spec`'s roll may not start a step now (every window closed), with
     /// a wake-up at the next start; `None` while a window is open.
-    pub(crate) fn window_closed(&self, spec: &GroupSpec) -> Option<String> {
+    pub(crate) fn window_closed<'s>(&self, spec: &'s GroupSpec) -> Option<WindowClosed<'s>> {
         let Calendar::Closed { window, opens } = self.calendar(spec) else {
             return None;
         };
-        let Some(at) = opens else {
-            return Some(format!(
+        if let Some(at) = opens {
+            let wait = u64::try_from(at - self.wall()).unwrap_or(0);
+            self.clock.wake_within(Duration::from_millis(wait));
+        }
+        Some(WindowClosed { window, opens })
+    }
+}
+
+/// Why a roll waits: every window is closed; `window` opens first, at
+/// `opens` (epoch ms), or never again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowClosed<'w> {
+    window: &'w Window,
+    opens: Option<i64>,
+}
+
+impl fmt::Display for WindowClosed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let window = self.window;
+        match self.opens {
+            None => write!(
+                f,
                 "the roll waits: maintenance window {window} never opens again"
-            ));
-        };
-        let wait = u64::try_from(at - self.wall()).unwrap_or(0);
-        self.clock.wake_within(Duration::from_millis(wait));
-        Some(format!(
-            "the roll waits for the maintenance window at {} ({window}); healing never waits",
-            window.local(at)
-        ))
+            ),
+            Some(at) => write!(
+                f,
+                "the roll waits for the maintenance window at {} ({window}); healing never waits",
+                window.local(at)
+            ),
+        }
     }
 }
 
@@ -166,6 +186,33 @@ mod tests {
         assert_eq!(
             Calendar::at(&ws, SAT + H).describe().as_deref(),
             Some("window open until 2026-12-05 06:00 Europe/Berlin")
+        );
+    }
+
+    #[test]
+    fn a_closed_window_is_rendered_from_when_it_opens() {
+        let ws = [window("0 2 * * 6", 4, "UTC")];
+        let opens = WindowClosed {
+            window: &ws[0],
+            opens: Some(SAT + 2 * H),
+        };
+        assert_eq!(
+            opens.to_string(),
+            format!(
+                "the roll waits for the maintenance window at 2026-12-05 02:00 UTC ({}); healing never waits",
+                ws[0]
+            )
+        );
+        let never = WindowClosed {
+            window: &ws[0],
+            opens: None,
+        };
+        assert_eq!(
+            never.to_string(),
+            format!(
+                "the roll waits: maintenance window {} never opens again",
+                ws[0]
+            )
         );
     }
 }

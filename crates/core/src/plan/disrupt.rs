@@ -6,7 +6,9 @@ use super::blocked::Blocked;
 use super::budget::Gate;
 use super::group::Planner;
 use super::health::Health;
+use super::refusal::Refusal;
 use super::view::Member;
+use super::waiting::Waiting;
 use crate::spec::{Role, Strategy};
 
 impl Planner<'_> {
@@ -21,14 +23,11 @@ impl Planner<'_> {
     ) -> bool {
         let name = &d.spec.name;
         if let Some(busy) = self.in_flight.other_zone(inst.zone()) {
-            self.wait(
-                name,
-                format!("zone {busy} is being disrupted: one zone at a time"),
-            );
+            self.wait(name, Waiting::ZoneBusy(busy));
             return false;
         }
         if let Some(no) = self.node_in_doubt(inst) {
-            self.wait(name, format!("{} waits: {no}", inst.id));
+            self.wait(name, member(inst, no));
             return false;
         }
         if d.spec.role == Role::Manager {
@@ -56,13 +55,14 @@ impl Planner<'_> {
                 self.member_gate(Role::Manager, inst, self.facts.roll_floor)
             };
             if let Some(no) = gate {
-                self.wait(name, format!("manager {} waits: {no}", inst.id));
+                let member = inst.id.clone();
+                self.wait(name, Waiting::Manager { member, no });
                 return false;
             }
             return true;
         }
         if let Some(no) = self.member_gate(d.spec.role, inst, self.facts.roll_floor) {
-            self.wait(name, format!("{} waits: {no}", inst.id));
+            self.wait(name, member(inst, no));
             return false;
         }
         // Out of service: members being replaced (heals included: a new
@@ -79,12 +79,13 @@ impl Planner<'_> {
             d.spec.update.max_in_flight as usize
         };
         if in_flight >= limit {
-            let what = if current_healthy < canaries {
-                "canaries"
-            } else {
-                "max_in_flight"
+            let canaries = current_healthy < canaries;
+            let why = Waiting::InFlight {
+                in_flight,
+                canaries,
+                limit,
             };
-            self.wait(name, format!("{in_flight} in flight ({what} = {limit})"));
+            self.wait(name, why);
             return false;
         }
         true
@@ -103,7 +104,8 @@ impl Planner<'_> {
         match self.budget_gate(d, node, &inst.id) {
             Gate::Go => true,
             Gate::Hold(why) => {
-                self.wait(name, format!("{} waits: {why}", inst.id));
+                let member = inst.id.clone();
+                self.wait(name, Waiting::Budget { member, why });
                 false
             }
             Gate::Block(why) => {
@@ -136,5 +138,13 @@ impl Settled {
                 .filter(|i| i.current() && i.healthy())
                 .count(),
         }
+    }
+}
+
+/// `inst` may not be disrupted now: `no`.
+fn member(inst: &Member<'_>, no: Refusal) -> Waiting<'static> {
+    Waiting::Member {
+        member: inst.id.clone(),
+        no,
     }
 }

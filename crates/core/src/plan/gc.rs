@@ -9,6 +9,7 @@ use super::fast::Set;
 use super::group::Planner;
 use super::health::Health;
 use super::memory::Timer;
+use super::op::StepWait;
 use super::refusal::Refusal;
 use super::view::Member;
 use super::{Action, DesiredGroup, Garbage};
@@ -178,7 +179,7 @@ impl Planner<'_> {
         d: &DesiredGroup,
         op: &Operation,
         attempt: u32,
-    ) -> Result<Option<String>, Blocked> {
+    ) -> Result<Option<StepWait<'static>>, Blocked> {
         let max = d.spec.health.max_attempts;
         if attempt > max {
             return Err(Blocked::SlotSpent {
@@ -195,12 +196,13 @@ impl Planner<'_> {
             .min(MAX_BACKOFF)
             .min(d.spec.update.step_timeout / 2);
         let key = Timer::Backoff(op.id.clone(), attempt);
-        Ok((!self.clock.elapsed(key, backoff)).then(|| {
-            format!(
-                "backing off {} before attempt {attempt} of {max}",
-                humantime::format_duration(backoff)
-            )
-        }))
+        Ok(
+            (!self.clock.elapsed(key, backoff)).then_some(StepWait::Backoff {
+                backoff,
+                attempt,
+                max,
+            }),
+        )
     }
 
     /// Orphans: machines carrying this cluster's id for a group that is no

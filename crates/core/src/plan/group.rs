@@ -8,6 +8,7 @@ use super::fast::Set;
 use super::in_flight::{InFlight, Ops};
 use super::memory::Clock;
 use super::view::{Found, Member, View};
+use super::waiting::Waiting;
 use super::zones::ShortZones;
 use super::{Action, DesiredGroup, Garbage, PlanInput};
 use crate::journal::{OpKind, Operation, Target, Victim};
@@ -22,14 +23,33 @@ use std::rc::Rc;
 /// explanation, why groups are blocked or wait, the groups whose rollback
 /// was asked for, and what garbage collection found.
 #[derive(Default)]
-pub(crate) struct Outputs {
+pub(crate) struct Outputs<'a> {
     pub(crate) actions: Vec<Action>,
     pub(crate) explanation: Vec<String>,
     pub(crate) blocked: BTreeMap<String, Blocked>,
-    pub(crate) waiting: BTreeMap<String, String>,
+    pub(crate) waiting: BTreeMap<String, Waiting<'a>>,
     pub(crate) rollback_requested: HashSet<String>,
     /// What garbage collection found (for `drover gc`).
     pub(crate) garbage: Vec<Garbage>,
+}
+
+/// The ids a pass gives the operations it begins: `<group>-<nonce>-<n>`.
+/// The one counter every stage of every group draws from, in the order
+/// operations are begun: an id must be unique in the journal (the nonce
+/// tells passes apart, `n` operations within one), and the same input
+/// must give the same ids, so the counter cannot be split per stage or
+/// per group without renaming what a pass plans.
+struct OpIds {
+    nonce: u64,
+    /// Ids issued so far in this pass.
+    issued: u32,
+}
+
+impl OpIds {
+    fn next(&mut self, group: &str) -> String {
+        self.issued += 1;
+        format!("{group}-{:x}-{}", self.nonce, self.issued)
+    }
 }
 
 /// One planning pass: the read-only facts, and what the stages produce
@@ -43,14 +63,15 @@ pub(crate) struct Planner<'a> {
     /// Budget counts over `ops` (changed only with them: `begin`, `end_op`).
     pub(crate) in_flight: InFlight,
     /// What the stages decided so far.
-    pub(crate) out: Outputs,
+    pub(crate) out: Outputs<'a>,
     /// Operations of worker groups whose demotion of a promoted node was
     /// planned in this pass ([`Self::removes_raft_member`]).
     pub(crate) demoting: Vec<String>,
     /// By operation slot: where its members are in its group's view,
     /// once looked up in this pass ([`Self::found`]).
     found: RefCell<Vec<Option<Found>>>,
-    pub(crate) counter: u32,
+    /// The ids of the operations this pass begins.
+    ids: OpIds,
     /// Zones the group's provisions avoid (`plan::zones`).
     pub(crate) short_zones: ShortZones,
     /// The services' budgets and the nodes on their way out.
@@ -78,7 +99,10 @@ impl<'a> Planner<'a> {
             out: Outputs::default(),
             demoting: Vec::new(),
             found: RefCell::new(Vec::new()),
-            counter: 0,
+            ids: OpIds {
+                nonce: input.nonce,
+                issued: 0,
+            },
             short_zones: ShortZones::at(&input.memory.short_zones, input.journal, input.now),
             budgets,
         }
@@ -166,8 +190,7 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn new_op_id(&mut self, group: &str) -> String {
-        self.counter += 1;
-        format!("{group}-{:x}-{}", self.facts.input.nonce, self.counter)
+        self.ids.next(group)
     }
 
     /// Drops a finished or abandoned operation (in `slot`) from those in flight.
@@ -279,5 +302,22 @@ impl<'a> Planner<'a> {
                         .is_some_and(|l| claimed_by_ops.contains(l))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpIds;
+
+    /// One counter for the whole pass: a second group's first operation
+    /// does not reuse the first group's number.
+    #[test]
+    fn ids_count_up_across_groups_under_the_pass_nonce() {
+        let mut ids = OpIds {
+            nonce: 0xab,
+            issued: 0,
+        };
+        assert_eq!(ids.next("workers"), "workers-ab-1");
+        assert_eq!(ids.next("managers"), "managers-ab-2");
     }
 }

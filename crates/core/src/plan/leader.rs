@@ -4,6 +4,7 @@
 use super::group::Planner;
 use super::memory::{Timer, UNLISTED_BOUND};
 use super::view::Member;
+use super::waiting::Waiting;
 use crate::model::Node;
 use crate::spec::Role;
 
@@ -100,10 +101,7 @@ impl Planner<'_> {
         let Some(other) = self.manager_before_leader(&inst.id) else {
             return false;
         };
-        self.wait(
-            group,
-            format!("the leader goes last: other managers are not all current yet ({other} is not current and healthy)"),
-        );
+        self.wait(group, Waiting::LeaderLast { other });
         true
     }
 }

@@ -47,6 +47,7 @@ mod steps;
 #[cfg(test)]
 mod tests;
 mod view;
+mod waiting;
 mod world;
 mod zones;
 

@@ -6,49 +6,27 @@ use super::blocked::{Blocked, TimedOut};
 use super::group::Planner;
 use super::memory::Timer;
 use super::view::{Member, View};
+use super::waiting::{OpWait, Waiting};
 use crate::journal::{OpKind, Operation, Step, Victim};
 use crate::model::{Node, NodeState};
 use crate::spec::{OnFailure, Role};
 use std::rc::Rc;
+use std::time::Duration;
+
+mod reason;
+
+pub(crate) use reason::{Abandon, StepWait};
 
 pub(super) enum StepState<'x> {
     Done,
     Act(Action),
-    Wait(Why<'x>),
+    Wait(StepWait<'x>),
     /// Waiting on a gate with its own deadline (a service budget): not
     /// timed by `step_timeout` here, so it never turns into a rollback.
-    Hold(String),
+    Hold(super::budget::Wait),
     Fail(Blocked),
     /// Nothing was disrupted yet and the op no longer makes sense: drop it.
-    Abandon(String),
-}
-
-/// Why a step waits, made into text only when read: a pass has a waiting
-/// step in most operations in flight and reads few of the reasons (a group
-/// keeps its first; only a step that timed out quotes its own). Formatting
-/// every one was a tenth of a pass over 10 000 operations.
-pub(super) enum Why<'x> {
-    Text(String),
-    Later(Box<dyn Fn() -> String + 'x>),
-}
-
-impl Why<'_> {
-    fn text(self) -> String {
-        match self {
-            Why::Text(t) => t,
-            Why::Later(f) => f(),
-        }
-    }
-}
-
-/// A wait whose reason `f` writes when read.
-pub(super) fn wait_for<'x>(f: impl Fn() -> String + 'x) -> StepState<'x> {
-    StepState::Wait(Why::Later(Box::new(f)))
-}
-
-/// A wait for a fixed reason.
-pub(super) fn wait(why: impl Into<String>) -> StepState<'static> {
-    StepState::Wait(Why::Text(why.into()))
+    Abandon(Abandon),
 }
 
 /// What an operation works on, looked up once for all its steps: its
@@ -147,23 +125,10 @@ impl<'a> Planner<'a> {
                 }
                 StepState::Hold(why) => {
                     if !self.out.waiting.contains_key(op.group.as_str()) {
-                        self.wait(&op.group, format!("{}: {why}", op.id));
+                        self.wait(&op.group, Waiting::op(op, OpWait::Hold(why)));
                     }
                 }
-                StepState::Wait(why) => {
-                    let timed_out = self.clock.elapsed(key(), step_timeout);
-                    let quoted = !self.out.waiting.contains_key(op.group.as_str());
-                    if !timed_out && !quoted {
-                        return;
-                    }
-                    let why = why.text();
-                    if timed_out {
-                        self.step_failed(op, step, why.clone());
-                    }
-                    if quoted {
-                        self.wait(&op.group, format!("{}: {}", op.id, why));
-                    }
-                }
+                StepState::Wait(why) => self.step_waits(op, step, why, step_timeout),
             }
             return;
         }
@@ -176,27 +141,43 @@ impl<'a> Planner<'a> {
         self.end_op(op, slot);
     }
 
+    /// `step` of `op` waits (`why`): past `step_timeout` it failed; the
+    /// group quotes it unless it waits on something else already. The
+    /// reason is rendered only when one of them reads it.
+    fn step_waits(&mut self, op: &Operation, step: Step, why: StepWait<'_>, timeout: Duration) {
+        let timed_out = self
+            .clock
+            .elapsed(Timer::Step(op.id.clone(), step), timeout);
+        let quoted = !self.out.waiting.contains_key(op.group.as_str());
+        if !timed_out && !quoted {
+            return;
+        }
+        let why = why.to_string();
+        if timed_out {
+            self.step_failed(op, step, why.clone());
+        }
+        if quoted {
+            self.wait(&op.group, Waiting::op(op, OpWait::Step(why)));
+        }
+    }
+
     /// `op`'s group's view when its steps can be judged at all; otherwise
     /// the group waits, saying why, and `None`. Shared, so the steps read
     /// it while the planner acts.
     fn judgeable_view(&mut self, op: &Operation) -> Option<Rc<View<'a>>> {
         let Some(view) = self.view_rc(&op.group).cloned() else {
-            self.wait(
-                &op.group,
-                format!("operation {} belongs to a group no longer declared", op.id),
-            );
+            self.wait(&op.group, Waiting::op(op, OpWait::Undeclared));
             return None;
         };
         if let Err(e) = &view.described {
-            let why = format!("operation {} waits: provider describe failed: {e}", op.id);
-            self.wait(&op.group, why);
+            let why = OpWait::Undescribed(e.to_string());
+            self.wait(&op.group, Waiting::op(op, why));
             return None;
         }
         if op.victim.is_some() && op.role != Role::Plain && !self.facts.world.swarm_ok() {
             // Without a node list no step on a member can be judged: "no
             // node seen" must never read as "already demoted or drained".
-            let why = format!("operation {} waits: the swarm cannot be observed", op.id);
-            self.wait(&op.group, why);
+            self.wait(&op.group, Waiting::op(op, OpWait::Unobserved));
             return None;
         }
         Some(view)
@@ -234,17 +215,12 @@ impl<'a> Planner<'a> {
     pub(super) fn surge_member_unready(
         op: &Operation,
         replacement: Option<&Member<'_>>,
-    ) -> Option<String> {
+    ) -> Option<Abandon> {
         if !op.surge {
             return None;
         }
         let healthy = replacement.is_some_and(|i| i.healthy());
-        (!healthy).then(|| {
-            format!(
-                "the surge member of {} is not a healthy manager: the old one stays",
-                op.id
-            )
-        })
+        (!healthy).then(|| Abandon::SurgeMemberUnready { op: op.id.clone() })
     }
 
     /// Where `step` of `op` stands, given what it works on.
@@ -326,9 +302,7 @@ impl<'a> Planner<'a> {
         if n.manager_role {
             return Some(
                 match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
-                    Some(no) => wait_for(move || {
-                        format!("node {} is a manager: its demotion waits: {no}", n.id)
-                    }),
+                    Some(no) => StepState::Wait(StepWait::ManagerDemote { node: &n.id, no }),
                     None => StepState::Act(Action::Demote {
                         op: op.id.clone(),
                         node: n.id.clone(),
@@ -338,7 +312,7 @@ impl<'a> Planner<'a> {
         }
         n.raft
             .is_some()
-            .then(|| wait_for(move || format!("waiting for node {} to leave the raft", n.id)))
+            .then(|| StepState::Wait(StepWait::LeavingRaft { node: &n.id }))
     }
 
     /// The leader's (or this controller's own) demotion, when another raft
@@ -361,10 +335,10 @@ impl<'a> Planner<'a> {
             return None;
         }
         let other = self.manager_before_leader(victim.instance.as_deref().unwrap_or_default())?;
-        Some(StepState::Abandon(format!(
-            "node {} leads and {other} is not current and healthy yet: the leader goes last",
-            n.id
-        )))
+        Some(StepState::Abandon(Abandon::LeaderGoesLast {
+            node: n.id.clone(),
+            other,
+        }))
     }
 }
 

@@ -6,6 +6,7 @@ use super::fast::Set;
 use super::gc::GarbageState;
 use super::group::Planner;
 use super::view::View;
+use super::waiting::Waiting;
 use super::{Garbage, GroupStatus, Phase, Plan, SwarmStatus};
 use crate::journal::OpKind;
 use crate::model::SwarmView;
@@ -82,9 +83,9 @@ impl<'de> serde::Deserialize<'de> for SwarmProblem {
     }
 }
 
-impl Planner<'_> {
+impl<'a> Planner<'a> {
     /// Records why `group` waits, unless a reason is recorded already.
-    pub(crate) fn wait(&mut self, group: &str, why: String) {
+    pub(crate) fn wait(&mut self, group: &str, why: Waiting<'a>) {
         if !self.out.waiting.contains_key(group) {
             self.out.waiting.insert(group.to_string(), why);
         }
@@ -200,9 +201,15 @@ impl Planner<'_> {
         } else if v.d.paused {
             (Phase::Paused, Some("paused by an operator".into()))
         } else if rolling {
-            (Phase::Rolling, self.out.waiting.get(name).cloned())
+            (
+                Phase::Rolling,
+                self.out.waiting.get(name).map(Waiting::to_string),
+            )
         } else if in_flight > 0 {
-            (Phase::Changing, self.out.waiting.get(name).cloned())
+            (
+                Phase::Changing,
+                self.out.waiting.get(name).map(Waiting::to_string),
+            )
         } else if st.members == st.desired
             && st.healthy == st.members
             && !self.out.waiting.contains_key(name)
@@ -211,9 +218,10 @@ impl Planner<'_> {
         } else {
             (
                 Phase::Waiting,
-                Some(self.out.waiting.get(name).cloned().unwrap_or_else(|| {
-                    format!("{} of {} members healthy", st.healthy, st.desired)
-                })),
+                Some(self.out.waiting.get(name).map_or_else(
+                    || format!("{} of {} members healthy", st.healthy, st.desired),
+                    Waiting::to_string,
+                )),
             )
         };
         st

@@ -10,7 +10,7 @@ use super::group::Planner;
 use super::health::Health;
 use super::memory::Timer;
 use super::memory::{LEAVE_BOUND, UNLISTED_BOUND};
-use super::op::{StepOf, StepState, undisrupted, wait, wait_for};
+use super::op::{Abandon, StepOf, StepState, StepWait, undisrupted};
 use crate::journal::{Operation, Step};
 use crate::model::{Availability, Node, NodeState};
 use crate::spec::{OnDrainTimeout, Role};
@@ -35,7 +35,7 @@ impl<'a> Planner<'a> {
                 crate::model::SwarmView::Absent
             )
         {
-            return wait("waiting for the swarm to have a leader before provisioning");
+            return StepState::Wait(StepWait::NoLeaderToProvision);
         }
         let add_gate = (op.role == Role::Manager && self.facts.world.swarm_ok())
             .then(|| self.add_manager_gate());
@@ -43,7 +43,7 @@ impl<'a> Planner<'a> {
             // Only additions remain: hand the slot back to the
             // missing-slot logic so healing (which waits for no
             // manager op) can go first.
-            return StepState::Abandon(no.to_string());
+            return StepState::Abandon(Abandon::CannotAddManager(no));
         }
         let target = op.target.clone().unwrap_or(crate::journal::Target {
             logical_id: None,
@@ -53,7 +53,7 @@ impl<'a> Planner<'a> {
         let attempt = target.attempt + op.provision_failures;
         match self.provision_gate(d, op, attempt) {
             Err(why) => return StepState::Fail(why),
-            Ok(Some(why)) => return wait(why),
+            Ok(Some(why)) => return StepState::Wait(why),
             Ok(None) => {}
         }
         let zone = self.placement(view, op, target.zone.as_deref());
@@ -93,13 +93,10 @@ impl<'a> Planner<'a> {
                 if self.clock.elapsed(timer.clone(), watch) {
                     StepState::Done
                 } else {
-                    let so_far = self.clock.running_for(&timer).as_secs();
-                    wait_for(move || {
-                        format!(
-                            "watching {}: healthy for {so_far}s of {}s",
-                            new.id,
-                            watch.as_secs()
-                        )
+                    StepState::Wait(StepWait::Watching {
+                        member: new.instance_id(),
+                        so_far: self.clock.running_for(&timer),
+                        watch,
                     })
                 }
             }
@@ -112,7 +109,10 @@ impl<'a> Planner<'a> {
                 if self.clock.elapsed(Timer::Unhealthy(new.id.clone()), limit) {
                     StepState::Done
                 } else {
-                    wait_for(move || format!("new member {} is unhealthy: {why}", new.id))
+                    StepState::Wait(StepWait::NewUnhealthy {
+                        member: new.instance_id(),
+                        why,
+                    })
                 }
             }
             Health::Pending => {
@@ -120,12 +120,14 @@ impl<'a> Planner<'a> {
                 if self.clock.elapsed(Timer::Pending(new.id.clone()), limit) {
                     StepState::Done
                 } else {
-                    wait_for(move || format!("waiting for {} to join", new.id))
+                    StepState::Wait(StepWait::Joining {
+                        member: new.instance_id(),
+                    })
                 }
             }
-            Health::Unknown => {
-                wait_for(move || format!("cannot tell yet whether {} joined", new.id))
-            }
+            Health::Unknown => StepState::Wait(StepWait::JoinUnknown {
+                member: new.instance_id(),
+            }),
         }
     }
 
@@ -176,11 +178,9 @@ impl<'a> Planner<'a> {
                 }),
             };
         }
-        wait_for(move || {
-            format!(
-                "node {} draining: {} tasks still running",
-                n.id, n.running_tasks
-            )
+        StepState::Wait(StepWait::Draining {
+            node: &n.id,
+            tasks: n.running_tasks,
         })
     }
 
@@ -209,9 +209,12 @@ impl<'a> Planner<'a> {
                 // member never joined: healing comes first and waits
                 // for no other manager op, so step aside (nothing
                 // was disrupted yet).
-                StepState::Abandon(format!("demotion of {} no longer safe: {no}", n.id))
+                StepState::Abandon(Abandon::DemotionUnsafe {
+                    node: n.id.clone(),
+                    no,
+                })
             }
-            Some(no) => wait_for(move || format!("demote of {} waits: {no}", n.id)),
+            Some(no) => StepState::Wait(StepWait::Demote { node: &n.id, no }),
             None => self.within_budgets(op, n, s.view.d, || Action::Demote {
                 op: op.id.clone(),
                 node: n.id.clone(),
@@ -248,9 +251,7 @@ impl<'a> Planner<'a> {
     {
         let StepOf { node, .. } = s;
         match node {
-            Some(n) if n.raft.is_some() => {
-                wait_for(move || format!("waiting for node {} to leave the raft", n.id))
-            }
+            Some(n) if n.raft.is_some() => StepState::Wait(StepWait::LeavingRaft { node: &n.id }),
             _ => StepState::Done,
         }
     }
@@ -284,9 +285,9 @@ impl<'a> Planner<'a> {
                 .then(|| self.healthy_manager_gate(Some(&op.id), Some(n), self.floor_of(op)));
             if let Some(Some(no)) = gate {
                 if undisrupted(op, step) {
-                    return StepState::Abandon(format!("self-demotion no longer safe: {no}"));
+                    return StepState::Abandon(Abandon::SelfDemotionUnsafe(no));
                 }
-                return wait_for(move || format!("self-demotion waits: {no}"));
+                return StepState::Wait(StepWait::SelfDemotion { no });
             }
             return self.within_budgets(op, n, s.view.d, || Action::DemoteSelfAndLeave {
                 op: op.id.clone(),
@@ -296,9 +297,7 @@ impl<'a> Planner<'a> {
         // Another controller: the old leader journaled this, then
         // either demoted itself or crashed before it could.
         if n.raft.is_some() && !n.manager_role {
-            return wait_for(move || {
-                format!("waiting for former leader {} to leave the raft", n.id)
-            });
+            return StepState::Wait(StepWait::FormerLeaderInRaft { node: &n.id });
         }
         if n.manager_role {
             return self.demote_former_leader(op, step, n);
@@ -321,12 +320,9 @@ impl<'a> Planner<'a> {
             // longer write the raft), so look again then rather than at
             // the next resync.
             self.clock.wake_within(crate::own_engine::ASK_EVERY);
-            wait_for(move || {
-                format!(
-                    "waiting (at most {}s) for former leader {} to leave",
-                    LEAVE_BOUND.as_secs(),
-                    n.id
-                )
+            StepState::Wait(StepWait::FormerLeaderLeave {
+                node: &n.id,
+                bound: LEAVE_BOUND,
             })
         }
     }
@@ -339,11 +335,11 @@ impl<'a> Planner<'a> {
         'a: 'o,
     {
         match self.removal_gate(Some(n), Some(&op.id), self.floor_of(op)) {
-            Some(no) if undisrupted(op, step) => StepState::Abandon(format!(
-                "demotion of former leader {} no longer safe: {no}",
-                n.id
-            )),
-            Some(no) => wait_for(move || format!("demote of former leader {} waits: {no}", n.id)),
+            Some(no) if undisrupted(op, step) => StepState::Abandon(Abandon::FormerLeaderUnsafe {
+                node: n.id.clone(),
+                no,
+            }),
+            Some(no) => StepState::Wait(StepWait::DemoteFormerLeader { node: &n.id, no }),
             None => StepState::Act(Action::Demote {
                 op: op.id.clone(),
                 node: n.id.clone(),
@@ -364,7 +360,7 @@ impl<'a> Planner<'a> {
             return StepState::Done;
         };
         if self.facts.world.is_self(vlink) {
-            return wait("standing down: the next leader destroys this machine");
+            return StepState::Wait(StepWait::StandingDown);
         }
         if victim_inst.is_some() {
             if let Some(state) = self.out_of_raft_first(op, node, &id) {
@@ -388,11 +384,9 @@ impl<'a> Planner<'a> {
         if verdict(&MachineEvidence::unasked(listing)).is_gone() {
             StepState::Done
         } else {
-            wait_for(move || {
-                format!(
-                    "{id} is not listed but was not destroyed by this operation: gone only once unlisted for {}s (a describe can be partial)",
-                    UNLISTED_BOUND.as_secs()
-                )
+            StepState::Wait(StepWait::Unlisted {
+                instance: id,
+                bound: UNLISTED_BOUND,
             })
         }
     }
@@ -407,7 +401,7 @@ impl<'a> Planner<'a> {
             return StepState::Done;
         };
         if n.in_raft() {
-            return wait_for(move || format!("node {} is still a manager: demote first", n.id));
+            return StepState::Wait(StepWait::StillManager { node: &n.id });
         }
         StepState::Act(Action::RemoveNode {
             op: op.id.clone(),

@@ -75,6 +75,13 @@ impl<'a> Member<'a> {
     }
 }
 
+impl<'a> Member<'a> {
+    /// Its instance's id, borrowed for the pass (a step's wait names it).
+    pub(crate) fn instance_id(&self) -> &'a str {
+        &self.inst.id
+    }
+}
+
 impl Deref for Member<'_> {
     type Target = Instance;
     fn deref(&self) -> &Instance {

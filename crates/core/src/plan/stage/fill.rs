@@ -7,8 +7,8 @@ use super::super::group::Planner;
 use super::super::memory::Timer;
 use super::super::memory::UNLISTED_BOUND;
 use super::super::view::Member;
+use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
-use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::Node;
 use crate::spec::{Allocation, Role};
@@ -25,7 +25,7 @@ impl Planner<'_> {
                 break;
             }
             if let Some(n) = unlisted {
-                self.wait(name, unlisted_why(n));
+                self.wait(name, Waiting::Unlisted(Unlisted::of(n)));
                 break;
             }
             // A pet's machine that never joined leaves no trace in the
@@ -34,10 +34,9 @@ impl Planner<'_> {
             if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
                 let key = Timer::EmptySlot(format!("{name}/{id}"));
                 if !self.clock.elapsed(key, UNLISTED_BOUND) {
-                    self.wait(
-                        name,
-                        format!("slot {id} reads empty: filled once it has for {}s (a describe can be partial)", UNLISTED_BOUND.as_secs()),
-                    );
+                    let slot = id.to_string();
+                    let bound = UNLISTED_BOUND;
+                    self.wait(name, Waiting::EmptySlot { slot, bound });
                     continue;
                 }
             }
@@ -49,14 +48,11 @@ impl Planner<'_> {
                 && live.is_empty();
             if !bootstrap {
                 if !self.facts.world.swarm_ok() && d.spec.role != Role::Plain {
-                    self.wait(
-                        name,
-                        "waiting for the swarm to have a leader before adding members".into(),
-                    );
+                    self.wait(name, Waiting::NoLeaderToAdd);
                     break;
                 }
                 if let Some(no) = is_manager.then(|| self.add_manager_gate()).flatten() {
-                    self.wait(name, format!("cannot add a manager: {no}"));
+                    self.wait(name, Waiting::CannotAddManager(no));
                     break;
                 }
             }

@@ -2,13 +2,14 @@
 //! past `startup_timeout` is replaced, through the member gate.
 
 use super::super::DesiredGroup;
+use super::super::blocked::Blocked;
 use super::super::gc::GarbageState;
 use super::super::group::Planner;
 use super::super::health::Health;
 use super::super::memory::Timer;
 use super::super::view::Member;
+use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
-use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::Node;
 use crate::spec::{Role, Strategy};
@@ -37,9 +38,9 @@ impl Healed {
 }
 
 impl Planner<'_> {
-    /// Heals `g`'s members; `None` when the group blocked (nothing else may
-    /// start in it this pass).
-    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> Option<Healed> {
+    /// Heals `g`'s members: what the heals claimed, or why the group
+    /// blocks (nothing else may start in it this pass).
+    pub(super) fn heal(&mut self, g: &Group<'_, '_>) -> Result<Healed, Blocked> {
         let mut healed = Healed::default();
         let (d, name) = (g.d(), g.name());
         let (is_manager, by_count, filling) = (g.is_manager(), g.by_count(), g.filling);
@@ -56,7 +57,8 @@ impl Planner<'_> {
             let Some(why) = why else { continue };
             let gate = self.node_in_doubt(inst);
             if let Some(no) = gate.or_else(|| self.member_gate(d.spec.role, inst, 0)) {
-                self.wait(name, format!("cannot heal {}: {no}", inst.id));
+                let member = inst.id.clone();
+                self.wait(name, Waiting::CannotHeal { member, no });
                 break;
             }
             let never_joined = self.never_joined_evidence(d, inst, judged);
@@ -79,19 +81,14 @@ impl Planner<'_> {
             // may be over its size without showing it. A machine that never
             // joined serves nothing; its heal can wait for a full answer.
             if let Some(n) = left_out.filter(|_| never_joined.is_some() && by_count) {
-                self.wait(
-                    name,
-                    format!("cannot heal {} yet: {}", inst.id, unlisted_why(n)),
-                );
+                let (member, node) = (inst.id.clone(), Unlisted::of(n));
+                self.wait(name, Waiting::HealAfterUnlisted { member, node });
                 continue;
             }
             let (attempt, collection) = if let Some(evidence) = never_joined {
                 match self.next_attempt(d, inst) {
                     Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
-                    Err(why) => {
-                        self.block(name, why);
-                        return None;
-                    }
+                    Err(why) => return Err(why),
                 }
             } else {
                 (1, None)
@@ -112,7 +109,7 @@ impl Planner<'_> {
                 healed.claim(inst.node, inst.link());
             }
         }
-        Some(healed)
+        Ok(healed)
     }
 
     /// `inst`, which never joined, is the new member of a manager surge

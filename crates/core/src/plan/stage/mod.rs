@@ -4,12 +4,19 @@
 //! pass) and what the stages before it handed on, as values:
 //!
 //! ```text
-//! facts ─► Group ─► heal ──Healed──► reap ──unlisted──► fill
-//!                                                  └──► retire, roll
+//! facts ─► Group ─┬─► heal ──Healed──┬─► reap
+//!     (or Skip)   │                  └─► unlisted ──► fill, retire, roll
+//!                 └─ held members' wait
 //! ```
 //!
-//! A stage's rules live in its file, next to its decision; what it decides
-//! goes out as actions, operations begun and the group's reasons.
+//! A stage's rules live in its file, next to its decision. Whether a group
+//! runs at all ([`Skip`]), the held members' wait, the heal stage's block
+//! and the node that holds additions (`reap::unlisted`, read from the
+//! facts, the group and `Healed` alone) are handed back to the driver
+//! below as values. Operations begun, and the reasons the gates give
+//! while a stage walks its members, still go through the planner as the
+//! stage runs: a later member's gate counts the operations begun for an
+//! earlier one, and a group keeps the first reason in the order given.
 
 mod fill;
 mod heal;
@@ -22,15 +29,28 @@ use super::DesiredGroup;
 use super::blocked::Blocked;
 use super::group::Planner;
 use super::view::{Busy, Member, View};
+use super::waiting::Waiting;
 use crate::journal::{OpKind, Target};
 use crate::model::{Node, NodeState};
 use crate::spec::{Allocation, Role};
 use std::collections::HashSet;
 use std::rc::Rc;
 
+/// Why nothing starts in a group this pass.
+enum Skip {
+    /// The group blocks: an operator acts.
+    Blocked(Blocked),
+    /// Paused, undescribed, blocked or rolling back already: its reason,
+    /// if any, is given elsewhere.
+    Quiet,
+}
+
 /// What every stage of one group's pass reads, computed once.
 pub(crate) struct Group<'v, 'a> {
     pub(crate) v: &'v View<'a>,
+    /// Why the group waits on members an operator holds, taken by the
+    /// driver before the first stage runs.
+    held: Option<Waiting<'a>>,
     /// Slots operations in flight are filling whose machine is not listed.
     pub(crate) pending: Vec<Target>,
     /// Members no operation is removing.
@@ -88,53 +108,58 @@ impl<'a> Planner<'a> {
     /// rolls now when it is another one (groups roll one after another).
     pub(crate) fn start_ops(&mut self, gi: usize, ahead: Option<String>) {
         let v = Rc::clone(&self.facts.views[gi]);
-        let Some(g) = self.group(&v) else {
-            return;
+        let name = v.d.spec.name.as_str();
+        let mut g = match self.group(&v) {
+            Ok(g) => g,
+            Err(Skip::Blocked(why)) => return self.block(name, why),
+            Err(Skip::Quiet) => return,
         };
-        let Some(healed) = self.heal(&g) else {
-            return;
+        if let Some(why) = g.held.take() {
+            self.wait(name, why);
+        }
+        let healed = match self.heal(&g) {
+            Ok(healed) => healed,
+            Err(why) => return self.block(name, why),
         };
-        let unlisted = self.reap(&g, &healed);
+        let unlisted = reap::unlisted(&self.facts, &g, &healed);
+        self.reap(&g, &healed);
         self.fill(&g, unlisted);
         self.retire(&g);
         self.roll(&g, unlisted, ahead);
     }
 
-    /// The group's pass, or `None` when nothing may start in it (blocked,
-    /// paused, undescribed, its links shared, a manager locked, a meltdown).
-    fn group<'v>(&mut self, v: &'v View<'a>) -> Option<Group<'v, 'a>> {
+    /// The group's pass, or why nothing may start in it (blocked, paused,
+    /// undescribed, its links shared, a manager locked, a meltdown).
+    fn group<'v>(&self, v: &'v View<'a>) -> Result<Group<'v, 'a>, Skip> {
         let d = v.d;
-        let name = d.spec.name.clone();
+        let name = d.spec.name.as_str();
         let Ok(insts) = &v.described else {
-            return None;
+            return Err(Skip::Quiet);
         };
         if let Some(why) = v.shared_link.clone() {
             // The link is how members are matched to nodes: with two machines
             // on one link, any node step could hit the wrong machine's node.
-            self.block(&name, why);
-            return None;
+            return Err(Skip::Blocked(why));
         }
         if d.spec.role == Role::Manager
             && let Some(n) = self.facts.world.locked
         {
             // Every manager step changes the raft; with a member waiting for
             // its unlock key the real fault tolerance is unknown.
-            self.block(&name, Blocked::ManagerLocked(n.id.clone()));
-            return None;
+            return Err(Skip::Blocked(Blocked::ManagerLocked(n.id.clone())));
         }
         if d.paused
-            || self.out.blocked.contains_key(&name)
-            || self.out.rollback_requested.contains(&name)
+            || self.out.blocked.contains_key(name)
+            || self.out.rollback_requested.contains(name)
         {
-            return None;
+            return Err(Skip::Quiet);
         }
         let stale = self.stale_nodes(v);
         if let Some(why) = self.meltdown(d, insts, stale.len()) {
-            self.block(&name, why);
-            return None;
+            return Err(Skip::Blocked(why));
         }
         let (pending, live, free) = self.by_operation(v, insts);
-        let free = self.without_held(&name, free);
+        let (free, held) = self.without_held(free);
         let is_manager = d.spec.role == Role::Manager;
         let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
 
@@ -166,8 +191,9 @@ impl<'a> Planner<'a> {
         // describe may have left a member out, so whether the group is over
         // its size is not known (see the reap stage).
         let left_out = stale.iter().copied().find(alive);
-        Some(Group {
+        Ok(Group {
             v,
+            held,
             pending,
             live,
             free,
@@ -183,23 +209,23 @@ impl<'a> Planner<'a> {
 
     /// `free` but the members an operator holds: they still fill their
     /// slots, but nothing new touches them (the group waits on those that
-    /// are not current and healthy, saying so).
-    fn without_held<'v>(&mut self, name: &str, free: Vec<&'v Member<'a>>) -> Vec<&'v Member<'a>> {
+    /// are not current and healthy, saying so: the wait returned).
+    fn without_held<'v>(
+        &self,
+        free: Vec<&'v Member<'a>>,
+    ) -> (Vec<&'v Member<'a>>, Option<Waiting<'a>>) {
         let held_ids = &self.facts.input.desired.held;
         if held_ids.is_empty() {
-            return free;
+            return (free, None);
         }
         let (held, free): (Vec<&Member>, Vec<&Member>) =
             free.into_iter().partition(|i| held_ids.contains(&i.id));
-        let stuck: Vec<&str> = held
+        let stuck: Vec<String> = held
             .iter()
             .filter(|i| !i.current() || !i.healthy())
-            .map(|i| i.id.as_str())
+            .map(|i| i.id.clone())
             .collect();
-        if !stuck.is_empty() {
-            self.wait(name, format!("held by an operator: {}", stuck.join(", ")));
-        }
-        free
+        (free, (!stuck.is_empty()).then_some(Waiting::Held(stuck)))
     }
 
     /// `v`'s members sorted by the operations in flight: the slots they are
@@ -235,25 +261,5 @@ impl<'a> Planner<'a> {
             members(|b| !b.victim),
             members(|b| !b.victim && !b.replacement),
         )
-    }
-}
-
-/// Why no machine is added while `n`, a node that may be a member of the
-/// group (live, or for pets Down and not yet reaped), is carried by no
-/// listed machine.
-fn unlisted_why(n: &Node) -> String {
-    match &n.link {
-        Some(link) if n.state == NodeState::Down => format!(
-            "node {} (link {link}) is Down and no listed machine carries its link: its stopped machine may have been left out of the describe, so no pet is added until that node is matched or reaped",
-            n.id
-        ),
-        Some(link) => format!(
-            "node {} (link {link}) is live but no listed machine carries its link: the describe may be incomplete, so no machine is added until that node is matched or Down",
-            n.id
-        ),
-        None => format!(
-            "raft member {} carries no drover.link label (its engine lost drover's labels?): it may be the member of the empty slot, so no manager is added until its labels are back or it is demoted (docker node demote {}; a dead cattle member also once it is Down)",
-            n.id, n.id
-        ),
     }
 }

@@ -4,6 +4,7 @@
 use super::super::DesiredGroup;
 use super::super::group::Planner;
 use super::super::view::Member;
+use super::super::waiting::Waiting;
 use super::Group;
 use crate::journal::OpKind;
 use crate::spec::Allocation;
@@ -26,13 +27,8 @@ impl Planner<'_> {
             if last && d.spec.allocation.size() == 0 && self.is_leader(inst) {
                 // Only `drover destroy` commits a manager group below one
                 // member; the swarm's last one is removed from outside it.
-                self.wait(
-                    name,
-                    format!(
-                        "{} is the swarm's last manager: `drover destroy {name}` removes it from outside the swarm",
-                        inst.id
-                    ),
-                );
+                let (member, group) = (inst.id.clone(), name.to_string());
+                self.wait(name, Waiting::LastManager { member, group });
                 break;
             }
             if is_manager && self.leader_waits(name, inst) {

@@ -5,20 +5,20 @@
 use super::super::disrupt::Settled;
 use super::super::group::Planner;
 use super::super::view::Member;
+use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
-use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::{Instance, Node};
 use crate::spec::Strategy;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-impl Planner<'_> {
+impl<'a> Planner<'a> {
     /// Rolls `g`'s outdated members, unless `ahead` (another group) rolls
     /// now or `unlisted` holds a surge.
     pub(super) fn roll(
         &mut self,
-        g: &Group<'_, '_>,
+        g: &Group<'_, 'a>,
         unlisted: Option<&Node>,
         ahead: Option<String>,
     ) {
@@ -40,29 +40,23 @@ impl Planner<'_> {
             return;
         }
         if let Some(other) = ahead {
-            self.wait(name, format!("waiting for group {other} to finish its rollout (groups roll one after another, managers first)"));
+            self.wait(name, Waiting::GroupAhead(other));
             return;
         }
         if let Some(n) = unlisted.filter(|_| d.spec.update.strategy == Strategy::Surge) {
             // A surge adds a machine too: the same doubt holds it.
-            self.wait(name, unlisted_why(n));
+            self.wait(name, Waiting::Unlisted(Unlisted::of(n)));
             return;
         }
         if d.spec.update.strategy == Strategy::Surge && !excess_ids.is_empty() {
             // E.g. a surge roll stepped aside after its new member joined:
             // that member is already the replacement. Adding yet another
             // would grow the group each time; retiring the excess comes first.
-            self.wait(
-                name,
-                format!(
-                    "{} member(s) over the declared size: retired before the roll adds another",
-                    excess_ids.len()
-                ),
-            );
+            self.wait(name, Waiting::OverSize(excess_ids.len()));
             return;
         }
         if let Some(why) = self.window_closed(&d.spec) {
-            self.wait(name, why);
+            self.wait(name, Waiting::Window(why));
             return;
         }
         if self.add_spare(g, unlisted) {

@@ -10,8 +10,8 @@
 use super::super::group::Planner;
 use super::super::memory::{Timer, UNLISTED_BOUND};
 use super::super::view::Member;
+use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
-use super::unlisted_why;
 use crate::journal::{OpKind, Target};
 use crate::model::Node;
 use crate::spec::Role;
@@ -76,20 +76,19 @@ impl Planner<'_> {
         if g.spare_slot == Some(false) {
             // A describe can be partial: a temporary member it left out
             // would get a twin on its address.
-            self.wait(
-                name,
-                format!("spare slot {id} reads empty: the temporary manager is added once it has for {}s (a describe can be partial)", UNLISTED_BOUND.as_secs()),
-            );
+            let slot = id.to_string();
+            let bound = UNLISTED_BOUND;
+            self.wait(name, Waiting::EmptySpareSlot { slot, bound });
             return true;
         }
         if let Some(n) = unlisted {
             // The describe may have left a member out: adding one may
             // make the group larger than anyone meant.
-            self.wait(name, unlisted_why(n));
+            self.wait(name, Waiting::Unlisted(Unlisted::of(n)));
             return true;
         }
         if let Some(no) = self.add_manager_gate() {
-            self.wait(name, format!("cannot add the temporary manager: {no}"));
+            self.wait(name, Waiting::CannotAddSpare(no));
             return true;
         }
         let target = Target {
