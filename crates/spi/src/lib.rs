@@ -13,6 +13,10 @@
 //! Both the simulator (`drover-sim`) and the real adapters (`drover-local`,
 //! `drover-swarm`) implement these traits; the controller only sees them.
 
+// Production functions stay short enough to read at once (clippy.toml:
+// 80 lines); tests may be long scenarios.
+#![cfg_attr(not(test), deny(clippy::too_many_lines))]
+
 mod engines;
 mod secret;
 mod store;
