@@ -16,7 +16,8 @@ fn workspace() -> PathBuf {
 }
 
 /// Every production source file of every crate: `src/**.rs`, without the
-/// test modules kept in files of their own (`tests.rs`, `tests/`).
+/// test modules kept in files of their own (`tests.rs`, `*_tests.rs`,
+/// `tests/`).
 fn production_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read a source directory") {
         let path = entry.expect("a directory entry").path();
@@ -25,7 +26,7 @@ fn production_files(dir: &Path, out: &mut Vec<PathBuf>) {
             if name != "tests" {
                 production_files(&path, out);
             }
-        } else if name.ends_with(".rs") && name != "tests.rs" {
+        } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
             out.push(path);
         }
     }
