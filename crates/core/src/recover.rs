@@ -562,6 +562,19 @@ fn machine_of<'e>(e: &'e Evidence, p: &Peer) -> Option<&'e Machine> {
     e.machines.iter().find(|m| m.address == p.host())
 }
 
+/// The listed machines whose address the provider could not tell and
+/// whose engine is not certainly down (one may hold a member no address
+/// matches), named for the operator; `None` when there are none.
+fn unknown_addresses(e: &Evidence) -> Option<String> {
+    let ids: Vec<&str> = e
+        .machines
+        .iter()
+        .filter(|m| m.address.is_empty() && !matches!(m.answer, EngineAnswer::Down(_)))
+        .map(|m| m.id.as_str())
+        .collect();
+    (!ids.is_empty()).then(|| ids.join(", "))
+}
+
 /// `name` (a `--gone` argument) names member `p`: its address or node id.
 fn named(p: &Peer, name: &str) -> bool {
     name == p.host() || name == p.node_id
@@ -591,6 +604,13 @@ fn member(e: &Evidence, p: &Peer) -> MachineVerdict {
 fn proof(e: &Evidence, p: &Peer) -> Result<Proof, Refusal> {
     let gone = member(e, p).is_gone();
     let Some(m) = machine_of(e, p) else {
+        if let Some(machines) = unknown_addresses(e) {
+            return Err(Refusal::AddressUnknown {
+                node_id: p.node_id.clone(),
+                addr: p.addr.clone(),
+                machines,
+            });
+        }
         return match named_unlisted(e, p) {
             Some(name) if gone => Ok(Proof::Unlisted {
                 named: name.clone(),

@@ -13,10 +13,12 @@ use drover_spi::{EngineReport, ProviderError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-/// What Incus says of a listed machine itself.
+/// What Incus says of a listed machine itself. `Error` is Incus failing
+/// to tell the instance's state (a state query that timed out on a loaded
+/// or half-hung host): unknown, so its engine is asked, never "stopped".
 pub fn power(listed: &Listed) -> Power {
     match listed.status.as_str() {
-        "Stopped" | "Error" => Power::Stopped,
+        "Stopped" => Power::Stopped,
         "Frozen" | "Freezing" => Power::Paused,
         "Running" | "Starting" | "Stopping" | "Thawed" => Power::Running,
         _ => Power::Unknown,
@@ -109,11 +111,12 @@ mod tests {
     }
 
     /// Incus's own state decides before the engine: stopped is down, frozen
-    /// is paused (silent, never gone).
+    /// is paused (silent, never gone), and Incus's `Error` (it could not
+    /// tell) is unknown: the engine is asked.
     #[test]
     fn incus_state_says_stopped_paused_or_running() {
         assert_eq!(power(&listed("Stopped")), Power::Stopped);
-        assert_eq!(power(&listed("Error")), Power::Stopped);
+        assert_eq!(power(&listed("Error")), Power::Unknown);
         assert_eq!(power(&listed("Frozen")), Power::Paused);
         assert_eq!(power(&listed("Running")), Power::Running);
         assert_eq!(power(&listed("Mystery")), Power::Unknown);

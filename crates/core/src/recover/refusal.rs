@@ -56,6 +56,20 @@ pub enum Refusal {
         /// Its address without the port (what `--gone` takes).
         host: String,
     },
+    /// A lost member is on no machine whose address is known, while the
+    /// provider lists a machine that may run and whose address it could
+    /// not read: the member may be on it, whatever the operator names.
+    #[error(
+        "raft member {node_id} ({addr}) is on no listed machine whose address is known, and the provider lists {machines} whose address it could not read and which may still run: the member may be on it; nothing is taken for gone until the provider tells its address (or the machine is destroyed)"
+    )]
+    AddressUnknown {
+        /// Its node id.
+        node_id: String,
+        /// Its raft address.
+        addr: String,
+        /// The machines of unknown address that may run.
+        machines: String,
+    },
     /// A recovery recorded as started a moment ago may still be forming
     /// its new cluster: no second force-new-cluster meanwhile.
     #[error(

@@ -74,6 +74,40 @@ fn two_destroyed_members_named_gone_and_the_survivor_is_recovered_from() {
     );
 }
 
+/// A listed machine whose address the provider could not read (its state
+/// query failed, or a provider that never tells addresses) may hold a lost
+/// member no address matches: nothing is taken for gone, even when the
+/// operator names the members. One whose engine is certainly down holds
+/// no voter: the recovery goes on.
+#[test]
+fn a_listed_machine_of_unknown_address_that_may_run_refuses_naming_unmatched_members() {
+    let unknown = |answer| Machine {
+        address: String::new(),
+        ..manager(7, answer)
+    };
+    let named = |m| Evidence {
+        gone: vec!["127.0.9.1".into(), "node2".into()],
+        ..evidence(vec![survivor(3), m])
+    };
+    let silent = unknown(EngineAnswer::Busy("does not answer".into()));
+    let r = reasons(decide(&named(silent)).unwrap());
+    let unknown_on: Vec<_> = r
+        .iter()
+        .filter_map(|x| match x {
+            Refusal::AddressUnknown {
+                node_id, machines, ..
+            } => Some((node_id.as_str(), machines.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unknown_on, [("node1", "m7"), ("node2", "m7")], "{r:?}");
+    let down = unknown(EngineAnswer::Down("its machine is stopped".into()));
+    assert!(matches!(
+        decide(&named(down)).unwrap(),
+        Decision::Proceed(_)
+    ));
+}
+
 /// Review finding: a raft member on no listed machine may be a manager
 /// drover never made (joined by hand, another state dir) that is only
 /// paused: its absence from the describe proves nothing. Without the

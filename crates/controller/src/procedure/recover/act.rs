@@ -104,7 +104,7 @@ impl Act<'_> {
                 leads(engine.as_ref(), &r.survivor, LEADS_WITHIN).await?,
                 None,
             ),
-            Err(source) => formed_anyway(engine.as_ref(), &r.survivor, source).await?,
+            Err(source) => formed_anyway(engine.as_ref(), r, source).await?,
         };
         let leads_after_ms = t0.elapsed().as_millis() as u64;
         let tail = tail(&started, &nodes);
@@ -247,20 +247,29 @@ impl Act<'_> {
 /// error stands at once.
 async fn formed_anyway(
     engine: &dyn SurvivorEngine,
-    machine: &str,
+    r: &Recovery,
     source: EngineCallError,
 ) -> Result<(Vec<Node>, Option<String>), RecoverError> {
     let refused = |source| RecoverError::ForceNewCluster {
-        machine: machine.into(),
+        machine: r.survivor.clone(),
         source,
     };
     if source.downcast_ref::<LeaseExpired>().is_some() {
         return Err(refused(source));
     }
-    match leads(engine, machine, FORMED_WITHIN).await {
-        Ok(nodes) => Ok((nodes, Some(source.to_string()))),
-        Err(_) => Err(refused(source)),
+    match leads(engine, &r.survivor, FORMED_WITHIN).await {
+        // Led by the survivor itself: a swarm led elsewhere (the old
+        // majority back) is no new cluster.
+        Ok(nodes) if survivor_leads(&nodes, &r.node_id) => Ok((nodes, Some(source.to_string()))),
+        _ => Err(refused(source)),
     }
+}
+
+/// The survivor's node is the leader in `nodes`.
+fn survivor_leads(nodes: &[Node], node_id: &str) -> bool {
+    nodes
+        .iter()
+        .any(|n| n.id == node_id && n.raft.as_ref().is_some_and(|m| m.leader))
 }
 
 /// Waits up to `within` until the survivor's engine lists the nodes as the
