@@ -28,7 +28,39 @@ pub(crate) enum Address {
 }
 
 fn bad(url: &str, why: &str) -> StoreError {
+    let url = shown(url);
     StoreError::BadAddress(format!("--store {url:?}: {why}; accepted forms: {FORMS}"))
+}
+
+/// The address as an error may quote it: credentials in its authority and
+/// every query value left out, since a secret pasted under an option name
+/// drover does not know (`?Password=`, `?token=`) must never be echoed.
+fn shown(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").map_or(("", url), |(s, r)| (s, r));
+    let (rest, query) = rest
+        .split_once('?')
+        .map_or((rest, None), |(r, q)| (r, Some(q)));
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority.to_string(), |(_, host)| format!("…@{host}"));
+    let mut out = if scheme.is_empty() {
+        format!("{authority}{path}")
+    } else {
+        format!("{scheme}://{authority}{path}")
+    };
+    if let Some(q) = query {
+        let parts: Vec<String> = q
+            .split('&')
+            .map(|p| {
+                p.split_once('=')
+                    .map_or("…".into(), |(k, _)| format!("{k}=…"))
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&parts.join("&"));
+    }
+    out
 }
 
 /// The etcd options a store address may carry, each at most once.
@@ -145,10 +177,18 @@ fn etcd_address(url: &str) -> Result<Address, StoreError> {
             "cert" => cert = Some(PathBuf::from(v)),
             "key" => key = Some(PathBuf::from(v)),
             "user" => user = Some(v.to_string()),
-            other => {
+            // Named only when it is a name (`k=v`): a bare word may be a
+            // secret pasted without one.
+            other if pair.contains('=') => {
                 return Err(bad(
                     url,
                     &format!("unknown etcd option {other:?} (known: {ETCD_OPTIONS})"),
+                ));
+            }
+            _ => {
+                return Err(bad(
+                    url,
+                    &format!("an etcd option must be NAME=VALUE (known: {ETCD_OPTIONS})"),
                 ));
             }
         }
@@ -190,6 +230,22 @@ mod tests {
             Err(e) => e.to_string(),
             Ok(a) => panic!("{url} parsed as {a:?}"),
         }
+    }
+
+    /// An address an error quotes never carries a credential or a query
+    /// value, whatever option name a secret was pasted under.
+    #[test]
+    fn errors_quote_no_credential_and_no_query_value() {
+        for url in [
+            "etcd://h:2379?Password=hunter2",
+            "etcd://h:2379?token=hunter2&prefix=/p",
+            "http://u:hunter2@h:2379",
+            "etcd://h:2379?hunter2",
+        ] {
+            let e = err(url);
+            assert!(!e.contains("hunter2"), "{url}: {e}");
+        }
+        assert!(err("etcd://h:2379?token=x").contains("etcd://h:2379?token=…"));
     }
 
     #[test]
