@@ -72,16 +72,27 @@ impl Lab {
                 .expect("engine socket dir"),
         };
         lab.clear();
-        incus(&[
+        let address = format!("ipv4.address={subnet}.1/24");
+        let create = [
             "network",
             "create",
             network,
-            &format!("ipv4.address={subnet}.1/24"),
+            &address,
             "ipv4.nat=false",
             "ipv4.routing=false",
             "ipv4.firewall=false",
             "ipv6.address=none",
-        ]);
+        ];
+        // incusd lists the host's interfaces while creating a bridge and
+        // fails when one vanishes meanwhile (another suite's machine being
+        // deleted: "Device veth… does not exist", seen once): once more,
+        // after clearing what the failed attempt left.
+        let first = Command::new("incus").args(create).output().expect("incus");
+        if !first.status.success() {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            lab.clear();
+            incus(&create);
+        }
         lab
     }
 
