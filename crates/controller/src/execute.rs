@@ -154,15 +154,21 @@ pub(crate) struct Lease {
     op: String,
     epoch: Epoch,
     valid_until: Instant,
+    /// When the store was asked, ms since the Unix epoch: logged with each
+    /// check, so a check whose line is written only after the process was
+    /// stopped and resumed still shows it passed on a lease asked before.
+    asked_ms: u64,
 }
 
 impl Lease {
-    /// A lease on `epoch` for `op`, valid until `valid_until`.
-    pub(crate) fn new(op: &str, epoch: Epoch, valid_until: Instant) -> Self {
+    /// A lease on `epoch` for `op`, asked at wall time `asked_ms`, valid
+    /// until `valid_until`.
+    pub(crate) fn new(op: &str, epoch: Epoch, asked_ms: u64, valid_until: Instant) -> Self {
         Lease {
             op: op.to_string(),
             epoch,
             valid_until,
+            asked_ms,
         }
     }
 }
@@ -175,6 +181,7 @@ impl Fence for Lease {
                 op = %self.op,
                 epoch = self.epoch,
                 left_ms = (self.valid_until - now).as_millis() as u64,
+                asked_ms = self.asked_ms,
                 "term confirmed"
             );
             return Ok(());
@@ -201,13 +208,19 @@ impl Tenure {
     /// lease for `op` valid [`CONFIRMATION_FRESH`] from the asking.
     pub(crate) async fn confirm(&self, op: &str) -> Result<Lease, StepError> {
         for _ in 0..CONFIRMATION_ATTEMPTS {
+            let asked_ms = crate::status::wall_ms();
             let asked = Instant::now();
             self.store
                 .check_epoch(self.epoch)
                 .await
                 .map_err(StepError::Unconfirmed)?;
             if asked.elapsed() <= CONFIRMATION_FRESH {
-                return Ok(Lease::new(op, self.epoch, asked + CONFIRMATION_FRESH));
+                return Ok(Lease::new(
+                    op,
+                    self.epoch,
+                    asked_ms,
+                    asked + CONFIRMATION_FRESH,
+                ));
             }
             tracing::warn!(
                 epoch = self.epoch,
@@ -227,6 +240,7 @@ enum Call<'a> {
     HandOver(&'a str),
     RemoveNode(&'a str, bool),
     Hook(&'a Hook, &'a HookFacts),
+    HealGhost(&'a str),
 }
 
 impl Call<'_> {
@@ -276,6 +290,11 @@ impl Call<'_> {
             Call::RemoveNode(node, force) => ctx
                 .cluster
                 .remove_node(node, *force, lease)
+                .await
+                .map_err(Into::into),
+            Call::HealGhost(node) => ctx
+                .cluster
+                .heal_ghost(node, lease)
                 .await
                 .map_err(Into::into),
         };
@@ -338,6 +357,7 @@ pub(crate) async fn side_effect(
         Action::DemoteSelfAndLeave { node, .. } => Call::HandOver(node),
         Action::RemoveNode { node, force, .. } => Call::RemoveNode(node, *force),
         Action::RunHook { hook, facts, .. } => Call::Hook(hook, facts),
+        Action::HealGhost { node, .. } => Call::HealGhost(node),
         Action::Begin { .. }
         | Action::MarkDone { .. }
         | Action::Complete { .. }
@@ -414,15 +434,15 @@ async fn provision_request(
         .find(|g| g.spec.name == *group)
         .ok_or_else(|| StepError::Unable(format!("group {group} is not declared")))?;
     let mut boot_env: Vec<(String, Secret)> = Vec::new();
-    let (init, join_addr) = if *role == Role::Plain {
-        (false, String::new())
+    let (init, join_addr, others) = if *role == Role::Plain {
+        (false, String::new(), Vec::new())
     } else {
         match ctx.cluster.join_material(*role).await? {
             Some(m) => {
                 boot_env.push(("DROVER_JOIN_TOKEN".into(), m.token));
-                (false, m.addr)
+                (false, m.addr, m.others)
             }
-            None if *role == Role::Manager => (true, String::new()),
+            None if *role == Role::Manager => (true, String::new(), Vec::new()),
             None => {
                 return Err(StepError::Unable(
                     "no swarm exists yet for a worker to join".into(),
@@ -449,6 +469,12 @@ async fn provision_request(
         link: op.clone(),
         logical_id: logical_id.clone().unwrap_or_default(),
         address: String::new(),
+        join_addrs: std::iter::once(&join_addr)
+            .chain(&others)
+            .filter(|a| !a.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(","),
         join_addr,
         init,
         engine_labels: engine_labels.clone(),

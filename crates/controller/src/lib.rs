@@ -39,6 +39,7 @@
 // 80 lines); tests may be long scenarios.
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
+mod boots;
 mod context;
 mod execute;
 mod hook;

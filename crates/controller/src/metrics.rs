@@ -49,6 +49,12 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BehindLabels {
+    group: String,
+    behind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StepLabels {
     kind: String,
 }
@@ -110,6 +116,7 @@ pub struct Metrics {
     desired: Family<GroupLabel, Gauge>,
     progress: Family<GroupLabel, Gauge<f64, AtomicU64>>,
     phase: Family<PhaseLabels, Gauge>,
+    behind: Family<BehindLabels, Gauge>,
     changed: Family<GroupLabel, Gauge<f64, AtomicU64>>,
     /// Each group's shape on the last pass and when (Unix seconds) it
     /// last differed from the pass before.
@@ -167,6 +174,7 @@ impl Metrics {
             desired: Family::default(),
             progress: Family::default(),
             phase: Family::default(),
+            behind: Family::default(),
             changed: Family::default(),
             shapes: Arc::default(),
             blocked: Gauge::default(),
@@ -226,6 +234,11 @@ impl Metrics {
             "group_phase",
             "1 for each group's current phase",
             self.phase.clone(),
+        );
+        r.register(
+            "group_waiting_behind",
+            "1 while the group waits behind another group (groups roll one after another) that is blocked or paused",
+            self.behind.clone(),
         );
         r.register(
             "group_last_change_timestamp_seconds",
@@ -321,6 +334,7 @@ impl Metrics {
         // Label sets come and go with groups and health: start afresh.
         self.members.clear();
         self.phase.clear();
+        self.behind.clear();
         for m in members {
             self.members
                 .get_or_create(&MemberLabels {
@@ -355,6 +369,12 @@ impl Metrics {
                 })
                 .set(1);
             blocked += i64::from(g.phase == Phase::Blocked);
+            if let Some(behind) = &g.behind {
+                let (group, behind) = (g.name.clone(), behind.clone());
+                self.behind
+                    .get_or_create(&BehindLabels { group, behind })
+                    .set(1);
+            }
         }
         self.blocked.set(blocked);
     }
@@ -494,6 +514,7 @@ mod tests {
             healthy: 3,
             in_flight: 0,
             window: None,
+            behind: None,
         }
     }
 
@@ -510,11 +531,13 @@ mod tests {
             current,
             created_ms: 0,
             held: false,
+            boot: None,
         }
     }
 
     fn plan(groups: Vec<GroupStatus>) -> Plan {
         Plan {
+            boot_asks: Vec::new(),
             actions: Vec::new(),
             groups,
             swarm: SwarmStatus {
@@ -523,21 +546,26 @@ mod tests {
                 fault_tolerance: Some(1),
                 leader_link: None,
                 problem: None,
+                ghosts: Vec::new(),
             },
             explanation: Vec::new(),
             memory: Default::default(),
             wake_at: None,
             garbage: Vec::new(),
+            causes: Default::default(),
+            parked: Default::default(),
         }
     }
 
     #[test]
     fn a_pass_is_exposed_as_gauges_by_group_health_and_currency() {
         let m = Metrics::new();
-        let plan = plan(vec![
-            group("managers", Role::Manager, Phase::Rolling, 1),
+        let mut plan = plan(vec![
+            group("managers", Role::Manager, Phase::Blocked, 1),
             group("workers", Role::Worker, Phase::Blocked, 4),
+            group("others", Role::Worker, Phase::Rolling, 1),
         ]);
+        plan.groups[2].behind = Some("managers".into());
         let members = [
             member("workers", "healthy", true),
             member("workers", "healthy", true),
@@ -562,7 +590,8 @@ mod tests {
             "drover_group_members{group=\"workers\",health=\"pending\",current=\"false\"} 1",
             "drover_group_rollout_progress_ratio{group=\"managers\"} 0.25",
             "drover_group_phase{group=\"workers\",phase=\"blocked\"} 1",
-            "drover_blocked_groups 1",
+            "drover_group_waiting_behind{group=\"others\",behind=\"managers\"} 1",
+            "drover_blocked_groups 2",
             "drover_leadership_changes_total 1",
             "drover_steps_started_total{kind=\"provision\"} 1",
             "drover_steps_failed_total{kind=\"provision\",class=\"transient\"} 1",

@@ -8,7 +8,7 @@ use drover_core::plan::Desired;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{Controls, ProviderError, Revision, StoreError};
 use futures_util::future::join_all;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the store holds for planning.
 pub(crate) struct Stored {
@@ -122,7 +122,24 @@ async fn look(
         self_link: ctx.self_link.clone(),
         left_reports,
         services,
+        boots: Default::default(),
+        complete_listings: complete_listings(ctx, desired),
     }
+}
+
+/// The declared groups whose provider lists every machine it made
+/// (`InstanceProvider::listing_is_complete`).
+fn complete_listings(ctx: &Context, desired: &Desired) -> BTreeSet<String> {
+    desired
+        .groups
+        .iter()
+        .filter(|g| {
+            ctx.providers
+                .get(&g.spec.instance.provider)
+                .is_some_and(|p| p.listing_is_complete())
+        })
+        .map(|g| g.spec.name.clone())
+        .collect()
 }
 
 /// The services and their tasks, for the roll's service budgets, from a

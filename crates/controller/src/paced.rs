@@ -122,6 +122,21 @@ impl InstanceProvider for Paced {
         self.inner.exposes_boot_env()
     }
 
+    fn listing_is_complete(&self) -> bool {
+        self.inner.listing_is_complete()
+    }
+
+    async fn boot_log(
+        &self,
+        instance: &str,
+    ) -> Result<Option<drover_core::boot::BootLog>, ProviderError> {
+        self.inner.boot_log(instance).await
+    }
+
+    async fn join_failed(&self, instance: &str) -> Option<drover_core::boot::JoinFailed> {
+        self.inner.join_failed(instance).await
+    }
+
     /// Each attempt, retries included, hands `fence` on: the inner provider
     /// checks it right before it acts, so an attempt after the lease ran
     /// out (a long pacing wait or backoff) does nothing and ends the call

@@ -1,5 +1,6 @@
 //! The status document the acting controller publishes (and `drover status` reads).
 
+use crate::context::Providers;
 use drover_core::plan::{GroupStatus, MemberStatus, Phase, Plan, SwarmStatus};
 use drover_spi::{StatusJson, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,12 @@ pub struct StatusDoc<'a> {
     pub operations: usize,
     /// Why the planner did what it did.
     pub explanation: Cow<'a, [String]>,
+    /// The providers it is wired to (the keys groups name in
+    /// `instance.provider`), so a command that commits a group whose
+    /// provider it was not given knows whether this controller acts on it;
+    /// absent in documents of older controllers (unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<Vec<String>>,
 }
 
 impl StatusDoc<'_> {
@@ -63,11 +70,12 @@ impl StatusDoc<'_> {
     }
 }
 
-/// The status document of a plan and its members, as the store takes it.
+/// The status document of a plan and its members, as the store takes it,
+/// published by a controller wired to `providers`.
 pub fn status_json(
     controller: &str,
-    epoch: u64,
-    revision: u64,
+    providers: &Providers,
+    (epoch, revision): (u64, u64),
     plan: &Plan,
     instances: &[MemberStatus],
     operations: usize,
@@ -82,6 +90,7 @@ pub fn status_json(
         instances: Cow::Borrowed(instances),
         operations,
         explanation: Cow::Borrowed(&plan.explanation),
+        providers: Some(providers.keys().cloned().collect()),
     };
     // String keys and plain fields: serialising cannot fail.
     StatusJson::new(&doc).unwrap_or_else(|e| unreachable!("status document: {e}"))
@@ -103,6 +112,7 @@ mod tests {
     #[test]
     fn the_published_text_reads_as_the_status_document() {
         let plan = Plan {
+            boot_asks: Vec::new(),
             actions: Vec::new(),
             groups: vec![GroupStatus {
                 name: "workers".into(),
@@ -116,6 +126,7 @@ mod tests {
                 healthy: 1,
                 in_flight: 1,
                 window: Some("next window at 2026-12-05 02:00 UTC".into()),
+                behind: None,
             }],
             swarm: SwarmStatus {
                 members: 3,
@@ -125,6 +136,8 @@ mod tests {
             memory: Memory::default(),
             wake_at: None,
             garbage: Vec::new(),
+            causes: Default::default(),
+            parked: Default::default(),
         };
         let member = MemberStatus {
             id: "i-1".into(),
@@ -138,8 +151,17 @@ mod tests {
             current: true,
             created_ms: 5,
             held: false,
+            boot: None,
         };
-        let json = status_json("c", 3, 9, &plan, std::slice::from_ref(&member), 2);
+        let providers = crate::Providers::new();
+        let json = status_json(
+            "c",
+            &providers,
+            (3, 9),
+            &plan,
+            std::slice::from_ref(&member),
+            2,
+        );
         let value = json.to_value().unwrap();
         let doc: StatusDoc = serde_json::from_value(value.clone()).unwrap();
         assert_eq!(doc.groups.as_ref(), plan.groups.as_slice());
@@ -163,6 +185,7 @@ mod tests {
             .keys()
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(fields.len(), 9, "{fields:?}");
+        assert_eq!(fields.len(), 10, "{fields:?}");
+        assert_eq!(doc.providers, Some(Vec::new()));
     }
 }

@@ -13,10 +13,10 @@
 
 use crate::context::Context;
 use crate::execute::{StepError, Tenure};
-use drover_core::join_token::{Tokens, awaiting};
+use drover_core::join_token::{Tokens, awaiting_after};
 use drover_core::journal::Operation;
 use drover_core::model::{SwarmView, Time};
-use drover_core::plan::{Action, Desired};
+use drover_core::plan::{Action, Desired, Plan};
 use drover_core::spec::Role;
 use drover_spi::ClusterError;
 use std::collections::BTreeSet;
@@ -72,7 +72,7 @@ pub(crate) async fn rotate_due(
     term: &Tenure,
     tokens: &mut Tokens,
     journal: &[&Operation],
-    starting: &BTreeSet<&str>,
+    plan: &Plan,
     swarm: &SwarmView,
     now: Time,
 ) -> Vec<(Role, Result<(), StepError>)> {
@@ -80,11 +80,7 @@ pub(crate) async fn rotate_due(
     if tokens.due(&BTreeSet::new(), now).is_empty() {
         return Vec::new();
     }
-    let nodes = match swarm {
-        SwarmView::Ok(nodes) => Some(nodes.as_slice()),
-        _ => None,
-    };
-    let Some(waiting) = awaiting(journal.iter().copied(), starting, nodes) else {
+    let Some(waiting) = awaiting_after(plan, journal.iter().copied(), swarm) else {
         return Vec::new();
     };
     let mut out = Vec::new();

@@ -109,6 +109,9 @@ impl Store for Faulty {
     async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
         self.inner.init_cluster(id).await
     }
+    async fn import(&self, cluster: &drover_spi::Imported) -> Result<(), StoreError> {
+        self.inner.import(cluster).await
+    }
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {
         self.inner.desired().await
     }

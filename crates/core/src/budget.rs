@@ -96,6 +96,19 @@ impl ServiceBudget {
         }
     }
 
+    /// True when the budget lets no task go whatever the replicas
+    /// (`max_unavailable: 0` or `0%`, `min_available: 100%`): no node
+    /// running one of the service's tasks could ever be drained. A spec
+    /// may not declare one (`validate` refuses it); a service label may,
+    /// to pin a service's tasks, and blocks the roll saying so.
+    pub fn blocks_every_drain(self) -> bool {
+        matches!(
+            self,
+            ServiceBudget::MaxUnavailable(Amount::Count(0) | Amount::Percent(0))
+                | ServiceBudget::MinAvailable(Amount::Percent(100))
+        )
+    }
+
     /// The budget a service's labels declare: `None` without one, an
     /// error naming the label when it cannot be read or both are set.
     pub fn from_labels<'l>(
@@ -182,6 +195,28 @@ mod tests {
         assert_eq!(min(100).allowed_unavailable(5), 0);
         let at_least = ServiceBudget::MinAvailable(Amount::Count(4));
         assert_eq!(at_least.allowed_unavailable(3), 0);
+    }
+
+    #[test]
+    fn budgets_that_let_no_task_go_are_known_whatever_the_replicas() {
+        let max = |a| ServiceBudget::MaxUnavailable(a);
+        let min = |a| ServiceBudget::MinAvailable(a);
+        for b in [
+            max(Amount::Count(0)),
+            max(Amount::Percent(0)),
+            min(Amount::Percent(100)),
+        ] {
+            assert!(b.blocks_every_drain(), "{b}");
+            assert!((1..50).all(|r| b.allowed_unavailable(r) == 0), "{b}");
+        }
+        for b in [
+            max(Amount::Count(1)),
+            max(Amount::Percent(1)),
+            min(Amount::Percent(99)),
+            min(Amount::Count(3)),
+        ] {
+            assert!(!b.blocks_every_drain(), "{b}");
+        }
     }
 
     #[test]

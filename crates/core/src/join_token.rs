@@ -100,11 +100,20 @@ impl Tokens {
 /// which is the operation's id). An operation that has not provisioned
 /// yet does not count: it fetches the token when it does, after any
 /// rotation, and a parked one must not keep an exposed token valid.
+/// Nor does a parked one in `parked` (the plan's
+/// [`crate::plan::Plan::parked`]: an operation whose machine can no longer
+/// join — stopped, or not joined nor even listed within its
+/// `startup_timeout`): a machine kept for diagnosis (a `NeverJoined`
+/// block's last) or one whose operation is stuck on a failing hook must
+/// not keep the token valid for ever (issue 36). A machine still booting
+/// within its `startup_timeout` does count: it may yet join.
+/// One provisioning in this pass (`starting`) always counts.
 /// `None` without a node list: whether anything awaits is unknown then,
 /// and nothing may be rotated.
 pub fn awaiting<'a>(
     journal: impl IntoIterator<Item = &'a Operation>,
     starting: &BTreeSet<&str>,
+    parked: &BTreeSet<&str>,
     nodes: Option<&[Node]>,
 ) -> Option<BTreeSet<Role>> {
     let nodes = nodes?;
@@ -113,11 +122,39 @@ pub fn awaiting<'a>(
         journal
             .into_iter()
             .filter(|op| op.target.is_some() && op.role != Role::Plain)
-            .filter(|op| op.reached(Step::Provision) || starting.contains(op.id.as_str()))
+            .filter(|op| {
+                starting.contains(op.id.as_str())
+                    || (op.reached(Step::Provision) && !parked.contains(op.id.as_str()))
+            })
             .filter(|op| !joined.contains(op.id.as_str()))
             .map(|op| op.role)
             .collect(),
     )
+}
+
+/// [`awaiting`] after `plan`, made on `journal` and `swarm`: the
+/// provisions it starts count (their intents reach the store with this
+/// pass, not `journal`), its parked operations do not
+/// ([`crate::plan::Plan::parked`]). What the controller and the simulator
+/// both ask before rotating.
+pub fn awaiting_after<'a>(
+    plan: &crate::plan::Plan,
+    journal: impl IntoIterator<Item = &'a Operation>,
+    swarm: &crate::model::SwarmView,
+) -> Option<BTreeSet<Role>> {
+    use crate::plan::Action;
+    let nodes = match swarm {
+        crate::model::SwarmView::Ok(nodes) => Some(nodes.as_slice()),
+        _ => None,
+    };
+    let starting: BTreeSet<&str> = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::Provision { .. }))
+        .filter_map(Action::op_id)
+        .collect();
+    let parked: BTreeSet<&str> = plan.parked.iter().map(String::as_str).collect();
+    awaiting(journal, &starting, &parked, nodes)
 }
 
 #[cfg(test)]
@@ -161,6 +198,7 @@ mod tests {
             running_tasks: 0,
             locked: false,
             left: false,
+            engine_no_manager: false,
         }
     }
 
@@ -177,26 +215,93 @@ mod tests {
         }
         let none = BTreeSet::new();
         let journal = [ec2, elsewhere, parked];
-        let waiting = awaiting(&journal, &none, Some(&[])).unwrap();
+        let waiting = awaiting(&journal, &none, &none, Some(&[])).unwrap();
         assert_eq!(
             waiting,
             BTreeSet::from([Role::Worker]),
             "a parked op takes no token yet"
         );
         // A group on another provider holds the role's token too.
-        let one_joined = awaiting(&journal, &none, Some(&[node("w-1")])).unwrap();
+        let one_joined = awaiting(&journal, &none, &none, Some(&[node("w-1")])).unwrap();
         assert_eq!(one_joined, BTreeSet::from([Role::Worker]));
-        let joined = awaiting(&journal, &none, Some(&[node("w-1"), node("p-1")])).unwrap();
+        let joined = awaiting(&journal, &none, &none, Some(&[node("w-1"), node("p-1")])).unwrap();
         assert!(joined.is_empty());
         // A provision starting in this pass counts at once.
         let starting = BTreeSet::from(["m-1"]);
-        let now = awaiting(&journal, &starting, Some(&[node("w-1"), node("p-1")])).unwrap();
+        let now = awaiting(
+            &journal,
+            &starting,
+            &none,
+            Some(&[node("w-1"), node("p-1")]),
+        )
+        .unwrap();
         assert_eq!(now, BTreeSet::from([Role::Manager]));
         assert_eq!(
-            awaiting(&journal, &none, None),
+            awaiting(&journal, &none, &none, None),
             None,
             "no node list: unknown"
         );
+    }
+
+    /// Issue 36: an operation whose every provision call failed (no zone
+    /// had capacity, say) stays journaled, parked or blocked; it made no
+    /// machine, so it holds back no rotation of its role's exposed token.
+    /// A new term still rotates at once.
+    #[test]
+    fn an_operation_whose_provisions_all_failed_holds_back_no_rotation() {
+        let mut parked = add_op("m-1", "m", Role::Manager);
+        parked.intent = Some(crate::journal::Intent {
+            step: Step::Provision,
+            epoch: 1,
+        });
+        let none = BTreeSet::new();
+        let journal = [parked.clone()];
+        let waiting = awaiting(&journal, &none, &none, Some(&[])).unwrap();
+        assert_eq!(waiting, BTreeSet::from([Role::Manager]), "a call runs");
+        parked.provision_failed(Some("z1"));
+        parked.provision_failed(None);
+        let journal = [parked];
+        let waiting = awaiting(&journal, &none, &none, Some(&[])).unwrap();
+        assert!(waiting.is_empty(), "every call failed: {waiting:?}");
+        let mut tokens = Tokens::default();
+        tokens.placed(Role::Manager, 0);
+        assert_eq!(tokens.due(&waiting, 1), vec![Role::Manager]);
+        // Its next call counts again from the moment it starts.
+        let starting = BTreeSet::from(["m-1"]);
+        let again = awaiting(&journal, &starting, &none, Some(&[])).unwrap();
+        assert_eq!(again, BTreeSet::from([Role::Manager]));
+        // A new term rotates what the last may have placed, at once.
+        let term = Tokens::assume_exposed([Role::Manager, Role::Worker], 5);
+        assert_eq!(term.due(&BTreeSet::new(), 5).len(), 2);
+    }
+
+    /// Issue 36: a group blocked `NeverJoined` keeps its last machine for
+    /// diagnosis; that machine's operation (provisioned, no node), parked
+    /// by the plan, holds back no rotation of its role's exposed token.
+    /// Control: the same operation not parked does, and so does one
+    /// provisioning in this pass whatever the plan said.
+    #[test]
+    fn a_parked_operation_holds_back_no_rotation() {
+        let mut kept = add_op("w-4", "workers", Role::Worker);
+        kept.done.insert(Step::Provision);
+        let journal = [kept];
+        let none = BTreeSet::new();
+        let waiting = awaiting(&journal, &none, &none, Some(&[])).unwrap();
+        assert_eq!(waiting, BTreeSet::from([Role::Worker]), "it awaits a join");
+        let parked = BTreeSet::from(["w-4"]);
+        let waiting = awaiting(&journal, &none, &parked, Some(&[])).unwrap();
+        assert!(waiting.is_empty(), "parked: {waiting:?}");
+        let mut tokens = Tokens::default();
+        tokens.placed(Role::Worker, 0);
+        assert_eq!(tokens.due(&waiting, 1), vec![Role::Worker]);
+        // Another operation parked changes nothing for this one.
+        let other = BTreeSet::from(["w-9"]);
+        let waiting = awaiting(&journal, &none, &other, Some(&[])).unwrap();
+        assert_eq!(waiting, BTreeSet::from([Role::Worker]));
+        // Provisioning in this pass: it takes the current token now.
+        let starting = BTreeSet::from(["w-4"]);
+        let waiting = awaiting(&journal, &starting, &parked, Some(&[])).unwrap();
+        assert_eq!(waiting, BTreeSet::from([Role::Worker]));
     }
 
     #[test]

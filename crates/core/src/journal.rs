@@ -95,6 +95,9 @@ pub enum Step {
     PostProvisionHook,
     /// `hooks.post_join`, once the new member is healthy.
     PostJoinHook,
+    /// `hooks.on_abort`, once an operation whose pre hook was called
+    /// steps aside (never in the walk: [`Operation::aborting`]).
+    OnAbortHook,
 }
 
 impl Step {
@@ -113,6 +116,7 @@ impl Step {
             Step::PreDestroyHook => "hook-pre-destroy",
             Step::PostProvisionHook => "hook-post-provision",
             Step::PostJoinHook => "hook-post-join",
+            Step::OnAbortHook => "hook-on-abort",
         }
     }
 
@@ -123,6 +127,7 @@ impl Step {
             Step::PreDestroyHook => Some(HookPoint::PreDestroy),
             Step::PostProvisionHook => Some(HookPoint::PostProvision),
             Step::PostJoinHook => Some(HookPoint::PostJoin),
+            Step::OnAbortHook => Some(HookPoint::OnAbort),
             _ => None,
         }
     }
@@ -134,6 +139,7 @@ impl Step {
             HookPoint::PreDestroy => Step::PreDestroyHook,
             HookPoint::PostProvision => Step::PostProvisionHook,
             HookPoint::PostJoin => Step::PostJoinHook,
+            HookPoint::OnAbort => Step::OnAbortHook,
         }
     }
 }
@@ -253,8 +259,25 @@ impl Operation {
     /// and a refusal for lack of capacity in `short_zone` moves the next
     /// call to another zone. The one record the controller and the
     /// simulator both write.
+    ///
+    /// The call is known to have ended, so its intent no longer stands for
+    /// a machine that may exist: an operation whose every provision call
+    /// failed holds no join token back from its rotation
+    /// ([`crate::join_token::awaiting`]) while it waits for its next call,
+    /// parked or blocked, however long. (A failed call that made a machine
+    /// after all is found by the describe on its link; if the rotated
+    /// token keeps it out, it never joins and is healed as such, within
+    /// `startup_timeout`: a bounded delay, where the held token was a
+    /// valid secret left readable without bound.)
     pub fn provision_failed(&mut self, short_zone: Option<&str>) {
         self.provision_failures += 1;
+        if self
+            .intent
+            .as_ref()
+            .is_some_and(|i| i.step == Step::Provision)
+        {
+            self.intent = None;
+        }
         if let Some(z) = short_zone
             && self.short_zones.last().map(String::as_str) != Some(z)
         {
@@ -279,6 +302,8 @@ impl Operation {
                 .iter()
                 .position(|x| matches!(x, Step::Drain | Step::Demote | Step::DemoteSelfAndLeave))?
                 .checked_sub(1),
+            // Called only once the operation stepped aside: in no walk.
+            Some(HookPoint::OnAbort) => None,
         };
         self.done.contains(&step)
             || at(step)
@@ -365,6 +390,23 @@ impl Operation {
         };
         self.victim.is_some()
             && (self.intent.as_ref().is_some_and(|i| takes(&i.step)) || self.done.iter().any(takes))
+    }
+
+    /// A pre hook (`pre_drain`, `pre_destroy`) was called for this
+    /// operation, or may have been (its intent): the outside world may
+    /// have been told the member goes.
+    pub fn told_pre_hook(&self) -> bool {
+        let pre = |s: &Step| matches!(s, Step::PreDrainHook | Step::PreDestroyHook);
+        self.done.iter().any(pre) || self.intent.as_ref().is_some_and(|i| pre(&i.step))
+    }
+
+    /// The operation stepped aside and its `on_abort` hook was called (or
+    /// may have been, or failed): it only ends, after that hook.
+    pub fn aborting(&self) -> bool {
+        let abort = Step::OnAbortHook;
+        self.done.contains(&abort)
+            || self.intent.as_ref().is_some_and(|i| i.step == abort)
+            || self.hook_failure.as_ref().is_some_and(|f| f.step == abort)
     }
 
     /// True when the operation disrupts a member (as opposed to only adding one).

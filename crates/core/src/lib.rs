@@ -20,6 +20,7 @@
 // 80 lines); tests may be long scenarios.
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
+pub mod boot;
 pub mod budget;
 pub mod execute;
 pub mod hash;
@@ -31,6 +32,7 @@ pub mod plan;
 pub mod quorum;
 pub mod quorum_probe;
 pub mod recover;
+pub mod redact;
 pub mod retire;
 pub mod revision;
 pub mod spec;

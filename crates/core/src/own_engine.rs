@@ -32,6 +32,12 @@ pub fn may_be_locked(n: &Node) -> bool {
     n.manager_role && (n.state != NodeState::Ready || n.raft.as_ref().is_some_and(|r| !r.reachable))
 }
 
+/// A worker by spec that the leader still lists as an unreachable raft
+/// member: its engine may say it runs no manager (a ghost, `plan::Ghost`).
+pub fn may_be_ghost(n: &Node) -> bool {
+    !n.manager_role && n.raft.as_ref().is_some_and(|r| !r.reachable)
+}
+
 /// For each of `nodes`, whether it is a demoted manager that may have
 /// left: no manager role and already out of the raft as the leader sees it
 /// (asked earlier, it is still shutting its manager down, and the question
@@ -56,8 +62,8 @@ pub fn may_have_left(nodes: &[Node]) -> Vec<bool> {
         .collect()
 }
 
-/// Whether to ask other machines' engines now: some node may be locked or
-/// may have left, and the asker will act on the answer. A manager's
+/// Whether to ask other machines' engines now: some node may be locked,
+/// may have left or may be a ghost, and the asker will act on the answer. A manager's
 /// controller (`own`: its engine's node id) acts only while its node is the
 /// leader: a follower's would only slow its own passes (an engine that is
 /// shutting its manager down can take seconds to answer) and load the
@@ -70,7 +76,9 @@ pub fn worth_asking(nodes: &[Node], own: Option<&str>) -> bool {
             .any(|n| n.id == own && n.raft.as_ref().is_some_and(|r| r.leader))
     };
     own.is_none_or(leads)
-        && (nodes.iter().any(may_be_locked) || may_have_left(nodes).contains(&true))
+        && (nodes.iter().any(may_be_locked)
+            || nodes.iter().any(may_be_ghost)
+            || may_have_left(nodes).contains(&true))
 }
 
 /// When each engine was last asked, so none is asked more often than
@@ -159,6 +167,7 @@ mod tests {
             running_tasks: 0,
             locked: false,
             left: false,
+            engine_no_manager: false,
         }
     }
 
@@ -194,6 +203,24 @@ mod tests {
             !worth_asking(&nodes[..2], Some("a")),
             "nothing to ask about"
         );
+    }
+
+    /// A worker by spec that is still an unreachable raft member: its
+    /// engine is asked whether it runs a manager (a ghost).
+    #[test]
+    fn a_workers_unreachable_member_is_asked_about() {
+        let mut leader = node("a", true, true, NodeState::Ready);
+        leader.raft.as_mut().unwrap().leader = true;
+        let mut ghost = node("g", false, true, NodeState::Ready);
+        assert!(!may_be_ghost(&ghost), "reachable: a demotion in progress");
+        ghost.raft.as_mut().unwrap().reachable = false;
+        assert!(may_be_ghost(&ghost));
+        let mut unreachable_manager = ghost.clone();
+        unreachable_manager.manager_role = true;
+        assert!(!may_be_ghost(&unreachable_manager));
+        assert!(!may_be_ghost(&node("w", false, false, NodeState::Ready)));
+        assert!(worth_asking(&[leader.clone(), ghost], Some("a")));
+        assert!(!worth_asking(&[leader], Some("a")));
     }
 
     #[test]

@@ -198,6 +198,7 @@ mod tests {
             running_tasks: 0,
             locked: false,
             left: false,
+            engine_no_manager: false,
         }
     }
 
@@ -213,6 +214,8 @@ mod tests {
             self_link: None,
             left_reports: Vec::new(),
             services: Default::default(),
+            boots: Default::default(),
+            complete_listings: Default::default(),
         }
     }
 

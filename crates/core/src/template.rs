@@ -96,6 +96,9 @@ pub struct BootContext {
     pub address: String,
     /// A reachable manager address to join (`host:port`), empty when `init`.
     pub join_addr: String,
+    /// Every reachable manager's address, `join_addr` first, comma
+    /// separated: what `drover engine join --remote` tries in turn.
+    pub join_addrs: String,
     /// True for the very first manager of a new swarm.
     pub init: bool,
     /// Engine labels to put on the engine, drover's own included.
@@ -118,6 +121,7 @@ impl BootContext {
             logical_id: "127.0.0.10".into(),
             address: "127.0.0.10".into(),
             join_addr: "127.0.0.11:2377".into(),
+            join_addrs: "127.0.0.11:2377,127.0.0.12:2377".into(),
             init: false,
             engine_labels: BTreeMap::new(),
             drover_url: String::new(),
@@ -339,6 +343,27 @@ mod tests {
                 render(default_boot_script(provider, role), &ctx).unwrap();
                 ctx.init = true;
                 render(default_boot_script(provider, role), &ctx).unwrap();
+            }
+        }
+    }
+
+    /// Every default script that joins hands its join every manager it
+    /// was given (`join_addrs`), to try in turn, not the one `join_addr`
+    /// (drover issue 36: an engine told to join through a manager cut off
+    /// mid-join stayed in swarm state `error` for good).
+    #[test]
+    fn every_default_join_is_given_every_manager() {
+        for provider in crate::spec::PROVIDERS {
+            for role in [Role::Manager, Role::Worker] {
+                let out = render(
+                    default_boot_script(provider, role),
+                    &BootContext::example(role),
+                )
+                .unwrap();
+                assert!(
+                    out.contains("--remote 127.0.0.11:2377,127.0.0.12:2377"),
+                    "{provider} {role:?}: {out}"
+                );
             }
         }
     }

@@ -142,7 +142,8 @@ pub enum Command {
         #[arg(
             long,
             env = "DOCKER_HOST",
-            default_value = "unix:///var/run/docker.sock"
+            default_value = "unix:///var/run/docker.sock",
+            value_parser = parse::NoSecret("--engine", false)
         )]
         engine: String,
         /// The store.

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 const STUB: &str = r#"#!/bin/sh
 case "$1" in
   engine)
-    : > "$STUB_DIR/join-started"
+    echo "$*" > "$STUB_DIR/join-started"
     if [ -e "$STUB_DIR/join-hangs" ]; then sleep 60; fi
     echo "drover: joining as manager: engine error: HTTP 503: Timeout was reached before node joined. The attempt to join the swarm will continue in the background." >&2
     exit 1 ;;
@@ -156,6 +156,14 @@ fn a_manager_whose_join_gave_up_still_runs_its_controller() {
     assert!(
         controller.contains("token=none"),
         "the controller saw the join token: {controller}"
+    );
+    // The join is given every manager the machine was told of, to try in
+    // turn (drover issue 36: one manager cut off mid-join left the engine
+    // in swarm state `error` for good).
+    let join = std::fs::read_to_string(m.path("join-started")).expect("the join ran");
+    assert!(
+        join.contains("--remote 127.0.0.11:2377,127.0.0.12:2377"),
+        "{join}"
     );
 }
 

@@ -543,16 +543,19 @@ fn manager_store(lab: &Lab) -> String {
 /// Waits (up to 5 min) until the raft has `members` members, all reachable.
 async fn raft_whole(lab: &Lab, members: usize) {
     let t0 = Instant::now();
+    let mut last = String::from("no manager answered");
     loop {
         if let Ok(nodes) = support::observe_endpoints(&lab.provider().peer_endpoints()).await {
             let raft: Vec<_> = nodes.iter().filter_map(|n| n.raft.as_ref()).collect();
             if raft.len() == members && raft.iter().all(|r| r.reachable) {
                 return;
             }
+            last = format!("{raft:?}");
         }
         assert!(
             t0.elapsed() < Duration::from_secs(300),
-            "the raft never had {members} reachable members"
+            "the raft never had {members} reachable members; last seen: {last}; machines: {:?}",
+            lab.machines()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

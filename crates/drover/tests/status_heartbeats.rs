@@ -34,6 +34,7 @@ fn manager(id: &str, leader: bool) -> Node {
         running_tasks: 0,
         locked: false,
         left: false,
+        engine_no_manager: false,
     }
 }
 

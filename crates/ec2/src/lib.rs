@@ -52,6 +52,7 @@
 
 pub mod api;
 pub mod client;
+mod console;
 pub mod listing;
 pub mod machine;
 pub mod throttle;
@@ -193,8 +194,7 @@ impl Ec2Provider {
     fn properties(&self, req: &ProvisionRequest) -> Result<Ec2Properties, ProviderError> {
         let zone = req.tags.get(tags::ZONE).map(String::as_str);
         let props = Ec2Properties::parse(&req.properties, &[zone]).map_err(|problems| {
-            let all: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            ProviderError::Permanent(all.join("; "))
+            ProviderError::Permanent(drover_core::spec::describe_properties(&problems))
         })?;
         if let Some(r) = &props.region
             && r != self.client.region()
@@ -309,6 +309,14 @@ impl InstanceProvider for Ec2Provider {
         true
     }
 
+    /// Its console output (`GetConsoleOutput`).
+    async fn boot_log(
+        &self,
+        instance: &str,
+    ) -> Result<Option<drover_core::boot::BootLog>, ProviderError> {
+        self.console_log(instance).await
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,
@@ -341,12 +349,12 @@ impl InstanceProvider for Ec2Provider {
             )
             .collect();
         let user_data = machine::user_data(&group, &script, &env).map_err(unfit)?;
-        if user_data.len() > machine::USER_DATA_LIMIT {
-            return Err(unfit(Unfit::UserDataTooLarge {
-                group,
-                len: user_data.len(),
-            }));
-        }
+        drover_core::spec::ec2::check_user_data(user_data.len()).map_err(|source| {
+            unfit(Unfit::UserDataTooLarge {
+                group: group.clone(),
+                source,
+            })
+        })?;
         let token = machine::client_token(cluster, link);
         let params = machine::run_params(&Launch {
             props: &props,
@@ -492,6 +500,14 @@ pub mod testkit;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 37: `DescribeInstances` is eventually consistent, so an empty
+    /// pet slot must read empty for a while before it is filled.
+    #[test]
+    fn its_listing_may_leave_a_machine_out() {
+        let p = Ec2Provider::new(Settings::new("eu-west-1", Some("http://127.0.0.1:9")));
+        assert!(!p.listing_is_complete());
+    }
 
     fn answer(code: &str, status: u16) -> CallError {
         CallError::Api {

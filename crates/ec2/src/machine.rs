@@ -10,8 +10,6 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-/// EC2's limit on user data (before its base64 encoding).
-pub const USER_DATA_LIMIT: usize = 16 * 1024;
 /// The states of an instance that still exists: `shutting-down` and
 /// `terminated` ones are gone (never listed, so never counted).
 pub const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
@@ -57,15 +55,14 @@ impl std::fmt::Debug for Launch<'_> {
 /// Why a request cannot become an instance.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unfit {
-    /// The boot script is over EC2's limit.
-    #[error(
-        "the rendered boot script of group {group:?} is {len} bytes: EC2 takes at most 16384 bytes of user data; shorten flavor.boot_script"
-    )]
+    /// The user data is over EC2's limit (the rule `validate` applies,
+    /// [`drover_core::spec::ec2::check_user_data`]).
+    #[error("group {group:?}: the rendered boot script and its environment are {source}")]
     UserDataTooLarge {
         /// The group.
         group: String,
-        /// Its length.
-        len: usize,
+        /// How long it is.
+        source: drover_core::spec::ec2::UserDataTooLarge,
     },
     /// A pet's id must be a private IPv4 address.
     #[error(

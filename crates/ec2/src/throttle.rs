@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// The API families EC2 throttles separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
-    /// `Describe*`.
+    /// `Describe*` and `Get*` (non-mutating).
     Describe,
     /// `RunInstances`.
     Run,
@@ -32,7 +32,8 @@ impl Family {
 
     /// The family of `action`.
     pub fn of(action: &str) -> Family {
-        if action.starts_with("Describe") {
+        // `Get*` calls are non-mutating too (EC2 limits them as such).
+        if action.starts_with("Describe") || action.starts_with("Get") {
             Family::Describe
         } else if action == "RunInstances" {
             Family::Run

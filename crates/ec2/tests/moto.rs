@@ -48,6 +48,30 @@ fn cluster_tag(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(tags::CLUSTER.to_string(), cluster.to_string())])
 }
 
+/// An instance's boot log is its console output (`GetConsoleOutput`,
+/// signed like every call): moto answers with a fixed sample, base64; the
+/// provider hands back its lines. An unknown instance is said so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_boot_log_is_the_instances_console_output() {
+    let moto = Moto::start().await;
+    let p = moto.provider();
+    let req = request(&moto, "c1", "op-console", None).await;
+    let id = p.provision(req, &Unfenced).await.unwrap();
+    let log = p.boot_log(&id).await.unwrap().expect("console output");
+    let lines = log.lines();
+    assert_eq!(lines.len(), 10, "{lines:?}");
+    assert!(
+        lines[0].starts_with("Linux version 2.6.16-xenU"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[9], "Enabling fast FPU save and restore... done.");
+    let unknown = p.boot_log("i-0123456789abcdef0").await;
+    assert!(
+        matches!(unknown, Err(ProviderError::NotFound(_))),
+        "{unknown:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provision_describe_label_destroy_with_signatures_checked() {
     let moto = Moto::start().await;
@@ -449,10 +473,12 @@ async fn launches_queued_in_turn_leave_no_faster_than_ec2_counts_them() {
         l.await.unwrap().expect("every launch gets through");
     }
     // Paced to leave room for the way's jitter (without it: 5 to 7 of 16
-    // throttled); two throttles are left to a machine stalling the test for
-    // longer than that room (seen once with two builds beside the suite).
+    // throttled); three throttles are left to a machine stalling the test
+    // (or the proxy, which timestamps arrivals) for longer than that room:
+    // 2 seen with two builds beside the suite, 3 at load average 15 (two
+    // end-to-end suites and a build beside it).
     let throttled = proxy.throttled("RunInstances");
-    assert!(throttled <= 2, "{throttled} launches throttled");
+    assert!(throttled <= 3, "{throttled} launches throttled");
     assert_eq!(proxy.calls("RunInstances"), 16 + throttled);
 }
 

@@ -85,6 +85,7 @@ pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -
         running_tasks: running.get(&id).copied().unwrap_or(0),
         locked: false,
         left: false,
+        engine_no_manager: false,
         id,
         link: label(tags::LINK),
         cluster: label(tags::CLUSTER),

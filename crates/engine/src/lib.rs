@@ -19,8 +19,12 @@
 mod convert;
 mod endpoint;
 mod error;
+mod ghost;
+mod join;
 mod leave;
 pub mod probe;
+
+pub use join::JoinAttempt;
 
 pub use convert::convert_node;
 pub use endpoint::{DEFAULT_HOST, DockerEnv, docker_client};
@@ -104,6 +108,9 @@ pub struct JoinTokens {
 const JOIN_GOES_ON: &str = "will continue in the background";
 /// How long a join that goes on in the background is waited for.
 const JOIN_BACKGROUND: Duration = Duration::from_secs(120);
+/// How long a join through one manager that goes on in the background is
+/// waited for while other managers remain to be tried ([`Engine::join_any`]).
+const JOIN_BEFORE_NEXT: Duration = Duration::from_secs(30);
 
 /// How long [`Engine::observe_known`] waits for the node and task lists: a
 /// manager with a leader answers in milliseconds (1-20 ms here, loaded);
@@ -380,7 +387,7 @@ impl Engine {
             return SwarmView::NoQuorum("the manager count is missing from info".into());
         }
         match self.nodes().await {
-            Ok(nodes) => SwarmView::Ok(nodes),
+            Ok(nodes) => SwarmView::from_manager_list(nodes, &info.node_id),
             Err(EngineError::NoLeader(m)) => SwarmView::NoQuorum(m),
             Err(e) => SwarmView::Unavailable(e.to_string()),
         }
@@ -510,6 +517,19 @@ impl Engine {
         remotes: &[String],
         addr: &str,
     ) -> Result<(), EngineError> {
+        self.join_within(token, remotes, addr, JOIN_BACKGROUND)
+            .await
+    }
+
+    /// [`Self::join`], a join that goes on in the background waited for
+    /// up to `background`.
+    pub(crate) async fn join_within(
+        &self,
+        token: &Secret,
+        remotes: &[String],
+        addr: &str,
+        background: Duration,
+    ) -> Result<(), EngineError> {
         let req = SwarmJoinRequest {
             listen_addr: Some(addr.to_string()),
             advertise_addr: Some(addr.to_string()),
@@ -519,7 +539,9 @@ impl Engine {
         };
         // Joining a swarm without a leader times out after ~20 s.
         match bounded(Duration::from_secs(40), self.docker.join_swarm(req)).await {
-            Err(e) if e.to_string().contains(JOIN_GOES_ON) => self.joined_in_background(e).await,
+            Err(e) if e.to_string().contains(JOIN_GOES_ON) => {
+                self.joined_in_background(e, background).await
+            }
             other => other,
         }
     }
@@ -527,10 +549,14 @@ impl Engine {
     /// After the engine answered that its join "will continue in the
     /// background" (measured on Incus machines: the manager it was joining
     /// through lost power mid-join; the node joined through another one
-    /// seconds later): waits, up to [`JOIN_BACKGROUND`], for the engine to
-    /// be in the swarm, and fails with `refused` if it never is or gives up.
-    async fn joined_in_background(&self, refused: EngineError) -> Result<(), EngineError> {
-        let deadline = Instant::now() + JOIN_BACKGROUND;
+    /// seconds later): waits, up to `bound`, for the engine to be in the
+    /// swarm, and fails with `refused` if it never is or gives up.
+    async fn joined_in_background(
+        &self,
+        refused: EngineError,
+        bound: Duration,
+    ) -> Result<(), EngineError> {
+        let deadline = Instant::now() + bound;
         while Instant::now() < deadline {
             match self.info().await.map(|i| i.state) {
                 Ok(LocalState::Active) => return Ok(()),
@@ -589,15 +615,5 @@ impl Engine {
             .sleep(tokio::time::sleep)
             .when(EngineError::is_out_of_sequence)
             .await
-    }
-
-    /// The leader's advertise address (`ManagerStatus.Addr`), from the node list.
-    pub async fn leader_addr(&self) -> Result<Option<String>, EngineError> {
-        let nodes = self.raw_nodes().await?;
-        Ok(nodes
-            .into_iter()
-            .filter_map(|n| n.manager_status)
-            .find(|m| m.leader == Some(true))
-            .and_then(|m| m.addr))
     }
 }

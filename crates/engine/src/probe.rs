@@ -2,6 +2,7 @@
 //! its machine's engine for the quorum verdict and `recover`'s evidence.
 
 use crate::{Engine, LocalState};
+use drover_core::boot::JoinFailed;
 use drover_core::quorum_probe::EngineAnswer;
 use drover_core::recover::{Peer, Raft};
 use std::time::Duration;
@@ -55,4 +56,21 @@ pub async fn ask(endpoint: &str) -> (EngineAnswer, Option<Raft>) {
                 None,
             )
         })
+}
+
+/// Whether the engine at `endpoint`, asked within [`ASK_WITHIN`], reports
+/// its swarm state as `error` (`info .Swarm.LocalNodeState`), with its
+/// `Swarm.Error` redacted: a join that failed (swarmkit does not retry a
+/// first join that failed). `None` when it does not, or cannot be asked:
+/// silence is no evidence.
+pub async fn join_failed(endpoint: &str) -> Option<JoinFailed> {
+    let asked = async {
+        let engine = Engine::connect_with_timeout(endpoint, ASK_WITHIN)
+            .await
+            .ok()?;
+        let info = engine.info().await.ok()?;
+        (info.state == LocalState::Error)
+            .then(|| JoinFailed::new(info.swarm_error.as_deref().unwrap_or_default()))
+    };
+    tokio::time::timeout(ASK_WITHIN, asked).await.ok().flatten()
 }

@@ -156,6 +156,50 @@ impl Api {
         body: Body<'_>,
         within: Duration,
     ) -> Result<Envelope<T>, ApiError> {
+        let (status, body) = self.send(method, path, query, body, within).await?;
+        let envelope: Envelope<T> = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::Decode(format!("{status}: {e}: {}", String::from_utf8_lossy(&body)))
+        })?;
+        if envelope.kind == "error" || !status.is_success() {
+            return Err(ApiError::Status {
+                status: if envelope.error_code != 0 {
+                    envelope.error_code
+                } else {
+                    status.as_u16()
+                },
+                message: envelope.error,
+            });
+        }
+        Ok(envelope)
+    }
+
+    /// A `GET` whose answer is raw bytes (a file's, a console log's), not an
+    /// envelope; an error status is decoded as [`Self::call`] does.
+    pub async fn get_raw(&self, path: &str, query: &[(&str, &str)]) -> Result<Bytes, ApiError> {
+        let (status, body) = self
+            .send(Method::GET, path, query, Body::Empty, REQUEST_TIMEOUT)
+            .await?;
+        if status.is_success() {
+            return Ok(body);
+        }
+        let message = serde_json::from_slice::<Envelope<serde::de::IgnoredAny>>(&body)
+            .map(|e| e.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+        Err(ApiError::Status {
+            status: status.as_u16(),
+            message,
+        })
+    }
+
+    /// One request, within `within`: its status and body.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Body<'_>,
+        within: Duration,
+    ) -> Result<(hyper::StatusCode, Bytes), ApiError> {
         let mut req = Request::builder().method(method).uri(self.url(path, query));
         let bytes = match body {
             Body::Empty => Bytes::new(),
@@ -190,23 +234,9 @@ impl Api {
                 .to_bytes();
             Ok::<_, ApiError>((status, body))
         };
-        let (status, body) = tokio::time::timeout(within, answer)
+        tokio::time::timeout(within, answer)
             .await
-            .map_err(|_| self.unreachable(format!("no answer within {within:?}")))??;
-        let envelope: Envelope<T> = serde_json::from_slice(&body).map_err(|e| {
-            ApiError::Decode(format!("{status}: {e}: {}", String::from_utf8_lossy(&body)))
-        })?;
-        if envelope.kind == "error" || !status.is_success() {
-            return Err(ApiError::Status {
-                status: if envelope.error_code != 0 {
-                    envelope.error_code
-                } else {
-                    status.as_u16()
-                },
-                message: envelope.error,
-            });
-        }
-        Ok(envelope)
+            .map_err(|_| self.unreachable(format!("no answer within {within:?}")))?
     }
 
     /// A `GET` whose metadata is a `T`.

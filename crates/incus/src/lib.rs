@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
 pub mod api;
+mod boot_log;
 pub mod machine;
 mod probe;
 pub mod properties;
@@ -33,7 +34,6 @@ use drover_engine::PeerEndpoints;
 use drover_spi::{EngineReport, Fence, InstanceProvider, ProviderError, ProvisionRequest, Secret};
 use hyper::Method;
 use machine::Listed;
-use properties::Properties;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -283,13 +283,19 @@ pub(crate) fn provider_error(what: &str, e: ApiError) -> ProviderError {
 
 #[async_trait]
 impl InstanceProvider for IncusProvider {
+    /// Its listing is Incus's own database, asked directly (an instance
+    /// exists there once its creation returned): a machine it made is
+    /// never left out.
+    fn listing_is_complete(&self) -> bool {
+        true
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,
         fence: &dyn Fence,
     ) -> Result<String, ProviderError> {
-        let props = Properties::parse(&req.properties)
-            .map_err(|e| ProviderError::Permanent(e.to_string()))?;
+        let props = properties::of_request(&req.properties, req.logical_id.as_deref())?;
         let manager = req.boot_context.role == drover_core::spec::Role::Manager.as_str();
         let mut req = req;
         if manager {
@@ -429,6 +435,17 @@ impl InstanceProvider for IncusProvider {
     fn engine_endpoint(&self, instance: &str) -> Option<String> {
         Some(self.endpoint(instance))
     }
+
+    async fn boot_log(
+        &self,
+        instance: &str,
+    ) -> Result<Option<drover_core::boot::BootLog>, ProviderError> {
+        self.boot_log_of(instance).await
+    }
+
+    async fn join_failed(&self, instance: &str) -> Option<drover_core::boot::JoinFailed> {
+        drover_engine::probe::join_failed(&self.endpoint(instance)).await
+    }
 }
 
 /// The engines of this provider's machines, as the Incus host reaches
@@ -457,6 +474,15 @@ pub mod testkit;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 37: Incus's own database answers the listing, so an empty
+    /// pet slot is filled without waiting (`plan::stage::fill`).
+    #[test]
+    fn its_listing_is_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = IncusProvider::new(Path::new("/nonexistent"), "default", dir.path());
+        assert!(p.listing_is_complete());
+    }
 
     #[test]
     fn a_machines_own_engine_is_not_its_peer() {

@@ -20,11 +20,10 @@ const ENGINE_SOCKET: &str = "/run/docker.sock";
 /// (a proxy device to the host's socket; under `/var/lib`, not `/run`,
 /// which systemd mounts over after the device is set up).
 pub const API_SOCKET: &str = "/var/lib/drover/incus.socket";
-/// The proxy device that exposes the Incus API to a manager's controller.
-pub const API_DEVICE: &str = "drover-api";
-/// The disk device that shows a manager's controller every machine's
-/// engine socket, at [`ENGINES_PATH`].
-pub const ENGINES_DEVICE: &str = "drover-engines";
+/// The proxy device that exposes the Incus API to a manager's controller,
+/// and the disk device that shows it every machine's engine socket at
+/// [`ENGINES_PATH`]: names drover-core's property rule reserves.
+pub use drover_core::spec::incus::{API_DEVICE, ENGINES_DEVICE};
 /// Where a manager's controller sees the engines' directory: under its
 /// systemd unit's state directory, the one path its sandbox lets it write
 /// (the unit's `PrivateTmp` and `ProtectSystem=strict` hide or freeze the

@@ -184,7 +184,7 @@ fn dockerd_args(paths: &EnginePaths, labels: &BTreeMap<String, String>) -> Vec<s
     }
     for (k, v) in labels {
         args.push("--label".into());
-        args.push(format!("{k}={v}").into());
+        args.push(drover_core::spec::local::label_argument(k, v).into());
     }
     args
 }

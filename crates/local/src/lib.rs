@@ -21,6 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
 mod adopt;
+mod boot_log;
 pub mod launcher;
 mod probe;
 pub mod procs;
@@ -42,6 +43,10 @@ use std::net::Ipv4Addr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The directory under a local provider's state directory that holds one
+/// directory per machine: what makes a directory a local provider's.
+pub const INSTANCES_DIR: &str = "instances";
 
 /// How long a boot script may run.
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -171,7 +176,7 @@ impl LocalProvider {
         if let Some(bad) = pool.iter().find(|a| !a.is_loopback()) {
             return Err(LocalError::NotLoopback(bad.to_string()));
         }
-        let inst = state_dir.join("instances");
+        let inst = state_dir.join(INSTANCES_DIR);
         std::fs::create_dir_all(&inst).map_err(|e| LocalError::Io(inst.clone(), e))?;
         let state_dir = state_dir
             .canonicalize()
@@ -225,7 +230,7 @@ impl LocalProvider {
     }
 
     fn instances_dir(&self) -> PathBuf {
-        self.state_dir.join("instances")
+        self.state_dir.join(INSTANCES_DIR)
     }
 
     fn dir_of(&self, id: &str) -> PathBuf {
@@ -461,6 +466,13 @@ fn valid_id(id: &str) -> bool {
 
 #[async_trait]
 impl InstanceProvider for LocalProvider {
+    /// Its listing reads its own records (one file per machine, written by
+    /// an atomic rename before the machine's engine starts): a machine it
+    /// made is never left out.
+    fn listing_is_complete(&self) -> bool {
+        true
+    }
+
     /// The fence is checked under the allocation lock, right before the
     /// instance's directory and record are made and its engine started:
     /// from there the provision runs to its end (a half-made machine would
@@ -470,6 +482,11 @@ impl InstanceProvider for LocalProvider {
         req: ProvisionRequest,
         fence: &dyn Fence,
     ) -> Result<String, ProviderError> {
+        // The rule `validate` applies (one argument per label): refused
+        // before anything is made, never an E2BIG from exec after it.
+        if let Some(e) = drover_core::spec::local::label_problems(&req.engine_labels).first() {
+            return Err(ProviderError::Permanent(e.to_string()));
+        }
         // Allocate and write the record under the lock, so concurrent
         // provisions never pick the same address. The lock is a file lock:
         // several controllers (a bootstrapping CLI, the managers') may share
@@ -604,6 +621,18 @@ impl InstanceProvider for LocalProvider {
         self.endpoint(instance)
     }
 
+    async fn boot_log(
+        &self,
+        instance: &str,
+    ) -> Result<Option<drover_core::boot::BootLog>, ProviderError> {
+        self.boot_log_of(instance)
+    }
+
+    async fn join_failed(&self, instance: &str) -> Option<drover_core::boot::JoinFailed> {
+        let r = self.record(instance).ok().flatten()?;
+        drover_engine::probe::join_failed(&r.endpoint()).await
+    }
+
     async fn label(
         &self,
         instance: &str,
@@ -646,30 +675,4 @@ impl drover_engine::PeerEndpoints for LocalProvider {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pool_is_loopback_only() {
-        assert_eq!(parse_pool("127.0.5.10-127.0.5.12").unwrap().len(), 3);
-        assert!(matches!(
-            parse_pool("10.0.0.1"),
-            Err(LocalError::NotLoopback(_))
-        ));
-        assert!(matches!(
-            parse_pool("127.0.0.9-127.0.0.1"),
-            Err(LocalError::BadPool(_))
-        ));
-        let d = std::env::temp_dir().join(format!("drover-pool-{}", std::process::id()));
-        let e = LocalProvider::new(&d, ["192.168.1.1".parse().unwrap()]).unwrap_err();
-        assert!(e.to_string().contains("not a loopback"), "{e}");
-        let _ = std::fs::remove_dir_all(d);
-    }
-
-    #[test]
-    fn ids_are_checked() {
-        assert!(valid_id("i0123abcd"));
-        assert!(!valid_id("../etc"));
-        assert!(!valid_id(""));
-    }
-}
+mod tests;

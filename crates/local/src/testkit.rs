@@ -5,7 +5,7 @@
 //!   `sh` and `sleep` links) for engines without a registry;
 //! - [`write_drover_shim`] / [`run_shim_from_env`]: a stand-in `drover`
 //!   executable for boot scripts (`drover engine join --role R --address A
-//!   --remote M`) that re-enters the test binary and joins through the
+//!   --remote M[,M…]`) that re-enters the test binary and joins through the
 //!   engine API, reading the token from `DROVER_JOIN_TOKEN`, so the token
 //!   never reaches any command line;
 //! - [`crash_engine`] / [`kill_machine`]: the two faults of a machine, "the
@@ -111,10 +111,22 @@ pub async fn run_shim_from_env() -> bool {
     let token = Secret::new(std::env::var("DROVER_JOIN_TOKEN").expect("DROVER_JOIN_TOKEN"));
     let host = std::env::var("DOCKER_HOST").expect("DOCKER_HOST");
     let engine = Engine::connect(&host).await.expect("connect");
-    engine
-        .join(&token, &[remote], &format!("{address}:2377"))
-        .await
-        .expect("join");
+    // As `drover engine join` does: every manager given, tried in turn.
+    let remotes: Vec<String> = remote.split(',').map(str::to_string).collect();
+    let tried = |a: &drover_engine::JoinAttempt| {
+        eprintln!("drover: joining through {} failed: {}", a.remote, a.error);
+    };
+    let addr = format!("{address}:2377");
+    if let Err(failed) = engine.join_any(&token, &remotes, &addr, &tried).await {
+        // As the binary ends: a line, no backtrace (a boot log's tail shows
+        // its last lines).
+        eprintln!("drover: no manager took the join ({} tried)", failed.len());
+        #[allow(
+            clippy::exit,
+            reason = "this process stands in for the `drover` binary, which exits 1 here"
+        )]
+        std::process::exit(1);
+    }
     true
 }
 
@@ -160,6 +172,7 @@ pub fn request(
     ctx.logical_id = String::new();
     ctx.address = String::new();
     ctx.join_addr = join_addr.into();
+    ctx.join_addrs = join_addr.into();
     ctx.init = init;
     ctx.engine_labels = labels.clone();
     drover_spi::ProvisionRequest {

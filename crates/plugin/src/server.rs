@@ -307,6 +307,7 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
         logical_id: req.spec.logical_id.clone().unwrap_or_default(),
         address: String::new(),
         join_addr: String::new(),
+        join_addrs: String::new(),
         init: false,
         engine_labels: ext.engine_labels.clone(),
         drover_url: String::new(),

@@ -249,3 +249,17 @@ async fn no_socket_is_a_transient_error_naming_the_plugin() {
         "{e}"
     );
 }
+
+/// Issue 37: InfraKit's protocol cannot say whether a plugin's listing
+/// may leave a machine out, so an empty pet slot must read empty for a
+/// while before it is filled.
+#[test]
+fn a_plugins_listing_is_not_taken_as_complete() {
+    let dir = support::short_dir();
+    let client = drover_plugin::PluginProvider::new(
+        drover_core::spec::PluginAddress::parse("any").unwrap(),
+        &dir.path().join("any"),
+        Timeouts::default(),
+    );
+    assert!(!client.listing_is_complete());
+}

@@ -181,6 +181,7 @@ impl Cluster for SimCloud {
             .clone()
             .ok_or_else(|| ClusterError::NoLeader("no leader".into()))?;
         Ok(Some(JoinMaterial {
+            others: Vec::new(),
             token: Secret::new("SWMTKN-1-simulated-secret"),
             addr: format!("{leader}:2377"),
         }))

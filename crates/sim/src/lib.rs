@@ -10,13 +10,15 @@
 //!
 //! [`Runner`] drives drover's real planner against it the way the controller
 //! does, and checks every voluntary step against the world's own raft and
-//! cloud state: the independent oracle of the property tests.
+//! cloud state: the independent oracle of the property tests. The
+//! [`liveness`] oracle checks the other half: every roll ends.
 
 // Production functions stay short enough to read at once (clippy.toml:
 // 80 lines); tests may be long scenarios.
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
 mod cloud;
+pub mod liveness;
 mod oracle;
 mod rng;
 mod runner;
@@ -24,7 +26,8 @@ mod scenario;
 mod world;
 
 pub use cloud::SimCloud;
+pub use liveness::Stuck;
 pub use rng::Rng;
-pub use runner::{Faults, Outcome, Runner, TraceLine};
-pub use scenario::rollout;
+pub use runner::{Faults, Outcome, RESYNC, Runner, TraceLine, WindowWait};
+pub use scenario::{Rollout, horizon, rollout, rollout_with};
 pub use world::{SimInstance, SimNode, Timings, WALL_ORIGIN, World};

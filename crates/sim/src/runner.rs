@@ -29,13 +29,20 @@
 
 mod act;
 mod checks;
+mod ends;
 mod nemesis;
+mod services;
+mod windows;
 
+pub use windows::WindowWait;
+
+use crate::liveness::{self, Stuck};
 use crate::oracle;
 use crate::rng::Rng;
 use crate::world::{Refusal, Timings, World};
 use drover_core::execute::{Carry, Execution, walk_order};
 use drover_core::hash::config_hash;
+use drover_core::join_token::Tokens;
 use drover_core::journal::{OpKind, Operation};
 use drover_core::model::{Time, tags};
 use drover_core::plan::{self, Action, Desired, DesiredGroup, Memory, Phase, Plan, PlanInput};
@@ -45,6 +52,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The controller's periodic resync, ms.
 pub const RESYNC: Time = 10_000;
+
+/// The longest a run's final linger goes on for a provision still in
+/// flight (`Runner::linger`), ms: several calls' worth, so a provision the
+/// last passes started ends, and a bound however the calls are timed.
+const LINGER_PROVISION: Time = 6 * RESYNC;
 
 /// Which faults to inject, and until when.
 #[derive(Debug, Clone, Default)]
@@ -94,7 +106,13 @@ pub struct Faults {
     /// Operator holds, releases, replace requests, pauses and resumes, per
     /// simulated minute (holds and pauses are lifted when faults stop).
     pub operator_events_per_min: f64,
-    /// No fault after this time.
+    /// A fault that stays once the others stop (the liveness oracle's).
+    pub stuck: Option<Stuck>,
+    /// Probability that the leader's engine restarts right after its
+    /// self-demotion is accepted, leaving a ghost raft member (while faults
+    /// are on; the ghost stays until a node update removes it).
+    pub ghost: f64,
+    /// No fault after this time (but `stuck` and ghosts).
     pub until: Time,
 }
 
@@ -231,6 +249,11 @@ pub struct Runner {
     pub trace: Vec<TraceLine>,
     /// Safety violations seen by the oracle.
     pub violations: Vec<String>,
+    /// The stretches rolls waited for their maintenance windows.
+    pub window_waits: Vec<WindowWait>,
+    /// By group with a roll pending: the wall-clock time (epoch ms) until
+    /// which its windows stay as last read (`windows.rs`).
+    windows_read: BTreeMap<String, i64>,
     /// Controller passes made.
     pub passes: u64,
     /// Last plan, for status.
@@ -241,6 +264,15 @@ pub struct Runner {
     next_fault: Time,
     /// Group of the action being applied, for the trace.
     acting_for: Option<String>,
+    /// The acting controller's view of the join tokens (as the shell's).
+    tokens: Tokens,
+    /// By the simulator's truth: since when each role's current join
+    /// token sits in some machine's boot environment, not rotated since.
+    token_placed: BTreeMap<Role, Time>,
+    /// Machines made per slot (`ends::slot_of`).
+    made: BTreeMap<String, u32>,
+    /// Liveness violations seen during the run (machines per slot).
+    pub liveness: Vec<String>,
 }
 
 impl Runner {
@@ -270,6 +302,8 @@ impl Runner {
             rng: Rng::new(seed),
             trace: Vec::new(),
             violations: Vec::new(),
+            window_waits: Vec::new(),
+            windows_read: BTreeMap::new(),
             passes: 0,
             last_plan: None,
             faulted_groups: BTreeSet::new(),
@@ -277,6 +311,10 @@ impl Runner {
             foreign: Vec::new(),
             next_fault: 0,
             acting_for: None,
+            tokens: Tokens::default(),
+            token_placed: BTreeMap::new(),
+            made: BTreeMap::new(),
+            liveness: Vec::new(),
         };
         r.plant_foreign_machines();
         r.set_faults(r.faults.clone());
@@ -415,11 +453,17 @@ impl Runner {
         if self.observed_at < self.faults.until {
             return None;
         }
+        // Blocked once every group ended: converged, blocked, or waiting
+        // behind a blocked group (the liveness oracle judges the reasons).
         if let Some(why) = plan
             .groups
             .iter()
             .find(|g| g.phase == Phase::Blocked)
             .and_then(|g| g.reason.clone())
+            && plan
+                .groups
+                .iter()
+                .all(|g| liveness::group_ended(plan, &g.name))
         {
             return Some(Outcome::Blocked(why));
         }
@@ -458,6 +502,7 @@ impl Runner {
                 self.undo_promotions();
             }
             let (plan, changed) = self.pass();
+            self.note_windows(&plan);
             if changed && immediate < 20 {
                 // The journal or the world changed: react now, not at the next tick.
                 immediate += 1;
@@ -515,6 +560,7 @@ fn apply(w: &mut World, action: &Action) -> Result<(), Refusal> {
         }
         Action::Drain { node, .. } => w.drain(node),
         Action::RemoveNode { node, force, .. } => w.remove_node(node, *force),
+        Action::HealGhost { node, .. } => w.update_ghost(node),
         _ => Ok(()),
     }
 }

@@ -92,6 +92,12 @@ pub struct SimNode {
     /// drover's engine labels (link, cluster, group) as they were before the
     /// engine restarted without them, to be put back by [`World::restore_labels`].
     pub lost_labels: Option<[Option<String>; 3]>,
+    /// Its engine restarted right after its self-demotion was accepted and
+    /// rejoined the raft under a new raft id, then stopped its manager: a
+    /// raft member stays, unreachable, while the node reads as a Ready
+    /// worker, until a node update makes swarmkit reconcile it away
+    /// ([`World::heal_ghost`]).
+    pub ghost: bool,
 }
 
 impl SimNode {
@@ -99,7 +105,7 @@ impl SimNode {
     /// Deliberately not its status: after an election every node reads
     /// `unknown` while raft counts it reachable (design rule 10).
     pub fn in_contact(&self) -> bool {
-        self.engine_alive && self.partitioned_until.is_none()
+        self.engine_alive && self.partitioned_until.is_none() && !self.ghost
     }
 
     /// It still runs: not dead, not left, not Down (an `unknown` or
@@ -302,7 +308,10 @@ impl World {
         for n in self.nodes.values_mut() {
             if n.out_of_raft_at.is_some_and(|t| t <= now) {
                 n.out_of_raft_at = None;
-                n.node.raft = None;
+                // A ghost's new raft id stays a member.
+                if !n.ghost {
+                    n.node.raft = None;
+                }
                 n.node.manager_role = false;
             }
             if n.down_at.is_some_and(|t| t <= now) {
@@ -489,6 +498,7 @@ impl World {
             },
             locked: false,
             left: false,
+            engine_no_manager: false,
         };
         self.nodes.insert(
             id.clone(),
@@ -503,6 +513,7 @@ impl World {
                 unknown_until: None,
                 disconnected_until: None,
                 lost_labels: None,
+                ghost: false,
             },
         );
         if let Some(i) = self.instances.get_mut(instance) {
@@ -554,6 +565,14 @@ impl World {
             self_link,
             left_reports: Vec::new(),
             services: Default::default(),
+            boots: Default::default(),
+            // The simulated provider lists every machine it made unless
+            // it is set to leave some out.
+            complete_listings: if self.partial_describe == 0.0 {
+                self.groups.iter().cloned().collect()
+            } else {
+                Default::default()
+            },
         }
     }
 

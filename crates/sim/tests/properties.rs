@@ -12,12 +12,23 @@
 //! storm; and, once faults stop, convergence to the new config and size with
 //! no orphan machine and no stale node.
 //!
+//! Every schedule is also judged by the liveness oracle
+//! (`drover_sim::liveness`, docs/safety.md "Liveness contract"): once the
+//! faults stop, and for the faults that stay (a provider that always fails
+//! for one group, machines that never join, a hook that always fails, a
+//! window far away, members past `max_age`, a ghost raft member), every
+//! group ends — converged, or blocked by the fault that stayed — within the
+//! spec's bound, no slot gets more machines than `max_attempts` per zone,
+//! and no join token is left valid once nothing awaits a join.
+//!
 //! A failure prints the whole schedule (seed included) as JSON: add it with
 //! a one-line note to `tests/regressions.json`, which
 //! `schedules_found_failing_before_stay_fixed` replays on every run.
 
+use drover_core::join_token::MIN_INTERVAL_MS;
 use drover_core::spec::{ClusterSpec, parse_str};
-use drover_sim::{Faults, Outcome, Timings, WALL_ORIGIN, rollout};
+use drover_sim::liveness::{bound, judge_end};
+use drover_sim::{Faults, Outcome, Rollout, Stuck, rollout_with};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +53,29 @@ struct Schedule {
     zones: usize,
     worker_surge: bool,
     faults: FaultMix,
+    /// What stays after the faults stop.
+    #[serde(default)]
+    lasting: Lasting,
+}
+
+/// What stays once the transient faults stop: the liveness oracle's
+/// subjects (each off by default, so older regressions read as before).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Lasting {
+    /// A fault that holds one group for good.
+    stuck: Option<Stuck>,
+    /// Every group may roll only in a daily window, 02:00-05:00 UTC: the
+    /// roll waits for it (the run starts just after midnight).
+    window: bool,
+    /// The manager group's machines are replaced past `max_age` (1h; the
+    /// cluster idles an hour before the new spec).
+    max_age: bool,
+    /// The manager group's config stays the same (only age or an
+    /// operator's request rolls it).
+    managers_kept: bool,
+    /// Probability that the leader's engine restarts right after its
+    /// self-demotion is accepted, leaving a ghost raft member.
+    ghost: f64,
 }
 
 /// Each fault off or on; see `drover_sim::Faults` for what each does.
@@ -80,12 +114,43 @@ struct Regression {
 /// this property is about safety and convergence under transient faults.
 const GC_BUDGETS: &str = "max_attempts: 20, max_unhealthy: 100%";
 
+/// The budgets of a group a lasting fault holds: two machines per slot.
+const STUCK_BUDGETS: &str = "max_attempts: 2, max_unhealthy: 100%";
+
 /// The spec before (`after == false`, image v1) or after (image v2, new sizes).
 fn spec_text(s: &Schedule, after: bool) -> String {
     let (image, managers, workers) = if after {
         ("v2", s.managers_after, s.workers_after)
     } else {
         ("v1", s.managers, s.workers)
+    };
+    let l = &s.lasting;
+    let mimage = if l.managers_kept { "v1" } else { image };
+    // Only the new spec adds what is not part of a config: windows,
+    // max_age, hooks.
+    let windows = if after && l.window {
+        ", windows: [{start: \"0 2 * * *\", duration: 3h, time_zone: UTC}]"
+    } else {
+        ""
+    };
+    let hooks = |group: &str| match &l.stuck {
+        Some(Stuck::HookFails(g)) if after && g == group => {
+            "  hooks: {post_provision: {command: [/bin/true]}}\n"
+        }
+        _ => "",
+    };
+    let max_age = if after && l.max_age {
+        ", max_age: 1h"
+    } else {
+        ""
+    };
+    // A group a lasting fault holds tries few machines per slot (as the
+    // churn of issue 36 was found with), so that it blocks soon.
+    let budgets = |group: &str| match &l.stuck {
+        Some(Stuck::ProvisionFails(g) | Stuck::NeverJoins(g)) if after && g == group => {
+            STUCK_BUDGETS
+        }
+        _ => GC_BUDGETS,
     };
     let allocation = if s.manager_pets {
         let ids: Vec<String> = (0..managers)
@@ -121,16 +186,20 @@ fn spec_text(s: &Schedule, after: bool) -> String {
         String::new()
     };
     let mut text = format!(
-        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m{floor}}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n"
+        "groups:\n- name: managers\n  role: manager\n  allocation: {allocation}\n  instance: {{provider: sim, properties: {{image: {mimage}}}}}\n  update: {{strategy: {mstrategy}, step_timeout: 20m{floor}{windows}}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {}{max_age}}}\n{}",
+        budgets("managers"),
+        hooks("managers")
     );
     if workers > 0 {
         let zones: Vec<String> = (0..s.zones).map(|z| format!("z{z}")).collect();
         let wstrategy = if s.worker_surge { "surge" } else { "replace" };
         text += &format!(
-            "- name: workers\n  role: worker\n  allocation: {{size: {workers}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {GC_BUDGETS}}}\n  drain: {{timeout: 30s, on_timeout: force}}\n",
+            "- name: workers\n  role: worker\n  allocation: {{size: {workers}, zones: [{}]}}\n  instance: {{provider: sim, properties: {{image: {image}}}}}\n  update: {{strategy: {wstrategy}, max_in_flight: {}, canaries: {}, step_timeout: 20m{windows}}}\n  health: {{unhealthy_after: 30s, startup_timeout: 2m, {}}}\n  drain: {{timeout: 30s, on_timeout: force}}\n{}",
             zones.join(", "),
             s.max_in_flight,
-            s.canaries
+            s.canaries,
+            budgets("workers"),
+            hooks("workers")
         );
     }
     text
@@ -166,27 +235,68 @@ fn run(s: &Schedule) -> Result<(), String> {
         hand_promotions_per_min: f.hand_promotions_per_min,
         operator_events_per_min: f.operator_events_per_min,
         no_capacity: Default::default(),
+        stuck: s.lasting.stuck.clone(),
+        ghost: s.lasting.ghost,
         until: f.minutes * 60_000,
     };
-    let (runner, up, rolled) = rollout(
+    let how = Rollout {
+        idle: if s.lasting.max_age { 3_600_000 } else { 0 },
+        ..Rollout::default()
+    };
+    // The liveness bound counts from the faults' end; the rollout starts
+    // after the bring-up (minutes) and the idling.
+    let within = bound(&before, &after, how.wall_origin + how.idle);
+    let (mut runner, up, rolled) = rollout_with(
         &before,
         &after,
         s.seed,
         faults,
-        Timings::default(),
-        WALL_ORIGIN,
+        Rollout {
+            within: Some(within),
+            ..how
+        },
     );
     if up != Outcome::Converged {
         return Err(format!("bring-up did not converge: {up:?}"));
     }
     let failure = if !runner.violations.is_empty() {
         format!("violations: {:#?}", runner.violations)
-    } else if rolled != Outcome::Converged {
-        format!("rollout did not converge after faults stopped: {rolled:?}")
+    } else if let Some(why) = liveness(&mut runner, &rolled, s, within) {
+        why
     } else {
         return Ok(());
     };
     Err(format!("{failure}\n{}", diagnosis(&runner)))
+}
+
+/// The liveness oracle's verdict on a run that ended `rolled`: every group
+/// ended within `within` of the faults' end, each blocked one by the fault
+/// that stayed; no slot churned; no token left valid at the end.
+fn liveness(
+    runner: &mut drover_sim::Runner,
+    rolled: &Outcome,
+    s: &Schedule,
+    within: u64,
+) -> Option<String> {
+    if !matches!(rolled, Outcome::Converged | Outcome::Blocked(_)) {
+        return Some(format!(
+            "liveness: the rollout did not end within {within} ms of the faults' end (the spec's bound): {rolled:?}; {:#?}",
+            runner.liveness
+        ));
+    }
+    let stuck = s.lasting.stuck.as_ref();
+    let plan = runner.last_plan.as_ref().expect("a pass was made");
+    let mut wrong = judge_end(plan, stuck);
+    wrong.extend(runner.liveness.iter().cloned());
+    // What falls due at the end (a token's rotation) gets its passes.
+    runner.linger(MIN_INTERVAL_MS + 2 * drover_sim::RESYNC);
+    wrong.extend(runner.tokens_left_valid().into_iter().map(|r| {
+        format!(
+            "liveness: the {} join token stays valid in a boot environment while nothing awaits a join with it",
+            r.as_str()
+        )
+    }));
+    (!wrong.is_empty()).then(|| format!("liveness ({rolled:?}): {wrong:#?}"))
 }
 
 /// The last plan, the journal and the trace tail, for a failing schedule.
@@ -254,10 +364,30 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         knob(0.3),
         knob(1.0),
     );
-    (shape, faults, untidy).prop_map(|(shape, f, u)| {
+    let stuck = |g: &'static str| {
+        prop_oneof![
+            Just(Stuck::ProvisionFails(g.into())),
+            Just(Stuck::NeverJoins(g.into())),
+            Just(Stuck::HookFails(g.into())),
+            Just(Stuck::BudgetNever(g.into())),
+        ]
+    };
+    let lasting = (
+        prop_oneof![
+            6 => Just(None),
+            1 => stuck("managers").prop_map(Some),
+            1 => stuck("workers").prop_map(Some),
+        ],
+        prop_oneof![9 => Just(false), 1 => Just(true)],
+        prop_oneof![4 => Just(false), 1 => Just(true)],
+        prop_oneof![2 => Just(false), 1 => Just(true)],
+        knob(0.5),
+    );
+    (shape, faults, untidy, lasting).prop_map(|(shape, f, u, l)| {
         let (seed, managers, m_after, pets, rename, surge, workers, w_after, mif, can, zones, ws) =
             shape;
         let managers_after = m_after.unwrap_or(managers);
+        let provision_stuck = matches!(l.0, Some(Stuck::ProvisionFails(_) | Stuck::NeverJoins(_)));
         Schedule {
             seed,
             managers,
@@ -277,9 +407,20 @@ fn schedule() -> impl Strategy<Value = Schedule> {
             canaries: can,
             zones,
             worker_surge: ws,
+            lasting: Lasting {
+                // A worker group that does not exist cannot be held.
+                stuck: l.0.filter(|st| workers > 0 || st.group() != "workers"),
+                window: l.1,
+                max_age: l.2,
+                managers_kept: l.3,
+                ghost: l.4,
+            },
             faults: FaultMix {
-                provision_failure: f.0,
-                never_join: f.1,
+                // A slot's budget counts failed calls and machines that
+                // never joined alike: with a lasting fault of either kind,
+                // a transient one would share the blame for the block.
+                provision_failure: if provision_stuck { 0.0 } else { f.0 },
+                never_join: if provision_stuck { 0.0 } else { f.1 },
                 crashes_per_min: f.2,
                 leader_changes_per_min: f.3,
                 controller_crash: f.4,

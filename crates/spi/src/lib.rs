@@ -24,11 +24,12 @@ mod store;
 pub use engines::EngineReport;
 pub use secret::Secret;
 pub use store::{
-    Controls, Epoch, Event, EventAction, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, OLDEST_FORMAT,
-    Provenance, Revision, StatusJson, Store, StoreError, write_format,
+    Controls, Epoch, Event, EventAction, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, Imported,
+    OLDEST_FORMAT, Provenance, Revision, StatusJson, Store, StoreError, write_format,
 };
 
 use async_trait::async_trait;
+use drover_core::boot::{BootLog, JoinFailed};
 use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::spec::Role;
 use std::collections::BTreeMap;
@@ -176,6 +177,18 @@ pub trait InstanceProvider: Send + Sync {
     fn exposes_boot_env(&self) -> bool {
         false
     }
+    /// True when every successful [`describe`](Self::describe) lists every
+    /// machine this provider made that still exists: its listing is its own
+    /// record (the local provider's instance records, Incus's database), not
+    /// an eventually consistent index. The planner then takes a pet slot
+    /// that reads empty as empty at once, where otherwise it waits for the
+    /// slot to read empty for a while (a describe that left a machine out
+    /// would get that machine a twin on its address). The default: a
+    /// listing may leave a machine out (EC2's `DescribeInstances`; a plugin,
+    /// whose protocol cannot say).
+    fn listing_is_complete(&self) -> bool {
+        false
+    }
     /// Creates a machine, boots it with the rendered boot script, returns its
     /// id. `fence` is checked right before anything is started.
     async fn provision(
@@ -234,6 +247,25 @@ pub trait InstanceProvider: Send + Sync {
     /// reach, if this provider has one: where `recover` acts on its
     /// survivor. The default: none.
     fn engine_endpoint(&self, instance: &str) -> Option<String> {
+        let _ = instance;
+        None
+    }
+    /// The tail of machine `instance`'s boot log (its boot script's or
+    /// cloud-init's output, its console): where a machine that never joins
+    /// says why. At most [`drover_core::boot::TAIL_LINES`] lines within
+    /// [`drover_core::boot::TAIL_BYTES`], redacted before it is returned
+    /// ([`BootLog::tail`] does both): the text leaves the adapter only so.
+    /// `Ok(None)` where this provider offers none (the default).
+    async fn boot_log(&self, instance: &str) -> Result<Option<BootLog>, ProviderError> {
+        let _ = instance;
+        Ok(None)
+    }
+    /// Whether machine `instance`'s engine, asked now within a bound,
+    /// reports its swarm state as `error`: its join failed
+    /// ([`JoinFailed`], redacted). `None` when it does not, or when this
+    /// provider cannot reach its engines (the default): silence is never
+    /// evidence of a failed join.
+    async fn join_failed(&self, instance: &str) -> Option<JoinFailed> {
         let _ = instance;
         None
     }
@@ -305,6 +337,10 @@ pub struct JoinMaterial {
     pub token: Secret,
     /// A reachable manager's address (`host:port`), from the current leader.
     pub addr: String,
+    /// The other reachable managers' addresses: a boot script tries them
+    /// in turn when the join through `addr` fails (that manager cut off
+    /// mid-join, say).
+    pub others: Vec<String>,
 }
 
 /// The swarm, as the controller's engine sees it.
@@ -344,6 +380,20 @@ pub trait Cluster: Send + Sync {
         force: bool,
         fence: &dyn Fence,
     ) -> Result<(), ClusterError>;
+    /// Heals a ghost raft member (`drover_core::plan::Ghost`): a node that
+    /// is a worker by spec and still a raft member with no manager behind
+    /// it. A promote, then a demote, each on the node's spec as re-read just
+    /// before it, so that swarmkit's role manager sees a manager asked to be
+    /// a worker and removes the member (it ignores a node whose observed
+    /// and desired roles agree). Nothing is sent unless the node is still a
+    /// worker by spec in the raft; `fence` is checked before each update.
+    /// The default: this adapter cannot.
+    async fn heal_ghost(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let _ = fence;
+        Err(ClusterError::Other(format!(
+            "this swarm adapter cannot heal ghost raft member {node}"
+        )))
+    }
     /// Rotates `role`'s join token (`docker swarm join-token --rotate`):
     /// joined nodes are unaffected, and the old token stops working. Used
     /// once a token placed in readable user data has served

@@ -111,6 +111,17 @@ impl Revision {
     }
 }
 
+/// A whole cluster as [`Store::import`] writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    /// The cluster id (every machine is tagged with it).
+    pub cluster_id: String,
+    /// Every revision, oldest first; stored as revisions 1.. in this order.
+    pub revisions: Vec<Revision>,
+    /// The operator controls.
+    pub controls: Controls,
+}
+
 /// Operator controls that are not part of the spec.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Controls {
@@ -382,6 +393,13 @@ pub trait Store: Send + Sync {
     async fn cluster_id(&self) -> Result<Option<String>, StoreError>;
     /// Records the cluster id; a second call with another id is a conflict.
     async fn init_cluster(&self, id: &str) -> Result<(), StoreError>;
+    /// Recreates an exported cluster in an empty store (`drover import`)
+    /// in one atomic write: the cluster id, every revision (renumbered
+    /// 1.. in order, its converged flag kept) and the controls, or
+    /// nothing at all, so an import cut short leaves no cluster behind and
+    /// can be run again. `ClusterMismatch` when the store already holds a
+    /// cluster or a revision (even of the same id: an import never merges).
+    async fn import(&self, cluster: &Imported) -> Result<(), StoreError>;
 
     /// The current desired revision.
     async fn desired(&self) -> Result<Option<Revision>, StoreError>;

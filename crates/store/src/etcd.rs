@@ -30,6 +30,7 @@
 //! round trips or a short etcd leader election (~1 s by default).
 
 mod connect;
+mod import;
 
 pub use connect::EtcdOptions;
 pub(crate) use connect::parse_endpoints;
@@ -40,7 +41,8 @@ use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    StoreError,
 };
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KvClient, PutOptions, Txn, TxnOp,
@@ -373,6 +375,10 @@ impl Store for EtcdStore {
                 "cluster id vanished while being set; retry".into(),
             )),
         }
+    }
+
+    async fn import(&self, cluster: &Imported) -> Result<(), StoreError> {
+        self.import_txn(cluster).await
     }
 
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {

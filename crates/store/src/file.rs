@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    StoreError,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fs::OpenOptions;
@@ -166,6 +167,14 @@ impl Store for FileStore {
     async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
         let id = id.to_string();
         self.write(&[Meta], move |s| s.init_cluster(&id)).await
+    }
+
+    async fn import(&self, cluster: &Imported) -> Result<(), StoreError> {
+        let (cluster, limits) = (cluster.clone(), self.limits);
+        self.write(&[Meta, Revisions, SControls], move |s| {
+            s.import(&cluster, limits)
+        })
+        .await
     }
 
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {

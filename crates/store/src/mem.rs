@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    StoreError,
 };
 use std::sync::Mutex;
 
@@ -53,6 +54,11 @@ impl Store for MemStore {
     }
     async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
         self.with(|s| s.init_cluster(id))
+    }
+    async fn import(&self, cluster: &Imported) -> Result<(), StoreError> {
+        self.with(|s| s.import(cluster, self.limits))?;
+        self.changes.notify_waiters();
+        Ok(())
     }
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {
         self.with(|s| Ok(s.desired()))

@@ -11,11 +11,20 @@ use crate::format;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Provenance, Revision, StatusJson,
-    StoreError,
+    Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Imported, Provenance, Revision,
+    StatusJson, StoreError,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+
+/// An import's revisions as stored: numbered 1.. in order.
+pub(crate) fn renumbered(revisions: &[Revision]) -> Vec<Revision> {
+    revisions
+        .iter()
+        .zip(1..)
+        .map(|(r, rev)| Revision { rev, ..r.clone() })
+        .collect()
+}
 
 /// How much history a backend keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +173,25 @@ impl State {
                 requested: id.to_string(),
             }),
         }
+    }
+
+    /// An import's whole write (needs Meta, Revisions and Controls): into
+    /// an empty store only, every revision renumbered 1.. and the newest
+    /// `limits.history` kept, as commits would have left them.
+    pub(crate) fn import(&mut self, cluster: &Imported, limits: Limits) -> Result<(), StoreError> {
+        if self.meta.cluster_id.is_some() || self.meta.rev != 0 || !self.revisions.is_empty() {
+            return Err(StoreError::ClusterMismatch {
+                current: self.meta.cluster_id.clone().unwrap_or_default(),
+                requested: cluster.cluster_id.clone(),
+            });
+        }
+        self.meta.cluster_id = Some(cluster.cluster_id.clone());
+        self.revisions = renumbered(&cluster.revisions);
+        self.meta.rev = self.revisions.len() as u64;
+        let excess = self.revisions.len().saturating_sub(limits.history.max(1));
+        self.revisions.drain(..excess);
+        self.controls = cluster.controls.clone();
+        Ok(())
     }
 
     /// The current revision (needs Meta and Revisions).

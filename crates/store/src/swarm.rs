@@ -26,7 +26,8 @@ use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_engine::{DockerEnv, EngineError, docker_client};
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    StoreError,
 };
 use flate2::Compression;
 use flate2::read::GzDecoder;
@@ -311,6 +312,12 @@ impl Store for SwarmStore {
 
     async fn init_cluster(&self, id: &str) -> Result<(), StoreError> {
         self.write(&[Meta], |s| s.init_cluster(id)).await
+    }
+
+    async fn import(&self, cluster: &Imported) -> Result<(), StoreError> {
+        let limits = self.opts.limits;
+        self.write(&[Meta, Revisions, SControls], |s| s.import(cluster, limits))
+            .await
     }
 
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {

@@ -64,18 +64,24 @@ impl Etcd {
     /// (tests run side by side): an etcd that exits before it answers is
     /// started again on other ports, up to 3 times.
     pub async fn start() -> Etcd {
+        Etcd::start_with(&[]).await
+    }
+
+    /// [`Etcd::start`] with more of etcd's flags (e.g. a small
+    /// `--max-request-bytes`, to see a write refused).
+    pub async fn start_with(flags: &[&str]) -> Etcd {
         for _ in 0..2 {
-            if let Some(etcd) = Etcd::try_start().await {
+            if let Some(etcd) = Etcd::try_start(flags).await {
                 return etcd;
             }
         }
-        Etcd::try_start()
+        Etcd::try_start(flags)
             .await
             .expect("etcd exited before it answered, 3 times")
     }
 
     /// One start: `None` when etcd exited before it answered.
-    async fn try_start() -> Option<Etcd> {
+    async fn try_start(flags: &[&str]) -> Option<Etcd> {
         let dir = tempfile::Builder::new()
             .prefix("de")
             .tempdir_in("/tmp")
@@ -92,6 +98,7 @@ impl Etcd {
             .args(["--listen-peer-urls", &peer])
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &format!("default={peer}")])
+            .args(flags)
             .stdout(log_file(dir.path(), "etcd.log"))
             .stderr(log_file(dir.path(), "etcd.err"))
             .spawn()

@@ -354,6 +354,74 @@ async fn fenced_rollback((a, b): Pair) {
     assert!(last.is_rollback && last.spec == spec(3));
 }
 
+/// `import`: one write of everything (renumbered 1.., converged flags and
+/// controls kept, history bounded as commits bound it), into an empty
+/// store only: a store holding a cluster or a revision is left as it was.
+async fn import((a, b): Pair) {
+    let revision = |rev: u64, converged: bool| drover_spi::Revision {
+        rev,
+        spec: spec(rev as u32),
+        provenance: prov("op@h", &format!("r{rev}")),
+        is_rollback: rev == 9,
+        converged,
+    };
+    let controls = Controls {
+        paused: ["web".to_string()].into(),
+        ..Controls::default()
+    };
+    let cluster = drover_spi::Imported {
+        cluster_id: "c-1".into(),
+        revisions: (3..=9).map(|r| revision(r, r % 2 == 1)).collect(),
+        controls: controls.clone(),
+    };
+    a.import(&cluster).await.unwrap();
+    assert_eq!(b.cluster_id().await.unwrap().as_deref(), Some("c-1"));
+    let h = b.history().await.unwrap();
+    assert_eq!(
+        h.iter().map(|r| (r.rev, r.converged)).collect::<Vec<_>>(),
+        [(3, true), (4, false), (5, true), (6, false), (7, true)],
+        "renumbered 1..7, the newest {} kept",
+        LIMITS.history
+    );
+    assert_eq!(h[4].spec, spec(9));
+    assert!(h[4].is_rollback);
+    assert_eq!(b.desired().await.unwrap().map(|r| r.rev), Some(7));
+    assert_eq!(b.controls().await.unwrap(), controls);
+    // The next commit follows the imported history.
+    assert_eq!(
+        b.commit(7, &spec(1), prov("o", "x"), false).await.unwrap(),
+        8
+    );
+    for other in ["c-1", "c-2"] {
+        let again = drover_spi::Imported {
+            cluster_id: other.into(),
+            ..cluster.clone()
+        };
+        match b.import(&again).await {
+            Err(StoreError::ClusterMismatch { current, .. }) => assert_eq!(current, "c-1"),
+            r => panic!("an import into a store holding a cluster: {r:?}"),
+        }
+    }
+    assert_eq!(b.history().await.unwrap().last().map(|r| r.rev), Some(8));
+}
+
+/// An import into a store that holds a revision but no cluster id (commits
+/// made without one) is refused too, and changes nothing.
+async fn import_over_revisions((a, _): Pair) {
+    a.commit(0, &spec(1), prov("o", "1"), false).await.unwrap();
+    let cluster = drover_spi::Imported {
+        cluster_id: "c-1".into(),
+        revisions: Vec::new(),
+        controls: Controls::default(),
+    };
+    assert!(matches!(
+        a.import(&cluster).await,
+        Err(StoreError::ClusterMismatch { .. })
+    ));
+    assert_eq!(a.cluster_id().await.unwrap(), None);
+    assert_eq!(a.desired().await.unwrap().map(|r| r.spec), Some(spec(1)));
+}
+
 /// Runs every case, each on a fresh store from `fresh(case)`.
 async fn contract<F, Fut>(fresh: F)
 where
@@ -371,6 +439,8 @@ where
     events(fresh("events").await).await;
     fencing(fresh("fencing").await).await;
     fenced_rollback(fresh("fenced-rollback").await).await;
+    import(fresh("import").await).await;
+    import_over_revisions(fresh("import-over-revisions").await).await;
 }
 
 #[tokio::test]

@@ -127,7 +127,9 @@ impl SwarmCluster {
     /// - an autolocked manager: the leader shows it Down/Unreachable, like a
     ///   dead one; its engine says `locked`;
     /// - a demoted manager that ran `swarm leave`: the leader lists it Ready
-    ///   for another 27-34 s; its engine says it is in no swarm (`left`).
+    ///   for another 27-34 s; its engine says it is in no swarm (`left`);
+    /// - a worker by spec still listed an unreachable raft member: its
+    ///   engine says it runs no manager (`engine_no_manager`), a ghost.
     ///
     /// The rules are `drover_core::own_engine`'s; a manager's controller
     /// (see [`SwarmCluster::acting_only_as_leader`]) asks only while `own`,
@@ -182,41 +184,59 @@ impl SwarmCluster {
             };
         }
         let answers: Vec<EngineInfo> = self.asked().answers.values().cloned().collect();
-        for info in answers {
-            let link = info.labels.get(drover_core::model::tags::LINK);
-            let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;
-            match info.state {
-                LocalState::Locked => {
-                    let host = info.node_addr.as_str();
-                    for n in nodes.iter_mut().filter(|n| own_engine::may_be_locked(n)) {
-                        let same_addr = !host.is_empty()
-                            && n.raft.as_ref().is_some_and(|r| {
-                                r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host)
-                            });
-                        if same_link(n)
-                            || (!info.node_id.is_empty() && n.id == info.node_id)
-                            || same_addr
-                        {
-                            n.locked = true;
-                        }
-                    }
-                }
-                LocalState::Inactive => {
-                    for (n, _) in nodes
-                        .iter_mut()
-                        .zip(&left)
-                        .filter(|(n, may)| **may && same_link(n))
-                    {
-                        n.left = true;
-                    }
-                }
-                _ => {}
-            }
-        }
+        mark_from_answers(nodes, &left, &answers);
     }
 
     fn asked(&self) -> std::sync::MutexGuard<'_, Asked> {
         self.asked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Marks `nodes` with what their own engines answered (`answers`): a
+/// manager that is autolocked (`locked`), a demoted manager (`left`: which
+/// may have left) or a ghost (see `own_engine::may_be_ghost`) whose engine
+/// is in no swarm (`left`), a ghost whose engine runs no manager
+/// (`engine_no_manager`). An engine is matched by its link label (or, for
+/// a locked one, its node id or address).
+fn mark_from_answers(nodes: &mut [Node], left: &[bool], answers: &[EngineInfo]) {
+    for info in answers {
+        let link = info.labels.get(drover_core::model::tags::LINK);
+        let same_link = |n: &Node| link.is_some() && n.link.as_ref() == link;
+        match info.state {
+            LocalState::Locked => {
+                let host = info.node_addr.as_str();
+                for n in nodes.iter_mut().filter(|n| own_engine::may_be_locked(n)) {
+                    let same_addr = !host.is_empty()
+                        && n.raft
+                            .as_ref()
+                            .is_some_and(|r| r.addr.rsplit_once(':').map(|(h, _)| h) == Some(host));
+                    if same_link(n)
+                        || (!info.node_id.is_empty() && n.id == info.node_id)
+                        || same_addr
+                    {
+                        n.locked = true;
+                    }
+                }
+            }
+            LocalState::Inactive => {
+                for (n, _) in nodes
+                    .iter_mut()
+                    .zip(left)
+                    .filter(|(n, may)| (**may || own_engine::may_be_ghost(n)) && same_link(n))
+                {
+                    n.left = true;
+                }
+            }
+            LocalState::Active if !info.control_available => {
+                for n in nodes
+                    .iter_mut()
+                    .filter(|n| own_engine::may_be_ghost(n) && same_link(n))
+                {
+                    n.engine_no_manager = true;
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -325,6 +345,10 @@ impl Cluster for SwarmCluster {
         Ok(self.engine().await?.demote(node, fence).await?)
     }
 
+    async fn heal_ghost(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        Ok(self.engine().await?.heal_ghost(node, fence).await?)
+    }
+
     async fn demote_self_and_leave(
         &self,
         node: &str,
@@ -388,10 +412,11 @@ impl Cluster for SwarmCluster {
             }
         }
         let tokens = engine.join_tokens().await?;
-        let addr = engine
-            .leader_addr()
-            .await?
+        let mut addrs = engine.manager_addrs().await?.into_iter();
+        let addr = addrs
+            .next()
             .ok_or_else(|| ClusterError::NoLeader("no leader in the node list".into()))?;
+        let others = addrs.collect();
         let token = match role {
             Role::Manager => tokens.manager,
             Role::Worker => tokens.worker,
@@ -401,6 +426,10 @@ impl Cluster for SwarmCluster {
                 ));
             }
         };
-        Ok(Some(JoinMaterial { token, addr }))
+        Ok(Some(JoinMaterial {
+            token,
+            addr,
+            others,
+        }))
     }
 }

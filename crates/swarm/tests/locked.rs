@@ -124,6 +124,8 @@ async fn a_locked_manager_is_reported_locked_and_blocks_manager_steps() {
         self_link: None,
         left_reports: Vec::new(),
         services: Default::default(),
+        boots: Default::default(),
+        complete_listings: Default::default(),
     };
     let plan = drover_core::plan::plan(drover_core::plan::PlanInput {
         desired: &desired,

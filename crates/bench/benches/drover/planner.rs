@@ -78,6 +78,7 @@ fn node(id: String, group: &str, link: String, manager: Option<bool>) -> Node {
         running_tasks: if manager.is_some() { 0 } else { 2 },
         locked: false,
         left: false,
+        engine_no_manager: false,
     }
 }
 
@@ -185,6 +186,8 @@ impl Fixture {
             self_link: None,
             left_reports: Vec::new(),
             services: Default::default(),
+            boots: Default::default(),
+            complete_listings: Default::default(),
         };
         Fixture {
             desired,

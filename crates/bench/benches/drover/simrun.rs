@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 use drover_controller::{Context, Controller};
 use drover_core::hash::config_hash;
-use drover_core::model::{Instance, tags};
+use drover_core::model::Instance;
 use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::{SimCloud, Timings, World};
 use drover_spi::{InstanceProvider, Provenance, ProviderError, ProvisionRequest, Store};
@@ -143,32 +143,10 @@ fn who() -> Provenance {
     }
 }
 
-/// Puts `spec`'s members into `world`, joined and current (no bring-up:
-/// only the rollout is measured).
-fn seed(world: &mut World, spec: &ClusterSpec) {
-    let timings = world.timings.clone();
-    world.timings.join = 0;
-    for g in &spec.groups {
-        let hash = config_hash(g);
-        for k in 0..g.allocation.size() {
-            let tags = BTreeMap::from([
-                (tags::CLUSTER.to_string(), CLUSTER.to_string()),
-                (tags::GROUP.to_string(), g.name.clone()),
-                (tags::LINK.to_string(), format!("seed-{}-{k}", g.name)),
-                (tags::CONFIG.to_string(), hash.clone()),
-            ]);
-            world.provision(tags, g.role, false);
-        }
-    }
-    let now = world.now;
-    world.advance(now);
-    world.timings = timings;
-}
-
 /// The simulated cloud holding `spec`'s members, joined and current.
 pub fn seeded_cloud(spec: &ClusterSpec, timings: Timings) -> SimCloud {
     let mut world = World::new(7, timings);
-    seed(&mut world, spec);
+    world.seed(CLUSTER, spec);
     SimCloud::new(world)
 }
 

@@ -31,6 +31,21 @@ impl InstanceProvider for MeteredProvider {
         self.inner.exposes_boot_env()
     }
 
+    fn listing_is_complete(&self) -> bool {
+        self.inner.listing_is_complete()
+    }
+
+    async fn boot_log(
+        &self,
+        instance: &str,
+    ) -> Result<Option<drover_core::boot::BootLog>, ProviderError> {
+        self.inner.boot_log(instance).await
+    }
+
+    async fn join_failed(&self, instance: &str) -> Option<drover_core::boot::JoinFailed> {
+        self.inner.join_failed(instance).await
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,
@@ -126,6 +141,12 @@ impl Cluster for MeteredCluster {
         let f = self.inner.remove_node(node, force, fence);
         self.metrics
             .timed(ENGINE, "remove_node", f, Result::is_err)
+            .await
+    }
+    async fn heal_ghost(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let f = self.inner.heal_ghost(node, fence);
+        self.metrics
+            .timed(ENGINE, "heal_ghost", f, Result::is_err)
             .await
     }
     async fn rotate_join_token(&self, role: Role, fence: &dyn Fence) -> Result<(), ClusterError> {

@@ -74,14 +74,16 @@ async fn until<E>(
 }
 
 /// Follows the published status until revision `rev` converged, a group
-/// blocks at it, or `timeout` passes; `seen` is shown every document read
-/// (the last one, at convergence, the converged status when the controller
-/// publishes it in time).
+/// blocks at it, or `timeout` passes; `seen` is shown every document read,
+/// or `None` at every look that found none (so a follower can say that
+/// nobody acts: [`acting::unattended`](super::acting::unattended)). The
+/// last one, at convergence, is the converged status when the controller
+/// publishes it in time.
 pub async fn follow(
     store: &dyn Store,
     rev: u64,
     timeout: Duration,
-    mut seen: impl FnMut(&StatusDoc<'static>),
+    mut seen: impl FnMut(Option<&StatusDoc<'static>>),
 ) -> Result<FollowEnd, StoreError> {
     until(timeout, POLL, async || {
         let history = store.history().await?;
@@ -93,21 +95,22 @@ pub async fn follow(
                     .await?
                     .filter(|d| d.revision == rev && d.all_converged())
                 {
-                    seen(&doc);
+                    seen(Some(&doc));
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             return Ok(Look::Done);
         }
-        if let Some(doc) = latest(store).await? {
-            seen(&doc);
-            if let (true, Some(g)) = (doc.revision == rev, doc.blocked()) {
-                return Ok(Look::Blocked {
-                    group: g.name.clone(),
-                    reason: g.reason.clone().unwrap_or_default(),
-                });
-            }
+        let doc = latest(store).await?;
+        seen(doc.as_ref());
+        if let Some(doc) = doc
+            && let (true, Some(g)) = (doc.revision == rev, doc.blocked())
+        {
+            return Ok(Look::Blocked {
+                group: g.name.clone(),
+                reason: g.reason.clone().unwrap_or_default(),
+            });
         }
         Ok(Look::Waiting)
     })
@@ -120,16 +123,20 @@ pub async fn follow(
 /// `awaited` by the plan of `spec`, a group blocks, or `timeout` passes.
 /// `waiting` is left holding what was not collected. A group blocked in
 /// the first look (`first`, already made) is waited past: the
-/// collection may be what unblocks it.
+/// collection may be what unblocks it. `seen` is shown, at every look,
+/// what is still awaited and the acting controller's last status (so a
+/// follower can say that nobody collects).
 pub async fn collection(
     ctx: &Context,
     spec: &ClusterSpec,
     waiting: &mut Vec<String>,
     awaited: impl Fn(&Plan) -> Vec<String>,
     timeout: Duration,
+    mut seen: impl FnMut(&[String], Option<&StatusDoc<'static>>),
 ) -> Result<FollowEnd, StoreError> {
     let mut first = true;
     until(timeout, COLLECTION_POLL, async || {
+        seen(waiting, latest(ctx.store.as_ref()).await?.as_ref());
         if !std::mem::take(&mut first) {
             let plan = preview(ctx, spec).await?;
             let still = awaited(&plan);

@@ -317,7 +317,14 @@ async fn settle(ctx: &Context, spec: &ClusterSpec, rev: u64, epoch: Epoch) {
         nonce: 0,
     });
     let members = member_status(&desired, &observed);
-    let doc = status_json(IDENTITY, epoch, rev, &plan, &members, journal.len());
+    let doc = status_json(
+        IDENTITY,
+        &ctx.providers,
+        (epoch, rev),
+        &plan,
+        &members,
+        journal.len(),
+    );
     let written = async {
         ctx.store.mark_converged(epoch, rev).await?;
         ctx.store.publish_status(epoch, doc).await

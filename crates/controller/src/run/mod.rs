@@ -74,6 +74,8 @@ pub struct Controller {
     acting: Acting,
     /// What it tells the store and the metrics.
     reporting: Reporting,
+    /// What machines that have not joined show of their boot.
+    boots: crate::boots::BootWatch,
 }
 
 /// The loop's timing: when it started (the planner's clock), how many
@@ -103,6 +105,7 @@ impl Controller {
             tenancy: Tenancy::new(),
             acting: Acting::new(),
             reporting: Reporting::default(),
+            boots: Default::default(),
         }
     }
 

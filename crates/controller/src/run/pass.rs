@@ -25,6 +25,18 @@ struct Look {
     seen: Duration,
 }
 
+impl Look {
+    /// What a new term's fresh look keeps of the pass's first one: the
+    /// machines' boots asked about, and the pass's timing. The rest — a
+    /// whole world and the stored state — is dropped here, before the
+    /// world is looked at again, so a take-over never holds two (issue 37:
+    /// at 10 000 members the peak heap was 26.7 MB with both, 17.2 MB with
+    /// one).
+    fn into_kept(self) -> (drover_core::boot::Boots, Instant, Duration) {
+        (self.observed.boots, self.started, self.seen)
+    }
+}
+
 /// How a pass goes on once the term is settled on what it saw.
 enum Settled {
     /// Plan and act under this term, on this look.
@@ -104,11 +116,17 @@ impl Controller {
     /// when the store holds no desired state.
     async fn look(&mut self) -> Result<Option<Look>, StoreError> {
         let started = Instant::now();
-        let (stored, swarm) = tokio::join!(observe::stored(&self.ctx), self.ctx.cluster.observe());
+        let (stored, swarm, boots) = tokio::join!(
+            observe::stored(&self.ctx),
+            self.ctx.cluster.observe(),
+            self.boots.refresh(&self.ctx.providers)
+        );
         let Some(stored) = stored? else {
             return Ok(None);
         };
-        let observed = observe::around(&self.ctx, &stored.desired, &stored.journal, swarm).await;
+        let mut observed =
+            observe::around(&self.ctx, &stored.desired, &stored.journal, swarm).await;
+        observed.boots = boots;
         self.see_engine(&observed.swarm);
         Ok(Some(Look {
             stored,
@@ -238,6 +256,7 @@ impl Controller {
             nonce,
         });
         self.tenancy.memory = plan.memory.clone();
+        self.boots.asked(&plan.boot_asks);
         plan
     }
 
@@ -272,6 +291,7 @@ impl Controller {
         tracing::info!(epoch, "acting as the leader's controller");
         let lead = self.take(epoch);
         let took_over = takeover::event(&self.ctx.identity, epoch, &before.observed.swarm);
+        let (boots, started, seen) = before.into_kept();
         self.append(&lead, &took_over).await;
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(None);
@@ -279,12 +299,13 @@ impl Controller {
         // The world as of now, sorted by the new journal and spec: a
         // provider's newest listing may be older than what the last term
         // did with it (its launches and terminations).
-        let observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
+        let mut observed = observe::world(&self.ctx, &stored.desired, &stored.journal).await;
+        observed.boots = boots;
         let look = Look {
             stored,
             observed,
-            started: before.started,
-            seen: before.seen,
+            started,
+            seen,
         };
         Ok(Some((lead, look)))
     }

@@ -40,7 +40,8 @@ pub(super) struct Reporting {
     engine: Option<EngineView>,
     /// The unreadable record this controller last refused to act on.
     pub(super) refused: Option<String>,
-    /// Groups reported blocked, with the reason last recorded as an event.
+    /// Groups reported blocked (or waiting behind a blocked group), with
+    /// the reason last recorded as an event.
     blocked: BTreeMap<String, String>,
     /// Where passes, steps and API calls are counted, when served.
     pub(super) metrics: Option<Metrics>,
@@ -81,22 +82,33 @@ impl Controller {
     }
 
     /// One event when a group becomes blocked or its reason changes (the
-    /// meltdown guard and a spent attempt budget among them).
+    /// meltdown guard and a spent attempt budget among them), and when a
+    /// group starts waiting behind a blocked or paused one (its reason
+    /// quotes that group's): outcome `blocked`, or `waiting behind <group>`.
     pub(super) async fn blocked_events(&mut self, plan: &Plan) {
-        let now: BTreeMap<String, String> = plan
+        let now: BTreeMap<String, (String, String)> = plan
             .groups
             .iter()
-            .filter(|g| g.phase == Phase::Blocked)
-            .map(|g| (g.name.clone(), g.reason.clone().unwrap_or_default()))
+            .filter_map(|g| {
+                let outcome = match &g.behind {
+                    _ if g.phase == Phase::Blocked => "blocked".to_string(),
+                    Some(behind) => format!("waiting behind {behind}"),
+                    None => return None,
+                };
+                Some((
+                    g.name.clone(),
+                    (g.reason.clone().unwrap_or_default(), outcome),
+                ))
+            })
             .collect();
-        for (group, reason) in &now {
+        for (group, (reason, outcome)) in &now {
             if !self.reporting.blocked_for(group, reason) {
                 let (group, blocked) = (Some(group.clone()), EventAction::Blocked);
-                self.event(group, None, blocked, reason, "blocked".into())
+                self.event(group, None, blocked, reason, outcome.clone())
                     .await;
             }
         }
-        self.reporting.blocked = now;
+        self.reporting.blocked = now.into_iter().map(|(g, (r, _))| (g, r)).collect();
     }
 
     /// An event of the term it holds (none without one).
@@ -267,8 +279,8 @@ impl Controller {
         };
         let doc = status_json(
             &self.ctx.identity,
-            epoch,
-            stored.revision.rev,
+            &self.ctx.providers,
+            (epoch, stored.revision.rev),
             plan,
             &members,
             stored.journal.len(),

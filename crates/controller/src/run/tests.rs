@@ -168,6 +168,7 @@ async fn a_pass_carries_its_own_hand_over_last() {
     let stored = observe::stored(&c.ctx).await.unwrap().unwrap();
     let (leader_op, next_op) = (observe::tests::op("m"), observe::tests::op("w"));
     let plan = Plan {
+        boot_asks: Vec::new(),
         actions: vec![
             Action::Begin {
                 op: Box::new(leader_op.clone()),
@@ -186,6 +187,8 @@ async fn a_pass_carries_its_own_hand_over_last() {
         memory: Memory::default(),
         wake_at: None,
         garbage: Vec::new(),
+        causes: Default::default(),
+        parked: Default::default(),
     };
     c.act(&stored, &plan, &lead).await.unwrap();
     let journaled: BTreeSet<String> = store
@@ -369,4 +372,62 @@ async fn a_new_term_plans_from_a_look_taken_after_winning_it() {
         "planned without the operation journaled before its term: {:?}",
         plan.explanation
     );
+}
+
+/// Issue 36: a group waiting behind a blocked one is recorded as such (a
+/// `blocked` event, outcome `waiting behind GROUP`, its reason quoting the
+/// blocked group's), once while nothing changes; the blocked group's own
+/// event says `blocked`.
+#[tokio::test(start_paused = true)]
+async fn a_group_waiting_behind_a_blocked_one_is_an_event() {
+    let (store, _held, mut c, epoch) = one_manager_controller(None, "t").await;
+    let _lead = c.take(epoch);
+    let group =
+        |name: &str, phase, reason: &str, behind: Option<&str>| drover_core::plan::GroupStatus {
+            name: name.into(),
+            role: Role::Worker,
+            phase,
+            reason: Some(reason.into()),
+            desired_hash: "h".into(),
+            desired: 1,
+            members: 1,
+            current: 0,
+            healthy: 1,
+            in_flight: 0,
+            window: None,
+            behind: behind.map(Into::into),
+        };
+    use drover_core::plan::Phase;
+    let why =
+        "waiting for group managers to finish its rollout (…); managers is blocked: a hook failed";
+    let plan = Plan {
+        actions: Vec::new(),
+        groups: vec![
+            group("managers", Phase::Blocked, "a hook failed", None),
+            group("workers", Phase::Rolling, why, Some("managers")),
+        ],
+        swarm: Default::default(),
+        explanation: Vec::new(),
+        memory: Memory::default(),
+        wake_at: None,
+        garbage: Vec::new(),
+        causes: Default::default(),
+        parked: Default::default(),
+        boot_asks: Vec::new(),
+    };
+    c.blocked_events(&plan).await;
+    c.blocked_events(&plan).await;
+    let events = store.events(0).await.unwrap();
+    let of = |g: &str| -> Vec<(String, String)> {
+        events
+            .iter()
+            .filter(|e| e.group.as_deref() == Some(g) && e.action == EventAction::Blocked)
+            .map(|e| (e.outcome.clone(), e.reason.clone()))
+            .collect()
+    };
+    assert_eq!(
+        of("workers"),
+        [("waiting behind managers".into(), why.into())]
+    );
+    assert_eq!(of("managers"), [("blocked".into(), "a hook failed".into())]);
 }

@@ -89,6 +89,10 @@ impl Store for Tapped {
         (self.tap)("init_cluster");
         self.inner.init_cluster(id).await
     }
+    async fn import(&self, cluster: &drover_spi::Imported) -> Result<(), StoreError> {
+        (self.tap)("import");
+        self.inner.import(cluster).await
+    }
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {
         (self.tap)("desired");
         self.inner.desired().await

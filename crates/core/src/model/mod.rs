@@ -5,7 +5,7 @@
 //! [`SwarmView::Unavailable`]), never as an empty list: "the cloud call
 //! failed" must never read as "there are no machines".
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Milliseconds on the observing controller's own monotonic clock.
 pub type Time = u64;
@@ -147,6 +147,12 @@ pub struct Node {
     /// time out (27-34 s): the direct signal that a leave happened.
     #[serde(default)]
     pub left: bool,
+    /// The node's own engine says it runs no manager (`info` shows
+    /// `ControlAvailable: false`) while the leader still lists it a raft
+    /// member: with a worker spec, the member is a ghost no one will remove
+    /// (`plan::Ghost`). Asked only of such nodes.
+    #[serde(default)]
+    pub engine_no_manager: bool,
 }
 
 impl Node {
@@ -155,6 +161,14 @@ impl Node {
     /// quorum decision, whatever group declared its machine.
     pub fn in_raft(&self) -> bool {
         self.raft.is_some() || self.manager_role
+    }
+
+    /// A manager by spec whose raft member is gone and whose node is Down
+    /// (a replaced leader that was cut off from its peers): it holds no
+    /// vote, swarmkit refuses its demotion for ever ("can't find manager
+    /// in raft memberlist"), and removes its node as it is.
+    pub fn manager_out_of_raft(&self) -> bool {
+        self.manager_role && self.raft.is_none() && self.state == NodeState::Down
     }
 }
 
@@ -169,6 +183,26 @@ pub enum SwarmView {
     Unavailable(String),
     /// No swarm exists yet (bootstrap).
     Absent,
+}
+
+impl SwarmView {
+    /// The node list manager `own` (its swarm node id) answered, as a view:
+    /// a manager's list always shows that manager itself in the raft, and
+    /// one that does not is no view of the swarm. Seen once in a roll on
+    /// Incus machines, from an engine mid-join or mid-demotion: a list with
+    /// no raft member at all, which read as "0 of 0 managers reachable" (a
+    /// lost quorum, or to a planner, a swarm with no managers).
+    pub fn from_manager_list(nodes: Vec<Node>, own: &str) -> SwarmView {
+        if nodes.iter().any(|n| n.id == own && n.raft.is_some()) {
+            SwarmView::Ok(nodes)
+        } else {
+            SwarmView::Unavailable(format!(
+                "the node list of manager {own} does not show it in the raft ({} nodes, {} raft members): not a view of the swarm",
+                nodes.len(),
+                nodes.iter().filter(|n| n.raft.is_some()).count()
+            ))
+        }
+    }
 }
 
 /// Everything observed for one planning pass.
@@ -186,6 +220,14 @@ pub struct Observed {
     pub left_reports: Vec<LeftReport>,
     /// The swarm's services and where their tasks run (service budgets).
     pub services: Services,
+    /// What the machines the previous pass asked about showed of their
+    /// boot (`plan::Plan::boot_asks`), by instance id: empty where nobody
+    /// asked or the provider offers nothing.
+    pub boots: crate::boot::Boots,
+    /// The groups whose provider lists every machine it made in every
+    /// successful describe (`InstanceProvider::listing_is_complete`): an
+    /// empty pet slot there is empty at once, not after `UNLISTED_BOUND`.
+    pub complete_listings: BTreeSet<String>,
 }
 
 /// A controller's report that its own engine ran `swarm leave` and left:
@@ -205,4 +247,54 @@ pub struct LeftReport {
     /// When the leave returned, ms since the Unix epoch (that host's clock:
     /// shown, never compared with this one).
     pub at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, manager: bool) -> Node {
+        Node {
+            id: id.to_string(),
+            link: None,
+            cluster: None,
+            group: None,
+            state: NodeState::Ready,
+            availability: Availability::Active,
+            manager_role: manager,
+            raft: manager.then(|| RaftMember {
+                leader: false,
+                reachable: true,
+                addr: format!("{id}:2377"),
+            }),
+            running_tasks: 0,
+            locked: false,
+            left: false,
+            engine_no_manager: false,
+        }
+    }
+
+    #[test]
+    fn a_manager_list_that_shows_the_manager_in_the_raft_is_a_view() {
+        let nodes = vec![node("a", true), node("b", false)];
+        assert_eq!(
+            SwarmView::from_manager_list(nodes.clone(), "a"),
+            SwarmView::Ok(nodes)
+        );
+    }
+
+    #[test]
+    fn a_manager_list_without_the_manager_in_the_raft_is_no_view() {
+        for (nodes, own) in [
+            (vec![], "a"),
+            (vec![node("a", false), node("b", false)], "a"),
+            (vec![node("b", true)], "a"),
+        ] {
+            let view = SwarmView::from_manager_list(nodes, own);
+            assert!(
+                matches!(&view, SwarmView::Unavailable(m) if m.contains("not a view")),
+                "{view:?}"
+            );
+        }
+    }
 }

@@ -48,6 +48,14 @@ pub(crate) enum Blocked {
         /// The last machine, kept for diagnosis.
         last: String,
     },
+    /// [`Blocked::NeverJoined`], with what the last machine itself says
+    /// (its boot log's last lines, or its engine's failed join).
+    NeverJoinedSays {
+        /// The block.
+        blocked: Box<Blocked>,
+        /// What the machine says, redacted.
+        why: String,
+    },
     /// A slot's provision calls used up its attempts.
     SlotSpent {
         /// The operation filling the slot.
@@ -151,6 +159,7 @@ impl fmt::Display for Blocked {
                 "{attempt} machines in a row never joined within startup_timeout ({}) or stopped before joining (health.max_attempts = {max}); the last one, {last}, is kept for diagnosis: fix the boot script or the instance properties and apply, or destroy it to try again",
                 humantime::format_duration(*startup_timeout)
             ),
+            Blocked::NeverJoinedSays { blocked, why } => write!(f, "{blocked}; {why}"),
             Blocked::SlotSpent { op, max, failures } => write!(
                 f,
                 "the slot of {op} used its {max} attempts (health.max_attempts): {failures} failed provision calls (see `drover events`); fix the cause and apply, or raise max_attempts"

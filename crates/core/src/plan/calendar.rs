@@ -15,9 +15,10 @@ use crate::spec::{GroupSpec, Window};
 use std::fmt;
 use std::time::Duration;
 
-/// Where a group's windows stand at one moment.
+/// Where a group's windows stand at one moment (public for the simulator,
+/// which says which window a roll waited for and when it opened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Calendar<'w> {
+pub enum Calendar<'w> {
     /// The group declares no window: always open.
     Always,
     /// `window` is open until `until` (epoch ms; the latest end among the
@@ -33,7 +34,7 @@ pub(crate) enum Calendar<'w> {
 
 impl<'w> Calendar<'w> {
     /// `windows` at `wall` (epoch ms).
-    pub(crate) fn at(windows: &'w [Window], wall: i64) -> Calendar<'w> {
+    pub fn at(windows: &'w [Window], wall: i64) -> Calendar<'w> {
         let open = windows
             .iter()
             .filter_map(|w| Some((w, w.last_start(wall)? + ms(w.duration()))))

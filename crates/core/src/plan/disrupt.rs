@@ -6,9 +6,11 @@ use super::blocked::Blocked;
 use super::budget::Gate;
 use super::group::Planner;
 use super::health::Health;
+use super::in_flight::holds_zone;
 use super::refusal::Refusal;
 use super::view::Member;
 use super::waiting::Waiting;
+use crate::journal::Operation;
 use crate::spec::{Role, Strategy};
 
 impl Planner<'_> {
@@ -23,7 +25,11 @@ impl Planner<'_> {
     ) -> bool {
         let name = &d.spec.name;
         if let Some(busy) = self.in_flight.other_zone(inst.zone()) {
-            self.wait(name, Waiting::ZoneBusy(busy));
+            let why = match self.zone_held_by_blocked(inst.zone()) {
+                Some(group) => Waiting::GroupAhead { group, stuck: None },
+                None => Waiting::ZoneBusy(busy),
+            };
+            self.wait(name, why);
             return false;
         }
         if let Some(no) = self.node_in_doubt(inst) {
@@ -89,6 +95,25 @@ impl Planner<'_> {
             return false;
         }
         true
+    }
+
+    /// The blocked group whose operations alone hold the zones other than
+    /// `zone`, if they do (issue 36). Its operations keep their zone even
+    /// parked: the zone is checked only as an operation begins, so one
+    /// released while parked would, once an operator unblocks it, take its
+    /// member out while another zone's roll is under way — two zones
+    /// disrupted at once. The group waiting for the zone says instead that
+    /// it waits behind that blocked group (and why it is blocked), as a
+    /// group waiting for its turn behind a blocked one does.
+    fn zone_held_by_blocked(&self, zone: Option<&str>) -> Option<String> {
+        let mut holders = self
+            .ops
+            .iter()
+            .filter(|o| holds_zone(o))
+            .filter(|o| o.victim.as_ref().and_then(|v| v.zone.as_deref()) != zone);
+        let first = holders.next()?;
+        let blocked = |o: &Operation| self.out.blocked.contains_key(o.group.as_str());
+        (blocked(first) && holders.all(blocked)).then(|| first.group.clone())
     }
 
     /// The service budget gate for `inst`'s node, where a roll or a

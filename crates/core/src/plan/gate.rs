@@ -189,6 +189,7 @@ impl Planner<'_> {
             after,
             members: self.facts.world.members,
             floor,
+            declared: self.facts.input.desired.floor_declared(),
         }))
     }
 

@@ -76,6 +76,9 @@ pub(crate) struct Planner<'a> {
     pub(crate) short_zones: ShortZones,
     /// The services' budgets and the nodes on their way out.
     pub(crate) budgets: Budgets<'a>,
+    /// The raft's ghost members (`plan::ghost`), found before any
+    /// operation advances.
+    pub(crate) ghosts: Vec<(&'a Node, super::Ghost)>,
 }
 
 impl<'a> Planner<'a> {
@@ -105,6 +108,7 @@ impl<'a> Planner<'a> {
             },
             short_zones: ShortZones::at(&input.memory.short_zones, input.journal, input.now),
             budgets,
+            ghosts: Vec::new(),
         }
     }
 
@@ -124,9 +128,11 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn run(&mut self) {
+        self.ghosts = self.find_ghosts();
         for (slot, op) in self.facts.input.journal.iter().enumerate() {
             self.advance(op, slot);
         }
+        self.heal_unclaimed_ghosts();
         let rolling = self.rolling_group();
         for gi in 0..self.facts.views.len() {
             let ahead = rolling
@@ -158,11 +164,9 @@ impl<'a> Planner<'a> {
                 .any(|o| o.group == v.d.spec.name && o.kind == OpKind::Roll)
         };
         let outdated = |v: &View<'_>, keep: &dyn Fn(&Member<'_>) -> bool| {
-            v.described.as_ref().is_ok_and(|insts| {
-                insts
-                    .iter()
-                    .any(|i| (!i.current() || self.expired(&v.d.spec, i)) && keep(i))
-            })
+            v.described
+                .as_ref()
+                .is_ok_and(|insts| insts.iter().any(|i| self.due(v.d, i).is_some() && keep(i)))
         };
         let first = self
             .facts

@@ -72,6 +72,13 @@ impl<'a> Ops<'a> {
     }
 }
 
+/// `op` holds its victim's zone (one zone at a time): a disruptive
+/// operation, heals, dead-node removals and orphan collections excepted
+/// (they repair or clean up).
+pub(crate) fn holds_zone(op: &Operation) -> bool {
+    op.is_disruptive() && !matches!(op.kind, OpKind::Heal | OpKind::RemoveDead | OpKind::Orphan)
+}
+
 #[derive(Default)]
 pub(crate) struct InFlight {
     /// Disruptive operations by victim zone (heals, dead-node removals and
@@ -106,7 +113,7 @@ impl InFlight {
         let bump = |n: &mut usize| {
             *n = if add { *n + 1 } else { n.saturating_sub(1) };
         };
-        if !matches!(op.kind, OpKind::Heal | OpKind::RemoveDead | OpKind::Orphan) {
+        if holds_zone(op) {
             const NO_ZONE: &Option<String> = &None;
             let zone = op.victim.as_ref().map_or(NO_ZONE, |v| &v.zone);
             // Keys are copied only when new: a pass counts every operation.

@@ -66,7 +66,6 @@ impl Planner<'_> {
             ));
         }
         let in_raft = |i: &Member<'_>| i.node.is_some_and(Node::in_raft);
-        let requested = |i: &Member<'_>| self.facts.input.desired.replace.contains(&i.id);
         self.facts
             .views
             .iter()
@@ -81,12 +80,12 @@ impl Planner<'_> {
                     .filter(|i| i.id != leader)
                     .find(|i| {
                         let spare = v.d.spec.is_spare(i.logical_id());
-                        !(i.healthy() && (spare || (i.current() && !requested(i))))
+                        !(i.healthy() && (spare || self.due(v.d, i).is_none()))
                     })
                     .map(|i| i.id.clone()),
                 (Ok(members), _) => members
                     .iter()
-                    .find(|i| in_raft(i) && (!i.current() || requested(i)))
+                    .find(|i| in_raft(i) && self.due(v.d, i).is_some())
                     .map(|i| i.id.clone()),
             })
     }

@@ -22,6 +22,19 @@ use std::time::Duration;
 /// A machine is due up to `max_age / SPREAD` early.
 const SPREAD: u64 = 4;
 
+/// The youngest a machine of a group with this `max_age` may come due (up
+/// to `max_age / SPREAD` early): the decoder refuses a `max_age` whose
+/// earliest due falls within a successor's start and watch by this number.
+pub(crate) fn earliest_due(max_age: Duration) -> Duration {
+    max_age - max_age / SPREAD as u32
+}
+
+/// The least whole-second `max_age` whose [`earliest_due`] exceeds `step`.
+pub(crate) fn least_max_age_beyond(step: Duration) -> Duration {
+    let spread = u128::from(SPREAD);
+    Duration::from_secs((step.as_millis() * spread / (spread - 1) / 1000) as u64 + 1)
+}
+
 /// How many due machines `plan` names before it only counts them.
 const LISTED: usize = 5;
 

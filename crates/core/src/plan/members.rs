@@ -35,6 +35,11 @@ pub struct MemberStatus {
     pub created_ms: u64,
     /// An operator holds it (`drover hold`): no heal, retire or roll.
     pub held: bool,
+    /// While it has not joined: what it shows of its boot (its boot log's
+    /// last lines, its engine's failed join), when the controller fetched
+    /// any (docs/status.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<crate::boot::BootFacts>,
 }
 
 /// Every owned instance of every declared group whose describe succeeded,
@@ -77,6 +82,9 @@ pub fn member_status(desired: &Desired, observed: &Observed) -> Vec<MemberStatus
                 current: inst.config() == Some(g.hash.as_str()),
                 created_ms: inst.created_ms,
                 held: desired.held.contains(&inst.id),
+                boot: (health == "pending")
+                    .then(|| observed.boots.get(&inst.id).cloned())
+                    .flatten(),
             });
         }
     }

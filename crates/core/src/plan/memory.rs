@@ -46,6 +46,8 @@ pub(crate) enum Timer {
     Unhealthy(String),
     /// A member's machine runs, and no swarm node carries its link yet.
     Pending(String),
+    /// A member's engine, not joined, reports its join failed.
+    JoinFailed(String),
     /// An operation's node has been draining.
     Drain(String),
     /// A former leader has been asked to leave, by operation.
@@ -58,6 +60,11 @@ pub(crate) enum Timer {
     /// A disruption (by operation id, or by instance id before one
     /// begins) has been held by a service budget.
     Budget(String),
+    /// An operation (by id) has started its provision and no swarm node
+    /// carries its link (`plan::parked`), whether or not its machine is
+    /// listed: one timer, so a machine flickering out of describes does
+    /// not restart it.
+    Unjoined(String),
     /// A machine of an undeclared group has been seen (by instance id).
     Orphan(String),
     /// A node (by id) has been Down with no machine carrying its link.
@@ -70,6 +77,11 @@ pub(crate) enum Timer {
     /// A raft member without drover's labels (by node id) has been seen
     /// while every machine of ours had a node.
     Unlabelled(String),
+    /// A worker's raft member (by node id) has been seen unreachable with
+    /// no manager behind it (`plan::ghost`).
+    Ghost(String),
+    /// A ghost's heal (by node id) was last planned.
+    GhostHealed(String),
 }
 
 impl Memory {
@@ -110,7 +122,15 @@ impl<'a> Clock<'a> {
     /// Keeps timer `key` running; true once it has run for `limit`.
     /// While it has not, remembers when it will, for `wake_at`.
     pub(crate) fn elapsed(&self, key: Timer, limit: Duration) -> bool {
-        let since = self.old.seen.get(&key).copied().unwrap_or(self.now);
+        self.elapsed_from(key, limit, None)
+    }
+
+    /// [`Self::elapsed`], for a condition known to have begun at `began`
+    /// (on this clock) when that is before this controller first saw it: a
+    /// machine's creation as its provider reports it.
+    pub(crate) fn elapsed_from(&self, key: Timer, limit: Duration, began: Option<Time>) -> bool {
+        let seen = self.old.seen.get(&key).copied().unwrap_or(self.now);
+        let since = began.map_or(seen, |b| b.min(seen));
         let since = *self.new.borrow_mut().seen.entry(key).or_insert(since);
         let due = since.saturating_add(limit.as_millis() as u64);
         if self.now >= due {
@@ -130,6 +150,25 @@ impl<'a> Clock<'a> {
             return None;
         }
         Some(Duration::from_secs(self.running_for(&key).as_secs()))
+    }
+
+    /// True, restarting timer `key`, when it was not running or has run for
+    /// `period`: something done at most once per `period` (a ghost's heal).
+    /// While it has not, keeps it and remembers when it will, for `wake_at`.
+    pub(crate) fn every(&self, key: Timer, period: Duration) -> bool {
+        let mut new = self.new.borrow_mut();
+        if new.seen.contains_key(&key) {
+            return false;
+        }
+        let period = period.as_millis() as u64;
+        let since = match self.old.seen.get(&key) {
+            Some(&since) if self.now < since.saturating_add(period) => since,
+            _ => self.now,
+        };
+        new.seen.insert(key, since);
+        drop(new);
+        self.wake(since.saturating_add(period));
+        since == self.now
     }
 
     /// Asks for a pass within `d` though no timer is due: for what is
@@ -159,6 +198,29 @@ impl<'a> Clock<'a> {
 mod tests {
     use super::{Clock, Memory, Timer};
     use std::time::Duration;
+
+    /// Something done at most once per period (a ghost's heal): at once
+    /// the first time, then not until the period has passed since, however
+    /// often it is asked; the pass wakes when it may be done again.
+    #[test]
+    fn every_allows_once_per_period_from_the_first_time() {
+        let period = Duration::from_secs(10);
+        let key = || Timer::GhostHealed("n1".into());
+        let empty = Memory::default();
+        let first = Clock::new(&empty, 1_000);
+        assert!(first.every(key(), period));
+        assert!(!first.every(key(), period), "once per pass too");
+        let (seen, wake) = first.finish();
+        assert_eq!(wake, Some(11_000));
+        let early = Clock::new(&seen, 10_999);
+        assert!(!early.every(key(), period));
+        let (seen, _) = early.finish();
+        let due = Clock::new(&seen, 11_000);
+        assert!(due.every(key(), period));
+        let (seen, wake) = due.finish();
+        assert_eq!(wake, Some(21_000), "restarted when done");
+        assert!(!Clock::new(&seen, 20_000).every(key(), period));
+    }
 
     /// A condition is in grace from its first sighting until the whole
     /// grace has passed on this controller's clock; what it shows is the

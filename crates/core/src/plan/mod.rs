@@ -24,22 +24,27 @@
 //! first sighting, never from another host's clock.
 
 mod blocked;
+mod boot;
 mod budget;
 mod calendar;
+mod cause;
 mod disrupt;
+mod due;
 mod facts;
 mod fast;
 mod gate;
 mod gc;
+mod ghost;
 mod group;
 mod health;
 mod hook;
 mod in_flight;
 mod leader;
-mod lifetime;
+pub(crate) mod lifetime;
 mod members;
 mod memory;
 mod op;
+mod parked;
 mod refusal;
 mod stage;
 mod status;
@@ -51,7 +56,11 @@ mod waiting;
 mod world;
 mod zones;
 
+pub use boot::{BootAsk, REASON_LINES};
+pub use calendar::Calendar;
+pub use cause::{BlockedCause, Cause, OpCause, WaitingCause};
 pub use gc::GarbageState;
+pub use ghost::{GHOST_BOUND, Ghost, GhostEvidence};
 pub use health::Health;
 pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
@@ -109,6 +118,14 @@ impl Desired {
             .map(|g| i64::from(g.spec.roll_floor()))
             .max()
             .unwrap_or(0)
+    }
+
+    /// An operator declared the roll's floor (`update.min_fault_tolerance`
+    /// on a manager group): a refusal that quotes it names it.
+    pub fn floor_declared(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g.spec.role == Role::Manager && g.spec.update.min_fault_tolerance.is_some())
     }
 
     /// The planner's view of a committed spec: each group with its config
@@ -246,6 +263,18 @@ pub enum Action {
         /// What the hook is told.
         facts: Box<HookFacts>,
     },
+    /// Heal a ghost raft member (`plan::ghost`): a promote, then a demote,
+    /// of its node, each update on the node's spec as re-read just before
+    /// it, so that swarmkit's role manager removes the member.
+    HealGhost {
+        /// The operation whose step waits on the ghost, or `ghost-<node>`
+        /// for a ghost no operation works on (no journal entry carries it).
+        op: String,
+        /// The step of `op` that waits on it (its intent is recorded again).
+        step: Step,
+        /// The ghost's node id.
+        node: String,
+    },
     /// Commit the group's previous spec as a rollback revision.
     Rollback {
         /// Group name.
@@ -270,6 +299,7 @@ impl Action {
             Action::Destroy { .. } => "destroy",
             Action::RemoveNode { .. } => "remove_node",
             Action::RunHook { .. } => "run_hook",
+            Action::HealGhost { .. } => "heal_ghost",
             Action::Rollback { .. } => "rollback",
         }
     }
@@ -286,7 +316,8 @@ impl Action {
             | Action::DemoteSelfAndLeave { op, .. }
             | Action::Destroy { op, .. }
             | Action::RemoveNode { op, .. }
-            | Action::RunHook { op, .. } => Some(op),
+            | Action::RunHook { op, .. }
+            | Action::HealGhost { op, .. } => Some(op),
             Action::Rollback { .. } => None,
         }
     }
@@ -300,7 +331,7 @@ impl Action {
             Action::DemoteSelfAndLeave { .. } => Some(Step::DemoteSelfAndLeave),
             Action::Destroy { .. } => Some(Step::Destroy),
             Action::RemoveNode { .. } => Some(Step::RemoveNode),
-            Action::RunHook { step, .. } => Some(*step),
+            Action::RunHook { step, .. } | Action::HealGhost { step, .. } => Some(*step),
             Action::Begin { .. }
             | Action::MarkDone { .. }
             | Action::Complete { .. }
@@ -358,6 +389,9 @@ impl Action {
                     .as_deref()
                     .or(facts.node.as_deref())
                     .unwrap_or(&facts.operation)
+            ),
+            Action::HealGhost { node, .. } => format!(
+                "heal ghost raft member {node} (a worker by spec, unreachable, no manager behind it): promote, then demote, so that swarmkit removes the member"
             ),
             Action::Rollback { group, reason } => format!("roll back {group}: {reason}"),
         }
@@ -425,6 +459,10 @@ pub struct GroupStatus {
     /// Its maintenance windows: open until when, or when next open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
+    /// The group it waits behind (groups roll one after another) when
+    /// that group is blocked or paused: `reason` gives both reasons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind: Option<String>,
 }
 
 /// The swarm's manager health.
@@ -440,6 +478,10 @@ pub struct SwarmStatus {
     pub leader_link: Option<String>,
     /// Set when the swarm has no leader or could not be asked.
     pub problem: Option<SwarmProblem>,
+    /// Ghost raft members (`plan::ghost`): workers by spec still in the
+    /// raft, unreachable, with no manager behind them; each is healed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ghosts: Vec<Ghost>,
 }
 
 /// The planner's output.
@@ -460,6 +502,18 @@ pub struct Plan {
     pub wake_at: Option<Time>,
     /// Everything garbage collection found this pass, collected or not yet.
     pub garbage: Vec<Garbage>,
+    /// Each blocked or waiting group's reason by kind (read-only: what the
+    /// simulator's liveness oracle matches a fault's true cause against).
+    #[serde(skip)]
+    pub causes: std::collections::BTreeMap<String, Cause>,
+    /// The operations whose machine can no longer join (provisioned, then
+    /// stopped, or not joined within `startup_timeout`): they hold back no
+    /// join token's rotation ([`crate::join_token::awaiting`], issue 36).
+    #[serde(skip)]
+    pub parked: std::collections::BTreeSet<String>,
+    /// Machines not joined yet that the controller asks their provider
+    /// about before the next pass (`Observed::boots`).
+    pub boot_asks: Vec<BootAsk>,
 }
 
 /// One item garbage collection found (docs/gc.md), for `drover gc` and status.

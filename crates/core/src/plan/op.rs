@@ -90,6 +90,9 @@ impl<'a> Planner<'a> {
             victim: view.member(found.victim).copied(),
             replacement: view.member(found.replacement).copied(),
         };
+        if op.aborting() {
+            return self.abandon(op, slot, &view, &subjects, None);
+        }
         for step in op.steps_with_hooks(&view.d.spec.hooks) {
             let state = self.step_state(op, step, &view, &subjects);
             let key = || Timer::Step(op.id.clone(), step);
@@ -105,14 +108,8 @@ impl<'a> Planner<'a> {
                 }
                 StepState::Fail(why) => self.block(&op.group, why),
                 StepState::Abandon(why) => {
-                    self.out.explanation.push(format!(
-                        "{}: operation {} abandoned: {why}",
-                        op.group, op.id
-                    ));
-                    self.out
-                        .actions
-                        .push(Action::Complete { op: op.id.clone() });
-                    self.end_op(op, slot);
+                    let why = why.to_string();
+                    self.abandon(op, slot, &view, &subjects, Some(why));
                 }
                 StepState::Act(action) => {
                     if self.clock.elapsed(key(), step_timeout) {
@@ -135,6 +132,47 @@ impl<'a> Planner<'a> {
         self.out
             .explanation
             .push(format!("{}: operation {} complete", op.group, op.id));
+        self.out
+            .actions
+            .push(Action::Complete { op: op.id.clone() });
+        self.end_op(op, slot);
+    }
+
+    /// Ends `op`, which stepped aside (`why`, in the pass it did) with
+    /// nothing disrupted. If its group's `pre_drain` or `pre_destroy` hook
+    /// was called, the outside world was told the member goes: the
+    /// group's `on_abort` hook is called first (issue 36), and from then
+    /// on the operation only ends (`Operation::aborting`), whatever the
+    /// world does meanwhile: the hook said it was aborted.
+    fn abandon(
+        &mut self,
+        op: &Operation,
+        slot: usize,
+        view: &View<'a>,
+        subjects: &Subjects<'a>,
+        why: Option<String>,
+    ) {
+        if let Some(why) = &why {
+            self.out.explanation.push(format!(
+                "{}: operation {} abandoned: {why}",
+                op.group, op.id
+            ));
+        }
+        let owed = view.d.spec.hooks.on_abort.is_some() && (op.told_pre_hook() || op.aborting());
+        if owed {
+            match self.step_state(op, Step::OnAbortHook, view, subjects) {
+                StepState::Act(call) => {
+                    let told = "its pre hook was called: on_abort is called before it ends";
+                    self.out
+                        .explanation
+                        .push(format!("{}: operation {}: {told}", op.group, op.id));
+                    return self.out.actions.push(call);
+                }
+                StepState::Fail(why) => return self.block(&op.group, why),
+                // Called (the controller recorded it), or no longer declared.
+                _ => {}
+            }
+        }
         self.out
             .actions
             .push(Action::Complete { op: op.id.clone() });
@@ -259,7 +297,8 @@ impl<'a> Planner<'a> {
             Step::PreDrainHook
             | Step::PreDestroyHook
             | Step::PostProvisionHook
-            | Step::PostJoinHook => self.hook(s),
+            | Step::PostJoinHook
+            | Step::OnAbortHook => self.hook(s),
         }
     }
 }
@@ -310,9 +349,10 @@ impl<'a> Planner<'a> {
                 },
             );
         }
-        n.raft
-            .is_some()
-            .then(|| StepState::Wait(StepWait::LeavingRaft { node: &n.id }))
+        n.raft.is_some().then(|| {
+            let wait = StepWait::LeavingRaft { node: &n.id };
+            self.out_of_raft_or_heal(op, Step::Destroy, n, wait)
+        })
     }
 
     /// The leader's (or this controller's own) demotion, when another raft

@@ -120,8 +120,12 @@ pub enum Quorum {
         after: i64,
         /// Raft members.
         members: usize,
-        /// The roll's floor (`update.min_fault_tolerance`).
+        /// The roll's floor.
         floor: i64,
+        /// Whether an operator declared it (`update.min_fault_tolerance`)
+        /// or it is the group's own (what it keeps while one member is
+        /// replaced): the reason names the one that holds.
+        declared: bool,
     },
     /// Adding a manager while members are unreachable could cost the quorum.
     AddWhileUnreachable {
@@ -164,16 +168,22 @@ impl fmt::Display for Quorum {
                 after,
                 members,
                 floor,
+                declared,
             } => {
                 write!(
                     f,
                     "removing a manager would leave fault tolerance at {after} ({members} members)"
                 )?;
                 if *after >= 0 {
-                    write!(
-                        f,
-                        ", below this roll's floor of {floor} (update.min_fault_tolerance)"
-                    )?;
+                    write!(f, ", below this roll's floor of {floor}")?;
+                    if *declared {
+                        write!(f, " (update.min_fault_tolerance)")?;
+                    } else {
+                        write!(
+                            f,
+                            " (what the group keeps while one member is replaced; update.min_fault_tolerance is not set)"
+                        )?;
+                    }
                 }
                 Ok(())
             }
@@ -213,6 +223,7 @@ mod tests {
                     after: -1,
                     members: 1,
                     floor: 0,
+                    declared: false,
                 }),
                 "removing a manager would leave fault tolerance at -1 (1 members)",
             ),
@@ -221,8 +232,18 @@ mod tests {
                     after: 0,
                     members: 3,
                     floor: 1,
+                    declared: true,
                 }),
                 "removing a manager would leave fault tolerance at 0 (3 members), below this roll's floor of 1 (update.min_fault_tolerance)",
+            ),
+            (
+                Refusal::Quorum(Quorum::FaultTolerance {
+                    after: 0,
+                    members: 3,
+                    floor: 1,
+                    declared: false,
+                }),
+                "removing a manager would leave fault tolerance at 0 (3 members), below this roll's floor of 1 (what the group keeps while one member is replaced; update.min_fault_tolerance is not set)",
             ),
             (
                 Refusal::Quorum(Quorum::RaftShort {

@@ -6,7 +6,7 @@ use super::fast::Set;
 use super::gc::GarbageState;
 use super::group::Planner;
 use super::view::View;
-use super::waiting::Waiting;
+use super::waiting::{Stuck, Waiting};
 use super::{Garbage, GroupStatus, Phase, Plan, SwarmStatus};
 use crate::journal::OpKind;
 use crate::model::SwarmView;
@@ -85,10 +85,21 @@ impl<'de> serde::Deserialize<'de> for SwarmProblem {
 
 impl<'a> Planner<'a> {
     /// Records why `group` waits, unless a reason is recorded already.
+    ///
+    /// One exception (issue 36): "the leader goes last" gives way to a
+    /// wait behind a blocked group. The leader waits for the other members
+    /// to roll; when their roll waits behind a blocked group (for its zone,
+    /// say), that group's block is why the leader waits, and the group
+    /// must say so, never only "waiting".
     pub(crate) fn wait(&mut self, group: &str, why: Waiting<'a>) {
-        if !self.out.waiting.contains_key(group) {
-            self.out.waiting.insert(group.to_string(), why);
+        let behind_blocked = matches!(&why, Waiting::GroupAhead { group: g, .. }
+            if self.out.blocked.contains_key(g.as_str()));
+        match self.out.waiting.get(group) {
+            None => {}
+            Some(Waiting::LeaderLast { .. }) if behind_blocked => {}
+            Some(_) => return,
         }
+        self.out.waiting.insert(group.to_string(), why);
     }
 
     /// Records why `group` is blocked, unless a reason is recorded already.
@@ -99,6 +110,7 @@ impl<'a> Planner<'a> {
     }
 
     pub(crate) fn finish(mut self) -> Plan {
+        self.tell_stuck_ahead();
         let statuses: Vec<GroupStatus> =
             self.facts.views.iter().map(|v| self.status_of(v)).collect();
         let mut order: Vec<usize> = (0..statuses.len()).collect();
@@ -118,13 +130,19 @@ impl<'a> Planner<'a> {
         for (g, why) in &self.out.waiting {
             self.out.explanation.push(format!("{g}: {why}"));
         }
+        for (_, ghost) in &self.ghosts {
+            self.out.explanation.push(format!("swarm: {ghost}"));
+        }
         let swarm = SwarmStatus {
             members: self.facts.world.members,
             reachable: self.facts.world.reachable,
             fault_tolerance: self.facts.world.fault_tolerance(),
             leader_link: self.facts.world.leader.and_then(|n| n.link.clone()),
             problem: SwarmProblem::of(&self.facts.world.observed.swarm),
+            ghosts: self.ghosts.iter().map(|(_, g)| g.clone()).collect(),
         };
+        let parked = self.parked();
+        let boot_asks = self.boot_asks();
         let (mut memory, wake_at) = self.clock.finish();
         memory.short_zones = std::mem::take(&mut self.short_zones);
         // Collections in flight that this pass did not list itself.
@@ -145,7 +163,23 @@ impl<'a> Planner<'a> {
                 });
             }
         }
+        let causes = self
+            .out
+            .blocked
+            .iter()
+            .map(|(g, why)| (g.clone(), super::Cause::Blocked(why.cause())))
+            .chain(
+                self.out
+                    .waiting
+                    .iter()
+                    .filter(|(g, _)| !self.out.blocked.contains_key(*g))
+                    .map(|(g, why)| (g.clone(), super::Cause::Waiting(why.cause()))),
+            )
+            .collect();
         Plan {
+            causes,
+            parked,
+            boot_asks,
             garbage: self.out.garbage,
             actions: self.out.actions,
             groups,
@@ -153,6 +187,26 @@ impl<'a> Planner<'a> {
             explanation: self.out.explanation,
             memory,
             wake_at,
+        }
+    }
+
+    /// A group waiting behind another that is blocked or paused says so,
+    /// with that group's reason: one group's block never holds another
+    /// silently (issue 36). Done once every group's pass has run, so the
+    /// group ahead is seen whatever the order they ran in.
+    fn tell_stuck_ahead(&mut self) {
+        let (blocked, desired) = (&self.out.blocked, self.facts.input.desired);
+        for why in self.out.waiting.values_mut() {
+            if let Waiting::GroupAhead { group, stuck } = why {
+                *stuck = match blocked.get(group.as_str()) {
+                    Some(b) => Some(Stuck::Blocked(b.clone())),
+                    None => desired
+                        .groups
+                        .iter()
+                        .any(|g| g.spec.name == *group && g.paused)
+                        .then_some(Stuck::Paused),
+                };
+            }
         }
     }
 
@@ -171,6 +225,12 @@ impl<'a> Planner<'a> {
             healthy: 0,
             in_flight,
             window: self.calendar(&v.d.spec).describe(),
+            behind: self
+                .out
+                .waiting
+                .get(name)
+                .and_then(Waiting::behind_stuck)
+                .map(str::to_string),
         };
         let insts = match &v.described {
             Err(e) => {
@@ -186,7 +246,9 @@ impl<'a> Planner<'a> {
                 .filter(|(_, o)| o.group == *name)
                 .map(|(slot, o)| self.found(slot, o, v)),
         );
+        let mut due = false;
         for (i, _) in insts.iter().zip(busy).filter(|(_, b)| !b.victim) {
+            due |= !v.d.spec.is_spare(i.logical_id()) && self.due(v.d, i).is_some();
             st.members += 1;
             st.current += usize::from(i.current());
             st.healthy += usize::from(i.healthy());
@@ -195,7 +257,8 @@ impl<'a> Planner<'a> {
             .ops
             .iter()
             .any(|o| o.group == *name && o.kind == OpKind::Roll)
-            || st.current < st.members;
+            || st.current < st.members
+            || due;
         (st.phase, st.reason) = if let Some(why) = self.out.blocked.get(name) {
             (Phase::Blocked, Some(why.to_string()))
         } else if v.d.paused {

@@ -115,16 +115,20 @@ impl<'a> Planner<'a> {
                     })
                 }
             }
-            Health::Pending => {
-                let limit = d.spec.health.startup_timeout;
-                if self.clock.elapsed(Timer::Pending(new.id.clone()), limit) {
-                    StepState::Done
-                } else {
-                    StepState::Wait(StepWait::Joining {
-                        member: new.instance_id(),
-                    })
-                }
+            // Its join failed (seen at once) or its startup_timeout ran
+            // out since its creation: healing replaces it.
+            Health::Pending if self.join_over(&new, d.spec.health.startup_timeout) => {
+                StepState::Done
             }
+            Health::Pending => match self.boot_log(new.instance_id()) {
+                Some(log) => StepState::Wait(StepWait::JoiningSays {
+                    member: new.instance_id(),
+                    log,
+                }),
+                None => StepState::Wait(StepWait::Joining {
+                    member: new.instance_id(),
+                }),
+            },
             Health::Unknown => StepState::Wait(StepWait::JoinUnknown {
                 member: new.instance_id(),
             }),
@@ -197,6 +201,10 @@ impl<'a> Planner<'a> {
         if !n.manager_role {
             return StepState::Done;
         }
+        if n.manager_out_of_raft() {
+            // No vote to take away; the node's removal takes it.
+            return StepState::Done;
+        }
         if let Some(why) = Self::surge_member_unready(op, replacement.as_ref()) {
             return StepState::Abandon(why);
         }
@@ -249,9 +257,11 @@ impl<'a> Planner<'a> {
     where
         'a: 'o,
     {
-        let StepOf { node, .. } = s;
+        let StepOf { op, step, node, .. } = s;
         match node {
-            Some(n) if n.raft.is_some() => StepState::Wait(StepWait::LeavingRaft { node: &n.id }),
+            Some(n) if n.raft.is_some() => {
+                self.out_of_raft_or_heal(op, step, n, StepWait::LeavingRaft { node: &n.id })
+            }
             _ => StepState::Done,
         }
     }
@@ -297,7 +307,8 @@ impl<'a> Planner<'a> {
         // Another controller: the old leader journaled this, then
         // either demoted itself or crashed before it could.
         if n.raft.is_some() && !n.manager_role {
-            return StepState::Wait(StepWait::FormerLeaderInRaft { node: &n.id });
+            let wait = StepWait::FormerLeaderInRaft { node: &n.id };
+            return self.out_of_raft_or_heal(op, step, n, wait);
         }
         if n.manager_role {
             return self.demote_former_leader(op, step, n);
@@ -400,7 +411,7 @@ impl<'a> Planner<'a> {
         let Some(n) = node else {
             return StepState::Done;
         };
-        if n.in_raft() {
+        if n.in_raft() && !n.manager_out_of_raft() {
             return StepState::Wait(StepWait::StillManager { node: &n.id });
         }
         StepState::Act(Action::RemoveNode {

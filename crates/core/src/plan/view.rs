@@ -391,6 +391,8 @@ mod tests {
             self_link: None,
             left_reports: Vec::new(),
             services: Default::default(),
+            boots: Default::default(),
+            complete_listings: Default::default(),
         };
         let world = World::new(&observed, Set::default());
         let journal_victims: Set<&str> = ["i-journal", "i-gone"].into_iter().collect();

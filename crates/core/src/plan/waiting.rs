@@ -3,6 +3,7 @@
 //! is rendered from it when the pass is summarised. A group keeps its
 //! first reason; no decision reads one back.
 
+use super::blocked::Blocked;
 use super::budget;
 use super::calendar::WindowClosed;
 use super::refusal::Refusal;
@@ -10,6 +11,16 @@ use crate::journal::Operation;
 use crate::model::{Node, NodeState};
 use std::fmt;
 use std::time::Duration;
+
+/// Why the group another waits behind does not move: an operator acts on
+/// it, and the waiting group says so with its own reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stuck {
+    /// It is blocked, for this reason.
+    Blocked(Blocked),
+    /// An operator paused it.
+    Paused,
+}
 
 /// Why a group waits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,8 +56,11 @@ pub(crate) enum Waiting<'a> {
     CannotAddManager(Refusal),
     /// The temporary manager may not be added now.
     CannotAddSpare(Refusal),
-    /// Another group rolls first.
-    GroupAhead(String),
+    /// Another group rolls first; `stuck` says why it does not move, when
+    /// it is blocked or paused (filled when the pass is summarised, so a
+    /// group ahead in any order is seen): the waiting group says so,
+    /// never only "waiting".
+    GroupAhead { group: String, stuck: Option<Stuck> },
     /// Over the declared size: the excess is retired first.
     OverSize(usize),
     /// Every maintenance window is closed.
@@ -148,6 +162,19 @@ impl fmt::Display for Unlisted {
     }
 }
 
+impl Waiting<'_> {
+    /// The group this one waits behind, blocked or paused, if it does.
+    pub(crate) fn behind_stuck(&self) -> Option<&str> {
+        match self {
+            Waiting::GroupAhead {
+                group,
+                stuck: Some(_),
+            } => Some(group),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Waiting<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -192,10 +219,17 @@ impl fmt::Display for Waiting<'_> {
             }
             Waiting::CannotAddManager(no) => write!(f, "cannot add a manager: {no}"),
             Waiting::CannotAddSpare(no) => write!(f, "cannot add the temporary manager: {no}"),
-            Waiting::GroupAhead(other) => write!(
-                f,
-                "waiting for group {other} to finish its rollout (groups roll one after another, managers first)"
-            ),
+            Waiting::GroupAhead { group, stuck } => {
+                write!(
+                    f,
+                    "waiting for group {group} to finish its rollout (groups roll one after another, managers first)"
+                )?;
+                match stuck {
+                    Some(Stuck::Blocked(why)) => write!(f, "; {group} is blocked: {why}"),
+                    Some(Stuck::Paused) => write!(f, "; {group} is paused by an operator"),
+                    None => Ok(()),
+                }
+            }
             Waiting::OverSize(n) => write!(
                 f,
                 "{n} member(s) over the declared size: retired before the roll adds another"

@@ -266,6 +266,7 @@ mod tests {
             running_tasks: 0,
             locked: false,
             left: false,
+            engine_no_manager: false,
         }
     }
 
@@ -282,6 +283,8 @@ mod tests {
             self_link: None,
             left_reports: Vec::new(),
             services: Default::default(),
+            boots: Default::default(),
+            complete_listings: Default::default(),
         };
         let world = World::new(&observed, ["n-2", "n-9"].into_iter().collect());
         let id = |n: Option<&Node>| n.map(|n| n.id.clone());
@@ -307,6 +310,8 @@ mod tests {
             self_link: None,
             left_reports: Vec::new(),
             services: Default::default(),
+            boots: Default::default(),
+            complete_listings: Default::default(),
         };
         let world = World::new(&observed, Default::default());
         assert_eq!(

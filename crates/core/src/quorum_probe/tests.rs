@@ -18,6 +18,7 @@ fn raft_node(id: &str, leader: bool, reachable: bool) -> crate::model::Node {
         running_tasks: 0,
         locked: false,
         left: false,
+        engine_no_manager: false,
     }
 }
 

@@ -315,6 +315,7 @@ fn node(n: u8, state: NodeState, in_raft: bool) -> Node {
         running_tasks: 0,
         locked: false,
         left: false,
+        engine_no_manager: false,
     }
 }
 

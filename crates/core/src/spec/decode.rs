@@ -12,6 +12,7 @@ mod cluster;
 mod hooks;
 mod instance;
 mod release;
+mod secrets;
 mod update;
 
 use crate::budget::{Amount, ServiceBudget};
@@ -109,7 +110,11 @@ pub(super) fn parse_committed(text: &str) -> Loaded {
 
 fn decode(text: &str, mut dec: Decoder<'_>) -> Loaded {
     let spec = match yaml::parse(text) {
-        Ok(root) => dec.cluster(&root),
+        Ok(root) => {
+            let spec = dec.cluster(&root);
+            dec.secrets(&root, "");
+            spec
+        }
         Err(e) => {
             dec.error(
                 e.pos,
@@ -199,7 +204,7 @@ fn distance(a: &str, b: &str) -> usize {
 /// The candidate (a field name, possibly `section.field`) that `key` most
 /// likely misspells: a small edit distance relative to its length, or one
 /// containing the other (`labels` for `engine_labels`).
-fn closest(key: &str, candidates: impl Iterator<Item = String>) -> Option<String> {
+pub(super) fn closest(key: &str, candidates: impl Iterator<Item = String>) -> Option<String> {
     candidates
         .filter_map(|c| {
             let field = c.rsplit('.').next().unwrap_or(&c);
@@ -459,10 +464,15 @@ const DRAIN_FIELDS: &[&str] = &["timeout", "on_timeout"];
 const ROLLOUT_FIELDS: &[&str] = &["after"];
 
 /// Variables a boot script template may use (see [`BootContext`]).
-const TEMPLATE_VARIABLES: &str = "role, cluster_id, group, link, logical_id, address, join_addr, init, engine_labels, drover_url, drover_sha256";
+const TEMPLATE_VARIABLES: &str = "role, cluster_id, group, link, logical_id, address, join_addr, join_addrs, init, engine_labels, drover_url, drover_sha256";
 
 /// Position of the value at `keys` under `node`, if present.
 fn field_pos(node: &Node, keys: &[&str]) -> Option<Pos> {
+    node_at(node, keys).map(Node::pos)
+}
+
+/// The node at `keys` under `node`, if present.
+fn node_at<'n>(node: &'n Node, keys: &[&str]) -> Option<&'n Node> {
     let mut cur = node;
     for key in keys {
         let Node::Map { entries, .. } = cur else {
@@ -470,7 +480,19 @@ fn field_pos(node: &Node, keys: &[&str]) -> Option<Pos> {
         };
         cur = &entries.iter().find(|(k, _, _)| k == key)?.2;
     }
-    Some(cur.pos())
+    Some(cur)
+}
+
+/// The duration written at `keys` under `node`, read quietly for a rule
+/// between sections (a problem with the field itself is reported where
+/// it is decoded): `default` when absent, `None` when unreadable.
+fn written_duration(node: &Node, keys: &[&str], default: Duration) -> Option<Duration> {
+    match node_at(node, keys) {
+        None => Some(default),
+        Some(n) if n.is_null() => Some(default),
+        Some(Node::Scalar { value, .. }) => parse_duration(value).ok(),
+        Some(_) => None,
+    }
 }
 
 /// Position of the `j`th item of `allocation.KEY` of a group node.

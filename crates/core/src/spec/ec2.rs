@@ -5,72 +5,65 @@
 //! knows (does the AMI exist, is the subnet in that zone) the provider
 //! reports with AWS's own error code.
 
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 /// The ec2 provider's instance properties (docs/ec2.md). Unknown fields
 /// are errors, so a misspelt `instace_type` is not silently ignored.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ec2Properties {
     /// The region (required; must be the controller's `--ec2-region`).
-    #[serde(default)]
     pub region: Option<String>,
     /// The AMI (`ami-` and 8 or 17 hex digits); required unless the launch
     /// template gives one.
-    #[serde(default)]
     pub image_id: Option<String>,
     /// The instance type (`t3.micro`); required unless the launch template
     /// gives one.
-    #[serde(default)]
     pub instance_type: Option<String>,
     /// The subnet of each of the group's zones (`zone: subnet-…`); the key
     /// `default` serves slots without a zone.
-    #[serde(default)]
     pub subnets: BTreeMap<String, String>,
     /// Security group ids (`sg-…`) of the instance's network interface.
-    #[serde(default)]
     pub security_groups: Vec<String>,
     /// The EC2 key pair's name (SSH access), if any.
-    #[serde(default)]
     pub key_name: Option<String>,
     /// The IAM instance profile, by name or ARN.
-    #[serde(default)]
     pub iam_instance_profile: Option<String>,
     /// A launch template as the base: what the properties above give
     /// overrides it.
-    #[serde(default)]
     pub launch_template: Option<LaunchTemplate>,
 }
 
 /// A launch template, by id or by name, and its version.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LaunchTemplate {
     /// `lt-…`.
-    #[serde(default)]
     pub id: Option<String>,
     /// The template's name.
-    #[serde(default)]
     pub name: Option<String>,
     /// A version number, `$Latest` or `$Default` (EC2's default when absent).
-    #[serde(default)]
     pub version: Option<String>,
 }
 
 /// The `subnets` key for slots that have no zone.
 pub const DEFAULT_SUBNET: &str = "default";
 
-/// Why a group's properties cannot be used, naming the field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("instance.properties{field}: {problem}")]
-pub struct BadProperty {
-    /// The field, as `.name` (empty for the whole object).
-    pub field: String,
-    /// What is wrong and what to do.
-    pub problem: String,
-}
+pub use super::props::BadProperty;
+use super::props::Reader;
+
+/// The fields of [`Ec2Properties`], as written.
+const FIELDS: &[&str] = &[
+    "region",
+    "image_id",
+    "instance_type",
+    "subnets",
+    "security_groups",
+    "key_name",
+    "iam_instance_profile",
+    "launch_template",
+];
+/// Where the properties are documented.
+const DOC: &str = "docs/ec2.md";
 
 impl Ec2Properties {
     /// Reads `value` (the group's opaque properties) and checks what can be
@@ -80,18 +73,34 @@ impl Ec2Properties {
         value: &serde_json::Value,
         zones: &[Option<&str>],
     ) -> Result<Ec2Properties, Vec<BadProperty>> {
-        let props: Ec2Properties = serde_json::from_value(value.clone()).map_err(|e| {
-            vec![BadProperty {
-                field: String::new(),
-                problem: format!("{e}; see docs/ec2.md"),
-            }]
-        })?;
-        let problems = props.problems(zones);
-        if problems.is_empty() {
-            Ok(props)
-        } else {
-            Err(problems)
+        let mut r = Reader::open(value, "", FIELDS, DOC);
+        let launch_template = r.raw("launch_template").map(|v| {
+            let mut t = Reader::open(v, ".launch_template", &["id", "name", "version"], DOC);
+            let template = LaunchTemplate {
+                id: t.get("id"),
+                name: t.get("name"),
+                version: t.get("version"),
+            };
+            r.problems.extend(t.problems);
+            template
+        });
+        let props = Ec2Properties {
+            region: r.get("region"),
+            image_id: r.get("image_id"),
+            instance_type: r.get("instance_type"),
+            subnets: r.get("subnets").unwrap_or_default(),
+            security_groups: r.get("security_groups").unwrap_or_default(),
+            key_name: r.get("key_name"),
+            iam_instance_profile: r.get("iam_instance_profile"),
+            launch_template,
+        };
+        // A field already refused for its type is not also called missing.
+        for p in props.problems(zones) {
+            if !r.problems.iter().any(|q| q.field == p.field) {
+                r.problems.push(p);
+            }
         }
+        r.finish(props)
     }
 
     /// The subnet a slot in `zone` is launched in, if the properties name one.
@@ -237,12 +246,67 @@ impl Ec2Properties {
     }
 }
 
+/// EC2's limit on user data (before its base64 encoding).
+pub const USER_DATA_LIMIT: usize = 16 * 1024;
+
+/// What `validate` keeps free of [`USER_DATA_LIMIT`] for what the provider
+/// adds to the rendered boot script: the boot environment as `export`
+/// lines (the join token, the store's address, a manager's provider
+/// settings) and one comment line. Only the provider knows their values;
+/// together they are a few hundred bytes.
+pub const BOOT_ENV_RESERVE: usize = 1024;
+
+/// User data over EC2's limit: EC2 refuses the launch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{len} bytes of user data: EC2 takes at most {USER_DATA_LIMIT} bytes; shorten flavor.boot_script"
+)]
+pub struct UserDataTooLarge {
+    /// The user data's length (for `validate`: the rendered script and
+    /// [`BOOT_ENV_RESERVE`]).
+    pub len: usize,
+}
+
+/// The one user-data rule: `validate` asks it of the rendered script plus
+/// [`BOOT_ENV_RESERVE`], the provider of the user data it is about to send.
+pub fn check_user_data(len: usize) -> Result<(), UserDataTooLarge> {
+    if len > USER_DATA_LIMIT {
+        Err(UserDataTooLarge { len })
+    } else {
+        Ok(())
+    }
+}
+
 /// A pet's logical id on ec2: its private IPv4 address in its subnet.
 pub fn private_ip(logical_id: &str) -> Option<Ipv4Addr> {
     logical_id
         .parse::<Ipv4Addr>()
         .ok()
-        .filter(|a| !a.is_loopback() && !a.is_unspecified() && !a.is_multicast())
+        .filter(|a| never_assigned(*a).is_none())
+}
+
+/// Why EC2 can never give an instance the address `a`, if so: whatever
+/// the subnet, these ranges are never in one (the subnet's own range,
+/// and the addresses AWS reserves in it, only AWS knows).
+pub fn never_assigned(a: Ipv4Addr) -> Option<&'static str> {
+    let first = a.octets()[0];
+    if a.is_loopback() {
+        Some("127.0.0.0/8 is loopback")
+    } else if first == 0 {
+        Some("0.0.0.0/8 means this host or network, never an instance's address")
+    } else if a.is_link_local() {
+        Some(
+            "169.254.0.0/16 is link-local: EC2's metadata service and DNS live there, never an instance",
+        )
+    } else if a.is_broadcast() {
+        Some("255.255.255.255 is the broadcast address")
+    } else if a.is_multicast() {
+        Some("224.0.0.0/4 is multicast")
+    } else if first >= 240 {
+        Some("240.0.0.0/4 is reserved")
+    } else {
+        None
+    }
 }
 
 /// `PREFIX-` and 8 or 17 lowercase hex digits, as EC2's resource ids are.
@@ -348,10 +412,58 @@ mod tests {
     }
 
     #[test]
+    fn every_unknown_or_mistyped_field_is_named_at_once() {
+        let bad = json!({"region": "eu-west-1", "imag_id": "ami-12345678", "instace_type": "t3.micro",
+            "subnets": ["subnet-12345678"], "security_groups": "sg-12345678", "key_name": 7,
+            "launch_template": {"nme": "x", "version": 3}});
+        assert_eq!(
+            fields(bad, &[None]),
+            [
+                ".imag_id",
+                ".instace_type",
+                ".launch_template.nme",
+                ".launch_template.version",
+                ".subnets",
+                ".security_groups",
+                ".key_name",
+                ".launch_template"
+            ]
+        );
+        let e = Ec2Properties::parse(&json!({"region": 5}), &[None]).unwrap_err();
+        assert_eq!(
+            e.iter().filter(|p| p.field == ".region").count(),
+            1,
+            "a mistyped field is not also missing: {e:?}"
+        );
+    }
+
+    #[test]
+    fn user_data_is_held_to_ec2s_limit() {
+        assert_eq!(check_user_data(USER_DATA_LIMIT), Ok(()));
+        let e = check_user_data(USER_DATA_LIMIT + 1).unwrap_err();
+        assert!(e.to_string().contains("16384"), "{e}");
+    }
+
+    #[test]
     fn a_pets_id_is_a_private_ipv4_address() {
         assert!(private_ip("10.0.1.11").is_some());
-        for bad in ["db-1", "127.0.0.1", "fe80::1", "0.0.0.0"] {
+        for bad in [
+            "db-1",
+            "127.0.0.1",
+            "fe80::1",
+            "0.0.0.0",
+            "0.1.2.3",
+            "169.254.169.254",
+            "169.254.0.10",
+            "224.0.0.1",
+            "239.1.1.1",
+            "255.255.255.255",
+            "240.0.0.1",
+        ] {
             assert!(private_ip(bad).is_none(), "{bad}");
+        }
+        for ok in ["10.0.0.4", "172.31.255.254", "192.168.1.1", "100.64.0.9"] {
+            assert!(private_ip(ok).is_some(), "{ok}");
         }
     }
 }

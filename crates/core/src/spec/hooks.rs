@@ -24,15 +24,21 @@ pub enum HookPoint {
     PostProvision,
     /// Once the new member joined and is healthy.
     PostJoin,
+    /// After an operation whose `pre_drain` (or `pre_destroy`) hook was
+    /// called stepped aside with its member still in service (another
+    /// manager became unhealthy, leadership moved onto it): what the pre
+    /// hook told the outside world is undone.
+    OnAbort,
 }
 
 impl HookPoint {
     /// Every point, in the order of the YAML file.
-    pub const ALL: [HookPoint; 4] = [
+    pub const ALL: [HookPoint; 5] = [
         HookPoint::PreDrain,
         HookPoint::PreDestroy,
         HookPoint::PostProvision,
         HookPoint::PostJoin,
+        HookPoint::OnAbort,
     ];
 
     /// Its field name.
@@ -42,6 +48,7 @@ impl HookPoint {
             HookPoint::PreDestroy => "pre_destroy",
             HookPoint::PostProvision => "post_provision",
             HookPoint::PostJoin => "post_join",
+            HookPoint::OnAbort => "on_abort",
         }
     }
 }
@@ -98,6 +105,10 @@ pub struct Hooks {
     /// Once the new member joined and is healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_join: Option<Hook>,
+    /// After an operation whose pre hook was called stepped aside, the
+    /// member still in service ([`HookPoint::OnAbort`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_abort: Option<Hook>,
 }
 
 impl Hooks {
@@ -108,6 +119,7 @@ impl Hooks {
             HookPoint::PreDestroy => self.pre_destroy.as_ref(),
             HookPoint::PostProvision => self.post_provision.as_ref(),
             HookPoint::PostJoin => self.post_join.as_ref(),
+            HookPoint::OnAbort => self.on_abort.as_ref(),
         }
     }
 
@@ -118,6 +130,7 @@ impl Hooks {
             HookPoint::PreDestroy => &mut self.pre_destroy,
             HookPoint::PostProvision => &mut self.post_provision,
             HookPoint::PostJoin => &mut self.post_join,
+            HookPoint::OnAbort => &mut self.on_abort,
         }
     }
 

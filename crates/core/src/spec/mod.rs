@@ -13,7 +13,11 @@ mod diag;
 mod duration;
 pub mod ec2;
 pub mod hooks;
+pub mod incus;
+pub mod local;
 mod plugin;
+mod props;
+pub mod secret_value;
 mod window;
 
 pub use commit::{Committable, Problem, Refused, validate_commit};
@@ -22,6 +26,7 @@ pub use diag::{Diagnostic, Severity};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};
 pub use hooks::{Hook, HookCall, HookFacts, HookOnFailure, HookPoint, Hooks};
 pub use plugin::{MAX_PLUGIN_NAME, PLUGIN_PROVIDER, PluginAddress, PluginAddressError};
+pub use props::{BadProperty, describe_properties};
 pub use window::{Window, WindowError, WindowText};
 
 /// The local provider's name: real dockerd processes on loopback

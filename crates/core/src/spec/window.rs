@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// The longest a window may stay shut between two starts, in days: a
+/// year, a leap year's included.
+pub const MAX_WAIT_DAYS: i64 = 366;
+
 /// One maintenance window, as the operator wrote it and parsed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(try_from = "WindowText", into = "WindowText")]
@@ -61,13 +65,28 @@ pub enum WindowError {
     /// A window of no length never lets a step start.
     #[error("must be longer than zero: a window of no length never lets a step start")]
     ZeroDuration,
+    /// The pattern leaves more than a year without a start (29 February):
+    /// a roll that waits for it may wait years.
+    #[error(
+        "`{pattern}` leaves {days} days without a start (none between {from} and {to}): a roll could wait longer than a year for it; use a pattern that opens at least once a year"
+    )]
+    Rare {
+        /// The pattern as written.
+        pattern: String,
+        /// The longest wait between two starts, in days.
+        days: i64,
+        /// The start before that wait, in the window's local time.
+        from: String,
+        /// The start after it.
+        to: String,
+    },
 }
 
 impl WindowError {
     /// The window's field the error is about.
     pub fn field(&self) -> &'static str {
         match self {
-            WindowError::Start { .. } | WindowError::Never(_) => "start",
+            WindowError::Start { .. } | WindowError::Never(_) | WindowError::Rare { .. } => "start",
             WindowError::Zone(_) => "time_zone",
             WindowError::ZeroDuration => "duration",
         }
@@ -105,6 +124,30 @@ impl Window {
             return Err(WindowError::Never(window.text.start.clone()));
         }
         Ok(window)
+    }
+
+    /// `validate`'s rule (not a stored spec's: one read back must still
+    /// decode): the window opens at least once in every span of
+    /// [`MAX_WAIT_DAYS`] days, whatever the moment a roll starts waiting.
+    /// Checked over 28 years from 2001, the Gregorian calendar's cycle of
+    /// weekdays and leap years until 2100: probes a year apart each find
+    /// the wait they fall in, so no longer wait lies between two probes.
+    pub fn opens_yearly(&self) -> Result<(), WindowError> {
+        const DAY_MS: i64 = 86_400_000;
+        const CYCLE_START_MS: i64 = 978_307_200_000; // 2001-01-01T00:00:00Z
+        let probes = (0..=29).map(|y| CYCLE_START_MS + y * 365 * DAY_MS);
+        let longest = probes
+            .filter_map(|p| Some((self.last_start(p)?, self.next_start(p)?)))
+            .max_by_key(|(from, to)| to - from);
+        match longest {
+            Some((from, to)) if to - from > MAX_WAIT_DAYS * DAY_MS => Err(WindowError::Rare {
+                pattern: self.text.start.clone(),
+                days: (to - from) / DAY_MS,
+                from: self.local(from),
+                to: self.local(to),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The fields as written.
@@ -215,6 +258,26 @@ mod tests {
         for (t, field) in cases {
             let e = Window::new(t.clone()).expect_err(&t.start);
             assert_eq!(e.field(), field, "{t:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_window_opens_at_least_once_a_year() {
+        for rare in ["0 2 29 2 *", "30 23 29 FEB *"] {
+            let w = Window::new(text(rare, H, "Europe/Berlin")).expect(rare);
+            let e = w.opens_yearly().expect_err(rare);
+            assert_eq!(e.field(), "start");
+            assert!(e.to_string().contains("days without a start"), "{e}");
+        }
+        for yearly in [
+            "0 2 * * 6",
+            "0 0 1 1 *",
+            "0 2 31 12 *",
+            "0 2 28 2 *",
+            "* * * * *",
+        ] {
+            let w = Window::new(text(yearly, H, "Pacific/Kiritimati")).expect(yearly);
+            assert_eq!(w.opens_yearly(), Ok(()), "{yearly}");
         }
     }
 

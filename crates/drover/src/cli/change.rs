@@ -44,7 +44,8 @@ pub struct AdoptArgs {
     #[arg(
         long,
         env = "DOCKER_HOST",
-        default_value = "unix:///var/run/docker.sock"
+        default_value = "unix:///var/run/docker.sock",
+        value_parser = super::parse::NoSecret("--engine", false)
     )]
     pub engine: String,
     /// A machine to adopt, as its provider names it (local: the engine's directory).

@@ -20,14 +20,16 @@ pub enum EngineCommand {
         /// This engine's listen and advertise address (port 2377 is added).
         #[arg(long)]
         address: String,
-        /// A manager's address (host:port).
+        /// Managers' addresses (host:port), comma separated: tried in turn
+        /// until one takes the join (a failed attempt is cleared first).
         #[arg(long)]
         remote: String,
         /// This engine.
         #[arg(
             long,
             env = "DOCKER_HOST",
-            default_value = "unix:///var/run/docker.sock"
+            default_value = "unix:///var/run/docker.sock",
+            value_parser = super::parse::NoSecret("--engine", false)
         )]
         engine: String,
     },

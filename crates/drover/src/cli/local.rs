@@ -39,7 +39,7 @@ pub struct LocalArgs {
     #[arg(long, env = "INCUS_SOCKET", default_value = drover_incus::DEFAULT_SOCKET)]
     pub incus_socket: PathBuf,
     /// The Incus project the machines live in.
-    #[arg(long, env = "DROVER_INCUS_PROJECT", default_value = "default")]
+    #[arg(long, env = "DROVER_INCUS_PROJECT", default_value = "default", value_parser = super::parse::NoSecret("--incus-project", false))]
     pub incus_project: String,
     /// Incus's API socket on the Incus host: managers' controllers reach
     /// it through a proxy device to this path.
@@ -71,7 +71,7 @@ pub struct LocalArgs {
     pub ec2: bool,
     /// The region the ec2 provider works in (a group's
     /// `instance.properties.region` must match it).
-    #[arg(long, env = "AWS_REGION", value_name = "REGION")]
+    #[arg(long, env = "AWS_REGION", value_name = "REGION", value_parser = super::parse::NoSecret("--ec2-region", false))]
     pub ec2_region: Option<String>,
     /// Another EC2 endpoint than the region's (a VPC endpoint, or moto's
     /// in tests), as `https://HOST[:PORT]`.

@@ -85,8 +85,57 @@ impl clap::builder::TypedValueParser for Ec2Endpoint {
         };
         let text = value.to_str().ok_or_else(|| refuse("not UTF-8"))?;
         ec2_endpoint(text).map_err(|why| refuse(&why))?;
+        no_secret("--ec2-endpoint", text, true)?;
         Ok(text.to_string())
     }
+}
+
+/// A command-line value that reaches machines' user data or boot
+/// environments (`--store` becomes managers' `DROVER_STORE`, the engine,
+/// region and project their settings): refused, exit 2 naming the argument
+/// and never the value, when [`secret_value`]'s one rule finds a secret in
+/// it. `.1`: the argument's own address grammar refuses every credential
+/// in a URL with its own words, so only swarm tokens are left to this rule.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NoSecret(pub &'static str, pub bool);
+
+impl clap::builder::TypedValueParser for NoSecret {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = value.to_str().ok_or_else(|| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{}: not UTF-8\n", self.0),
+            )
+        })?;
+        no_secret(self.0, text, self.1)?;
+        Ok(text.to_string())
+    }
+}
+
+/// Refuses `text` given as `arg` when it holds a secret (only a swarm
+/// token or unlock key when `urls_by_grammar`).
+fn no_secret(arg: &str, text: &str, urls_by_grammar: bool) -> Result<(), clap::Error> {
+    use drover_core::spec::secret_value::{self, Secret};
+    let Some(found) = secret_value::in_text(text)
+        .filter(|f| !urls_by_grammar || matches!(f.secret, Secret::JoinToken | Secret::UnlockKey))
+    else {
+        return Ok(());
+    };
+    Err(clap::Error::raw(
+        clap::error::ErrorKind::ValueValidation,
+        format!(
+            "{arg}: holds {}, and this value reaches machines' user data or boot environments; {}\n",
+            found.secret.what(),
+            found.secret.belongs()
+        ),
+    ))
 }
 
 /// Why `text` is not an EC2 endpoint, in words that never repeat a

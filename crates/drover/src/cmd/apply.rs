@@ -7,12 +7,15 @@ use crate::cmd::progress::Progress;
 use crate::error::MainError;
 use crate::spec_file;
 use crate::wiring::{self, Machines};
+use drover_controller::procedure::acting::{self, Unserved};
 use drover_controller::procedure::bootstrap::{self, HandedOver};
-use drover_controller::procedure::follow::{FollowEnd, follow};
+use drover_controller::procedure::follow::{FollowEnd, follow, latest};
+use drover_controller::wall_ms;
 use drover_core::hash::config_hash;
 use drover_core::retire::with_file;
 use drover_core::spec::{ClusterSpec, Committable, Role};
 use drover_spi::{Revision, Store};
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,10 +48,15 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
         only_the_first(args, current.as_ref(), &local)?;
     }
     let spec = change(current.as_ref(), &file_spec, args.prune)?;
+    let unserved = unserved(store.as_ref(), current.as_ref(), spec.spec(), &local).await?;
     if args.dry_run {
-        println!("(dry run: nothing committed)");
+        match refusal(&unserved) {
+            Some(why) => println!("(dry run: nothing committed; apply would refuse it:\n{why})"),
+            None => println!("(dry run: nothing committed)"),
+        }
         return Ok(ExitCode::SUCCESS);
     }
+    admit(&unserved)?;
     // Refuse before writing anything: bad input changes nothing.
     let cluster = wiring::off_cluster_swarm(&local);
     let bootstrap = local.any()
@@ -68,16 +76,79 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     let expected = current.as_ref().map_or(0, |r| r.rev);
     let rev = commit(store.as_ref(), expected, &spec, &args.message, false).await?;
     println!("committed revision {rev} of cluster {cluster_id}");
+    let providers = spec.spec().groups.iter();
+    let providers: BTreeSet<String> = providers.map(|g| g.instance.provider_key()).collect();
+    let mut progress = Progress::new(rev, &providers);
     if bootstrap {
-        println!(
-            "{}",
-            bootstrap_first_manager(store.clone(), &local, &args.store.url).await
-        );
+        let url = &args.store.url;
+        let handed = bootstrap_first_manager(store.clone(), &local, url, &mut progress).await;
+        println!("{handed}");
     }
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
-    wait(store.as_ref(), rev, args.timeout).await
+    wait(store.as_ref(), progress, args.timeout).await
+}
+
+/// The groups `next` changes whose provider is configured neither on this
+/// command line nor on the controller acting on the store
+/// ([`acting::unserved`]).
+async fn unserved(
+    store: &dyn Store,
+    current: Option<&Revision>,
+    next: &ClusterSpec,
+    local: &Machines,
+) -> Result<Vec<Unserved>, MainError> {
+    let failed = |e| MainError::Failed(anyhow::Error::from(e));
+    let status = latest(store).await.map_err(failed)?;
+    let converged_once = store
+        .history()
+        .await
+        .map_err(failed)?
+        .iter()
+        .any(|r| r.converged);
+    let acting = acting::Store {
+        status: status.as_ref(),
+        converged_once,
+    };
+    let here = wiring::provider_keys(local);
+    let previous = current.map(|r| &r.spec);
+    Ok(acting::unserved(previous, next, &here, acting, wall_ms()))
+}
+
+/// Refuses a commit (exit 2) that no controller would ever make machines
+/// for; warns of one the cluster's controllers, down now, will pick up.
+fn admit(unserved: &[Unserved]) -> Result<(), MainError> {
+    if let Some(why) = refusal(unserved) {
+        return Err(MainError::BadInput(why));
+    }
+    for u in unserved {
+        eprintln!(
+            "drover: warning: group {}: its instance.provider {} is not configured on this command line and {}: the revision waits until a controller wired to {} runs",
+            u.group, u.provider, u.why, u.provider
+        );
+    }
+    Ok(())
+}
+
+/// The refusal of a commit whose `unserved` groups no controller would
+/// ever make machines for, one line per group naming its provider and the
+/// flag that configures it; `None` when there is none.
+pub(crate) fn refusal(unserved: &[Unserved]) -> Option<String> {
+    let lines: Vec<String> = unserved
+        .iter()
+        .filter(|u| u.why.refuses())
+        .map(|u| {
+            format!(
+                "group {}: its instance.provider {} is not configured on this command line (give {}) and no controller elsewhere makes its machines: {}; nothing was committed",
+                u.group,
+                u.provider,
+                wiring::provider_flag(&u.provider),
+                u.why
+            )
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// `bootstrap` only creates a cluster: refused when the store holds one,
@@ -126,11 +197,15 @@ fn change(
     validated(current.map(|r| &r.spec), spec, "apply")
 }
 
-/// Follows revision `rev` until it converges, blocks (exit 3) or `timeout`
-/// passes (exit 4).
-async fn wait(store: &dyn Store, rev: u64, timeout: Duration) -> Result<ExitCode, MainError> {
+/// Follows the revision `progress` shows until it converges, blocks (exit
+/// 3) or `timeout` passes (exit 4).
+async fn wait(
+    store: &dyn Store,
+    mut progress: Progress,
+    timeout: Duration,
+) -> Result<ExitCode, MainError> {
     let start = std::time::Instant::now();
-    let mut progress = Progress::new();
+    let rev = progress.rev();
     let end = follow(store, rev, timeout, |doc| progress.update(doc))
         .await
         .map_err(anyhow::Error::from)?;
@@ -222,15 +297,34 @@ pub(crate) fn merge(
 }
 
 /// When no swarm exists yet, acts as an off-cluster controller until the
-/// first manager's own controller takes over (fencing this one) or a bound.
+/// first manager's own controller takes over (fencing this one) or a bound,
+/// showing the status it publishes meanwhile on `progress`.
 async fn bootstrap_first_manager(
     store: Arc<dyn Store>,
     local: &Machines,
     store_url: &str,
+    progress: &mut Progress,
 ) -> String {
-    println!("no swarm yet: bootstrapping the first manager");
-    let ctx = wiring::off_cluster(store, local, format!("bootstrap:{}", operator()), store_url);
-    match bootstrap::until_taken_over(ctx).await {
+    println!(
+        "no swarm yet: bootstrapping the first manager (this command acts as the controller until the first manager's own takes over, at most {})",
+        humantime::format_duration(bootstrap::BOUND)
+    );
+    let identity = format!("bootstrap:{}", operator());
+    let ctx = wiring::off_cluster(store.clone(), local, identity, store_url);
+    let rev = progress.rev();
+    let shown = async {
+        // Shown until the hand-over, whatever the follow comes to.
+        let _ = follow(store.as_ref(), rev, bootstrap::BOUND, |d| {
+            progress.update(d)
+        })
+        .await;
+        std::future::pending::<()>().await
+    };
+    let handed = tokio::select! {
+        handed = bootstrap::until_taken_over(ctx) => handed,
+        () = shown => unreachable!("the progress is shown until the hand-over"),
+    };
+    match handed {
         HandedOver::TakenOver => "the first manager's controller took over".into(),
         HandedOver::Bound => format!(
             "bootstrap controller stopped after {}; the cluster's own controllers continue",

@@ -10,10 +10,13 @@
 use crate::cli::{GcArgs, Output};
 use crate::error::MainError;
 use crate::wiring;
+use drover_controller::procedure::acting::acting;
 use drover_controller::procedure::follow::{FollowEnd, collection};
+use drover_controller::{StatusDoc, wall_ms};
 use drover_core::plan::{Garbage, Phase, Plan};
+use std::collections::BTreeSet;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
     let ctx = wiring::observer(&args.live.store, &args.live.local, "gc").await?;
@@ -30,9 +33,22 @@ pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
     }
     let start = Instant::now();
     let mut waiting = awaited(&plan);
-    let end = collection(&ctx, &revision.spec, &mut waiting, awaited, args.timeout)
-        .await
-        .map_err(|e| MainError::Failed(e.into()))?;
+    let providers = revision.spec.groups.iter();
+    let providers: BTreeSet<String> = providers.map(|g| g.instance.provider_key()).collect();
+    let mut said = Said::default();
+    let seen = |left: &[String], status: Option<&StatusDoc>| {
+        said.progress(start, left, status, &providers);
+    };
+    let end = collection(
+        &ctx,
+        &revision.spec,
+        &mut waiting,
+        awaited,
+        args.timeout,
+        seen,
+    )
+    .await
+    .map_err(|e| MainError::Failed(e.into()))?;
     Ok(match end {
         FollowEnd::Converged => {
             println!(
@@ -55,6 +71,50 @@ pub async fn run(args: &GcArgs) -> Result<ExitCode, MainError> {
             ExitCode::from(4)
         }
     })
+}
+
+/// What a collection's follow last said, so it speaks when something
+/// changed, and otherwise every half minute.
+#[derive(Default)]
+struct Said {
+    line: String,
+    at: Option<Instant>,
+}
+
+impl Said {
+    /// A line saying what is still awaited and who collects it, or that
+    /// no controller acts on the store.
+    fn progress(
+        &mut self,
+        start: Instant,
+        left: &[String],
+        status: Option<&StatusDoc>,
+        providers: &BTreeSet<String>,
+    ) {
+        if left.is_empty() {
+            return;
+        }
+        let who = match acting(status, wall_ms()) {
+            Ok(doc) => format!("the leader's controller ({}) collects them", doc.controller),
+            Err(absent) => format!(
+                "no controller collects them ({absent}): is one running with provider {}?",
+                providers
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let line = format!("{} item(s) left: {}; {who}", left.len(), left.join(", "));
+        let again = self
+            .at
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(30));
+        if line != self.line || again {
+            println!("[{:>4.0}s] waiting: {line}", start.elapsed().as_secs_f64());
+            self.line = line;
+            self.at = Some(Instant::now());
+        }
+    }
 }
 
 /// Items the controller will collect without anyone's help (not those kept

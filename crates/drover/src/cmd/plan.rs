@@ -5,12 +5,14 @@ use crate::cmd::commit::validated;
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
+use drover_core::plan::Phase;
 use drover_core::quorum::tolerance_when_whole;
 use drover_core::retire::with_file;
 use drover_core::spec::{ClusterSpec, Role};
-use drover_sim::Faults;
+use drover_sim::{Faults, Outcome, Runner, WindowWait};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// The manager group's roll floor and converged fault tolerance (0 and 0
 /// without a manager group).
@@ -28,7 +30,9 @@ fn floors(desired: &ClusterSpec) -> (i64, i64) {
         })
 }
 
-/// The whole change against a simulated cluster, with the FT timeline.
+/// The whole change against a simulated cluster, with the FT timeline, the
+/// waits for maintenance windows, and, when the roll did not finish, why
+/// (exit 3 blocked or stuck, 4 past the simulation's horizon).
 pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode, MainError> {
     let desired = spec_file::load(file)?;
     let current = match from {
@@ -42,27 +46,69 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
         desired
     };
     let (runner, outcome) = simulate(&current, &desired, 1, Faults::default())?;
-    let steps: Vec<&drover_sim::TraceLine> = runner.trace.iter().collect();
+    let code = match outcome {
+        Outcome::Converged => ExitCode::SUCCESS,
+        Outcome::Blocked(_) | Outcome::Stuck(_) => ExitCode::from(3),
+        Outcome::TimedOut(_) => ExitCode::from(4),
+    };
+    let horizon = Duration::from_millis(drover_sim::horizon(&desired));
     if output == Output::Json {
-        let doc = serde_json::json!({ "outcome": outcome, "steps": steps });
+        let doc = serde_json::json!({
+            "outcome": outcome,
+            "horizon_ms": horizon.as_millis() as u64,
+            "waits": runner.window_waits,
+            "groups": runner.last_plan.as_ref().map(|p| &p.groups),
+            "steps": runner.trace,
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
+    let finished = outcome == Outcome::Converged;
     // No step, no change: the tolerance is the cluster's, not a default 0.
-    let Some(min) = steps.iter().flat_map(|t| [t.ft_before, t.ft_after]).min() else {
-        println!(
+    let min = runner
+        .trace
+        .iter()
+        .flat_map(|t| [t.ft_before, t.ft_after])
+        .min();
+    match min {
+        None if finished && runner.window_waits.is_empty() => println!(
             "no change: nothing to do; manager fault tolerance stays {}",
             runner.world.settled_fault_tolerance()
-        );
-        return Ok(ExitCode::SUCCESS);
-    };
-    let (floor, converged) = floors(&desired);
+        ),
+        None => println!("no step was taken"),
+        Some(min) => timeline(&runner, &desired, min, finished),
+    }
+    if !finished {
+        cut_short(&runner, &outcome, horizon);
+    }
+    Ok(code)
+}
+
+/// One wait for a window, as a `-` line among the steps.
+fn print_wait(runner: &Runner, w: &WindowWait) {
+    println!(
+        "{:>4}  {:<10} {:<9} {}",
+        "-",
+        w.group,
+        "",
+        waited(runner, w)
+    );
+}
+
+/// The steps and the waits for windows in time order, then the summary.
+fn timeline(runner: &Runner, desired: &ClusterSpec, min: i64, finished: bool) {
+    let (floor, converged) = floors(desired);
+    let steps = &runner.trace;
+    let mut waits = runner.window_waits.iter().peekable();
     println!("{:>4}  {:<10} {:<9} STEP", "#", "GROUP", "FT");
     let mut leader = steps.first().and_then(|t| t.leader.clone());
     for (i, t) in steps.iter().enumerate() {
+        while let Some(w) = waits.next_if(|w| w.from <= t.at) {
+            print_wait(runner, w);
+        }
         // A step that leaves the raft below the group's converged fault
         // tolerance says so (pets replaced in place, or a floor given lower).
         let below = if t.ft_after < converged {
@@ -87,12 +133,70 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
             leader = t.leader.clone();
         }
     }
+    for w in waits {
+        print_wait(runner, w);
+    }
     let held = if min >= floor { "held" } else { "NOT held" };
+    let before = if finished {
+        ""
+    } else {
+        " before the roll stopped"
+    };
     println!(
-        "\n{} steps; minimum manager fault tolerance during the change: {min} (the roll's floor {floor}: {held})",
+        "\n{} steps{before}; minimum manager fault tolerance during the change: {min} (the roll's floor {floor}: {held})",
         steps.len()
     );
-    Ok(ExitCode::SUCCESS)
+}
+
+/// One wait for a window, as the timeline shows it: how long, for which
+/// window, until when.
+fn waited(runner: &Runner, w: &WindowWait) -> String {
+    let Some((opens_ms, opens)) = w.opens_ms.zip(w.opens.as_deref()) else {
+        return format!(
+            "the roll waits: maintenance window {} never opens again",
+            w.window
+        );
+    };
+    let wall = i64::try_from(runner.world.wall_origin + w.from).unwrap_or(i64::MAX);
+    let wait = Duration::from_secs(u64::try_from((opens_ms - wall) / 60_000).unwrap_or(0) * 60);
+    format!(
+        "the roll waits {} for maintenance window {}, which opens {opens}",
+        humantime::format_duration(wait),
+        w.window
+    )
+}
+
+/// Why the roll did not finish, and where each unfinished group stands.
+fn cut_short(runner: &Runner, outcome: &Outcome, horizon: Duration) {
+    let why = match outcome {
+        Outcome::Converged => return,
+        Outcome::Blocked(why) => format!("a group is blocked: {why}"),
+        Outcome::Stuck(why) => format!("nothing left to wait for: {why}"),
+        Outcome::TimedOut(_) => format!(
+            "the simulation's horizon of {} passed first",
+            humantime::format_duration(horizon)
+        ),
+    };
+    println!("the roll did NOT finish: {why}");
+    let groups = runner.last_plan.iter().flat_map(|p| &p.groups);
+    for g in groups.filter(|g| g.phase != Phase::Converged) {
+        let waiting = runner.waiting_for_windows().find(|w| w.group == g.name);
+        let state = match (waiting, &g.reason) {
+            (Some(w), _) => match &w.opens {
+                Some(at) => format!(
+                    "waiting for maintenance window {}, next open {at}",
+                    w.window
+                ),
+                None => format!("maintenance window {} never opens again", w.window),
+            },
+            (None, Some(reason)) => reason.clone(),
+            (None, None) => phase_name(g.phase),
+        };
+        println!(
+            "  {}: {}/{} members on the new config; {state}",
+            g.name, g.current, g.members
+        );
+    }
 }
 
 /// The next steps against the live cluster: one observation, one planning

@@ -11,8 +11,9 @@ use crate::error::MainError;
 use crate::wiring;
 use drover_controller::wall_ms;
 use drover_core::revision::{rollback_target, with_group};
+use drover_core::spec::secret_value;
 use drover_core::spec::{ClusterSpec, GroupSpec};
-use drover_spi::{Controls, Revision, Store};
+use drover_spi::{Controls, Imported, Revision, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::ExitCode;
@@ -95,7 +96,7 @@ pub async fn diff(from: u64, to: Option<u64>, store: &StoreArgs) -> Result<ExitC
     let (a, b) = (find(from)?, find(to.unwrap_or(current.rev))?);
     let text = |r: &Revision| {
         let mut v = serde_json::to_value(&r.spec).unwrap_or_default();
-        redact(&mut v);
+        secret_value::redact(&mut v);
         serde_json::to_string_pretty(&v).unwrap_or_default()
     };
     println!("--- revision {}\n+++ revision {}", a.rev, b.rev);
@@ -107,36 +108,6 @@ pub async fn diff(from: u64, to: Option<u64>, store: &StoreArgs) -> Result<ExitC
         println!("{l}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Keys whose values are never shown.
-fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["secret", "token", "password", "passwd", "key", "credential"]
-        .iter()
-        .any(|s| k.contains(s))
-        && k != "engine_labels"
-}
-
-/// Replaces secret-looking values (by key, or swarm token/unlock key
-/// prefixes anywhere) with `<redacted>`.
-pub fn redact(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(map) => {
-            for (k, val) in map.iter_mut() {
-                if is_secret_key(k) && !val.is_object() && !val.is_array() {
-                    *val = "<redacted>".into();
-                } else {
-                    redact(val);
-                }
-            }
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(redact),
-        serde_json::Value::String(s) if s.contains("SWMTKN-") || s.contains("SWMKEY-") => {
-            *s = "<redacted>".into();
-        }
-        _ => {}
-    }
 }
 
 /// A line diff (longest common subsequence): `-`, `+` or ` ` per line.
@@ -177,6 +148,10 @@ struct Export {
     cluster_id: String,
     revisions: Vec<Revision>,
     controls: Controls,
+    /// The revisions in which `export` redacted a secret (a store written
+    /// before secrets were refused): they cannot be imported as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    redacted: Vec<u64>,
 }
 
 const EXPORT_FORMAT: &str = "drover-export/1";
@@ -196,12 +171,34 @@ pub async fn export(store: &StoreArgs) -> Result<ExitCode, MainError> {
         cluster_id,
         revisions: history(store.as_ref()).await?,
         controls: store.controls().await.map_err(anyhow::Error::from)?,
+        redacted: Vec::new(),
     };
     println!(
         "{}",
-        serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
+        serde_json::to_string_pretty(&redacted(&doc)?).map_err(anyhow::Error::from)?
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `doc` as printed: every revision and the controls redacted exactly as
+/// `diff` redacts ([`secret_value::redact`]), and the revisions that held a
+/// secret listed in `redacted`. A spec accepted since secrets are refused
+/// holds none, so its export is unchanged and imports as it was.
+fn redacted(doc: &Export) -> Result<serde_json::Value, MainError> {
+    let mut v = serde_json::to_value(doc).map_err(anyhow::Error::from)?;
+    let mut revs = Vec::new();
+    if let Some(revisions) = v["revisions"].as_array_mut() {
+        for (r, value) in doc.revisions.iter().zip(revisions) {
+            if secret_value::redact(value) {
+                revs.push(r.rev);
+            }
+        }
+    }
+    secret_value::redact(&mut v["controls"]);
+    if !revs.is_empty() {
+        v["redacted"] = revs.into();
+    }
+    Ok(v)
 }
 
 /// Recreates an exported cluster's specs and history in an empty store.
@@ -221,6 +218,7 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
             doc.format
         )));
     }
+    refuse_redacted(&doc, &name)?;
     // The id becomes a tag on every machine, as a group's name does.
     if !drover_core::spec::is_name(&doc.cluster_id) {
         return Err(MainError::BadInput(format!(
@@ -235,36 +233,33 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
     let mut revisions = Vec::with_capacity(doc.revisions.len());
     for r in &doc.revisions {
         let what = format!("import of revision {} of -f {name}", r.rev);
-        revisions.push((r, validated(previous, r.spec.clone(), &what)?));
+        let spec = validated(previous, r.spec.clone(), &what)?;
+        revisions.push(Revision {
+            spec: spec.spec().clone(),
+            ..r.clone()
+        });
         previous = Some(&r.spec);
     }
     let store = wiring::store_with(store_args, wiring::Open::OrCreate).await?;
-    if let Some(id) = store.cluster_id().await.map_err(anyhow::Error::from)? {
-        return Err(MainError::BadInput(format!(
+    let already = |id: &str| {
+        MainError::BadInput(format!(
             "the store {} already holds cluster {id}: import only into an empty store",
             store_args.url
-        )));
+        ))
+    };
+    if let Some(id) = store.cluster_id().await.map_err(anyhow::Error::from)? {
+        return Err(already(&id));
     }
-    store
-        .init_cluster(&doc.cluster_id)
-        .await
-        .map_err(anyhow::Error::from)?;
-    let mut rev = 0;
-    let mut converged = Vec::new();
-    for (r, spec) in &revisions {
-        rev = store
-            .commit(rev, spec.spec(), r.provenance.clone(), r.is_rollback)
-            .await
-            .map_err(anyhow::Error::from)?;
-        if r.converged {
-            converged.push(rev);
-        }
-    }
-    mark_converged(store.as_ref(), &converged).await?;
-    store
-        .set_controls(&doc.controls)
-        .await
-        .map_err(anyhow::Error::from)?;
+    // One atomic write: cut short, it leaves no cluster behind.
+    let cluster = Imported {
+        cluster_id: doc.cluster_id.clone(),
+        revisions,
+        controls: doc.controls.clone(),
+    };
+    store.import(&cluster).await.map_err(|e| match e {
+        StoreError::ClusterMismatch { current, .. } => already(&current),
+        e => MainError::Failed(e.into()),
+    })?;
     println!(
         "imported cluster {} with {} revisions",
         doc.cluster_id,
@@ -273,26 +268,30 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
     Ok(ExitCode::SUCCESS)
 }
 
-/// Marks the imported revisions that had converged where they were
-/// exported: `rollback`'s default target is the newest converged one, so
-/// without the marks a copy would have nothing to roll back to. The mark is
-/// a controller's (fenced) write, so the import takes the new store's first
-/// epoch; a controller started later campaigns past it.
-async fn mark_converged(store: &dyn Store, revs: &[u64]) -> Result<(), MainError> {
+/// An export that redacted a secret (a store written before secrets were
+/// refused) cannot recreate what it came from: refused whole, naming the
+/// revisions, and what to do instead. A placeholder left by hand-editing
+/// the `redacted` list away is found too.
+fn refuse_redacted(doc: &Export, name: &str) -> Result<(), MainError> {
+    let placeholder = format!("\"{}\"", secret_value::REDACTED);
+    let revs: Vec<u64> = doc
+        .revisions
+        .iter()
+        .filter(|r| {
+            doc.redacted.contains(&r.rev)
+                || serde_json::to_string(r).is_ok_and(|t| t.contains(&placeholder))
+        })
+        .map(|r| r.rev)
+        .collect();
     if revs.is_empty() {
         return Ok(());
     }
-    let epoch = store
-        .campaign("drover import")
-        .await
-        .map_err(anyhow::Error::from)?;
-    for rev in revs {
-        store
-            .mark_converged(epoch, *rev)
-            .await
-            .map_err(anyhow::Error::from)?;
-    }
-    Ok(())
+    let list: Vec<String> = revs.iter().map(u64::to_string).collect();
+    Err(MainError::BadInput(format!(
+        "-f {name}: revision(s) {} held a secret that export replaced with {} (a spec may hold none): this export cannot recreate them; apply the cluster file, without the secret, to the new store instead",
+        list.join(", "),
+        secret_value::REDACTED
+    )))
 }
 
 pub(crate) async fn history(store: &dyn Store) -> Result<Vec<Revision>, MainError> {
@@ -318,24 +317,6 @@ pub(crate) fn declared<'a>(rev: &'a Revision, group: &str) -> Result<&'a GroupSp
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redaction_hides_secret_keys_and_swarm_tokens_anywhere() {
-        let mut v = serde_json::json!({
-            "instance": {"properties": {"api_token": "abc", "region": "x", "nested": ["SWMTKN-1-zzz"]}},
-            "flavor": {"engine_labels": {"release": "v1"}, "boot_script": "join SWMKEY-1-k"}
-        });
-        redact(&mut v);
-        let text = v.to_string();
-        assert!(
-            !text.contains("abc") && !text.contains("SWMTKN") && !text.contains("SWMKEY"),
-            "{text}"
-        );
-        assert!(
-            text.contains("\"region\":\"x\"") && text.contains("\"release\":\"v1\""),
-            "{text}"
-        );
-    }
 
     #[test]
     fn line_diff_marks_only_changed_lines() {

@@ -85,6 +85,7 @@ pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
         let doc = serde_json::json!({
             "outcome": outcome,
             "violations": runner.violations,
+            "waits": runner.window_waits,
             "steps": runner.trace,
         });
         println!(
@@ -120,6 +121,13 @@ pub fn rollout(args: &SimRollout) -> Result<ExitCode, MainError> {
             runner.passes,
             runner.violations.len()
         );
+        for w in runner.waiting_for_windows() {
+            let opens = w.opens.as_deref().unwrap_or("never again");
+            println!(
+                "{}: still waiting for maintenance window {}, next open {opens}",
+                w.group, w.window
+            );
+        }
         for v in &runner.violations {
             println!("VIOLATION: {v}");
         }

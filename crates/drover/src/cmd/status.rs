@@ -101,6 +101,9 @@ fn swarm_line(doc: &StatusDoc) {
             fault_tolerance(swarm.fault_tolerance)
         ),
     }
+    for ghost in &swarm.ghosts {
+        println!("  {ghost}");
+    }
 }
 
 /// The groups' table and their windows.
@@ -237,8 +240,30 @@ fn instances(doc: &StatusDoc) {
             if i.current { "yes" } else { "no" },
             age
         );
+        if let Some(boot) = &i.boot {
+            not_joined(&i.id, boot);
+        }
     }
 }
+
+/// What a machine that has not joined shows of its boot, under its row:
+/// its engine's failed join and its boot log's last lines (redacted by
+/// its provider's adapter).
+fn not_joined(id: &str, boot: &drover_core::boot::BootFacts) {
+    if let Some(failed) = &boot.join_failed {
+        println!("  {id} has not joined: {failed}");
+    }
+    if let Some(log) = boot.log.as_ref().filter(|l| !l.is_empty()) {
+        println!("  {id}'s boot log ends:");
+        let lines = log.lines();
+        for l in &lines[lines.len().saturating_sub(BOOT_LINES)..] {
+            println!("    {l}");
+        }
+    }
+}
+
+/// How many of a boot log's last lines `status` prints.
+const BOOT_LINES: usize = 5;
 
 /// What to do when quorum is lost (printed by `status`).
 const RUNBOOK: &str = "drover takes no voluntary action without quorum. To recover:

@@ -168,6 +168,24 @@ pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
     })
 }
 
+/// [`machines`] for a command that only looks (`status`, `gc`, `plan
+/// --store`, `recover`): a `--local-dir` must already be a local
+/// provider's directory, so a mistyped one is refused (exit 2) instead of
+/// created. Commands that may make machines (`apply`, `bootstrap`, the
+/// controller, `adopt`) create it.
+pub fn existing_machines(args: &LocalArgs) -> Result<Machines, MainError> {
+    if let Some(dir) = &args.local_dir
+        && !dir.join(drover_local::INSTANCES_DIR).is_dir()
+    {
+        return Err(MainError::BadInput(format!(
+            "--local-dir {}: not a local provider's directory (no {}/ in it), and this command creates nothing; check the path (or DROVER_LOCAL_DIR)",
+            dir.display(),
+            drover_local::INSTANCES_DIR
+        )));
+    }
+    machines(args)
+}
+
 /// The ec2 provider, when `--ec2` is given: it needs a region.
 fn ec2(args: &LocalArgs) -> Result<Option<Arc<Ec2Provider>>, MainError> {
     if !args.ec2 {
@@ -237,8 +255,7 @@ pub async fn store_answers(url: &str, within: std::time::Duration) -> bool {
     }
 }
 
-/// A status older than this means no controller acts: warn loudly.
-pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+pub use drover_controller::procedure::acting::STALE_AFTER;
 
 /// How old a published status is.
 pub fn status_age(doc: &drover_controller::StatusDoc) -> std::time::Duration {
@@ -283,7 +300,7 @@ pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainErro
     };
     // Only a status in doubt asks the providers' machines.
     let providers = match in_doubt {
-        true => providers(&machines(local)?),
+        true => providers(&existing_machines(local)?),
         false => Providers::new(),
     };
     let now = drover_controller::wall_ms();
@@ -314,6 +331,29 @@ pub fn providers(machines: &Machines) -> Providers {
         );
     }
     out
+}
+
+/// The keys of the providers `machines` configures, as groups name them in
+/// `instance.provider` (a plugin's as `plugin:NAME[/TYPE]`).
+pub fn provider_keys(machines: &Machines) -> std::collections::BTreeSet<String> {
+    providers(machines).into_keys().collect()
+}
+
+/// What configures the provider groups name `key` on a command line.
+pub fn provider_flag(key: &str) -> String {
+    use drover_core::spec::{EC2_PROVIDER, INCUS_PROVIDER, LOCAL_PROVIDER, PLUGIN_PROVIDER};
+    match key {
+        LOCAL_PROVIDER => "--local-dir DIR (or DROVER_LOCAL_DIR)".into(),
+        INCUS_PROVIDER => "--incus-engines DIR (or DROVER_INCUS_ENGINES)".into(),
+        EC2_PROVIDER => "--ec2 true --ec2-region REGION (or DROVER_EC2, AWS_REGION)".into(),
+        _ => match key
+            .strip_prefix(PLUGIN_PROVIDER)
+            .and_then(|k| k.strip_prefix(':'))
+        {
+            Some(plugin) => format!("--plugin {plugin} (or DROVER_PLUGINS)"),
+            None => "no flag: only the simulator (drover plan --sim, drover sim) has it".into(),
+        },
+    }
 }
 
 /// The swarm as seen from off the cluster (the CLI): through any manager
@@ -394,7 +434,7 @@ pub fn observer_on(
     local: &LocalArgs,
     identity: &str,
 ) -> Result<drover_controller::Context, MainError> {
-    let local = self::machines(local)?;
+    let local = self::existing_machines(local)?;
     Ok(drover_controller::Context {
         providers: providers(&local),
         cluster: off_cluster_swarm(&local),

@@ -65,6 +65,9 @@ impl Cluster for ProviderSwarm {
     async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         self.with().await?.demote(node, fence).await
     }
+    async fn heal_ghost(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        self.with().await?.heal_ghost(node, fence).await
+    }
     async fn demote_self_and_leave(
         &self,
         node: &str,

@@ -21,7 +21,8 @@ use std::time::Duration;
 /// a failure (exit 1). An operator's command holds no controller term: its
 /// writes are fenced by nothing but the store's compare-and-swap.
 pub async fn recover(args: &RecoverArgs) -> Result<Outcome, MainError> {
-    let machines = super::machines(&args.live.local)?;
+    let machines = super::existing_machines(&args.live.local)?;
+    holds_machines(&args.live.local)?;
     let record = Record::in_dir(&record_dir(&machines)?);
     let reach = EngineReach {
         store: &args.live.store,
@@ -43,6 +44,23 @@ pub async fn recover(args: &RecoverArgs) -> Result<Outcome, MainError> {
 /// Where the recovery is recorded: the local provider's state directory,
 /// else the directory of the incus provider's engine sockets (both on the
 /// host the engines are reached from).
+/// A `--local-dir` whose provider has no machine at all gives recover
+/// nothing to judge by: almost surely the wrong directory.
+fn holds_machines(args: &crate::cli::LocalArgs) -> Result<(), MainError> {
+    let Some(dir) = &args.local_dir else {
+        return Ok(());
+    };
+    let instances = dir.join(drover_local::INSTANCES_DIR);
+    let any = std::fs::read_dir(&instances).is_ok_and(|mut d| d.next().is_some());
+    if !any {
+        return Err(MainError::BadInput(format!(
+            "--local-dir {}: the local provider there holds no machines, so there is nothing to recover from; check the path (or DROVER_LOCAL_DIR)",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 fn record_dir(machines: &Machines) -> Result<std::path::PathBuf, MainError> {
     if let Some(l) = &machines.local {
         return Ok(l.state_dir().to_path_buf());

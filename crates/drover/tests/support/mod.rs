@@ -225,6 +225,16 @@ pub fn run_printed(mut cmd: Command, args: &[&str]) -> std::process::Output {
     out
 }
 
+/// The raft's fault tolerance in a node list.
+pub fn fault_tolerance(nodes: &[Node]) -> i64 {
+    let members = nodes.iter().filter(|n| n.raft.is_some()).count();
+    let reachable = nodes
+        .iter()
+        .filter(|n| n.raft.as_ref().is_some_and(|r| r.reachable))
+        .count();
+    drover_core::quorum::fault_tolerance(members, reachable)
+}
+
 /// Asks each machine's engine in turn; the first complete answer wins.
 pub async fn observe_any(records: &[InstanceRecord]) -> Result<Vec<Node>, String> {
     let endpoints: Vec<String> = records.iter().map(InstanceRecord::endpoint).collect();
@@ -253,10 +263,11 @@ pub async fn observe_endpoints(endpoints: &[String]) -> Result<Vec<Node>, String
     Err(last)
 }
 
-/// Samples the swarm every 200 ms: fewer reachable managers than quorum,
-/// "no leader" answers and timeouts are all violations, except once the
-/// swarm was last seen with a single manager (a teardown's final step:
-/// there is no quorum left to keep, only that machine to remove).
+/// Samples the swarm every 200 ms: fewer reachable managers than quorum
+/// and "no leader" answers are violations, and so is a silence (no engine
+/// answering at all) longer than [`SILENCE_BOUND`], except once the swarm
+/// was last seen with a single manager (a teardown's final step: there is
+/// no quorum left to keep, only that machine to remove).
 #[derive(Default)]
 pub struct Watch {
     pub samples: u64,
@@ -267,18 +278,30 @@ pub struct Watch {
     pub last_members: Option<usize>,
     /// Failed samples after the last manager was left alone.
     pub ended: u64,
+    /// Samples no engine answered, within [`SILENCE_BOUND`] of the last
+    /// answer.
+    pub silent: u64,
 }
+
+/// How long no engine may answer the watcher before the silence counts as
+/// a violation. A lost quorum answers at once (`info` says there is no
+/// leader: a violation in itself); a silence is the watcher not getting
+/// through (each engine given 1 s to connect and 2 s to list), which a
+/// loaded machine causes for seconds (6.4 s seen with builds beside the
+/// suites).
+pub const SILENCE_BOUND: Duration = Duration::from_secs(15);
 
 impl Watch {
     /// One line for the test log.
     pub fn summary(&self) -> String {
         format!(
-            "watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}, after the last manager {}",
+            "watcher: {} samples, largest gap {:.2}s, min reachable-minus-quorum {:?}, violations {:?}, after the last manager {}, silent {}",
             self.samples,
             self.largest_gap.as_secs_f64(),
             self.min_margin,
             self.violations,
-            self.ended
+            self.ended,
+            self.silent
         )
     }
 
@@ -339,6 +362,9 @@ pub fn watch_engines(
                         last_ok = Instant::now();
                     }
                     Err(_) if w.last_members == Some(1) => w.ended += 1,
+                    Err(e) if !e.starts_with("no leader") && last_ok.elapsed() < SILENCE_BOUND => {
+                        w.silent += 1
+                    }
                     Err(e) => {
                         let silent = last_ok.elapsed().as_secs_f64();
                         let at = epoch_ms();

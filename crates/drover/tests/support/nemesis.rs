@@ -234,6 +234,9 @@ fn record(
                 *leaderless_since = None;
             }
         }
+        Err(e) if !e.starts_with("no leader") && last_ok.elapsed() < super::SILENCE_BOUND => {
+            s.watch.silent += 1
+        }
         Err(e) => s.watch.violations.push(e),
     }
     s.samples.push(sample);

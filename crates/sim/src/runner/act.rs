@@ -16,7 +16,8 @@ impl Runner {
             self.controller_link = leader_link.clone();
             self.take_over();
         }
-        let observed = self.world.observe(self.controller_link.clone());
+        let mut observed = self.world.observe(self.controller_link.clone());
+        observed.services = self.services(&observed.swarm);
         self.observed_at = self.world.now;
         let nonce = self.rng.next_u64();
         let plan = plan::plan(PlanInput {
@@ -43,6 +44,9 @@ impl Runner {
             .then(|| self.rng.between(0, plan.actions.len() as u64) as usize);
         let pause_after = (faulty && self.rng.chance(self.faults.paused_controller))
             .then(|| self.rng.between(0, plan.actions.len() as u64) as usize);
+        if can_act {
+            self.rotate_tokens(&plan, &observed.swarm);
+        }
         if can_act && faulty && self.rng.chance(self.faults.stale_observation) {
             self.act_late();
         }
@@ -274,7 +278,8 @@ impl Runner {
     pub(super) fn start(&mut self, action: &Action) -> Time {
         let t = self.world.timings.clone();
         let now = self.world.now;
-        if matches!(action, Action::Provision { .. }) {
+        if let Action::Provision { role, .. } = action {
+            self.place_token(*role);
             return now + t.provision;
         }
         self.judge_before(action);
@@ -289,6 +294,9 @@ impl Runner {
             Some(j) => apply(j, action),
             None => real,
         };
+        if real.is_ok() {
+            self.restart_mid_demotion(action);
+        }
         let outcome = real.err().map_or("ok", Refusal::message);
         let what = format!("{} -> {outcome}", action.describe());
         self.judge_floor(&what, action, ft);

@@ -90,11 +90,7 @@ impl Runner {
                 }
                 // A simulated hook succeeds; as the controller does, its
                 // step is journaled done (nothing in the world shows it).
-                Action::RunHook { op, step, .. } => {
-                    if let Some(o) = self.journal.iter_mut().find(|o| o.id == *op) {
-                        o.done.insert(*step);
-                    }
-                }
+                Action::RunHook { op, step, .. } => self.hook_returned(op, *step),
                 // Refused while still in the raft: retry, as the shell does
                 // (unless the demote itself was refused: the call failed).
                 Action::DemoteSelfAndLeave { node, .. }
@@ -136,7 +132,9 @@ impl Runner {
             return; // idempotent on the link: a re-issued call finds the machine
         }
         let short = self.capacity_refusal(action);
+        let refused = matches!(&self.faults.stuck, Some(Stuck::ProvisionFails(g)) if action_group(action) == Some(g));
         if short.is_some()
+            || refused
             || (self.rng.chance(self.faults.provision_failure)
                 && self.world.now < self.faults.until)
         {
@@ -171,13 +169,15 @@ impl Runner {
                 ));
             }
         }
-        let never_join =
-            self.world.now < self.faults.until && self.rng.chance(self.faults.never_join);
+        let never_join = (self.world.now < self.faults.until
+            && self.rng.chance(self.faults.never_join))
+            || matches!(&self.faults.stuck, Some(Stuck::NeverJoins(g)) if action_group(action) == Some(g));
         if let (true, Action::Provision { group, .. }) = (never_join, action) {
             self.faulted_groups.insert(group.clone());
         }
         let ft = self.world.settled_fault_tolerance();
         self.world.provision(tags, role, never_join);
+        self.count_made(op);
         self.note(action.describe(), ft);
         self.check_population(action);
     }
@@ -210,12 +210,24 @@ impl Runner {
             .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
             .count();
         let limit = g.spec.allocation.size().max(before) + slack + unlabelled;
-        // Crashed machines awaiting their heal are dead weight, not a storm.
+        // Crashed machines awaiting their heal are dead weight, not a
+        // storm; so are machines that never joined within their
+        // `startup_timeout` (awaiting their retirement or their heal: a
+        // surge worker roll whose new machine never joins goes on with the
+        // old member, and the slot is filled again before the machine that
+        // never joined is retired). The liveness oracle bounds those per
+        // slot (`max_attempts` × zones).
+        let wall = self.world.wall_ms();
+        let startup = g.spec.health.startup_timeout.as_millis() as u64;
+        let never_joined = |i: &crate::world::SimInstance| {
+            i.node.is_none() && wall.saturating_sub(i.inst.created_ms) > startup
+        };
         let alive = self
             .world
             .instances
             .values()
             .filter(|i| i.inst.running && i.inst.owned_by(&self.desired.cluster_id, group))
+            .filter(|i| !never_joined(i))
             .count();
         if alive > limit {
             self.violations.push(format!(
@@ -393,5 +405,13 @@ impl Runner {
                 .into_iter()
                 .map(|p| format!("t={now} after convergence: {p}")),
         );
+    }
+}
+
+/// The group a provision is for.
+fn action_group(action: &Action) -> Option<&String> {
+    match action {
+        Action::Provision { group, .. } => Some(group),
+        _ => None,
     }
 }

@@ -282,5 +282,6 @@ impl Runner {
     pub(super) fn take_over(&mut self) {
         self.memory = Memory::default();
         self.epoch += 1;
+        self.new_term_tokens();
     }
 }

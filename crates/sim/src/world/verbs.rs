@@ -6,6 +6,35 @@
 use super::*;
 
 impl World {
+    /// Puts `spec`'s members, joined and current, into cluster `cluster`
+    /// of this world at once (no bring-up: what a benchmark or a test of a
+    /// converged cluster starts from).
+    pub fn seed(&mut self, cluster: &str, spec: &drover_core::spec::ClusterSpec) {
+        let join = self.timings.join;
+        self.timings.join = 0;
+        for g in &spec.groups {
+            let hash = drover_core::hash::config_hash(g);
+            for k in 0..g.allocation.size() {
+                let tags = BTreeMap::from([
+                    (
+                        drover_core::model::tags::CLUSTER.to_string(),
+                        cluster.to_string(),
+                    ),
+                    (drover_core::model::tags::GROUP.to_string(), g.name.clone()),
+                    (
+                        drover_core::model::tags::LINK.to_string(),
+                        format!("seed-{}-{k}", g.name),
+                    ),
+                    (drover_core::model::tags::CONFIG.to_string(), hash.clone()),
+                ]);
+                self.provision(tags, g.role, false);
+            }
+        }
+        let now = self.now;
+        self.advance(now);
+        self.timings.join = join;
+    }
+
     /// Creates a machine (it joins after the join latency unless `never_join`).
     pub fn provision(
         &mut self,
@@ -150,8 +179,54 @@ impl World {
         Ok(())
     }
 
+    /// `node`'s engine restarts right after its self-demotion was accepted
+    /// (a fault): it leaves a ghost raft member (see [`SimNode::ghost`]).
+    /// False when no demotion of `node` is under way.
+    pub fn leave_ghost(&mut self, node: &str) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        if n.out_of_raft_at.is_none() {
+            return false;
+        }
+        n.ghost = true;
+        // Its own engine runs no manager (`info`: ControlAvailable false).
+        n.node.engine_no_manager = true;
+        self.refresh_raft_flags();
+        true
+    }
+
+    /// `Cluster::heal_ghost`: a promote then a demote of the node's spec,
+    /// sent only while the node is a worker by spec in the raft; swarmkit
+    /// then removes the stale member ([`World::heal_ghost`]).
+    pub fn update_ghost(&mut self, node: &str) -> Result<(), Refusal> {
+        let n = self.nodes.get(node).ok_or(Refusal::NoSuchNode)?;
+        if n.node.raft.is_some() && !n.node.manager_role {
+            self.heal_ghost(node);
+        }
+        Ok(())
+    }
+
+    /// Any update of a ghost's node spec makes swarmkit's role reconciler
+    /// look at it again and remove the stale raft member (measured: issue
+    /// 36). True when `node` was a ghost.
+    pub fn heal_ghost(&mut self, node: &str) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        if !n.ghost || n.out_of_raft_at.is_some() {
+            return false;
+        }
+        n.ghost = false;
+        n.node.raft = None;
+        n.node.engine_no_manager = false;
+        self.advance(self.now);
+        true
+    }
+
     /// `node update --availability drain`.
     pub fn drain(&mut self, node: &str) -> Result<(), Refusal> {
+        self.heal_ghost(node);
         let drain_after = self.timings.drain;
         let n = self.nodes.get_mut(node).ok_or(Refusal::NoSuchNode)?;
         if n.node.availability != Availability::Drain {
@@ -167,6 +242,9 @@ impl World {
     pub fn demote(&mut self, node: &str) -> Result<(), Refusal> {
         // Raft applies membership changes one after another: a member whose
         // removal is under way no longer counts.
+        if self.heal_ghost(node) {
+            return Ok(()); // a node update: the ghost member goes
+        }
         let (members, reachable) = self.settled_raft();
         let n = self.nodes.get(node).ok_or(Refusal::NoSuchNode)?;
         if n.out_of_raft_at.is_some() {

@@ -94,6 +94,7 @@ fn node(id: &str, manager: bool) -> Node {
         running_tasks: 0,
         locked: false,
         left: false,
+        engine_no_manager: false,
     }
 }
 

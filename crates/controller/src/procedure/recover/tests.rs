@@ -165,6 +165,7 @@ fn node(n: u8, state: NodeState, leader: bool) -> Node {
         running_tasks: 0,
         locked: false,
         left: false,
+        engine_no_manager: false,
     }
 }
 

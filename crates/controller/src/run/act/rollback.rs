@@ -11,7 +11,6 @@ use drover_core::plan::{Action, Phase, Plan};
 use drover_core::revision::{rollback_target, with_group};
 use drover_core::spec::validate_commit;
 use drover_spi::{EventAction, Provenance, Revision, StoreError};
-use std::collections::BTreeSet;
 
 impl Controller {
     /// Commits the last converged revision's spec of `group` as a rollback,
@@ -108,14 +107,6 @@ impl Controller {
             _ => None,
         });
         let journal: Vec<_> = stored.journal.iter().chain(begun).collect();
-        // Provisions this pass started (their intents are in the store,
-        // not in `stored`): they take the current token now.
-        let starting: BTreeSet<&str> = plan
-            .actions
-            .iter()
-            .filter(|a| matches!(a, Action::Provision { .. }))
-            .filter_map(Action::op_id)
-            .collect();
         let term = lead.tenure(self.ctx.store.clone());
         let now = self.now();
         let done = tokens::rotate_due(
@@ -123,7 +114,7 @@ impl Controller {
             &term,
             &mut self.tenancy.tokens,
             &journal,
-            &starting,
+            plan,
             swarm,
             now,
         )

@@ -29,6 +29,11 @@ pub(crate) enum StepWait<'x> {
     NewUnhealthy { member: &'x str, why: &'static str },
     /// The new member has not joined, not yet for `startup_timeout`.
     Joining { member: &'x str },
+    /// [`StepWait::Joining`], with the tail of its boot log.
+    JoiningSays {
+        member: &'x str,
+        log: &'x crate::boot::BootLog,
+    },
     /// Whether the new member joined cannot be told yet.
     JoinUnknown { member: &'x str },
     /// The node is draining.
@@ -54,6 +59,12 @@ pub(crate) enum StepWait<'x> {
     Unlisted { instance: String, bound: Duration },
     /// The node to remove is still a manager.
     StillManager { node: &'x str },
+    /// The node is a ghost raft member (`plan::ghost`) whose heal waits on
+    /// a gate.
+    GhostHeal { node: &'x str, no: Refusal },
+    /// The node is a ghost raft member healed less than `every` ago:
+    /// swarmkit removes the member within seconds of a heal.
+    GhostHealed { node: &'x str, every: Duration },
 }
 
 impl fmt::Display for StepWait<'_> {
@@ -85,6 +96,11 @@ impl fmt::Display for StepWait<'_> {
                 write!(f, "new member {member} is unhealthy: {why}")
             }
             StepWait::Joining { member } => write!(f, "waiting for {member} to join"),
+            StepWait::JoiningSays { member, log } => write!(
+                f,
+                "waiting for {member} to join; its boot log ends: {}",
+                log.last(crate::plan::REASON_LINES)
+            ),
             StepWait::JoinUnknown { member } => {
                 write!(f, "cannot tell yet whether {member} joined")
             }
@@ -121,6 +137,15 @@ impl fmt::Display for StepWait<'_> {
             StepWait::StillManager { node } => {
                 write!(f, "node {node} is still a manager: demote first")
             }
+            StepWait::GhostHeal { node, no } => write!(
+                f,
+                "node {node} is a ghost raft member (a worker by spec, unreachable, no manager behind it): its heal waits: {no}"
+            ),
+            StepWait::GhostHealed { node, every } => write!(
+                f,
+                "node {node} is a ghost raft member, healed: waiting for swarmkit to remove it (healed again after {}s)",
+                every.as_secs()
+            ),
         }
     }
 }

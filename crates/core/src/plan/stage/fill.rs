@@ -1,6 +1,7 @@
 //! Fill: empty slots get a machine, unless the describe may have left a
-//! member out, a pet's slot has not read empty long enough, or the swarm
-//! cannot take a member now.
+//! member out, a pet's slot has not read empty long enough (where the
+//! provider's listing can leave a machine out), or the swarm cannot take a
+//! member now.
 
 use super::super::DesiredGroup;
 use super::super::group::Planner;
@@ -20,25 +21,31 @@ impl Planner<'_> {
         let (d, name) = (g.d(), g.name());
         let (live, pending, is_manager) = (&g.live, &g.pending, g.is_manager());
         let missing = missing_slots(d, live, pending);
-        for target in missing {
-            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+        // Every empty pet slot's wait is asked first, whatever holds the
+        // fill back below (a manager operation in flight): it counts how
+        // long the slot has read empty, and restarting it after each
+        // operation kept a bootstrap's managers 33 s apart. A group with no
+        // machine at all is being made, not refilled.
+        let empty: Vec<bool> = missing
+            .iter()
+            .map(|t| match t.logical_id.as_deref() {
+                Some(id) if !live.is_empty() => self.slot_reads_empty(name, id),
+                _ => true,
+            })
+            .collect();
+        for (target, empty) in missing.into_iter().zip(empty) {
+            if is_manager && self.manager_op_in_flight() {
                 break;
             }
             if let Some(n) = unlisted {
                 self.wait(name, Waiting::Unlisted(Unlisted::of(n)));
                 break;
             }
-            // A pet's machine that never joined leaves no trace in the
-            // swarm: only time tells a partial describe from an empty slot.
-            // A group with no machine at all is being made, not refilled.
-            if let Some(id) = target.logical_id.as_deref().filter(|_| !live.is_empty()) {
-                let key = Timer::EmptySlot(format!("{name}/{id}"));
-                if !self.clock.elapsed(key, UNLISTED_BOUND) {
-                    let slot = id.to_string();
-                    let bound = UNLISTED_BOUND;
-                    self.wait(name, Waiting::EmptySlot { slot, bound });
-                    continue;
-                }
+            if !empty {
+                let slot = target.logical_id.clone().unwrap_or_default();
+                let bound = UNLISTED_BOUND;
+                self.wait(name, Waiting::EmptySlot { slot, bound });
+                continue;
             }
             let bootstrap = is_manager
                 && matches!(
@@ -70,6 +77,30 @@ impl Planner<'_> {
                 ),
             );
         }
+    }
+}
+
+impl Planner<'_> {
+    /// A manager operation is in flight (any group's, begun before or in
+    /// this pass): raft changes go one at a time, so no other may begin.
+    pub(crate) fn manager_op_in_flight(&self) -> bool {
+        self.ops.iter().any(|o| o.role == Role::Manager)
+    }
+
+    /// Whether pet slot `slot` of `group`, which no machine holds, may be
+    /// taken as empty. A pet's machine that never joined leaves no trace in
+    /// the swarm, so where the provider's listing can leave a machine out
+    /// only time tells a partial describe from an empty slot: it must have
+    /// read empty for `UNLISTED_BOUND` (else the machine left out would get
+    /// a twin on its address). Where the provider lists every machine it
+    /// made (`Observed::complete_listings`), at once. The timer runs only
+    /// through passes that ask: ask every pass the slot reads empty.
+    pub(crate) fn slot_reads_empty(&self, group: &str, slot: &str) -> bool {
+        if self.facts.world.observed.complete_listings.contains(group) {
+            return true;
+        }
+        let key = Timer::EmptySlot(format!("{group}/{slot}"));
+        self.clock.elapsed(key, UNLISTED_BOUND)
     }
 }
 

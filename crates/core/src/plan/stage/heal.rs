@@ -2,6 +2,7 @@
 //! past `startup_timeout` is replaced, through the member gate.
 
 use super::super::DesiredGroup;
+use super::super::REASON_LINES;
 use super::super::blocked::Blocked;
 use super::super::gc::GarbageState;
 use super::super::group::Planner;
@@ -46,7 +47,7 @@ impl Planner<'_> {
         let (is_manager, by_count, filling) = (g.is_manager(), g.by_count(), g.filling);
         let (excess_ids, left_out) = (&g.excess_ids, g.left_out);
         for inst in &g.free {
-            if is_manager && self.ops.iter().any(|o| o.role == Role::Manager) {
+            if is_manager && self.manager_op_in_flight() {
                 break;
             }
             if self.facts.world.is_self(inst.link()) {
@@ -73,7 +74,7 @@ impl Planner<'_> {
             // it is the surge's next attempt (see `surge_retries`).
             let over = !excess_ids.is_empty();
             let excess = excess_ids.contains(&inst.id) || (over && by_count);
-            let retired = never_joined.is_some() && excess && !Self::surge_retries(g, inst);
+            let retired = never_joined.is_some() && excess && !self.surge_retries(g, inst);
             if retired || (filling && over) {
                 continue;
             }
@@ -88,7 +89,7 @@ impl Planner<'_> {
             let (attempt, collection) = if let Some(evidence) = never_joined {
                 match self.next_attempt(d, inst) {
                     Ok(a) => (a, Some(Self::never_joined(d, inst, evidence))),
-                    Err(why) => return Err(why),
+                    Err(why) => return Err(self.saying_why(why, &inst.id)),
                 }
             } else {
                 (1, None)
@@ -114,7 +115,8 @@ impl Planner<'_> {
 
     /// `inst`, which never joined, is the new member of a manager surge
     /// roll that stepped aside for it: the manager group, on the spec `inst`
-    /// was built from, surges, still holds outdated members and is exactly
+    /// was built from, surges, still holds members due for replacement
+    /// (whatever the reason: config, request, age) and is exactly
     /// one over its size. It is healed (the slot's next attempt, through
     /// `health.max_attempts`) instead of retired: retiring it, the roll
     /// would surge again at attempt 1 and a machine that never joins would
@@ -122,12 +124,12 @@ impl Planner<'_> {
     /// group. (Workers keep retiring it: there "never joined" may be a
     /// member whose engine lost its labels, and a group over its size heals
     /// none of those — see docs/safety.md §10.)
-    fn surge_retries(g: &Group<'_, '_>, inst: &Member<'_>) -> bool {
+    fn surge_retries(&self, g: &Group<'_, '_>, inst: &Member<'_>) -> bool {
         let d = g.d();
         g.is_manager()
             && d.spec.update.strategy == Strategy::Surge
             && inst.config() == Some(d.hash.as_str())
-            && g.live.iter().any(|m| !m.current())
+            && g.live.iter().any(|m| self.due(d, m).is_some())
             && g.live.len() + g.pending.len() == d.spec.allocation.size() + 1
     }
 
@@ -141,26 +143,41 @@ impl Planner<'_> {
         inst: &Member<'_>,
         judged: Health,
     ) -> Option<String> {
-        match judged {
-            Health::Pending => Some(format!(
-                "no swarm node carries its link {} {} after this controller first saw it",
-                inst.link().unwrap_or("(none)"),
-                humantime::format_duration(d.spec.health.startup_timeout)
-            )),
+        let link = inst.link().unwrap_or("(none)");
+        let seen = match judged {
+            Health::Pending => match self.join_failed(&inst.id) {
+                Some(failed) => {
+                    format!("{failed}, and no swarm node carries its link {link}")
+                }
+                None => format!(
+                    "no swarm node carries its link {link} {} after {}",
+                    humantime::format_duration(d.spec.health.startup_timeout),
+                    if self.creation_known(inst) {
+                        "its creation"
+                    } else {
+                        "this controller first saw it"
+                    }
+                ),
+            },
             Health::Unhealthy("machine not running")
                 if d.spec.role != Role::Plain
                     && self.facts.world.swarm_ok()
                     && inst.node.is_none() =>
             {
-                Some("its machine stopped before a swarm node carried its link".into())
+                "its machine stopped before a swarm node carried its link".into()
             }
-            _ => None,
-        }
+            _ => return None,
+        };
+        Some(match self.boot_log(&inst.id) {
+            Some(log) => format!("{seen}; its boot log ends: {}", log.last(REASON_LINES)),
+            None => seen,
+        })
     }
 
     /// Why `inst` needs healing now, if it does: its machine stopped, or it
-    /// has been unhealthy longer than `unhealthy_after`, or has not joined
-    /// within `startup_timeout`, as this controller's clock saw it.
+    /// has been unhealthy longer than `unhealthy_after` (as this
+    /// controller's clock saw it), or has not joined within
+    /// `startup_timeout` of its creation, or its engine's join failed.
     fn needs_heal(&mut self, g: &Group<'_, '_>, inst: &Member<'_>) -> Option<String> {
         let health = &g.d().spec.health;
         match inst.health {
@@ -174,15 +191,20 @@ impl Planner<'_> {
                         humantime::format_duration(health.unhealthy_after)
                     )
                 }),
-            Health::Pending => self
-                .clock
-                .elapsed(Timer::Pending(inst.id.clone()), health.startup_timeout)
-                .then(|| {
+            Health::Pending => {
+                let over = self.startup_over(inst, health.startup_timeout);
+                if let Some(failed) = self.join_failed(&inst.id) {
+                    // Seen at once: swarmkit never retries a first join
+                    // that failed, so waiting out the timeout gains nothing.
+                    return Some(failed.to_string());
+                }
+                over.then(|| {
                     format!(
                         "never joined within {}",
                         humantime::format_duration(health.startup_timeout)
                     )
-                }),
+                })
+            }
             Health::Healthy | Health::Unknown => None,
         }
     }

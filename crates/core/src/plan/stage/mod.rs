@@ -58,8 +58,6 @@ pub(crate) struct Group<'v, 'a> {
     /// Members no operation works on and no operator holds: candidates
     /// for new operations.
     pub(crate) free: Vec<&'v Member<'a>>,
-    /// A manager operation is in flight (any group's).
-    pub(crate) manager_busy: bool,
     /// Members the spec no longer declares: retired (the retire stage), not healed.
     pub(crate) excess_ids: HashSet<String>,
     /// The member in a spare slot is kept (see the spare stage).
@@ -159,15 +157,12 @@ impl<'a> Planner<'a> {
             return Err(Skip::Blocked(why));
         }
         let (pending, live, free) = self.by_operation(v, insts);
-        let (free, held) = self.without_held(free);
-        let is_manager = d.spec.role == Role::Manager;
-        let manager_busy = is_manager && self.ops.iter().any(|o| o.role == Role::Manager);
-
+        let (free, held) = self.without_held(d, free);
         let rolling = self
             .ops
             .iter()
             .any(|o| o.group == name && o.kind == OpKind::Roll);
-        let spare_kept = Group::spare_kept(d, &live, &self.facts.input.desired.replace, rolling);
+        let spare_kept = self.spare_kept(d, &live, rolling);
         let spare_slot = self.spare_slot(d, &live, &pending);
         // Members the spec no longer declares are retired (the retire stage), not healed.
         let excess_ids: HashSet<String> = retire::excess_members(
@@ -197,7 +192,6 @@ impl<'a> Planner<'a> {
             pending,
             live,
             free,
-            manager_busy,
             excess_ids,
             spare_kept,
             spare_slot,
@@ -209,9 +203,10 @@ impl<'a> Planner<'a> {
 
     /// `free` but the members an operator holds: they still fill their
     /// slots, but nothing new touches them (the group waits on those that
-    /// are not current and healthy, saying so: the wait returned).
+    /// are due for replacement or unhealthy, saying so: the wait returned).
     fn without_held<'v>(
         &self,
+        d: &DesiredGroup,
         free: Vec<&'v Member<'a>>,
     ) -> (Vec<&'v Member<'a>>, Option<Waiting<'a>>) {
         let held_ids = &self.facts.input.desired.held;
@@ -222,7 +217,7 @@ impl<'a> Planner<'a> {
             free.into_iter().partition(|i| held_ids.contains(&i.id));
         let stuck: Vec<String> = held
             .iter()
-            .filter(|i| !i.current() || !i.healthy())
+            .filter(|i| self.due(d, i).is_some() || !i.healthy())
             .map(|i| i.id.clone())
             .collect();
         (free, (!stuck.is_empty()).then_some(Waiting::Held(stuck)))

@@ -3,12 +3,13 @@
 //! last.
 
 use super::super::disrupt::Settled;
+use super::super::due::Due;
 use super::super::group::Planner;
 use super::super::view::Member;
 use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
 use crate::journal::{OpKind, Target};
-use crate::model::{Instance, Node};
+use crate::model::Node;
 use crate::spec::Strategy;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -24,23 +25,31 @@ impl<'a> Planner<'a> {
     ) {
         let (d, name) = (g.d(), g.name());
         self.explain_lifetimes(g);
-        let (is_manager, manager_busy) = (g.is_manager(), g.manager_busy);
+        let is_manager = g.is_manager();
         let excess_ids = &g.excess_ids;
-        // Only in the one rolling group.
-        let requested = |i: &Instance| self.facts.input.desired.replace.contains(&i.id);
-        // The temporary member of a spare slot is retired, never rolled.
+        // Only in the one rolling group. The temporary member of a spare
+        // slot is retired, never rolled.
         let outdated: Vec<&Member> = g
             .free
             .iter()
             .copied()
-            .filter(|i| !i.current() || requested(i) || self.expired(&d.spec, i))
+            .filter(|i| self.due(d, i).is_some())
             .filter(|i| !d.spec.is_spare(i.logical_id()))
             .collect();
-        if outdated.is_empty() || (is_manager && manager_busy) {
+        // Read now, not when the group was sorted: a heal or a fill of
+        // this pass may have begun one (two raft additions at once).
+        if outdated.is_empty() || (is_manager && self.manager_op_in_flight()) {
             return;
         }
         if let Some(other) = ahead {
-            self.wait(name, Waiting::GroupAhead(other));
+            let stuck = None;
+            self.wait(
+                name,
+                Waiting::GroupAhead {
+                    group: other,
+                    stuck,
+                },
+            );
             return;
         }
         if let Some(n) = unlisted.filter(|_| d.spec.update.strategy == Strategy::Surge) {
@@ -69,7 +78,6 @@ impl<'a> Planner<'a> {
     /// the first that may not be disrupted now (a manager group: after one).
     fn roll_in_order(&mut self, g: &Group<'_, '_>, outdated: &[&Member<'_>]) {
         let (d, name, is_manager) = (g.d(), g.name(), g.is_manager());
-        let requested = |i: &Instance| self.facts.input.desired.replace.contains(&i.id);
         // The rollout order. The loop stops at the first member it may not
         // disrupt (after about max_in_flight of them), so the order is
         // produced lazily: a heap is built in O(n), where sorting every
@@ -111,15 +119,12 @@ impl<'a> Planner<'a> {
                 zone: inst.zone().map(str::to_string),
                 attempt: 1,
             };
+            let why = self.due(d, inst).map_or("", Due::note);
             let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
             let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
                 " (the leader, self: last)"
-            } else if requested(inst) {
-                " (requested by an operator)"
-            } else if inst.current() {
-                " (past health.max_age)"
             } else {
-                ""
+                why
             };
             let config = if inst.current() {
                 String::new()

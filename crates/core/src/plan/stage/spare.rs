@@ -8,7 +8,7 @@
 //! on with it) or unwinds (a group with nothing left to roll retires it).
 
 use super::super::group::Planner;
-use super::super::memory::{Timer, UNLISTED_BOUND};
+use super::super::memory::UNLISTED_BOUND;
 use super::super::view::Member;
 use super::super::waiting::{Unlisted, Waiting};
 use super::Group;
@@ -17,22 +17,6 @@ use crate::model::Node;
 use crate::spec::Role;
 
 impl<'a> Group<'_, 'a> {
-    /// The group's temporary member stays: it has spare slots and a pet
-    /// still waits for its replacement (outdated, asked for by an operator,
-    /// or being rolled now).
-    pub(crate) fn spare_kept(
-        d: &super::super::DesiredGroup,
-        live: &[&Member<'a>],
-        replace: &std::collections::BTreeSet<String>,
-        rolling: bool,
-    ) -> bool {
-        !d.spec.spares.is_empty()
-            && (rolling
-                || live.iter().any(|m| {
-                    !d.spec.is_spare(m.logical_id()) && (!m.current() || replace.contains(&m.id))
-                }))
-    }
-
     /// Whether a machine (listed or being provisioned) holds a spare slot.
     pub(crate) fn spare_present(
         d: &super::super::DesiredGroup,
@@ -47,8 +31,25 @@ impl<'a> Group<'_, 'a> {
 }
 
 impl Planner<'_> {
+    /// The group's temporary member stays: it has spare slots and a pet
+    /// still waits for its replacement (due for any reason: see
+    /// `plan::due`), or a roll is in flight.
+    pub(crate) fn spare_kept(
+        &self,
+        d: &super::super::DesiredGroup,
+        live: &[&Member<'_>],
+        rolling: bool,
+    ) -> bool {
+        !d.spec.spares.is_empty()
+            && (rolling
+                || live
+                    .iter()
+                    .any(|m| !d.spec.is_spare(m.logical_id()) && self.due(d, m).is_some()))
+    }
+
     /// Whether `d`'s spare slots read empty (`None`: a machine holds one,
-    /// or the group has none), and for `UNLISTED_BOUND` already (`Some(true)`).
+    /// or the group has none), and long enough to be taken as empty
+    /// (`Some(true)`, [`Planner::slot_reads_empty`]).
     /// Asked every pass, so a group that waited converged is ready to roll.
     pub(crate) fn spare_slot(
         &self,
@@ -60,8 +61,7 @@ impl Planner<'_> {
         if Group::spare_present(d, live, pending) {
             return None;
         }
-        let key = Timer::EmptySlot(format!("{}/{id}", d.spec.name));
-        Some(self.clock.elapsed(key, UNLISTED_BOUND))
+        Some(self.slot_reads_empty(&d.spec.name, id))
     }
 
     /// Adds `g`'s temporary member when its roll is about to replace a pet

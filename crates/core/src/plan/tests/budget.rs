@@ -260,9 +260,14 @@ proptest! {
         max_unavailable in 0u32..3,
         width in 1u32..5,
     ) {
+        // A budget of 0 only a service's label may declare (a spec's is refused).
+        let (group_budget, labels) = match max_unavailable {
+            0 => (String::new(), vec![("drover.max-unavailable", "0")]),
+            n => (format!(", service_budget: {{max_unavailable: {n}}}"), Vec::new()),
+        };
         let mut c = Cluster::new(
             1,
-            &format!("  allocation: {{size: 4}}\n  update: {{canaries: 0, max_in_flight: {width}, service_budget: {{max_unavailable: {max_unavailable}}}}}\n"),
+            &format!("  allocation: {{size: 4}}\n  update: {{canaries: 0, max_in_flight: {width}{group_budget}}}\n"),
         );
         let links = ["w1", "w2", "w3", "w4"];
         for w in links {
@@ -274,7 +279,7 @@ proptest! {
             .map(|(k, (spread, per))| {
                 let on: Vec<(&str, u32)> = links.iter().take(spread + 1).map(|l| (*l, *per)).collect();
                 let replicas = on.iter().map(|(_, n)| n).sum::<u32>().max(1);
-                service(&format!("s{k}"), replicas, &on, &[])
+                service(&format!("s{k}"), replicas, &on, &labels)
             })
             .collect();
         set_services(&mut c, services.clone());
@@ -327,8 +332,12 @@ fn a_manager_running_tasks_is_demoted_only_within_the_budgets() {
 
 #[test]
 fn a_heal_is_never_held_by_a_budget() {
-    let mut c = workers("{max_unavailable: 0}", "replace");
-    set_services(&mut c, vec![spread("web", &[])]);
+    // A budget that lets no task go (a spec may not declare one: a label may).
+    let mut c = workers("", "replace");
+    set_services(
+        &mut c,
+        vec![spread("web", &[("drover.max-unavailable", "0")])],
+    );
     c.journal.push(replacement_op(
         "op-heal",
         OpKind::Heal,

@@ -247,3 +247,195 @@ fn a_hook_steps_intent_stands_where_its_hook_runs() {
     at(&mut op, Step::PostJoinHook);
     assert!(op.reached(Step::AwaitHealthy));
 }
+
+/// A hook calling `argv`, blocking on failure.
+fn hook(argv: &str) -> Option<crate::spec::Hook> {
+    Some(crate::spec::Hook {
+        call: crate::spec::HookCall::Command(vec![argv.into()]),
+        timeout: std::time::Duration::from_secs(5),
+        on_failure: crate::spec::HookOnFailure::Block,
+    })
+}
+
+/// Three managers, m2 outdated, the group declaring `pre_drain` (and
+/// `on_abort` when `on_abort`): m2's roll journaled with its pre_drain
+/// hook called.
+fn manager_roll_told(on_abort: bool) -> Cluster {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    let hooks = &mut c.group_mut(MANAGERS).spec.hooks;
+    hooks.pre_drain = hook("/bin/lb-out");
+    hooks.on_abort = if on_abort { hook("/bin/lb-in") } else { None };
+    c.outdate_one(MANAGERS, "m2");
+    let p = c.at(0);
+    let op = begins(&p, MANAGERS)[0].clone();
+    assert_eq!(hook_runs(&p)[0].0, Step::PreDrainHook, "{}", describe(&p));
+    c.journal.push(op);
+    c.journal[0].done.insert(Step::PreDrainHook);
+    c
+}
+
+fn completes(p: &Plan) -> bool {
+    has(p, |a| matches!(a, Action::Complete { .. }))
+}
+
+/// Issue 36: a roll whose pre_drain hook ran, then stepped aside (another
+/// manager became unreachable: demoting m2 is unsafe, nothing was
+/// disrupted), calls `on_abort` for the member before it ends, so what
+/// the outside world was told is undone; once called, the operation only
+/// ends, even if the world moved back meanwhile.
+#[test]
+fn a_roll_that_steps_aside_after_its_pre_drain_hook_calls_on_abort_before_it_ends() {
+    let mut c = manager_roll_told(true);
+    let op = c.journal[0].id.clone();
+    c.node("m3").raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(!completes(&p), "{}", describe(&p));
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    let runs = hook_runs(&p);
+    assert_eq!(runs.len(), 1, "{}", describe(&p));
+    let (step, facts) = &runs[0];
+    assert_eq!(*step, Step::OnAbortHook);
+    assert_eq!(facts.hook, HookPoint::OnAbort);
+    assert_eq!(facts.instance.as_deref(), Some("i-m2"));
+    assert_eq!(facts.node.as_deref(), Some("n-m2"));
+    assert_eq!(facts.idempotency_key, format!("{op}/on_abort"));
+    // The call started (its intent journaled); m3 is back meanwhile: the
+    // operation does not demote m2 after telling the world it aborted.
+    c.journal[0].intent = Some(crate::journal::Intent {
+        step: Step::OnAbortHook,
+        epoch: 1,
+    });
+    c.node("m3").raft.as_mut().expect("member").reachable = true;
+    let p = c.at(2 * SEC);
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    assert_eq!(hook_runs(&p)[0].0, Step::OnAbortHook, "{}", describe(&p));
+    // A blocking failure blocks the group with the hook's message.
+    c.journal[0].hook_failure = Some(HookFailed {
+        step: Step::OnAbortHook,
+        message: "lb unreachable".into(),
+        attempts: 1,
+    });
+    let p = c.at(3 * SEC);
+    assert!(
+        reason(&p, MANAGERS).contains("lb unreachable"),
+        "{}",
+        describe(&p)
+    );
+    assert!(!has(&p, is_demote), "{}", describe(&p));
+    // Called: the operation ends.
+    c.journal[0].hook_failure = None;
+    c.journal[0].done.insert(Step::OnAbortHook);
+    let p = c.at(4 * SEC);
+    assert!(completes(&p), "{}", describe(&p));
+    assert!(
+        hook_runs(&p).iter().all(|(s, _)| *s != Step::OnAbortHook),
+        "{}",
+        describe(&p)
+    );
+}
+
+/// The controls: without `on_abort` declared, or with no pre hook called
+/// (the group's `pre_drain` removed before its step came), the operation
+/// steps aside at once, calling nothing.
+#[test]
+fn a_roll_steps_aside_at_once_without_on_abort_or_before_its_pre_hook() {
+    let mut c = manager_roll_told(false);
+    c.node("m3").raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(completes(&p), "{}", describe(&p));
+    assert!(hook_runs(&p).is_empty(), "{}", describe(&p));
+
+    let mut c = manager_roll_told(true);
+    c.journal[0].done.clear();
+    c.group_mut(MANAGERS).spec.hooks.pre_drain = None;
+    c.node("m3").raft.as_mut().expect("member").reachable = false;
+    let p = c.at(SEC);
+    assert!(completes(&p), "{}", describe(&p));
+    assert!(hook_runs(&p).is_empty(), "{}", describe(&p));
+}
+
+/// Issue 36: a blocking `post_provision` hook's failure blocks the group
+/// while the machine its operation made still boots. That machine may yet
+/// join with the current token: within `startup_timeout` its operation is
+/// not parked and holds back the role's token's rotation; past it, the
+/// operation is parked (the machine can no longer join) and holds back
+/// nothing, so a blocked group never keeps an exposed token valid for ever.
+#[test]
+fn a_blocked_groups_booting_machine_holds_back_rotation_until_its_startup_timeout() {
+    let mut c = Cluster::new(
+        1,
+        &format!(
+            "  allocation: {{size: 1}}\n  update: {{canaries: 0}}\n  health: {{startup_timeout: 60s}}\n{HOOKS}"
+        ),
+    );
+    c.add_worker("w1", OLD, None);
+    let mut op = begins(&c.at(0), WORKERS)[0].clone();
+    for step in [
+        Step::PreDrainHook,
+        Step::Drain,
+        Step::PreDestroyHook,
+        Step::Destroy,
+        Step::Provision,
+    ] {
+        op.done.insert(step);
+    }
+    op.hook_failure = Some(HookFailed {
+        step: Step::PostProvisionHook,
+        message: "hook command exited with exit status: 1: inventory down".into(),
+        attempts: 1,
+    });
+    c.remove_member(WORKERS, "w1");
+    c.add_new_member(&op, false);
+    c.journal.push(op.clone());
+    let awaits = |c: &mut Cluster, now: Time| {
+        let (phase, roles) = awaiting_at(c, now);
+        assert_eq!(phase, Phase::Blocked);
+        roles
+    };
+    assert_eq!(awaits(&mut c, SEC), [crate::spec::Role::Worker].into());
+    assert_eq!(awaits(&mut c, 29 * SEC), [crate::spec::Role::Worker].into());
+    // The hook was called again at 31 s and failed again: blocked anew.
+    c.journal[0].hook_failure.as_mut().unwrap().attempts = 2;
+    assert!(awaits(&mut c, 62 * SEC).is_empty());
+}
+
+/// Issue 36: the same machine past its `startup_timeout` holds back no
+/// rotation in a pass that calls the hook again either, where the group
+/// does not read blocked (nor while it waits for its window): a rule read
+/// from the group's phase kept the token valid for good in the simulator
+/// (seed 13359442953840262064).
+#[test]
+fn a_machine_past_its_startup_timeout_holds_back_no_rotation_when_its_group_does_not_read_blocked()
+{
+    let mut c = Cluster::new(
+        1,
+        &format!(
+            "  allocation: {{size: 1}}\n  update: {{canaries: 0}}\n  health: {{startup_timeout: 60s}}\n{HOOKS}"
+        ),
+    );
+    let mut op = begins(&c.at(0), WORKERS)[0].clone();
+    op.done.insert(Step::Provision);
+    c.add_new_member(&op, false);
+    c.journal.push(op.clone());
+    let awaits = |c: &mut Cluster, now: Time| {
+        let (phase, roles) = awaiting_at(c, now);
+        assert_ne!(phase, Phase::Blocked);
+        roles
+    };
+    assert_eq!(awaits(&mut c, SEC), [crate::spec::Role::Worker].into());
+    assert!(awaits(&mut c, 62 * SEC).is_empty());
+}
+
+/// A pass at `now`: the workers' phase, and the roles whose token its
+/// journal and parked operations hold back from rotation.
+fn awaiting_at(
+    c: &mut Cluster,
+    now: Time,
+) -> (Phase, std::collections::BTreeSet<crate::spec::Role>) {
+    let p = c.at(now);
+    let parked = p.parked.iter().map(String::as_str).collect();
+    let nodes = c.nodes().clone();
+    let none = std::collections::BTreeSet::new();
+    let roles = crate::join_token::awaiting(&c.journal, &none, &parked, Some(&nodes)).unwrap();
+    (status(&p, WORKERS).phase, roles)
+}

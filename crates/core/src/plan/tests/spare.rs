@@ -172,3 +172,72 @@ fn a_temporary_manager_left_out_of_one_describe_gets_no_twin() {
     let p = c.at(61 * SEC);
     assert!(!provisions_manager(&p), "{}", describe(&p));
 }
+
+/// Issue 36: three current pets past `health.max_age` (the only reason
+/// they are due), spare slot `m9`, no `update.min_fault_tolerance`. The
+/// spare stage brings the temporary manager for an aged pet as for an
+/// outdated one (one rule: `plan::due`), and the roll ends converged,
+/// never below three voters. Before, the spare stage knew only config
+/// changes and replace requests: the in-place demotion was refused for
+/// ever, the group "waiting" behind a floor the operator never set.
+#[test]
+fn aged_pets_roll_with_the_temporary_manager_too() {
+    let mut c = outdated_pets_with_a_spare();
+    let hash = c.hash(MANAGERS);
+    const DAY: Time = 86_400 * SEC;
+    c.group_mut(MANAGERS).spec.health.max_age = Some(std::time::Duration::from_secs(30 * 86_400));
+    let old = c.wall - 40 * DAY;
+    for i in c.instances(MANAGERS) {
+        i.tags.insert(tags::CONFIG.into(), hash.clone());
+        i.created_ms = old;
+    }
+    let p = c.at(0);
+    assert!(
+        reason(&p, MANAGERS).contains("spare slot m9 reads empty"),
+        "{}",
+        describe(&p)
+    );
+    let first = c.at(30 * SEC);
+    let ops = begins(&first, MANAGERS);
+    assert_eq!(ops.len(), 1, "{}", describe(&first));
+    assert_eq!(ops[0].kind, OpKind::Provision, "{}", describe(&first));
+    let target = ops[0].target.as_ref().and_then(|t| t.logical_id.as_deref());
+    assert_eq!(target, Some("m9"), "{}", describe(&first));
+
+    c.forget();
+    let mut fewest = usize::MAX;
+    let (_, p) = run_machines(&mut c, 3_000, true, |_, c| {
+        fewest = fewest.min(c.voters());
+        false
+    });
+    assert!(fewest >= 3, "the raft went down to {fewest} voters");
+    assert_eq!(
+        status(&p, MANAGERS).phase,
+        Phase::Converged,
+        "{}",
+        describe(&p)
+    );
+    let members = c.instances(MANAGERS).clone();
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(members.iter().all(|i| i.created_ms != old), "{members:?}");
+    assert!(!spare_listed(&mut c), "{members:?}");
+}
+
+/// Issue 37 (found by review): a pet slot filled at once (the provider's
+/// listing is complete) and the roll's temporary manager are both raft
+/// additions: one per pass, never two joins at once. The roll read "a
+/// manager operation is in flight" from before the fill began its own.
+#[test]
+fn an_empty_pet_slot_and_the_temporary_manager_are_never_added_in_one_pass() {
+    let mut c = outdated_pets_with_a_spare();
+    c.instances(MANAGERS).retain(|i| i.link() != Some("m3"));
+    c.nodes().retain(|n| n.link.as_deref() != Some("m3"));
+    c.observed.complete_listings.insert(MANAGERS.into());
+    let p = c.at(0);
+    let adds = p
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::Provision { group, .. } if group == MANAGERS))
+        .count();
+    assert_eq!(adds, 1, "{}", describe(&p));
+}

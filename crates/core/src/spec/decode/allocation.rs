@@ -4,31 +4,37 @@
 use super::*;
 
 impl Decoder<'_> {
-    /// The ec2 provider's properties, checked offline (the same type the
-    /// provider launches from): each problem at the properties' position.
-    pub(super) fn ec2_properties(
+    /// The ec2 and incus providers' properties, checked offline by the
+    /// rule each provider applies before it makes a machine: each problem
+    /// at its field's position.
+    pub(super) fn provider_properties(
         &mut self,
         group: &Node,
         path: &str,
         alloc: &Allocation,
         inst: &InstanceSpec,
     ) {
-        let zones: Vec<Option<&str>> = match alloc {
-            Allocation::Size { zones, .. } if zones.is_empty() => vec![None],
-            Allocation::Size { zones, .. } => zones.iter().map(|z| Some(z.as_str())).collect(),
-            Allocation::LogicalIds(slots) => slots.iter().map(|s| s.zone.as_deref()).collect(),
+        let problems = match inst.provider.as_str() {
+            EC2_PROVIDER => {
+                let zones: Vec<Option<&str>> = match alloc {
+                    Allocation::Size { zones, .. } if zones.is_empty() => vec![None],
+                    Allocation::Size { zones, .. } => {
+                        zones.iter().map(|z| Some(z.as_str())).collect()
+                    }
+                    Allocation::LogicalIds(slots) => {
+                        slots.iter().map(|s| s.zone.as_deref()).collect()
+                    }
+                };
+                ec2::Ec2Properties::parse(&inst.properties, &zones).err()
+            }
+            INCUS_PROVIDER => {
+                incus::IncusProperties::parse(&inst.properties, alloc.is_pets()).err()
+            }
+            _ => None,
         };
-        let Err(problems) = ec2::Ec2Properties::parse(&inst.properties, &zones) else {
-            return;
-        };
-        for p in problems {
-            // At the field's own node when it is there (`.subnets.a`,
-            // `.security_groups[0]`: its key's), else at the properties.
-            let key = p.field.trim_start_matches('.');
-            let key = key.split(['.', '[']).next().unwrap_or_default();
-            let pos = field_pos(group, &["instance", "properties", key])
-                .or_else(|| field_pos(group, &["instance", "properties"]))
-                .unwrap_or(group.pos());
+        let props = node_at(group, &["instance", "properties"]);
+        for p in problems.unwrap_or_default() {
+            let pos = props.map_or(group.pos(), |n| property_pos(n, &p.field));
             self.error(
                 pos,
                 &format!("{path}.instance.properties{}", p.field),
@@ -147,13 +153,14 @@ impl Decoder<'_> {
             return Some(Vec::new());
         };
         let path = join(path, "spare_ids");
-        let slots = self.logical_ids(ids, &path)?;
+        // Read (and each id reported) whatever the slots' other problems.
+        let slots = self.logical_ids(ids, &path);
         match (role, alloc) {
             (Some(Role::Manager), Some(Allocation::Size { .. })) => self.error(ids.pos(), &path, "spare slots serve pets (logical_ids); cattle managers add each successor before removing its predecessor (strategy: surge); remove spare_ids"),
             (Some(Role::Worker | Role::Plain), _) => self.error(ids.pos(), &path, "spare slots hold a manager group's fault tolerance during its roll; workers and plain machines hold no quorum: remove spare_ids"),
             _ => {}
         }
-        Some(slots)
+        slots
     }
 
     pub(super) fn string_list(&mut self, node: &Node, path: &str) -> Option<Vec<String>> {
@@ -257,6 +264,35 @@ impl Decoder<'_> {
     }
 }
 
+/// Position of a property's `field` (`.devices.eth0`, `.security_groups[0]`,
+/// `.config.user.drover.group`: a key may hold dots) under the properties'
+/// node: the deepest node the field names that is written.
+fn property_pos(props: &Node, field: &str) -> Pos {
+    let mut cur = props;
+    let mut rest = field.strip_prefix('.').unwrap_or(field);
+    while !rest.is_empty() {
+        let next = match cur {
+            Node::Map { entries, .. } => entries
+                .iter()
+                .filter(|(k, _, _)| {
+                    rest.strip_prefix(k.as_str())
+                        .is_some_and(|r| r.is_empty() || r.starts_with(['.', '[']))
+                })
+                .max_by_key(|(k, _, _)| k.len())
+                .map(|(k, _, v)| (k.len(), v)),
+            Node::Seq { items, .. } => rest
+                .strip_prefix('[')
+                .and_then(|r| r.split_once(']'))
+                .and_then(|(i, _)| Some((i.len() + 2, items.get(i.parse::<usize>().ok()?)?))),
+            _ => None,
+        };
+        let Some((len, node)) = next else { break };
+        cur = node;
+        rest = rest[len..].strip_prefix('.').unwrap_or(&rest[len..]);
+    }
+    cur.pos()
+}
+
 /// What a provider's logical ids must be, where they are addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AddressRule {
@@ -286,9 +322,17 @@ impl AddressRule {
             AddressRule::Bridge => format!(
                 "`{id}` is not an address the incus provider can use: its logical ids are IPv4 addresses on the group's bridge (instance.properties.network), e.g. 10.203.60.11"
             ),
-            AddressRule::PrivateIp => format!(
-                "`{id}` is not an address the ec2 provider can use: its logical ids are private IPv4 addresses in the zone's subnet (instance.properties.subnets), e.g. 10.0.1.11"
-            ),
+            AddressRule::PrivateIp => {
+                let why = id
+                    .parse()
+                    .ok()
+                    .and_then(ec2::never_assigned)
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default();
+                format!(
+                    "`{id}` is not an address the ec2 provider can use{why}: its logical ids are private IPv4 addresses in the zone's subnet (instance.properties.subnets), e.g. 10.0.1.11"
+                )
+            }
         }
     }
 }

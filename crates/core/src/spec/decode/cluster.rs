@@ -173,10 +173,36 @@ impl Decoder<'_> {
                 }
             }
         }
+        self.one_ec2_region(items, groups);
         // What applying the file would do is worth saying only of a file
         // that can be applied.
         if !self.diags.iter().any(|d| d.severity == Severity::Error) {
             self.workers_without_managers(items, groups);
+        }
+    }
+
+    /// Every ec2 group in the region of the first: a controller works in
+    /// one region (`--ec2-region`), and reads a group elsewhere as empty
+    /// (it would make its machines again and again).
+    fn one_ec2_region(&mut self, items: &[Node], groups: &[Option<GroupSpec>]) {
+        let mut first: Option<(usize, &str)> = None;
+        for (i, (node, group)) in items.iter().zip(groups).enumerate() {
+            let Some(region) = group
+                .as_ref()
+                .filter(|g| g.instance.provider == EC2_PROVIDER)
+                .and_then(|g| g.instance.properties.get("region")?.as_str())
+            else {
+                continue;
+            };
+            match first {
+                None => first = Some((i, region)),
+                Some((f, r)) if r != region => self.error(
+                    field_pos(node, &["instance", "properties", "region"]).unwrap_or(node.pos()),
+                    &format!("groups[{i}].instance.properties.region"),
+                    format!("`{region}` is not groups[{f}]'s region `{r}`: a controller works in one region (--ec2-region), so every ec2 group of a cluster is in the same one; use `{r}`, or run the other region as a cluster of its own"),
+                ),
+                Some(_) => {}
+            }
         }
     }
 
@@ -239,8 +265,10 @@ impl Decoder<'_> {
         })
     }
 
-    /// What the group's provider asks of its allocation: pets' ids that
-    /// are addresses it accepts, and EC2's properties per zone.
+    /// What the group's provider asks of its allocation: pets' (and
+    /// spare slots') ids that are addresses it accepts, and its properties,
+    /// by the provider's own rule. Each part is checked whatever the
+    /// others' problems.
     fn provider_rules(
         &mut self,
         node: &Node,
@@ -249,10 +277,11 @@ impl Decoder<'_> {
         spares: Option<&[Slot]>,
         instance: &Option<InstanceSpec>,
     ) {
-        if let (Some(Allocation::LogicalIds(slots)), Some(inst)) = (allocation, instance)
-            && let Some(addresses) = AddressRule::of(&inst.provider)
-        {
-            self.address_ids(node, path, "logical_ids", slots, addresses);
+        let Some(inst) = instance else { return };
+        if let Some(addresses) = AddressRule::of(&inst.provider) {
+            if let Some(Allocation::LogicalIds(slots)) = allocation {
+                self.address_ids(node, path, "logical_ids", slots, addresses);
+            }
             self.address_ids(
                 node,
                 path,
@@ -261,10 +290,8 @@ impl Decoder<'_> {
                 addresses,
             );
         }
-        if let (Some(alloc), Some(inst)) = (allocation, instance)
-            && inst.provider == EC2_PROVIDER
-        {
-            self.ec2_properties(node, path, alloc, inst);
+        if let Some(alloc) = allocation {
+            self.provider_properties(node, path, alloc, inst);
         }
     }
 
@@ -328,8 +355,10 @@ impl Decoder<'_> {
         let drain = self.drain(f.get("drain"), &join(path, "drain"));
         let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));
         let hooks = self.hooks(f.get("hooks"), &join(path, "hooks"));
-        if let (Some(h), Some(u)) = (&hooks, &update) {
-            self.hook_deadlines(node, path, h, u.step_timeout);
+        self.hook_deadlines(node, path);
+        self.lifetime_rules(node, path, role, allocation.as_ref());
+        if let Some(i) = &instance {
+            self.carried_labels(node, path, i);
         }
         Some(GroupSpec {
             name: name?,

@@ -1,16 +1,20 @@
 //! `hooks:` of a group ([`crate::spec::hooks`]).
 
-use super::{Decoder, field_pos, join};
-use crate::spec::format_duration;
+use super::{Decoder, field_pos, join, node_at, written_duration};
 use crate::spec::hooks::{DEFAULT_TIMEOUT, Hook, HookCall, HookOnFailure, HookPoint, Hooks};
+use crate::spec::{defaults, format_duration};
 use crate::yaml::Node;
-use std::time::Duration;
 
 /// The fields of one hook.
 pub(super) const HOOK_FIELDS: &[&str] = &["command", "http", "timeout", "on_failure"];
 /// The hook points, as fields of `hooks`.
-pub(super) const HOOKS_FIELDS: &[&str] =
-    &["pre_drain", "pre_destroy", "post_provision", "post_join"];
+pub(super) const HOOKS_FIELDS: &[&str] = &[
+    "pre_drain",
+    "pre_destroy",
+    "post_provision",
+    "post_join",
+    "on_abort",
+];
 
 impl Decoder<'_> {
     /// `hooks`: each point's hook, all checked.
@@ -35,27 +39,36 @@ impl Decoder<'_> {
 
     /// Each hook ends before its step's deadline: a call still running at
     /// `update.step_timeout` would fail its step (and could roll the group
-    /// back) for the hook's slowness alone.
-    pub(super) fn hook_deadlines(
-        &mut self,
-        group: &Node,
-        path: &str,
-        hooks: &Hooks,
-        step_timeout: Duration,
-    ) {
+    /// back) for the hook's slowness alone. Read from the file as written,
+    /// so every hook is checked whatever else is wrong in the group.
+    pub(super) fn hook_deadlines(&mut self, group: &Node, path: &str) {
+        let Some(step_timeout) =
+            written_duration(group, &["update", "step_timeout"], defaults::STEP_TIMEOUT)
+        else {
+            return;
+        };
         for point in HookPoint::ALL {
-            let Some(h) = hooks.at(point).filter(|h| h.timeout >= step_timeout) else {
+            let keys = ["hooks", point.as_str()];
+            if node_at(group, &keys).is_none_or(Node::is_null) {
+                continue;
+            }
+            let Some(timeout) = written_duration(
+                group,
+                &["hooks", point.as_str(), "timeout"],
+                DEFAULT_TIMEOUT,
+            )
+            .filter(|t| *t >= step_timeout) else {
                 continue;
             };
             let at = field_pos(group, &["hooks", point.as_str(), "timeout"])
-                .or_else(|| field_pos(group, &["hooks", point.as_str()]))
+                .or_else(|| field_pos(group, &keys))
                 .unwrap_or(group.pos());
             self.error(
                 at,
                 &join(path, &format!("hooks.{}.timeout", point.as_str())),
                 format!(
                     "{} is not shorter than update.step_timeout ({}): a hook must end before its step's deadline; shorten it or raise step_timeout",
-                    format_duration(h.timeout),
+                    format_duration(timeout),
                     format_duration(step_timeout)
                 ),
             );
@@ -130,24 +143,23 @@ impl Decoder<'_> {
     /// what to do about a credential.
     pub(super) fn http_url(&mut self, node: &Node, path: &str, instead: &str) -> Option<String> {
         let url = self.string(node, path)?;
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"));
-        let Some(rest) = rest.filter(|r| !r.is_empty() && !r.starts_with('/')) else {
-            self.error(
-                node.pos(),
-                path,
-                format!("`{url}` is not an http:// or https:// URL with a host"),
-            );
-            return None;
-        };
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if authority.contains('@') {
-            // Never echo it: it holds a credential.
+        // First: a refusal of any other kind would echo the credential.
+        if crate::spec::secret_value::in_text(&url).is_some() {
             self.error(
                 node.pos(),
                 path,
                 format!("a credential in the URL is refused (the URL is stored with the spec and shown by plan and status); {instead}"),
+            );
+            return None;
+        }
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/')) {
+            self.error(
+                node.pos(),
+                path,
+                format!("`{url}` is not an http:// or https:// URL with a host"),
             );
             return None;
         }

@@ -152,13 +152,23 @@ impl Decoder<'_> {
         let release = self.release(f.get("drover"), &join(path, "drover"), role);
         let rendered = match &boot_script {
             Some(script) => self.boot_script_renders(&f, path, script, role, release.as_ref()),
-            None => true,
+            None => Some(0),
         };
+        if provider == Some(EC2_PROVIDER)
+            && let Some(len) = rendered
+            && let Err(e) = ec2::check_user_data(len + ec2::BOOT_ENV_RESERVE)
+        {
+            let at = f.get("boot_script").map_or(f.pos, Node::pos);
+            self.error(at, &join(path, "boot_script"), format!(
+                "renders to {len} bytes; with the {} bytes kept for the boot environment the ec2 provider adds, that is {e}",
+                ec2::BOOT_ENV_RESERVE
+            ));
+        }
         let labels = match f.get("engine_labels") {
             None => Some(BTreeMap::new()),
             Some(n) => self.labels(n, &join(path, "engine_labels")),
         };
-        (rendered && kind == expected).then_some(())?;
+        (rendered.is_some() && kind == expected).then_some(())?;
         Some(FlavorSpec {
             kind: expected?,
             boot_script: boot_script?,
@@ -169,7 +179,7 @@ impl Decoder<'_> {
 
     /// The boot script renders for a joining member and for the one that
     /// makes the swarm (else an error, at the failing expression itself
-    /// when the script is a literal block).
+    /// when the script is a literal block): the longer rendering's length.
     fn boot_script_renders(
         &mut self,
         f: &Fields<'_>,
@@ -177,33 +187,71 @@ impl Decoder<'_> {
         script: &str,
         role: Option<Role>,
         release: Option<&Option<DroverRelease>>,
-    ) -> bool {
+    ) -> Option<usize> {
+        let mut longest = 0;
         for init in [false, true] {
             let ctx = BootContext {
                 init,
                 ..BootContext::example(role.unwrap_or(Role::Worker))
             }
             .with_release(release.and_then(Option::as_ref));
-            if let Err(e) = template::render(script, &ctx) {
-                // At the failing expression itself when the script is a
-                // literal block, else at the script.
-                let at = f.get("boot_script").map_or(f.pos, |n| {
-                    e.at.and_then(|(line, col)| n.inner_pos(line, col))
-                        .unwrap_or(n.pos())
-                });
-                self.error(
-                    at,
-                    &join(path, "boot_script"),
-                    if e.undefined {
-                        format!("template does not render: {e}; templates may use only {TEMPLATE_VARIABLES} (the join token is never a variable: the script reads $DROVER_JOIN_TOKEN)")
-                    } else {
-                        format!("template does not render: {e}")
-                    },
-                );
-                return false;
-            }
+            let e = match template::render(script, &ctx) {
+                Ok(text) => {
+                    longest = longest.max(text.len());
+                    continue;
+                }
+                Err(e) => e,
+            };
+            // At the failing expression itself when the script is a
+            // literal block, else at the script.
+            let at = f.get("boot_script").map_or(f.pos, |n| {
+                e.at.and_then(|(line, col)| n.inner_pos(line, col))
+                    .unwrap_or(n.pos())
+            });
+            self.error(
+                at,
+                &join(path, "boot_script"),
+                if e.undefined {
+                    format!("template does not render: {e}; templates may use only {TEMPLATE_VARIABLES} (the join token is never a variable: the script reads $DROVER_JOIN_TOKEN)")
+                } else {
+                    format!("template does not render: {e}")
+                },
+            );
+            return None;
         }
-        true
+        Some(longest)
+    }
+
+    /// Engine labels the group's provider can carry: the local provider
+    /// passes each as one process argument ([`crate::spec::local`]). Read
+    /// from the file as written, whatever the flavor's other problems.
+    pub(super) fn carried_labels(&mut self, group: &Node, path: &str, inst: &InstanceSpec) {
+        let Some(Node::Map { entries, .. }) = node_at(group, &["flavor", "engine_labels"]) else {
+            return;
+        };
+        if inst.provider != LOCAL_PROVIDER {
+            return;
+        }
+        let labels: BTreeMap<String, String> = entries
+            .iter()
+            .filter_map(|(k, _, v)| match v {
+                Node::Scalar { value, .. } => Some((k.clone(), value.clone())),
+                _ => None,
+            })
+            .collect();
+        let at = join(path, "flavor.engine_labels");
+        for problem in crate::spec::local::label_problems(&labels) {
+            let (pos, field) = match &problem {
+                crate::spec::local::LabelTooLong::One { key, .. } => (
+                    field_pos(group, &["flavor", "engine_labels", key]),
+                    join(&at, key),
+                ),
+                crate::spec::local::LabelTooLong::All { .. } => {
+                    (field_pos(group, &["flavor", "engine_labels"]), at.clone())
+                }
+            };
+            self.error(pos.unwrap_or(group.pos()), &field, problem.to_string());
+        }
     }
 
     pub(super) fn labels(&mut self, node: &Node, path: &str) -> Option<BTreeMap<String, String>> {

@@ -50,6 +50,9 @@ impl Decoder<'_> {
         );
 
         let windows = self.windows(f.get("windows"), &join(path, "windows"));
+        if let (Some(ws), Some(w)) = (&windows, watch) {
+            self.window_lengths(f.get("windows"), &join(path, "windows"), ws, w);
+        }
         let min_fault_tolerance = f
             .get("min_fault_tolerance")
             .and_then(|n| self.count(n, &join(path, "min_fault_tolerance"), 0));
@@ -120,7 +123,7 @@ impl Decoder<'_> {
                 .map_err(|e| d.error(n.pos(), &field, e.to_string()))
                 .ok()
         };
-        match (f.get("max_unavailable"), f.get("min_available")) {
+        let budget = match (f.get("max_unavailable"), f.get("min_available")) {
             (Some(_), Some(_)) => {
                 self.error(
                     f.pos,
@@ -139,7 +142,19 @@ impl Decoder<'_> {
                 );
                 None
             }
+        }?;
+        if budget.blocks_every_drain() {
+            let key = match budget {
+                ServiceBudget::MaxUnavailable(_) => "max_unavailable",
+                ServiceBudget::MinAvailable(_) => "min_available",
+            };
+            let at = f.get(key).map_or(f.pos, Node::pos);
+            self.error(at, &join(path, key), format!(
+                "{budget} lets no task go: no node running a replica could ever be drained, so the roll would block on the first one; allow at least one (max_unavailable: 1), or leave service_budget out and label the services that need it"
+            ));
+            return None;
         }
+        Some(budget)
     }
 
     /// The fault-tolerance floor of a manager group's roll: at most its
