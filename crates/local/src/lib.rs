@@ -385,8 +385,15 @@ impl LocalProvider {
             )
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().map_err(|e| io_err("boot.log", e))?)
-            .stderr(log)
-            .kill_on_drop(true);
+            .stderr(log);
+        // Not killed when this provision is dropped: a boot runs on its
+        // machine, as cloud-init does, whatever becomes of the controller
+        // that asked for it. A controller standing down mid-provision (the
+        // bootstrapping CLI handing over to the first manager's) used to
+        // kill the script before its join; the next controller's provision,
+        // idempotent on the link, then answered a machine that never joins
+        // and waited out its startup_timeout. The script runs in the
+        // machine's process group: destroying the machine stops it.
         if let Some(g) = rec.pgid {
             cmd.process_group(g);
         }

@@ -208,3 +208,44 @@ async fn a_manager_told_to_join_through_a_dead_manager_joins_through_the_next() 
         log.lines()
     );
 }
+
+/// A provision cut short while its boot script runs (the controller that
+/// asked stood down, as the bootstrapping CLI does when the first
+/// manager's controller takes over): the script still runs to its end, as
+/// cloud-init would on the machine, and the same operation's provision
+/// asked again answers the same machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_boot_outlives_the_provision_that_started_it() {
+    let state = testkit::short_tempdir("bo").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider(&state, "127.0.152.40-127.0.152.42");
+    let template = "#!/bin/sh\ntouch started\nsleep 2\ntouch booted\n";
+    let req = testkit::request("c152d", "g", Role::Worker, template, "", false, vec![]);
+    let again = req.clone();
+    let asked = tokio::spawn({
+        let p = p.clone();
+        async move { p.provision(req, &Unfenced).await }
+    });
+    let dir = testkit::wait_for(Duration::from_secs(60), || async {
+        let listed = p.describe(&by_cluster("c152d")).await.ok()?;
+        let dir = state.join("instances").join(&listed.first()?.id);
+        dir.join("started").exists().then_some(dir)
+    })
+    .await
+    .expect("the boot script started");
+    asked.abort();
+    assert!(asked.await.is_err_and(|e| e.is_cancelled()));
+    assert!(
+        !dir.join("booted").exists(),
+        "the boot ended before the cut"
+    );
+    let booted = testkit::wait_for(Duration::from_secs(15), || async {
+        dir.join("booted").exists().then_some(())
+    })
+    .await;
+    assert!(booted.is_some(), "the boot script died with its provision");
+    let id = p.provision(again, &Unfenced).await.expect("asked again");
+    assert_eq!(state.join("instances").join(&id), dir);
+}
