@@ -23,6 +23,7 @@
 mod adopt;
 mod boot_log;
 pub mod launcher;
+mod make;
 mod probe;
 pub mod procs;
 mod teardown;
@@ -38,7 +39,6 @@ use drover_core::model::Instance;
 use drover_spi::{EngineReport, Fence, Foreign, InstanceProvider, ProviderError, ProvisionRequest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -335,37 +335,23 @@ impl LocalProvider {
             .ok_or_else(|| ProviderError::Permanent("the address pool is exhausted".into()))
     }
 
+    /// Runs the boot script `file` against the machine, its output into
+    /// `log`, within [`BOOT_TIMEOUT`].
     async fn run_boot_script(
         &self,
         rec: &InstanceRecord,
-        paths: &EnginePaths,
-        script: &str,
+        file: &Path,
+        log: std::fs::File,
         req: &ProvisionRequest,
     ) -> Result<(), ProviderError> {
-        let file = paths.dir.join("boot.sh");
-        {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o700)
-                .open(&file)
-                .map_err(|e| io_err("writing boot script", e))?;
-            f.write_all(script.as_bytes())
-                .map_err(|e| io_err("writing boot script", e))?;
-        }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(paths.dir.join("boot.log"))
-            .map_err(|e| io_err("opening boot.log", e))?;
+        let paths = self.engine_paths(rec);
         let mut path =
             std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
         if let Some(b) = &self.bin_dir {
             path = format!("{}:{path}", b.display());
         }
         let mut cmd = tokio::process::Command::new("/bin/sh");
-        cmd.arg(&file)
+        cmd.arg(file)
             .current_dir(&paths.dir)
             .env(procs::MACHINE_ENV, paths.dir_needle())
             .env("DOCKER_HOST", paths.endpoint())
@@ -401,7 +387,7 @@ impl LocalProvider {
             cmd.env(k, v.expose());
         }
         let spawned = cmd.spawn();
-        let result = match spawned {
+        match spawned {
             Err(e) => Err(ProviderError::Transient(format!(
                 "starting boot script: {e}"
             ))),
@@ -410,7 +396,7 @@ impl LocalProvider {
                 Ok(Ok(st)) => Err(ProviderError::Permanent(format!(
                     "boot script of {} failed ({st}); see {}",
                     rec.id,
-                    paths.dir.join("boot.log").display()
+                    paths.dir.join(make::BOOT_LOG).display()
                 ))),
                 Ok(Err(e)) => Err(ProviderError::Transient(format!("boot script: {e}"))),
                 Err(_) => {
@@ -421,9 +407,7 @@ impl LocalProvider {
                     )))
                 }
             },
-        };
-        let _ = std::fs::remove_file(&file);
-        result
+        }
     }
 }
 
@@ -481,9 +465,9 @@ impl InstanceProvider for LocalProvider {
     }
 
     /// The fence is checked under the allocation lock, right before the
-    /// instance's directory and record are made and its engine started:
-    /// from there the provision runs to its end (a half-made machine would
-    /// be worse than a late one; the next leader judges it from the world).
+    /// instance's directory and record are made and its engine started;
+    /// a provision cut short is finished by the next one of the same
+    /// operation (see `make.rs`).
     async fn provision(
         &self,
         req: ProvisionRequest,
@@ -494,81 +478,7 @@ impl InstanceProvider for LocalProvider {
         if let Some(e) = drover_core::spec::local::label_problems(&req.engine_labels).first() {
             return Err(ProviderError::Permanent(e.to_string()));
         }
-        // Allocate and write the record under the lock, so concurrent
-        // provisions never pick the same address. The lock is a file lock:
-        // several controllers (a bootstrapping CLI, the managers') may share
-        // this state dir.
-        let (mut rec, paths) = {
-            let _g = self.alloc.lock().await;
-            let _file_lock = self
-                .lock_state()
-                .map_err(|e| io_err("locking state dir", e))?;
-            let taken = self.records().map_err(|e| io_err("reading state dir", e))?;
-            // Idempotent on the link (the provision token): a machine already
-            // made for this operation, by this process or another, is the answer.
-            let link = req.tags.get(drover_core::model::tags::LINK);
-            if let Some(existing) = taken
-                .iter()
-                .find(|r| link.is_some() && r.tags.get(drover_core::model::tags::LINK) == link)
-            {
-                return Ok(existing.id.clone());
-            }
-            let addr = self.choose_address(&req, &taken)?;
-            fence.check()?;
-            let id = format!("i{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-            let dir = self.dir_of(&id);
-            std::fs::create_dir_all(&dir).map_err(|e| io_err("creating instance dir", e))?;
-            let paths = EnginePaths::new(&dir);
-            let rec = InstanceRecord {
-                id,
-                tags: req.tags.clone(),
-                logical_id: req.logical_id.clone(),
-                address: addr.to_string(),
-                socket: paths.sock.clone(),
-                pid: None,
-                pgid: None,
-                supervisor: None,
-                created_ms: now_ms(),
-                engine_dir: None,
-                marked: true,
-            };
-            self.write_record(&rec)
-                .map_err(|e| io_err("writing instance record", e))?;
-            (rec, paths)
-        };
-        let start = if self.supervise {
-            EngineProcess::start_supervised
-        } else {
-            EngineProcess::start
-        };
-        let engine = start(&paths.dir, &req.engine_labels).map_err(|e| {
-            ProviderError::Transient(format!("starting dockerd for {}: {e}", rec.id))
-        })?;
-        let (_, leader) = engine.detach();
-        rec.pgid = Some(leader);
-        if self.supervise {
-            rec.supervisor = Some(leader);
-        } else {
-            rec.pid = Some(leader);
-        }
-        self.write_record(&rec)
-            .map_err(|e| io_err("writing instance record", e))?;
-        launcher::wait_ready(&paths, leader, launcher::READY_TIMEOUT)
-            .await
-            .map_err(|e| ProviderError::Transient(format!("instance {}: {e}", rec.id)))?;
-        if self.supervise {
-            // dockerd wrote its pidfile before it answered.
-            rec.pid = launcher::running_engine_pid(&paths, None);
-            self.write_record(&rec)
-                .map_err(|e| io_err("writing instance record", e))?;
-        }
-        let mut ctx = req.boot_context.clone();
-        ctx.address = rec.address.clone();
-        let script = drover_core::template::render(&req.boot_template, &ctx)
-            .map_err(|e| ProviderError::Permanent(format!("boot template: {e}")))?;
-        self.run_boot_script(&rec, &paths, &script, &req).await?;
-        tracing::info!(id = %rec.id, address = %rec.address, "instance provisioned");
-        Ok(rec.id)
+        self.make(req, fence).await
     }
 
     /// The fence is checked right before the engine's processes are

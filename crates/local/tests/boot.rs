@@ -249,3 +249,40 @@ async fn a_boot_outlives_the_provision_that_started_it() {
     let id = p.provision(again, &Unfenced).await.expect("asked again");
     assert_eq!(state.join("instances").join(&id), dir);
 }
+
+/// A provision cut short before its boot began (while its engine was
+/// starting): the same operation's next provision finishes that machine
+/// (its boot runs once, to its end) instead of answering a machine that
+/// would never join, and makes no second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provision_cut_before_its_boot_is_finished_by_the_next() {
+    let state = testkit::short_tempdir("bc").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider(&state, "127.0.152.44-127.0.152.46");
+    let template = "#!/bin/sh\necho booting >> runs\nsleep 1\ntouch booted\n";
+    let req = testkit::request("c152e", "g", Role::Worker, template, "", false, vec![]);
+    let again = req.clone();
+    let asked = tokio::spawn({
+        let p = p.clone();
+        async move { p.provision(req, &Unfenced).await }
+    });
+    let first = testkit::wait_for(Duration::from_secs(30), || async {
+        let listed = p.describe(&by_cluster("c152e")).await.ok()?;
+        listed.first().map(|i| i.id.clone())
+    })
+    .await
+    .expect("the machine's record");
+    asked.abort();
+    let _ = asked.await;
+    let dir = state.join("instances").join(&first);
+    assert!(!dir.join("runs").exists(), "the boot began before the cut");
+    let id = p.provision(again, &Unfenced).await.expect("asked again");
+    assert_eq!(id, first);
+    assert!(dir.join("booted").exists(), "the machine was not booted");
+    let runs = std::fs::read_to_string(dir.join("runs")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "{runs}");
+    let listed = p.describe(&by_cluster("c152e")).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+}
