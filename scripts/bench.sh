@@ -8,8 +8,18 @@
 #   scripts/bench.sh rollout --runs 5
 #   scripts/bench.sh rollout --only "1000 workers"   # one rollout scenario
 #   scripts/bench.sh planner --only 10000          # one planner size
+#   scripts/bench.sh planner economy --figures docs/figures   # and the growth pictures (SVG)
 #
 # Real engines: scripts/bench-real.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo bench -q -p drover-bench --bench drover -- "$@"
+# cargo runs the benchmark in its crate's directory: a relative
+# --figures directory is made absolute from here (the repository's root).
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --figures) args+=("$1" "$(realpath -m "${2:?--figures needs a directory}")"); shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+exec cargo bench -q -p drover-bench --bench drover -- "${args[@]}"

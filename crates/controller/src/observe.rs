@@ -236,26 +236,9 @@ fn by_group(
         .collect();
     let mut failure = None;
     for (provider, result) in described {
-        let list = match result {
-            Ok(list) => list,
-            Err(e) => {
-                failure = Some(e.to_string());
-                continue;
-            }
-        };
-        for i in list {
-            let Some(group) = i.tag(tags::GROUP) else {
-                continue;
-            };
-            let members = match provider_of(group) {
-                Some(p) if p == provider => match out.get_mut(group) {
-                    Some(Described::Ok(members)) => members,
-                    _ => continue,
-                },
-                Some(_) => continue,
-                None => orphans.entry(group.to_string()).or_default(),
-            };
-            members.push(i);
+        match result {
+            Ok(list) => place(list, provider, &provider_of, &mut out, &mut orphans),
+            Err(e) => failure = Some(e.to_string()),
         }
     }
     for (group, list) in orphans {
@@ -266,6 +249,78 @@ fn by_group(
         out.insert(group, d);
     }
     out
+}
+
+/// Moves one provider's listing into its groups: a machine goes to its
+/// group when the group is served by this provider, to the orphans when
+/// its group is not declared. The group most of the listing belongs to
+/// keeps the listing's own buffer (the others' machines are taken out of
+/// it first): at 10 000 members a second buffer filled beside the listing
+/// was the largest block of a pass's heap.
+fn place(
+    mut list: Vec<Instance>,
+    provider: &str,
+    provider_of: &dyn Fn(&str) -> Option<String>,
+    out: &mut BTreeMap<String, Described>,
+    orphans: &mut BTreeMap<String, Vec<Instance>>,
+) {
+    let largest = largest_group(&list);
+    let others: Vec<Instance> = list
+        .extract_if(.., |i| i.tag(tags::GROUP) != largest.as_deref())
+        .collect();
+    let mut to = Destinations {
+        provider,
+        provider_of,
+        out,
+        orphans,
+    };
+    for i in others {
+        if let Some(members) = i.tag(tags::GROUP).and_then(|g| to.members(g)) {
+            members.push(i);
+        }
+    }
+    if let Some(members) = largest.as_deref().and_then(|g| to.members(g)) {
+        if members.is_empty() {
+            *members = list;
+        } else {
+            members.append(&mut list);
+        }
+    }
+}
+
+/// Where one provider's machines go ([`place`]).
+struct Destinations<'a> {
+    provider: &'a str,
+    provider_of: &'a dyn Fn(&str) -> Option<String>,
+    out: &'a mut BTreeMap<String, Described>,
+    orphans: &'a mut BTreeMap<String, Vec<Instance>>,
+}
+
+impl Destinations<'_> {
+    /// The list a machine of `group` joins, if any: its group's when this
+    /// provider serves it, the orphans' when no group is declared so.
+    fn members(&mut self, group: &str) -> Option<&mut Vec<Instance>> {
+        match (self.provider_of)(group) {
+            Some(p) if p == self.provider => match self.out.get_mut(group) {
+                Some(Described::Ok(members)) => Some(members),
+                _ => None,
+            },
+            Some(_) => None,
+            None => Some(self.orphans.entry(group.to_string()).or_default()),
+        }
+    }
+}
+
+/// The group tag most machines of `list` carry.
+fn largest_group(list: &[Instance]) -> Option<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for group in list.iter().filter_map(|i| i.tag(tags::GROUP)) {
+        *counts.entry(group).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(g, _)| g.to_string())
 }
 
 /// One observation against `spec`, as the planner would see it: the desired
@@ -417,5 +472,29 @@ pub(crate) mod tests {
         assert!(ids(out.get("db")).unwrap_err().contains("throttled"));
         // Provider b might hold more of group old: nothing is concluded.
         assert!(ids(out.get("old")).unwrap_err().contains("throttled"));
+    }
+
+    /// At 10 000 members a second buffer filled beside the listing was a
+    /// pass's largest heap block: the group most machines belong to keeps
+    /// the listing's own, in its order.
+    #[test]
+    fn the_largest_group_keeps_the_listings_own_buffer() {
+        let desired = desired();
+        let mut listing: Vec<Instance> =
+            (0..100).map(|n| machine(&format!("w{n}"), "web")).collect();
+        listing.insert(50, machine("a-db", "db"));
+        listing.insert(0, machine("a-old", "old"));
+        let buffer = listing.as_ptr();
+        let out = by_group(&desired, &[], vec![("a", Ok(listing)), ("b", Ok(vec![]))]);
+        let Some(Described::Ok(web)) = out.get("web") else {
+            panic!("web: {:?}", ids(out.get("web")));
+        };
+        let expected: Vec<String> = (0..100).map(|n| format!("w{n}")).collect();
+        let got: Vec<&str> = web.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(got, expected);
+        assert_eq!(web.as_ptr(), buffer, "web's machines were copied");
+        assert_eq!(ids(out.get("old")), Ok(vec!["a-old"]));
+        // db is served by provider b: a machine tagged db on a is not its.
+        assert_eq!(ids(out.get("db")), Ok(vec![]));
     }
 }

@@ -1,19 +1,23 @@
 //! drover's benchmarks (BENCHMARKS.md), printed as Markdown tables.
 //!
-//! `scripts/bench.sh [SECTION...] [--runs K] [--only TEXT]`, i.e.
-//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K] [--only TEXT]`
+//! `scripts/bench.sh [SECTION...] [--runs K] [--only TEXT] [--figures DIR]`, i.e.
+//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K] [--only TEXT] [--figures DIR]`
 //! (all sections by default; `--only` keeps the rollout scenarios whose
-//! name contains TEXT, and the planner size equal to it, e.g. `10000`). Release mode; every figure is a median.
+//! name contains TEXT, and the planner and memory sizes equal to it, e.g.
+//! `10000`; `--figures` writes the growth pictures there as SVG). Release
+//! mode; every figure is a median.
 //! Not run by `cargo test`: it takes minutes and measures, never asserts
 //! timings (it asserts only that each rollout really converged).
 
 mod economy;
+mod figures;
 mod planner;
 mod rollout;
 mod simrun;
 mod stats;
 
-use std::process::{Command, ExitCode};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// The drover binary's allocator (see `crates/drover/src/main.rs`): the
 /// planner's and the controller's figures are those of the binary.
@@ -21,8 +25,6 @@ use std::process::{Command, ExitCode};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const PLANNER_SIZES: [usize; 4] = [100, 1_000, 10_000, 100_000];
-const MEMORY_AT: usize = 10_000;
-const MEMORY_RUNS: usize = 5;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -32,26 +34,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// Peak RSS (MB) of a fresh process running the controller at `n` workers,
-/// or holding only the simulated cloud (`cloud_only`).
-fn memory_in_child(n: usize, cloud_only: bool) -> f64 {
-    let exe = std::env::current_exe().expect("own path");
-    let what = if cloud_only { "cloud" } else { "controller" };
-    let out = Command::new(exe)
-        .args(["memory-child", &n.to_string(), what])
-        .output()
-        .expect("run the memory child");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "memory child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = text.trim().lines().last().unwrap_or_default();
-    last.parse()
-        .unwrap_or_else(|_| panic!("memory child printed `{last}`"))
-}
-
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; anything else unknown is refused.
     let args: Vec<String> = std::env::args()
@@ -59,16 +41,16 @@ fn main() -> ExitCode {
         .filter(|a| a != "--bench")
         .collect();
     if args.first().map(String::as_str) == Some("memory-child") {
-        let n = args
-            .get(1)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(MEMORY_AT);
+        let Some(n) = args.get(1).and_then(|n| n.parse().ok()) else {
+            return usage("memory-child needs a worker count");
+        };
         let cloud_only = args.get(2).map(String::as_str) == Some("cloud");
         runtime().block_on(economy::memory(n, cloud_only));
         return ExitCode::SUCCESS;
     }
     let mut runs = 3;
     let mut only = String::new();
+    let mut figures_dir: Option<PathBuf> = None;
     let mut sections = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -81,6 +63,10 @@ fn main() -> ExitCode {
                 Some(text) => only.clone_from(text),
                 None => return usage("--only needs a text"),
             },
+            "--figures" => match it.next() {
+                Some(dir) => figures_dir = Some(PathBuf::from(dir)),
+                None => return usage("--figures needs a directory"),
+            },
             "planner" | "rollout" | "economy" => sections.push(a.clone()),
             other => return usage(&format!("unknown argument `{other}`")),
         }
@@ -89,50 +75,100 @@ fn main() -> ExitCode {
         sections = vec!["planner".into(), "economy".into(), "rollout".into()];
     }
     println!("# drover benchmarks");
+    let keep = |n: &usize| only.is_empty() || n.to_string() == only;
+    let mut growth = Growth::default();
     for s in &sections {
         match s.as_str() {
             "planner" => {
-                let sizes: Vec<usize> = PLANNER_SIZES
-                    .into_iter()
-                    .filter(|n| only.is_empty() || n.to_string() == only)
-                    .collect();
-                planner::run(&sizes);
+                let sizes: Vec<usize> = PLANNER_SIZES.into_iter().filter(keep).collect();
+                growth.planner = planner::run(&sizes);
             }
             "economy" => {
-                println!("\n## Provider API economy in steady state\n");
-                println!(
-                    "| cluster | resync | intervals | describes | per interval (1 provider, 2 groups) | other calls |"
-                );
-                println!("|---|---|---|---|---|---|");
-                let rt = runtime();
-                rt.block_on(economy::steady_state(100));
-                rt.block_on(economy::steady_state(1000));
-                // A peak depends on how start-up's copies overlap: medians.
-                let median_of = |cloud_only| {
-                    let runs: Vec<f64> = (0..MEMORY_RUNS)
-                        .map(|_| memory_in_child(MEMORY_AT, cloud_only))
-                        .collect();
-                    let all: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
-                    (stats::median_ms(&runs), all.join(" "))
-                };
-                let (both, both_runs) = median_of(false);
-                let (cloud, cloud_runs) = median_of(true);
-                println!(
-                    "\n## Memory\n\nPeak RSS at 3 managers + {MEMORY_AT} workers (start-up and steady state), each run in a fresh process, median of {MEMORY_RUNS}:\n\n| process | peak RSS MB | runs |\n|---|---|---|\n| controller + simulated cloud | {both:.1} | {both_runs} |\n| simulated cloud alone | {cloud:.1} | {cloud_runs} |\n| controller's share (difference; target < 50 MB) | {:.1} | |",
-                    both - cloud
-                );
+                economy_section();
+                let sizes: Vec<usize> = economy::MEMORY_SIZES.into_iter().filter(keep).collect();
+                growth.memory = economy::memory_section(&sizes);
             }
             _ => {
                 runtime().block_on(rollout::run(runs, &only));
             }
         }
     }
+    if let Some(dir) = figures_dir
+        && let Err(e) = growth.draw(&dir)
+    {
+        eprintln!(
+            "drover-bench: drawing the growth pictures in {}: {e}",
+            dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
+}
+
+/// The steady state's provider calls per resync interval.
+fn economy_section() {
+    println!("\n## Provider API economy in steady state\n");
+    println!(
+        "| cluster | resync | intervals | describes | per interval (1 provider, 2 groups) | other calls |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let rt = runtime();
+    rt.block_on(economy::steady_state(100));
+    rt.block_on(economy::steady_state(1000));
+}
+
+/// What the growth pictures show: the planner's CPU per pass and the
+/// controller's memory, against members.
+#[derive(Default)]
+struct Growth {
+    planner: Vec<(f64, f64)>,
+    /// The controller's share, bare and under the systemd unit's
+    /// allocator environment.
+    memory: [Vec<(f64, f64)>; 2],
+}
+
+impl Growth {
+    /// Writes `planner-growth.svg` and `memory-growth.svg` into `dir`
+    /// (each only when its section ran).
+    fn draw(&self, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+        std::fs::create_dir_all(dir)?;
+        if !self.planner.is_empty() {
+            let chart = figures::Chart {
+                title: "Planner: CPU of one pass mid-rollout",
+                y_label: "CPU ms (median)",
+            };
+            let curve = figures::Curve {
+                name: "one pass".into(),
+                points: self.planner.clone(),
+            };
+            figures::draw(&dir.join("planner-growth.svg"), &chart, &[curve], None)?;
+        }
+        if !self.memory[0].is_empty() {
+            let chart = figures::Chart {
+                title: "Controller memory (peak RSS share)",
+                y_label: "MB",
+            };
+            let [bare, unit] = &self.memory;
+            let curves = [
+                figures::Curve {
+                    name: "controller's share, the binary bare".into(),
+                    points: bare.clone(),
+                },
+                figures::Curve {
+                    name: "under the systemd unit's allocator settings".into(),
+                    points: unit.clone(),
+                },
+            ];
+            let target = Some(("target at 10 000: 40 MB", 40.0));
+            figures::draw(&dir.join("memory-growth.svg"), &chart, &curves, target)?;
+        }
+        Ok(())
+    }
 }
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [--runs K] [--only TEXT]"
+        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [--runs K] [--only TEXT] [--figures DIR]"
     );
     ExitCode::from(2)
 }

@@ -260,14 +260,16 @@ fn cpu_ms() -> f64 {
     t.tv_sec() as f64 * 1e3 + t.tv_nsec() as f64 / 1e6
 }
 
-/// The planner section: medians per N, growth per 10×, targets.
-pub fn run(sizes: &[usize]) {
+/// The planner section: medians per N, growth per 10×, targets; returns
+/// each size's median CPU ms (the growth picture's points).
+pub fn run(sizes: &[usize]) -> Vec<(f64, f64)> {
     println!("\n## Planner: one pass over N workers mid-rollout (journal = N/10 ops in flight)\n");
     println!(
         "| N | median ms | min ms | CPU median ms | ×prev (10× N, CPU) | iterations | actions | target |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut prev: Option<f64> = None;
+    let mut points = Vec::new();
     for &n in sizes {
         let mut f = Fixture::new(n);
         let iterations = (2_000_000 / n).clamp(21, 201);
@@ -285,5 +287,7 @@ pub fn run(sizes: &[usize]) {
             "| {n} | {med:.3} | {min:.3} | {cpu:.3} | {growth} | {iterations} | {actions} | {target} |"
         );
         prev = Some(cpu);
+        points.push((n as f64, cpu));
     }
+    points
 }
