@@ -1,7 +1,7 @@
 //! drover's benchmarks (BENCHMARKS.md), printed as Markdown tables.
 //!
 //! `scripts/bench.sh [SECTION...] [--runs K] [--only TEXT] [--figures DIR]`, i.e.
-//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [--runs K] [--only TEXT] [--figures DIR]`
+//! `cargo bench -p drover-bench -- [planner] [rollout] [economy] [plugin] [--runs K] [--only TEXT] [--figures DIR]`
 //! (all sections by default; `--only` keeps the rollout scenarios whose
 //! name contains TEXT, and the planner and memory sizes equal to it, e.g.
 //! `10000`; `--figures` writes the growth pictures there as SVG). Release
@@ -12,6 +12,7 @@
 mod economy;
 mod figures;
 mod planner;
+mod plugin_roll;
 mod rollout;
 mod simrun;
 mod stats;
@@ -48,6 +49,13 @@ fn main() -> ExitCode {
         runtime().block_on(economy::memory(n, cloud_only));
         return ExitCode::SUCCESS;
     }
+    if args.first().map(String::as_str) == Some("plugin-child") {
+        let Some(socket) = args.get(1) else {
+            return usage("plugin-child needs a socket path");
+        };
+        runtime().block_on(plugin_roll::serve(std::path::Path::new(socket)));
+        return ExitCode::SUCCESS;
+    }
     let mut runs = 3;
     let mut only = String::new();
     let mut figures_dir: Option<PathBuf> = None;
@@ -67,12 +75,17 @@ fn main() -> ExitCode {
                 Some(dir) => figures_dir = Some(PathBuf::from(dir)),
                 None => return usage("--figures needs a directory"),
             },
-            "planner" | "rollout" | "economy" => sections.push(a.clone()),
+            "planner" | "rollout" | "economy" | "plugin" => sections.push(a.clone()),
             other => return usage(&format!("unknown argument `{other}`")),
         }
     }
     if sections.is_empty() {
-        sections = vec!["planner".into(), "economy".into(), "rollout".into()];
+        sections = vec![
+            "planner".into(),
+            "economy".into(),
+            "rollout".into(),
+            "plugin".into(),
+        ];
     }
     println!("# drover benchmarks");
     let keep = |n: &usize| only.is_empty() || n.to_string() == only;
@@ -83,6 +96,7 @@ fn main() -> ExitCode {
                 let sizes: Vec<usize> = PLANNER_SIZES.into_iter().filter(keep).collect();
                 growth.planner = planner::run(&sizes);
             }
+            "plugin" => runtime().block_on(plugin_roll::run(runs)),
             "economy" => {
                 economy_section();
                 let sizes: Vec<usize> = economy::MEMORY_SIZES.into_iter().filter(keep).collect();
@@ -168,7 +182,7 @@ impl Growth {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [--runs K] [--only TEXT] [--figures DIR]"
+        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [plugin] [--runs K] [--only TEXT] [--figures DIR]"
     );
     ExitCode::from(2)
 }
