@@ -159,6 +159,16 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Writes `r` as `dir/instance.json`, by an atomic rename.
+pub(crate) fn write_record_in(dir: &Path, r: &InstanceRecord) -> std::io::Result<()> {
+    let tmp = dir.join("instance.json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(tmp, dir.join("instance.json"))
+}
+
 pub(crate) fn io_err(what: &str, e: impl std::fmt::Display) -> ProviderError {
     ProviderError::Transient(format!("{what}: {e}"))
 }
@@ -277,13 +287,7 @@ impl LocalProvider {
     }
 
     fn write_record(&self, r: &InstanceRecord) -> std::io::Result<()> {
-        let dir = self.dir_of(&r.id);
-        let tmp = dir.join("instance.json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?,
-        )?;
-        std::fs::rename(tmp, dir.join("instance.json"))
+        write_record_in(&self.dir_of(&r.id), r)
     }
 
     /// The engine endpoint of an instance.
@@ -335,15 +339,17 @@ impl LocalProvider {
             .ok_or_else(|| ProviderError::Permanent("the address pool is exhausted".into()))
     }
 
-    /// Runs the boot script `file` against the machine, its output into
-    /// `log`, within [`BOOT_TIMEOUT`].
-    async fn run_boot_script(
+    /// The boot script `file`'s command against the machine, its output
+    /// into `log`: in the machine's process group (destroying the machine
+    /// stops it; nothing else does, as nothing stops a VM's cloud-init), its
+    /// secrets in its environment only.
+    fn boot_command(
         &self,
         rec: &InstanceRecord,
         file: &Path,
         log: std::fs::File,
         req: &ProvisionRequest,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<tokio::process::Command, ProviderError> {
         let paths = self.engine_paths(rec);
         let mut path =
             std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
@@ -372,42 +378,13 @@ impl LocalProvider {
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().map_err(|e| io_err("boot.log", e))?)
             .stderr(log);
-        // Not killed when this provision is dropped: a boot runs on its
-        // machine, as cloud-init does, whatever becomes of the controller
-        // that asked for it. A controller standing down mid-provision (the
-        // bootstrapping CLI handing over to the first manager's) used to
-        // kill the script before its join; the next controller's provision,
-        // idempotent on the link, then answered a machine that never joins
-        // and waited out its startup_timeout. The script runs in the
-        // machine's process group: destroying the machine stops it.
         if let Some(g) = rec.pgid {
             cmd.process_group(g);
         }
         for (k, v) in &req.boot_env {
             cmd.env(k, v.expose());
         }
-        let spawned = cmd.spawn();
-        match spawned {
-            Err(e) => Err(ProviderError::Transient(format!(
-                "starting boot script: {e}"
-            ))),
-            Ok(mut child) => match tokio::time::timeout(BOOT_TIMEOUT, child.wait()).await {
-                Ok(Ok(st)) if st.success() => Ok(()),
-                Ok(Ok(st)) => Err(ProviderError::Permanent(format!(
-                    "boot script of {} failed ({st}); see {}",
-                    rec.id,
-                    paths.dir.join(make::BOOT_LOG).display()
-                ))),
-                Ok(Err(e)) => Err(ProviderError::Transient(format!("boot script: {e}"))),
-                Err(_) => {
-                    let _ = child.kill().await;
-                    Err(ProviderError::Permanent(format!(
-                        "boot script of {} did not finish within {BOOT_TIMEOUT:?}",
-                        rec.id
-                    )))
-                }
-            },
-        }
+        Ok(cmd)
     }
 }
 

@@ -1,21 +1,30 @@
-//! Making one machine, in stages a later provision can finish: its record
-//! and engine (under the state lock), the engine's readiness, its boot.
+//! Making one machine as a cloud does: its record and engine under the
+//! state lock, then its boot — the engine's readiness and the boot script —
+//! in a task of its own, as cloud-init runs on a VM whatever becomes of the
+//! API call that made it.
 //!
-//! A provision is idempotent on its operation's link tag, and a provision
-//! may be cut short: the controller that asked stood down and dropped it
-//! (the bootstrapping CLI does so when the first manager's controller takes
-//! over). The next controller asks again with the same link; the machine
-//! found is then finished from its first stage not done, rather than
-//! answered as it is: a machine whose boot never ran never joins, and the
+//! A provision may be cut short: the controller that asked stood down and
+//! dropped it (the bootstrapping CLI does so when the first manager's
+//! controller takes over). The planner takes a listed machine as made, so
+//! a machine whose boot died with the provision would never join, and the
 //! controller would wait out its whole `startup_timeout` before replacing
-//! it. A boot, once started, is the machine's own (as cloud-init's is): it
-//! runs to its end whatever becomes of the provision, and is started once
-//! (its `boot.log`, created exclusively, is the claim).
+//! it. The boot task outlives the provision (within the process: a process
+//! that dies is a power cut), and the boot script outlives the task
+//! (a process of the machine's group: destroying the machine stops it).
+//!
+//! A provision is idempotent on its operation's link tag: a second one
+//! for the same link finds the machine and finishes what was not begun — its
+//! engine, its boot — under a fence checked again; a boot is started once,
+//! claimed by creating its `boot.log` exclusively (released when the script
+//! could not be started, so the next provision starts it).
 
-use crate::{InstanceRecord, LocalProvider, io_err, launcher, now_ms};
+use crate::{
+    BOOT_TIMEOUT, InstanceRecord, LocalProvider, io_err, launcher, now_ms, write_record_in,
+};
 use drover_spi::{Fence, ProviderError, ProvisionRequest};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 
 /// The boot's log in a machine's directory; its existence says the boot
 /// was started.
@@ -23,31 +32,24 @@ pub(crate) const BOOT_LOG: &str = "boot.log";
 
 impl LocalProvider {
     /// Makes the machine `req` asks for, or finishes the one an earlier
-    /// provision of the same operation began; returns its id.
+    /// provision of the same operation began; returns its id once its boot
+    /// ended (a boot already claimed by another provision is left to it).
     pub(crate) async fn make(
         &self,
         req: ProvisionRequest,
         fence: &dyn Fence,
     ) -> Result<String, ProviderError> {
-        let mut rec = self.claim(&req, fence).await?;
-        let paths = self.engine_paths(&rec);
-        let leader = rec.pgid.ok_or_else(|| {
-            ProviderError::Transient(format!("instance {}: no engine process recorded", rec.id))
-        })?;
-        launcher::wait_ready(&paths, leader, launcher::READY_TIMEOUT)
-            .await
-            .map_err(|e| ProviderError::Transient(format!("instance {}: {e}", rec.id)))?;
-        if self.supervise && rec.pid.is_none() {
-            // dockerd wrote its pidfile before it answered.
-            rec.pid = launcher::running_engine_pid(&paths, None);
-            self.write_record(&rec)
-                .map_err(|e| io_err("writing instance record", e))?;
-        }
+        let rec = self.claim(&req, fence).await?;
         let mut ctx = req.boot_context.clone();
         ctx.address = rec.address.clone();
         let script = drover_core::template::render(&req.boot_template, &ctx)
             .map_err(|e| ProviderError::Permanent(format!("boot template: {e}")))?;
-        self.boot(&rec, &script, &req).await?;
+        let Some(boot) = self.boot(&rec, &script, &req)? else {
+            return Ok(rec.id);
+        };
+        tokio::spawn(boot.run())
+            .await
+            .map_err(|e| ProviderError::Transient(format!("instance {}: boot: {e}", rec.id)))??;
         tracing::info!(id = %rec.id, address = %rec.address, "instance provisioned");
         Ok(rec.id)
     }
@@ -56,7 +58,8 @@ impl LocalProvider {
     /// file lock: a bootstrapping CLI and the managers' controllers may
     /// share it): the machine this operation already has, its engine
     /// started if it was not, or a new record and engine. The fence is
-    /// checked right before either.
+    /// checked right before either: nothing is made or started, and no boot
+    /// begun, under a term that ended.
     async fn claim(
         &self,
         req: &ProvisionRequest,
@@ -72,7 +75,12 @@ impl LocalProvider {
             .iter()
             .find(|r| link.is_some() && r.tags.get(drover_core::model::tags::LINK) == link);
         let mut rec = match found {
-            Some(existing) => existing.clone(),
+            Some(existing) => {
+                // What this provision goes on with (an engine, a boot) is
+                // a side effect of its own.
+                fence.check()?;
+                existing.clone()
+            }
             None => {
                 let addr = self.choose_address(req, &taken)?;
                 fence.check()?;
@@ -80,7 +88,6 @@ impl LocalProvider {
             }
         };
         if rec.pgid.is_none() {
-            fence.check()?;
             self.start_engine(&mut rec, req)?;
         }
         Ok(rec)
@@ -141,40 +148,127 @@ impl LocalProvider {
             .map_err(|e| io_err("writing instance record", e))
     }
 
-    /// Runs the boot script once: a machine whose boot was already started
-    /// (by a provision cut short, or by another process asking for the same
-    /// operation) is left to it.
-    async fn boot(
+    /// The machine's boot, ready to run in a task of its own; `None` when
+    /// its boot was already claimed (by a provision cut short, or by
+    /// another process asking for the same operation): it is left to that.
+    fn boot(
         &self,
         rec: &InstanceRecord,
         script: &str,
         req: &ProvisionRequest,
-    ) -> Result<(), ProviderError> {
-        let dir = self.dir_of(&rec.id);
+    ) -> Result<Option<Boot>, ProviderError> {
+        let paths = self.engine_paths(rec);
+        let leader = rec.pgid.ok_or_else(|| {
+            ProviderError::Transient(format!("instance {}: no engine process recorded", rec.id))
+        })?;
+        let log_path = paths.dir.join(BOOT_LOG);
         let log = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(dir.join(BOOT_LOG))
+            .open(&log_path)
         {
             Ok(log) => log,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
             Err(e) => return Err(io_err("opening boot.log", e)),
         };
-        let file = dir.join("boot.sh");
-        {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o700)
-                .open(&file)
-                .map_err(|e| io_err("writing boot script", e))?;
-            f.write_all(script.as_bytes())
-                .map_err(|e| io_err("writing boot script", e))?;
+        // Written once the boot is this provision's: a script another
+        // boot runs is never rewritten under it.
+        let file = paths.dir.join("boot.sh");
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o700)
+            .open(&file)
+            .and_then(|mut f| f.write_all(script.as_bytes()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&log_path);
+            return Err(io_err("writing boot script", e));
         }
-        let result = self.run_boot_script(rec, &file, log, req).await;
-        let _ = std::fs::remove_file(&file);
-        result
+        let command = match self.boot_command(rec, &file, log, req) {
+            Ok(command) => command,
+            Err(e) => {
+                let _ = std::fs::remove_file(&log_path);
+                return Err(e);
+            }
+        };
+        Ok(Some(Boot {
+            rec: rec.clone(),
+            record_dir: self.dir_of(&rec.id),
+            leader,
+            supervised: self.supervise,
+            command,
+            file,
+            log_path,
+        }))
+    }
+}
+
+/// One machine's boot, owned by the task that runs it.
+struct Boot {
+    rec: InstanceRecord,
+    /// Where its record lives.
+    record_dir: PathBuf,
+    /// Its engine's process group leader.
+    leader: i32,
+    supervised: bool,
+    /// The boot script's command, not yet started.
+    command: tokio::process::Command,
+    /// The script (`boot.sh`), removed when it ends.
+    file: PathBuf,
+    /// Its claim and log (`boot.log`).
+    log_path: PathBuf,
+}
+
+impl Boot {
+    /// Waits for the engine, then runs the script within [`BOOT_TIMEOUT`].
+    /// A script that never started releases the claim.
+    async fn run(mut self) -> Result<(), ProviderError> {
+        let started = self.start().await;
+        let mut child = match started {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.log_path);
+                return Err(e);
+            }
+        };
+        let id = &self.rec.id;
+        let ended = match tokio::time::timeout(BOOT_TIMEOUT, child.wait()).await {
+            Ok(Ok(st)) if st.success() => Ok(()),
+            Ok(Ok(st)) => Err(ProviderError::Permanent(format!(
+                "boot script of {id} failed ({st}); see {}",
+                self.log_path.display()
+            ))),
+            Ok(Err(e)) => Err(ProviderError::Transient(format!("boot script: {e}"))),
+            Err(_) => {
+                let _ = child.kill().await;
+                Err(ProviderError::Permanent(format!(
+                    "boot script of {id} did not finish within {BOOT_TIMEOUT:?}"
+                )))
+            }
+        };
+        let _ = std::fs::remove_file(&self.file);
+        ended
+    }
+
+    /// The engine ready (its PID recorded when supervised), the script
+    /// started.
+    async fn start(&mut self) -> Result<tokio::process::Child, ProviderError> {
+        let id = self.rec.id.clone();
+        let dir = self.rec.engine_dir.as_ref().unwrap_or(&self.record_dir);
+        let paths = launcher::EnginePaths::new(dir);
+        launcher::wait_ready(&paths, self.leader, launcher::READY_TIMEOUT)
+            .await
+            .map_err(|e| ProviderError::Transient(format!("instance {id}: {e}")))?;
+        if self.supervised && self.rec.pid.is_none() {
+            // dockerd wrote its pidfile before it answered.
+            self.rec.pid = launcher::running_engine_pid(&paths, None);
+            write_record_in(&self.record_dir, &self.rec)
+                .map_err(|e| io_err("writing instance record", e))?;
+        }
+        self.command
+            .spawn()
+            .map_err(|e| ProviderError::Transient(format!("starting boot script: {e}")))
     }
 }

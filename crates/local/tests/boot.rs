@@ -251,11 +251,12 @@ async fn a_boot_outlives_the_provision_that_started_it() {
 }
 
 /// A provision cut short before its boot began (while its engine was
-/// starting): the same operation's next provision finishes that machine
-/// (its boot runs once, to its end) instead of answering a machine that
-/// would never join, and makes no second one.
+/// starting): the machine boots all the same, as a VM's cloud-init would
+/// (the planner takes a listed machine as made and never asks again), and
+/// the same operation's provision asked again answers that machine: one
+/// boot, one machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provision_cut_before_its_boot_is_finished_by_the_next() {
+async fn a_provision_cut_before_its_boot_still_boots_its_machine() {
     let state = testkit::short_tempdir("bc").unwrap();
     let _guard = StateGuard {
         state_dir: state.clone(),
@@ -278,11 +279,46 @@ async fn a_provision_cut_before_its_boot_is_finished_by_the_next() {
     let _ = asked.await;
     let dir = state.join("instances").join(&first);
     assert!(!dir.join("runs").exists(), "the boot began before the cut");
+    let booted = testkit::wait_for(Duration::from_secs(20), || async {
+        dir.join("booted").exists().then_some(())
+    })
+    .await;
+    assert!(booted.is_some(), "the machine never booted");
     let id = p.provision(again, &Unfenced).await.expect("asked again");
     assert_eq!(id, first);
-    assert!(dir.join("booted").exists(), "the machine was not booted");
     let runs = std::fs::read_to_string(dir.join("runs")).unwrap();
     assert_eq!(runs.lines().count(), 1, "{runs}");
     let listed = p.describe(&by_cluster("c152e")).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
+}
+
+/// A lease that ran out.
+struct Expired;
+
+impl drover_spi::Fence for Expired {
+    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
+        Err(drover_spi::LeaseExpired("expired in the test".into()))
+    }
+}
+
+/// A provision asked again for a machine its operation already has, under
+/// a term that ended, does nothing: refused before it could start an
+/// engine or a boot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asked_again_under_an_ended_term_a_provision_does_nothing() {
+    let state = testkit::short_tempdir("bf").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider(&state, "127.0.152.47-127.0.152.49");
+    let template = "#!/bin/sh\necho booting >> runs\n";
+    let req = testkit::request("c152f", "g", Role::Worker, template, "", false, vec![]);
+    let id = p.provision(req.clone(), &Unfenced).await.expect("made");
+    let refused = p.provision(req, &Expired).await;
+    assert!(
+        matches!(refused, Err(ProviderError::Fenced(_))),
+        "{refused:?}"
+    );
+    let runs = std::fs::read_to_string(state.join("instances").join(&id).join("runs")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "{runs}");
 }

@@ -58,12 +58,15 @@ impl PluginProcess {
             ])
             .spawn()
             .expect("start the plugin process");
+        // Owned before it is waited for: a plugin that never listens is
+        // killed (on drop) with the failed assertion.
+        let plugin = PluginProcess { child, dir };
         let ready = (0..500).any(|_| {
             std::thread::sleep(Duration::from_millis(10));
-            std::os::unix::net::UnixStream::connect(dir.join("sim")).is_ok()
+            std::os::unix::net::UnixStream::connect(plugin.dir.join("sim")).is_ok()
         });
         assert!(ready, "the plugin process did not listen within 5 s");
-        PluginProcess { child, dir }
+        plugin
     }
 }
 
