@@ -186,6 +186,16 @@ pub fn request(
     }
 }
 
+/// A lease that ran out (a controller stopped between the store's
+/// confirmation and the act, then resumed after another took over).
+pub struct Expired;
+
+impl drover_spi::Fence for Expired {
+    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
+        Err(drover_spi::LeaseExpired("expired in the test".into()))
+    }
+}
+
 /// A short-pathed temporary state dir under /tmp (unix socket paths are
 /// limited to 108 bytes).
 pub fn short_tempdir(prefix: &str) -> std::io::Result<std::path::PathBuf> {

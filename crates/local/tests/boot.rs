@@ -292,15 +292,6 @@ async fn a_provision_cut_before_its_boot_still_boots_its_machine() {
     assert_eq!(listed.len(), 1, "{listed:?}");
 }
 
-/// A lease that ran out.
-struct Expired;
-
-impl drover_spi::Fence for Expired {
-    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
-        Err(drover_spi::LeaseExpired("expired in the test".into()))
-    }
-}
-
 /// A provision asked again for a machine its operation already has, under
 /// a term that ended, does nothing: refused before it could start an
 /// engine or a boot.
@@ -314,7 +305,7 @@ async fn asked_again_under_an_ended_term_a_provision_does_nothing() {
     let template = "#!/bin/sh\necho booting >> runs\n";
     let req = testkit::request("c152f", "g", Role::Worker, template, "", false, vec![]);
     let id = p.provision(req.clone(), &Unfenced).await.expect("made");
-    let refused = p.provision(req, &Expired).await;
+    let refused = p.provision(req, &testkit::Expired).await;
     assert!(
         matches!(refused, Err(ProviderError::Fenced(_))),
         "{refused:?}"

@@ -332,16 +332,6 @@ async fn provision_is_idempotent_on_the_link() {
     );
 }
 
-/// A lease that ran out (a controller stopped between the store's
-/// confirmation and the act, then resumed after another took over).
-struct Expired;
-
-impl drover_spi::Fence for Expired {
-    fn check(&self) -> Result<(), drover_spi::LeaseExpired> {
-        Err(drover_spi::LeaseExpired("expired in the test".into()))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_lease_expired_leaves_the_machines_alone() {
     use drover_spi::ProviderError;
@@ -365,7 +355,7 @@ async fn a_call_whose_lease_expired_leaves_the_machines_alone() {
     let pid = p.record(&id).unwrap().unwrap().pid.expect("an engine pid");
 
     // Destroy under an expired lease: refused, the engine keeps running.
-    let refused = p.destroy_fenced(&id, &Expired).await;
+    let refused = p.destroy_fenced(&id, &testkit::Expired).await;
     assert!(
         Path::new(&format!("/proc/{pid}")).exists(),
         "the engine was stopped under an expired lease ({refused:?})"
@@ -383,14 +373,14 @@ async fn a_call_whose_lease_expired_leaves_the_machines_alone() {
     other
         .tags
         .insert(tags::LINK.to_string(), "another-op".to_string());
-    let refused = p.provision(other, &Expired).await;
+    let refused = p.provision(other, &testkit::Expired).await;
     assert!(
         matches!(refused, Err(ProviderError::Fenced(_))),
         "{refused:?}"
     );
     assert_eq!(p.describe(&BTreeMap::new()).await.unwrap().len(), 1);
     let x: BTreeMap<String, String> = [("x".to_string(), "y".to_string())].into();
-    assert!(p.label(&id, &x, &Expired).await.is_err());
+    assert!(p.label(&id, &x, &testkit::Expired).await.is_err());
     assert!(p.describe(&x).await.unwrap().is_empty());
 
     p.destroy(&id).await.unwrap();
