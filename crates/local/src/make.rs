@@ -227,7 +227,8 @@ impl Boot {
     async fn run(mut self) -> Result<(), ProviderError> {
         let started = self.start().await;
         let mut child = match started {
-            Ok(child) => child,
+            Ok(Some(child)) => child,
+            Ok(None) => return Ok(()),
             Err(e) => {
                 let _ = std::fs::remove_file(&self.log_path);
                 return Err(e);
@@ -253,14 +254,26 @@ impl Boot {
     }
 
     /// The engine ready (its PID recorded when supervised), the script
-    /// started.
-    async fn start(&mut self) -> Result<tokio::process::Child, ProviderError> {
+    /// started; `None` when the engine died before it answered. The machine
+    /// was made, and a machine that dies while it boots is the world's to
+    /// judge, as a VM's crash is (the controller reads it stopped and
+    /// replaces it): answered as made, never retried as a call — a retry
+    /// would make a second machine for the operation if the first was
+    /// collected meanwhile.
+    async fn start(&mut self) -> Result<Option<tokio::process::Child>, ProviderError> {
         let id = self.rec.id.clone();
         let dir = self.rec.engine_dir.as_ref().unwrap_or(&self.record_dir);
         let paths = launcher::EnginePaths::new(dir);
-        launcher::wait_ready(&paths, self.leader, launcher::READY_TIMEOUT)
-            .await
-            .map_err(|e| ProviderError::Transient(format!("instance {id}: {e}")))?;
+        match launcher::wait_ready(&paths, self.leader, launcher::READY_TIMEOUT).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(ProviderError::Transient(format!("instance {id}: {e}")));
+            }
+            Err(e) => {
+                tracing::warn!(id = %id, error = %e, "its engine died before it answered: the machine is left as it is");
+                return Ok(None);
+            }
+        }
         if self.supervised && self.rec.pid.is_none() {
             // dockerd wrote its pidfile before it answered.
             self.rec.pid = launcher::running_engine_pid(&paths, None);
@@ -269,6 +282,7 @@ impl Boot {
         }
         self.command
             .spawn()
+            .map(Some)
             .map_err(|e| ProviderError::Transient(format!("starting boot script: {e}")))
     }
 }
