@@ -313,3 +313,40 @@ async fn asked_again_under_an_ended_term_a_provision_does_nothing() {
     let runs = std::fs::read_to_string(state.join("instances").join(&id).join("runs")).unwrap();
     assert_eq!(runs.lines().count(), 1, "{runs}");
 }
+
+/// A machine whose engine dies before it answers (a VM that crashes while
+/// it boots): the provision answers it as made — the controller judges a
+/// stopped machine from the world and replaces it — rather than failing as
+/// a call to retry, which made a second machine for an operation whose
+/// first was collected meanwhile (e2e_chaos).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_dies_before_it_answers_leaves_its_machine_made() {
+    let state = testkit::short_tempdir("de").unwrap();
+    let _guard = StateGuard {
+        state_dir: state.clone(),
+    };
+    let p = testkit::shimmed_provider_with(&state, "127.0.152.50-127.0.152.52", false);
+    let template = "#!/bin/sh\ntouch booted\n";
+    let req = testkit::request("c152g", "g", Role::Worker, template, "", false, vec![]);
+    let asked = tokio::spawn({
+        let p = p.clone();
+        async move { p.provision(req, &Unfenced).await }
+    });
+    // Its engine killed the moment it is recorded, long before it answers.
+    let id = testkit::wait_for(Duration::from_secs(30), || async {
+        let listed = p.describe(&by_cluster("c152g")).await.ok()?;
+        let id = listed.first()?.id.clone();
+        let pid = p.record(&id).ok()??.pid?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL).ok()?;
+        Some(id)
+    })
+    .await
+    .expect("the machine's engine");
+    let answered = asked.await.unwrap().expect("answered as made");
+    assert_eq!(answered, id);
+    let listed = p.describe(&by_cluster("c152g")).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(!listed[0].running, "{listed:?}");
+    let dir = state.join("instances").join(&id);
+    assert!(!dir.join("booted").exists(), "a boot ran on a dead machine");
+}
