@@ -196,6 +196,7 @@ impl LocalProvider {
         Ok(Some(Boot {
             rec: rec.clone(),
             record_dir: self.dir_of(&rec.id),
+            paths,
             leader,
             supervised: self.supervise,
             command,
@@ -210,6 +211,8 @@ struct Boot {
     rec: InstanceRecord,
     /// Where its record lives.
     record_dir: PathBuf,
+    /// Its engine's files ([`LocalProvider::engine_paths`]).
+    paths: launcher::EnginePaths,
     /// Its engine's process group leader.
     leader: i32,
     supervised: bool,
@@ -262,9 +265,8 @@ impl Boot {
     /// collected meanwhile.
     async fn start(&mut self) -> Result<Option<tokio::process::Child>, ProviderError> {
         let id = self.rec.id.clone();
-        let dir = self.rec.engine_dir.as_ref().unwrap_or(&self.record_dir);
-        let paths = launcher::EnginePaths::new(dir);
-        match launcher::wait_ready(&paths, self.leader, launcher::READY_TIMEOUT).await {
+        let paths = &self.paths;
+        match launcher::wait_ready(paths, self.leader, launcher::READY_TIMEOUT).await {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                 return Err(ProviderError::Transient(format!("instance {id}: {e}")));
@@ -276,7 +278,7 @@ impl Boot {
         }
         if self.supervised && self.rec.pid.is_none() {
             // dockerd wrote its pidfile before it answered.
-            self.rec.pid = launcher::running_engine_pid(&paths, None);
+            self.rec.pid = launcher::running_engine_pid(paths, None);
             write_record_in(&self.record_dir, &self.rec)
                 .map_err(|e| io_err("writing instance record", e))?;
         }
