@@ -386,6 +386,18 @@ impl StoreError {
     }
 }
 
+/// One write of a batch a controller makes under its term
+/// ([`Store::write_batch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Writes (or replaces) an operation in the journal.
+    JournalPut(Box<Operation>),
+    /// Removes a finished operation (by id) from the journal.
+    JournalRemove(String),
+    /// Appends to the event log.
+    Event(Event),
+}
+
 /// Durable state shared by the CLI and the controllers.
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -464,6 +476,24 @@ pub trait Store: Send + Sync {
     async fn journal_put(&self, epoch: Epoch, op: &Operation) -> Result<(), StoreError>;
     /// Removes a finished operation (fenced).
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError>;
+
+    /// Writes `writes` in order, each fenced by `epoch`, in as few durable
+    /// commits as the backend allows: a pass journals its intents and
+    /// records its events in one commit before it starts their side
+    /// effects, not one commit (an fsync, a raft round) per record. The file,
+    /// memory and swarm stores write a batch atomically (all or nothing);
+    /// etcd in transactions of a bounded number of writes, in order. This default writes one at a time and stops at the first
+    /// refusal: a prefix of the batch may be written, as with separate calls.
+    async fn write_batch(&self, epoch: Epoch, writes: &[Write]) -> Result<(), StoreError> {
+        for write in writes {
+            match write {
+                Write::JournalPut(op) => self.journal_put(epoch, op).await?,
+                Write::JournalRemove(id) => self.journal_remove(epoch, id).await?,
+                Write::Event(event) => self.append_event(epoch, event).await?,
+            }
+        }
+        Ok(())
+    }
 
     /// Publishes the controller's status document (fenced).
     async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError>;

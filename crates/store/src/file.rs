@@ -8,13 +8,13 @@
 //! are atomic. The file is created with mode 0600.
 
 use crate::format::WriteFormat;
-use crate::model::{Limits, Section, State, unavailable};
+use crate::model::{Limits, Section, State, batch_sections, unavailable};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
     Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
-    StoreError,
+    StoreError, Write,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::fs::OpenOptions;
@@ -33,7 +33,7 @@ pub struct FileStore {
     limits: Limits,
     format: Arc<WriteFormat>,
     /// Wakes [`Store::changed`] in this process: the only one that can
-    /// open the file, so the only writer a watch could miss.
+    /// open the file, so the only writer there is.
     changes: Arc<tokio::sync::Notify>,
 }
 
@@ -174,7 +174,9 @@ impl Store for FileStore {
         self.write(&[Meta, Revisions, SControls], move |s| {
             s.import(&cluster, limits)
         })
-        .await
+        .await?;
+        self.changes.notify_waiters();
+        Ok(())
     }
 
     async fn desired(&self) -> Result<Option<Revision>, StoreError> {
@@ -193,10 +195,13 @@ impl Store for FileStore {
         is_rollback: bool,
     ) -> Result<u64, StoreError> {
         let (spec, limits) = (spec.clone(), self.limits);
-        self.write(&[Meta, Revisions], move |s| {
-            s.commit(expected, &spec, provenance, is_rollback, limits)
-        })
-        .await
+        let rev = self
+            .write(&[Meta, Revisions], move |s| {
+                s.commit(expected, &spec, provenance, is_rollback, limits)
+            })
+            .await?;
+        self.changes.notify_waiters();
+        Ok(rev)
     }
 
     async fn commit_rollback(
@@ -228,7 +233,9 @@ impl Store for FileStore {
             s.controls = c;
             Ok(())
         })
-        .await
+        .await?;
+        self.changes.notify_waiters();
+        Ok(())
     }
 
     async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
@@ -258,6 +265,14 @@ impl Store for FileStore {
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
         let op = op.to_string();
         self.write(&[Meta, Journal], move |s| s.journal_remove(epoch, &op))
+            .await
+    }
+
+    /// One redb transaction, one fsync, for the whole batch.
+    async fn write_batch(&self, epoch: Epoch, writes: &[Write]) -> Result<(), StoreError> {
+        let (sections, limits) = (batch_sections(writes), self.limits);
+        let writes = writes.to_vec();
+        self.write(sections, move |s| s.write_batch(epoch, &writes, limits))
             .await
     }
 
@@ -291,9 +306,11 @@ impl Store for FileStore {
         Ok(())
     }
 
-    /// Resolves when a controller in this process reports its engine's
-    /// leave ([`Heartbeat::newly_left`]); commits and controls are seen at
-    /// the resync, as before (the file serves one process).
+    /// Resolves on a commit, an import or new controls written through
+    /// this handle, and when a controller in this process reports its
+    /// engine's leave ([`Heartbeat::newly_left`]): the file serves one
+    /// process, so no other writer can change it unseen. (A controller's own
+    /// rollback commit wakes nobody: it plans on it in the same pass.)
     async fn changed(&self) -> Result<(), StoreError> {
         self.changes.notified().await;
         Ok(())

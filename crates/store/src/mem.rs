@@ -9,7 +9,7 @@ use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
     Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
-    StoreError,
+    StoreError, Write,
 };
 use std::sync::Mutex;
 
@@ -124,6 +124,11 @@ impl Store for MemStore {
     }
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
         self.with(|s| s.journal_remove(epoch, op))
+    }
+    async fn write_batch(&self, epoch: Epoch, writes: &[Write]) -> Result<(), StoreError> {
+        // All or nothing: the only check is the fence, the same for every
+        // write of the batch, so the first write's decides for all.
+        self.with(|s| s.write_batch(epoch, writes, self.limits))
     }
     async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
         self.with(|s| s.publish_status(epoch, status))

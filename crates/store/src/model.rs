@@ -12,7 +12,7 @@ use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
     Controls, Epoch, Event, HEARTBEAT_TTL_MS, Heartbeat, Imported, Provenance, Revision,
-    StatusJson, StoreError,
+    StatusJson, StoreError, Write,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -79,6 +79,18 @@ impl Section {
             Section::Events => "events",
             Section::Controllers => "controllers",
         }
+    }
+}
+
+/// The sections a batch touches: the journal, the events, or both (with
+/// the term's Meta). An event-free batch leaves the event ring unencoded.
+pub(crate) fn batch_sections(writes: &[Write]) -> &'static [Section] {
+    let events = writes.iter().any(|w| matches!(w, Write::Event(_)));
+    let journal = writes.iter().any(|w| !matches!(w, Write::Event(_)));
+    match (journal, events) {
+        (true, true) => &[Section::Meta, Section::Journal, Section::Events],
+        (false, true) => &[Section::Meta, Section::Events],
+        _ => &[Section::Meta, Section::Journal],
     }
 }
 
@@ -294,6 +306,25 @@ impl State {
     pub(crate) fn journal_remove(&mut self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
         self.fence(epoch)?;
         self.journal.remove(op);
+        Ok(())
+    }
+
+    /// Applies a controller's batch in order (needs Meta and the sections
+    /// [`batch_sections`] names); the first refusal fails the whole batch,
+    /// and the backends then write nothing of it.
+    pub(crate) fn write_batch(
+        &mut self,
+        epoch: Epoch,
+        writes: &[Write],
+        limits: Limits,
+    ) -> Result<(), StoreError> {
+        for write in writes {
+            match write {
+                Write::JournalPut(op) => self.journal_put(epoch, op)?,
+                Write::JournalRemove(id) => self.journal_remove(epoch, id)?,
+                Write::Event(event) => self.append_event(epoch, event, limits)?,
+            }
+        }
         Ok(())
     }
 

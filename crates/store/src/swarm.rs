@@ -16,7 +16,7 @@
 //! default) and caps history and events (see [`SwarmOptions`]).
 
 use crate::format::WriteFormat;
-use crate::model::{Limits, Section, State, unavailable};
+use crate::model::{Limits, Section, State, batch_sections, unavailable};
 use async_trait::async_trait;
 use base64::Engine as _;
 use bollard::Docker;
@@ -27,13 +27,13 @@ use drover_core::spec::ClusterSpec;
 use drover_engine::{DockerEnv, EngineError, docker_client};
 use drover_spi::{
     Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
-    StoreError,
+    StoreError, Write,
 };
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{Read, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -429,6 +429,15 @@ impl Store for SwarmStore {
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
         self.write(&[Meta, Journal], |s| s.journal_remove(epoch, op))
             .await
+    }
+
+    /// One swarm update (one raft round) for the whole batch.
+    async fn write_batch(&self, epoch: Epoch, writes: &[Write]) -> Result<(), StoreError> {
+        let limits = self.opts.limits;
+        self.write(batch_sections(writes), |s| {
+            s.write_batch(epoch, writes, limits)
+        })
+        .await
     }
 
     async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {

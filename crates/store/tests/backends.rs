@@ -340,7 +340,12 @@ async fn etcd_changed_fires_on_commits_and_controls() {
 }
 
 #[tokio::test]
-async fn mem_changed_fires_on_commits_and_controls() {
+async fn file_and_mem_changed_fire_on_commits_and_controls() {
+    // The file serves one process: its own commits are all there are
+    // (issue 37: the controller saw them only at its resync, 250 ms).
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileStore::open(dir.path().join("s.db")).unwrap();
+    changed_fires_on_commits_and_controls(Arc::new(file)).await;
     changed_fires_on_commits_and_controls(Arc::new(MemStore::default())).await;
 }
 

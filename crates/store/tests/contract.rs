@@ -7,7 +7,7 @@ use support::spec;
 
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
 use drover_core::spec::Role;
-use drover_spi::{Controls, Event, EventAction, Provenance, StatusJson, Store, StoreError};
+use drover_spi::{Controls, Event, EventAction, Provenance, StatusJson, Store, StoreError, Write};
 use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
 use serde_json::json;
 use std::future::Future;
@@ -272,6 +272,51 @@ async fn events((a, b): Pair) {
     assert!(b.events(5000).await.unwrap().is_empty());
 }
 
+/// A controller's batch: applied in order (a put, then the same
+/// operation's replacement, a put removed again), events appended in order
+/// to the bounded log, more writes than one etcd transaction holds, and a
+/// deposed controller's batch refused whole.
+async fn batches((a, b): Pair) {
+    let put = |o: Operation| Write::JournalPut(Box::new(o));
+    let e = a.campaign("ctl-a").await.unwrap();
+    let mut o = op("op-1");
+    let first = put(o.clone());
+    o.done.insert(Step::Provision);
+    let mut writes = vec![
+        first,
+        put(op("op-2")),
+        Write::Event(event(1, "begun")),
+        put(o.clone()),
+        Write::JournalRemove("op-2".into()),
+    ];
+    // Past one etcd transaction: the operations op-10.. and their events.
+    for i in 10..60u64 {
+        writes.push(put(op(&format!("op-{i}"))));
+        writes.push(Write::Event(event(i, &format!("e{i}"))));
+    }
+    for i in 10..59u64 {
+        writes.push(Write::JournalRemove(format!("op-{i}")));
+    }
+    a.write_batch(e, &writes).await.unwrap();
+    let mut j = b.journal().await.unwrap();
+    j.sort_by(|x, y| x.id.cmp(&y.id));
+    assert_eq!(j, vec![o.clone(), op("op-59")]);
+    let events: Vec<u64> = b.events(0).await.unwrap().iter().map(|e| e.at_ms).collect();
+    assert_eq!(events, (50..60).collect::<Vec<_>>(), "the newest, in order");
+
+    let new = b.campaign("ctl-b").await.unwrap();
+    let refused = vec![
+        Write::JournalRemove("op-1".into()),
+        put(op("op-3")),
+        Write::Event(event(99, "by-a-again")),
+    ];
+    fenced(a.write_batch(e, &refused).await, e, new);
+    let mut j = b.journal().await.unwrap();
+    j.sort_by(|x, y| x.id.cmp(&y.id));
+    assert_eq!(j, vec![o, op("op-59")], "nothing of it landed");
+    assert_eq!(b.events(0).await.unwrap().len(), LIMITS.events);
+}
+
 async fn fencing((a, b): Pair) {
     a.commit(0, &spec(1), prov("o", "1"), false).await.unwrap();
     // No campaign yet: nobody may write.
@@ -438,6 +483,7 @@ where
     status(fresh("status").await).await;
     events(fresh("events").await).await;
     fencing(fresh("fencing").await).await;
+    batches(fresh("batches").await).await;
     fenced_rollback(fresh("fenced-rollback").await).await;
     import(fresh("import").await).await;
     import_over_revisions(fresh("import-over-revisions").await).await;

@@ -36,6 +36,13 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn main() -> ExitCode {
+    if std::env::var_os("RUST_LOG").is_some() {
+        // The controller's own log, on stderr: where a roll's time goes.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     // `cargo bench` passes `--bench`; anything else unknown is refused.
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -96,7 +103,7 @@ fn main() -> ExitCode {
                 let sizes: Vec<usize> = PLANNER_SIZES.into_iter().filter(keep).collect();
                 growth.planner = planner::run(&sizes);
             }
-            "plugin" => runtime().block_on(plugin_roll::run(runs)),
+            "plugin" => runtime().block_on(plugin_roll::run(runs, &only)),
             "economy" => {
                 economy_section();
                 let sizes: Vec<usize> = economy::MEMORY_SIZES.into_iter().filter(keep).collect();

@@ -178,8 +178,9 @@ async fn converged(store: &dyn Store, rev: u64, limit: Duration) {
 /// (issue 37's figures, this kind of machine): group of 50 and of 10.
 const INFRAKIT: [(usize, f64); 2] = [(50, 0.59), (10, 0.11)];
 
-/// The section: each shape's median over `runs` fresh rolls.
-pub async fn run(runs: usize) {
+/// The section: each shape's median over `runs` fresh rolls; with `only`
+/// (`SIZE@MAX_IN_FLIGHT`, e.g. `50@10`), that shape alone.
+pub async fn run(runs: usize, only: &str) {
     println!(
         "\n## Control plane on instant machines: a plain group rolled through a plugin process, file store\n"
     );
@@ -187,7 +188,11 @@ pub async fn run(runs: usize) {
         "| group | max_in_flight | median s (runs) | per replaced instance ms | InfraKit, 1 ms poll |"
     );
     println!("|---|---|---|---|---|");
-    for (size, m) in [(5, 1), (50, 1), (5, 10), (50, 10), (10, 1)] {
+    let shapes = [(5, 1), (50, 1), (5, 10), (50, 10), (10, 1)];
+    for (size, m) in shapes
+        .into_iter()
+        .filter(|(n, m)| only.is_empty() || format!("{n}@{m}") == only)
+    {
         let mut all = Vec::new();
         for _ in 0..runs {
             all.push(roll_once(size, m).await);

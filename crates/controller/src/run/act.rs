@@ -14,7 +14,7 @@ use drover_core::execute::{self as execute_plan, Carry, Execution, JournalWrite}
 use drover_core::journal::{HookFailed, Operation, Step};
 use drover_core::plan::{Action, Plan};
 use drover_core::spec::HookOnFailure;
-use drover_spi::{Epoch, EventAction, StoreError};
+use drover_spi::{Epoch, EventAction, StoreError, Write};
 use std::collections::{BTreeMap, HashMap};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -109,9 +109,30 @@ impl Acting {
     }
 }
 
+/// What a pass's walk gathered until its next commit: the journal writes
+/// (each intent before its side effect, the journal-before-effect rule)
+/// and the side effects they allow. One durable commit carries the writes
+/// and the pass's queued events; only then do the effects start.
+#[derive(Default)]
+struct Batch {
+    writes: Vec<Write>,
+    /// Side effects to start once the writes are durable, with their group.
+    effects: Vec<(Option<String>, Action)>,
+}
+
+impl Batch {
+    /// A step of operation `op` waits in this batch.
+    fn starts(&self, op: &str) -> bool {
+        self.effects.iter().any(|(_, a)| a.op_id() == Some(op))
+    }
+}
+
 impl Controller {
-    /// Executes the plan in order under `lead`: journal writes first, side
-    /// effects as tasks. True when the journal was written.
+    /// Executes the plan in order under `lead`: the journal's writes and
+    /// the steps' intents gathered in one batch, written in one commit, and
+    /// then the side effects started, each a task (a rollback, which
+    /// commits a spec, first writes what was gathered before it). True
+    /// when the journal was written.
     pub(super) async fn act(
         &mut self,
         stored: &Stored,
@@ -121,10 +142,11 @@ impl Controller {
         let epoch = lead.epoch();
         let mut walk = Execution::new(stored.journal.clone(), epoch);
         let mut progressed = false;
+        let mut batch = Batch::default();
         self.acting.rollback_refused.clear();
         for action in execute_plan::walk_order(&plan.actions) {
             if self.tenancy.term.acting() != Some(lead) {
-                // Fenced mid-plan (an event write was refused): act no further.
+                // Fenced mid-plan (a write was refused): act no further.
                 return Err(StoreError::Fenced {
                     mine: epoch,
                     current: 0,
@@ -133,7 +155,7 @@ impl Controller {
             progressed |= !action.is_side_effect();
             let running = action
                 .op_id()
-                .is_some_and(|id| self.acting.running.contains_key(id));
+                .is_some_and(|id| self.acting.running.contains_key(id) || batch.starts(id));
             let ending = match action {
                 Action::Complete { op } => walk.journal().iter().find(|o| o.id == *op).cloned(),
                 _ => None,
@@ -141,103 +163,102 @@ impl Controller {
             match walk.next(action, running) {
                 Carry::Nothing => {}
                 Carry::Journal(JournalWrite::Put(op)) => {
-                    self.ctx.store.journal_put(epoch, &op).await?;
                     if let Action::Begin { op } = action {
-                        self.begun(op).await;
+                        self.begun(op);
                     }
+                    batch.writes.push(Write::JournalPut(op));
                 }
                 Carry::Journal(JournalWrite::Remove(op)) => {
-                    self.ctx.store.journal_remove(epoch, &op).await?;
-                    self.ended(op, ending.as_ref()).await;
+                    self.ended(&op, ending.as_ref());
+                    batch.writes.push(Write::JournalRemove(op));
                 }
                 Carry::Rollback => {
                     if let Action::Rollback { group, reason } = action {
+                        self.commit_batch(stored, std::mem::take(&mut batch), lead)
+                            .await?;
                         self.rollback(stored, group, reason, lead).await?
                     }
                 }
                 Carry::Effect { intent } => {
-                    // The intent, fenced by the epoch, just before the side
-                    // effect: a deposed controller's is refused and it starts
-                    // nothing; the next leader judges the step from the world.
-                    if let Some(o) = intent {
-                        self.ctx.store.journal_put(epoch, &o).await?;
-                    }
+                    // The intent, fenced by the epoch, is durable before the
+                    // side effect starts: a deposed controller's is refused
+                    // and it starts nothing; the next leader judges the step
+                    // from the world.
+                    batch.writes.extend(intent.map(Write::JournalPut));
                     let group = walk.group_of(action).map(str::to_string);
-                    self.effect(stored, group, action, lead).await;
+                    self.started(group.clone(), action);
+                    batch.effects.push((group, action.clone()));
                 }
             }
         }
+        self.commit_batch(stored, batch, lead).await?;
         Ok(progressed)
     }
 
-    /// Starts side effect `action` (of an operation of `group`) and records
-    /// that it starts. A leader's own demotion is recorded before it
-    /// starts: it can never record its end (it no longer leads then), and
-    /// once it runs nothing may be written through its engine (the swarm
-    /// store's).
-    async fn effect(
+    /// Writes `batch` and the queued events in one commit under `lead`,
+    /// then starts its side effects. A leader's own demotion is recorded
+    /// (its `started` event in this commit) before it starts: it can never
+    /// record its end (it no longer leads then), and once it runs nothing
+    /// may be written through its engine (the swarm store's); it ends the
+    /// walk, so nothing is gathered after it.
+    async fn commit_batch(
         &mut self,
         stored: &Stored,
-        group: Option<String>,
-        action: &Action,
+        batch: Batch,
         lead: &Leading,
-    ) {
-        let now = self.now();
-        tokens::note(
-            &mut self.tenancy.tokens,
-            &self.ctx,
-            &stored.desired,
-            action,
-            now,
-        );
-        let hand_over = execute_plan::ends_the_walk(action);
-        if hand_over {
-            self.started(group.clone(), action).await;
+    ) -> Result<(), StoreError> {
+        let Batch {
+            mut writes,
+            effects,
+        } = batch;
+        writes.extend(self.take_queued());
+        if !writes.is_empty() {
+            self.ctx.store.write_batch(lead.epoch(), &writes).await?;
         }
-        self.spawn(stored, group.clone(), action, lead);
-        if !hand_over {
-            self.started(group, action).await;
+        for (group, action) in effects {
+            let now = self.now();
+            tokens::note(
+                &mut self.tenancy.tokens,
+                &self.ctx,
+                &stored.desired,
+                &action,
+                now,
+            );
+            self.spawn(stored, group, &action, lead);
         }
+        Ok(())
     }
 
     /// Records that operation `op` (its journal record, `record`) is over,
     /// done or abandoned: out of the journal.
-    async fn ended(&mut self, op: String, record: Option<&Operation>) {
+    fn ended(&mut self, op: &str, record: Option<&Operation>) {
         let group = record.map(|o| o.group.clone());
         let kind = record.map(|o| format!("{:?}", o.kind)).unwrap_or_default();
-        self.event(
-            group,
-            Some(op),
-            EventAction::End,
-            &kind,
-            "out of the journal".into(),
-        )
-        .await;
+        let (op, end) = (Some(op.to_string()), EventAction::End);
+        self.queue_event(group, op, end, &kind, "out of the journal".into());
     }
 
     /// Records that `op` was journaled.
-    async fn begun(&mut self, op: &Operation) {
-        self.event(
+    fn begun(&mut self, op: &Operation) {
+        self.queue_event(
             Some(op.group.clone()),
             Some(op.id.clone()),
             EventAction::Begin,
             &format!("{:?}", op.kind),
             "journaled".into(),
-        )
-        .await;
-        self.collection_event(op).await;
+        );
+        self.queue_collection(op);
     }
 
     /// Records that `effect` (of an operation of `group`) starts.
-    async fn started(&mut self, group: Option<String>, effect: &Action) {
-        self.event(
+    fn started(&mut self, group: Option<String>, effect: &Action) {
+        self.queue_event(
             group,
             effect.op_id().map(str::to_string),
             EventAction::Step,
             &effect.describe(),
             "started".into(),
-        )
-        .await;
+        );
     }
 
     /// Starts a side effect (its operation has none running) under `lead`.
@@ -342,9 +363,10 @@ impl Controller {
         }
         self.record_end(&done).await;
         let (group, op) = (done.group.clone(), Some(done.op.clone()));
-        self.event(group, op, EventAction::Step, &what, outcome)
-            .await;
-        self.zone_fallback(done).await;
+        // Written with the next pass's batch (or at its end): the steps
+        // that end together cost one commit, not one each.
+        self.queue_event(group, op, EventAction::Step, &what, outcome);
+        self.zone_fallback(done);
     }
 
     /// Journals what a finished step tells that the world does not show:
@@ -367,7 +389,7 @@ impl Controller {
 
     /// A provision refused for lack of capacity in its zone: an event
     /// saying the slot's next call goes elsewhere.
-    async fn zone_fallback(&mut self, done: Finished) {
+    fn zone_fallback(&mut self, done: Finished) {
         let (Some(zone), Err(e)) = (done.zone(), &done.result) else {
             return;
         };
@@ -379,14 +401,8 @@ impl Controller {
             drover_core::plan::ZONE_BACKOFF.as_secs()
         );
         let action = EventAction::ZoneFallback;
-        self.event(
-            done.group,
-            Some(done.op),
-            action,
-            &reason,
-            "zone avoided".into(),
-        )
-        .await;
+        let outcome = "zone avoided".into();
+        self.queue_event(done.group, Some(done.op), action, &reason, outcome);
     }
 
     /// Journals a hook's end, which nothing in the world shows: its step

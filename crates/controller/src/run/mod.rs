@@ -24,7 +24,10 @@ use term::{Place, Tenancy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// Consecutive passes allowed without sleeping.
+/// Consecutive passes allowed without sleeping while no step ends: a
+/// planner that keeps rewriting the journal with nothing happening in the
+/// world is spinning; a step's end is the world moving, and resets the
+/// count (a roll of instant machines is hundreds of passes in a row).
 const MAX_IMMEDIATE_PASSES: u32 = 20;
 
 /// How long the pass that follows a pass at once first waits for the
@@ -169,7 +172,10 @@ impl Controller {
             };
             tokio::select! {
                 _ = &mut shutdown => return,
-                Some(done) = self.acting.done_rx.recv() => self.finished(done).await,
+                Some(done) = self.acting.done_rx.recv() => {
+                    self.pace.immediate = 0;
+                    self.finished(done).await;
+                }
                 Some(node) = self.acting.left_rx.recv() => self.report_left(&node).await,
                 Some(()) = nudge => {}
                 Some(()) = commits.recv() => {}
@@ -179,6 +185,7 @@ impl Controller {
             // pass observes all of it, so each needs no pass of its own (a
             // batch of 100 machines joining is a burst of node events).
             while let Ok(done) = self.acting.done_rx.try_recv() {
+                self.pace.immediate = 0;
                 self.finished(done).await;
             }
             if let Some(rx) = self.pace.triggers.as_mut() {

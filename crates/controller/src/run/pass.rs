@@ -50,6 +50,9 @@ impl Controller {
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
         self.acting.new_pass();
         let passed = self.guarded_pass().await;
+        // What the pass's batch did not carry (it wrote none, or was cut
+        // short): the steps' ends heard before it, its own events.
+        self.flush_events().await;
         if let Some(m) = &self.reporting.metrics {
             m.passed(wall_ms());
         }
@@ -292,7 +295,9 @@ impl Controller {
         let lead = self.take(epoch);
         let took_over = takeover::event(&self.ctx.identity, epoch, &before.observed.swarm);
         let (boots, started, seen) = before.into_kept();
-        self.append(&lead, &took_over).await;
+        // Written with the new term's first batch: the campaign already
+        // fences the deposed controller.
+        self.queue(took_over);
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(None);
         };

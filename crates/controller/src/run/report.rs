@@ -11,7 +11,7 @@ use drover_core::journal::Operation;
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Phase, Plan};
 use drover_core::quorum_probe::{EngineAnswer, EngineView, Left};
-use drover_spi::{Event, EventAction, FORMAT, Heartbeat, StoreError};
+use drover_spi::{Event, EventAction, FORMAT, Heartbeat, StoreError, Write};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -38,6 +38,8 @@ pub(super) struct Reporting {
     /// What its own engine said at the last look, as the heartbeat
     /// publishes it (a manager's controller only).
     engine: Option<EngineView>,
+    /// Events of the held term not written yet ([`Controller::queue`]).
+    queued: Vec<Event>,
     /// The unreadable record this controller last refused to act on.
     pub(super) refused: Option<String>,
     /// Groups reported blocked (or waiting behind a blocked group), with
@@ -63,22 +65,23 @@ impl Reporting {
 }
 
 impl Controller {
-    /// One event per garbage collection begun: the item, the rule and the evidence.
-    pub(super) async fn collection_event(&mut self, op: &Operation) {
-        let (Some(c), Some(lead)) = (&op.collection, self.tenancy.term.held().cloned()) else {
+    /// One event per garbage collection begun: the item, the rule and the
+    /// evidence (queued: written with the pass's batch).
+    pub(super) fn queue_collection(&mut self, op: &Operation) {
+        let Some(c) = &op.collection else {
             return;
         };
         let event = Event {
-            at_ms: wall_ms(),
-            controller: self.ctx.identity.clone(),
-            group: Some(op.group.clone()),
-            op: Some(op.id.clone()),
-            action: EventAction::Gc,
             target: Some(c.item.clone()),
-            outcome: format!("collecting ({})", c.rule.as_str()),
-            reason: format!("{}: {}", c.rule.as_str(), c.evidence),
+            ..self.event_of(
+                Some(op.group.clone()),
+                Some(op.id.clone()),
+                EventAction::Gc,
+                &format!("{}: {}", c.rule.as_str(), c.evidence),
+                format!("collecting ({})", c.rule.as_str()),
+            )
         };
-        self.append(&lead, &event).await;
+        self.queue(event);
     }
 
     /// One event when a group becomes blocked or its reason changes (the
@@ -111,7 +114,8 @@ impl Controller {
         self.reporting.blocked = now.into_iter().map(|(g, (r, _))| (g, r)).collect();
     }
 
-    /// An event of the term it holds (none without one).
+    /// An event of the term it holds, written now with whatever was
+    /// queued (none without a term).
     pub(super) async fn event(
         &mut self,
         group: Option<String>,
@@ -120,10 +124,34 @@ impl Controller {
         reason: &str,
         outcome: String,
     ) {
-        let Some(lead) = self.tenancy.term.held().cloned() else {
-            return;
-        };
-        let event = Event {
+        self.queue_event(group, op, action, reason, outcome);
+        self.flush_events().await;
+    }
+
+    /// An event of the term it holds, queued for the next write under it:
+    /// the pass's batch (its journal writes, one commit) or
+    /// [`Self::flush_events`] at the pass's end. A step's end is recorded so.
+    pub(super) fn queue_event(
+        &mut self,
+        group: Option<String>,
+        op: Option<String>,
+        action: EventAction,
+        reason: &str,
+        outcome: String,
+    ) {
+        let event = self.event_of(group, op, action, reason, outcome);
+        self.queue(event);
+    }
+
+    fn event_of(
+        &self,
+        group: Option<String>,
+        op: Option<String>,
+        action: EventAction,
+        reason: &str,
+        outcome: String,
+    ) -> Event {
+        Event {
             at_ms: wall_ms(),
             controller: self.ctx.identity.clone(),
             group,
@@ -132,16 +160,40 @@ impl Controller {
             target: None,
             outcome,
             reason: reason.into(),
-        };
-        self.append(&lead, &event).await;
+        }
     }
 
-    /// Appends `event` under `lead`; a refusal deposes this controller.
-    pub(super) async fn append(&mut self, lead: &Leading, event: &Event) {
-        if let Err(StoreError::Fenced { .. }) =
-            self.ctx.store.append_event(lead.epoch(), event).await
-        {
-            self.depose("event write fenced");
+    /// Queues `event` while a term is held (an event is written under one;
+    /// without one it is nobody's to write).
+    pub(super) fn queue(&mut self, event: Event) {
+        if self.tenancy.term.held().is_some() {
+            self.reporting.queued.push(event);
+        }
+    }
+
+    /// The queued events, as writes of a batch.
+    pub(super) fn take_queued(&mut self) -> impl Iterator<Item = Write> + use<> {
+        std::mem::take(&mut self.reporting.queued)
+            .into_iter()
+            .map(Write::Event)
+    }
+
+    /// Writes the queued events under the term held, in one commit; a
+    /// refusal deposes this controller. Another failure loses them, with a
+    /// warning: the audit log is not worth a stopped pass.
+    pub(super) async fn flush_events(&mut self) {
+        let Some(lead) = self.tenancy.term.held().cloned() else {
+            self.reporting.queued.clear();
+            return;
+        };
+        let writes: Vec<Write> = self.take_queued().collect();
+        if writes.is_empty() {
+            return;
+        }
+        match self.ctx.store.write_batch(lead.epoch(), &writes).await {
+            Err(StoreError::Fenced { .. }) => self.depose("event write fenced"),
+            Err(e) => tracing::warn!(error = %e, events = writes.len(), "events not written"),
+            Ok(()) => {}
         }
     }
 
