@@ -9,7 +9,7 @@ use drover_core::journal::Operation;
 use drover_core::spec::{ClusterSpec, parse_str};
 use drover_sim::SimCloud;
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError,
+    Controls, Epoch, Event, Heartbeat, Provenance, Revision, StatusJson, Store, StoreError, Write,
 };
 use drover_store::MemStore;
 use std::sync::Arc;
@@ -164,6 +164,10 @@ impl Store for Tapped {
     async fn journal_remove(&self, epoch: Epoch, op: &str) -> Result<(), StoreError> {
         (self.tap)("journal_remove");
         self.inner.journal_remove(epoch, op).await
+    }
+    async fn write_batch(&self, epoch: Epoch, writes: &[Write]) -> Result<(), StoreError> {
+        (self.tap)("write_batch");
+        self.inner.write_batch(epoch, writes).await
     }
     async fn publish_status(&self, epoch: Epoch, status: StatusJson) -> Result<(), StoreError> {
         (self.tap)("publish_status");
