@@ -339,6 +339,37 @@ async fn etcd_changed_fires_on_commits_and_controls() {
     changed_fires_on_commits_and_controls(Arc::new(store)).await;
 }
 
+/// The file store writes a heartbeat and the status document without an
+/// fsync of their own (issue 37): read at once, and on disk with the next
+/// durable commit.
+#[tokio::test]
+async fn file_store_soft_writes_are_read_at_once_and_kept_by_the_next_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let s = FileStore::open(&path).unwrap();
+    s.init_cluster("c").await.unwrap();
+    let epoch = s.campaign("ctl").await.unwrap();
+    let beat = drover_spi::Heartbeat {
+        holder: "ctl".into(),
+        format: drover_spi::FORMAT,
+        at_ms: 5,
+        engine: None,
+    };
+    s.heartbeat(&beat).await.unwrap();
+    let doc = drover_spi::StatusJson::new(&serde_json::json!({"n": 1})).unwrap();
+    s.publish_status(epoch, doc).await.unwrap();
+    assert_eq!(s.heartbeats().await.unwrap(), vec![beat.clone()]);
+    assert!(s.status().await.unwrap().is_some());
+    s.set_controls(&Controls::default()).await.unwrap();
+    drop(s);
+    let again = FileStore::open(&path).unwrap();
+    assert_eq!(again.heartbeats().await.unwrap(), vec![beat]);
+    assert_eq!(
+        again.status().await.unwrap(),
+        Some(serde_json::json!({"n": 1}))
+    );
+}
+
 #[tokio::test]
 async fn file_and_mem_changed_fire_on_commits_and_controls() {
     // The file serves one process: its own commits are all there are
