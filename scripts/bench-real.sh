@@ -45,32 +45,9 @@ export DROVER_LOG=${DROVER_LOG:-warn}
 WATCH_MANAGERS=3
 WATCH_WORKERS=2
 
-# Stops every process whose command line names $1 (verified, by PID), then SIGKILL after 10 s.
-stop_matching() {
-  local needle=$1 pids=() p
-  for p in /proc/[0-9]*; do
-    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$needle"; then pids+=("${p#/proc/}"); fi
-  done
-  [ ${#pids[@]} -eq 0 ] && return 0
-  kill -TERM "${pids[@]}" 2>/dev/null || true
-  for _ in $(seq 100); do
-    local alive=0
-    for p in "${pids[@]}"; do [ -d "/proc/$p" ] && alive=1; done
-    [ $alive = 0 ] && return 0
-    sleep 0.1
-  done
-  kill -KILL "${pids[@]}" 2>/dev/null || true
-}
-
-down() {
-  [ -d "$BASE" ] || return 0
-  # Again until none is left: a controller may be provisioning a machine
-  # (healing after a kill) while the first round stops the others.
-  for _ in 1 2 3; do stop_matching "$BASE/machines"; done
-  stop_matching "$BASE/etcd"
-  awk -v d="$BASE" '$5 ~ "^"d {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l
-  rm -rf "$BASE"
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+down() { bench_down "$BASE"; }
 
 if [ "${1:-}" = down ]; then down; exit 0; fi
 RUNS=${1:-3}
@@ -207,11 +184,7 @@ crash_leader() {
 for run in $(seq "$RUNS"); do
   down
   mkdir -p "$BASE"
-  nohup etcd --name bench --data-dir "$BASE/etcd" \
-    --listen-client-urls http://$NET.1:23791 --advertise-client-urls http://$NET.1:23791 \
-    --listen-peer-urls http://$NET.1:23801 --initial-advertise-peer-urls http://$NET.1:23801 \
-    --initial-cluster bench=http://$NET.1:23801 >"$BASE/etcd.log" 2>&1 </dev/null &
-  for _ in $(seq 50); do (exec 3<>/dev/tcp/$NET.1/23791) 2>/dev/null && break; sleep 0.2; done
+  bench_etcd "$BASE" "$NET.1" 23791 23801
   spec v1 >"$BASE/v1.yaml"
   spec v2 >"$BASE/v2.yaml"
   echo "== run $run/$RUNS: bring-up (not timed)"

@@ -1,4 +1,4 @@
-//! The growth pictures: a figure against the number of members, both axes
+//! The growth pictures: a figure against the number of members (or nodes), both axes
 //! logarithmic (sizes grow tenfold), drawn as SVG by plotters so
 //! BENCHMARKS.md shows how a cost grows, not only its table.
 
@@ -14,6 +14,7 @@ pub struct Curve {
 /// A figure's title and axis captions.
 pub struct Chart<'a> {
     pub title: &'a str,
+    pub x_label: &'a str,
     pub y_label: &'a str,
 }
 
@@ -49,7 +50,7 @@ pub fn draw(
             (y_min / 2.0..y_max * 2.0).log_scale(),
         )?;
     c.configure_mesh()
-        .x_desc("members")
+        .x_desc(chart.x_label)
         .y_desc(chart.y_label)
         .draw()?;
     for (i, curve) in curves.iter().enumerate() {

@@ -5,7 +5,9 @@
 //! (all sections by default; `--only` keeps the rollout scenarios whose
 //! name contains TEXT, and the planner and memory sizes equal to it, e.g.
 //! `10000`; `--figures` writes the growth pictures there as SVG). Release
-//! mode; every figure is a median.
+//! mode; every figure is a median. `scripts/bench.sh real-figures TSV DIR`
+//! runs nothing: it draws the real-engine growth pictures of
+//! `scripts/bench-scale.sh` from its TSV.
 //! Not run by `cargo test`: it takes minutes and measures, never asserts
 //! timings (it asserts only that each rollout really converged).
 
@@ -13,6 +15,7 @@ mod economy;
 mod figures;
 mod planner;
 mod plugin_roll;
+mod real_figures;
 mod rollout;
 mod simrun;
 mod stats;
@@ -62,6 +65,9 @@ fn main() -> ExitCode {
         };
         runtime().block_on(plugin_roll::serve(std::path::Path::new(socket)));
         return ExitCode::SUCCESS;
+    }
+    if args.first().map(String::as_str) == Some("real-figures") {
+        return real_figures_mode(&args[1..]);
     }
     let mut runs = 3;
     let mut only = String::new();
@@ -126,6 +132,21 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `real-figures TSV DIR`: the growth pictures of `scripts/bench-scale.sh`
+/// from its TSV (no benchmark runs).
+fn real_figures_mode(args: &[String]) -> ExitCode {
+    let [tsv, dir] = args else {
+        return usage("real-figures needs the TSV of scripts/bench-scale.sh and a directory");
+    };
+    match real_figures::draw(std::path::Path::new(tsv), std::path::Path::new(dir)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("drover-bench: real-figures from {tsv} into {dir}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The steady state's provider calls per resync interval.
 fn economy_section() {
     println!("\n## Provider API economy in steady state\n");
@@ -156,6 +177,7 @@ impl Growth {
         if !self.planner.is_empty() {
             let chart = figures::Chart {
                 title: "Planner: CPU of one pass mid-rollout",
+                x_label: "members",
                 y_label: "CPU ms (median)",
             };
             let curve = figures::Curve {
@@ -167,6 +189,7 @@ impl Growth {
         if !self.memory[0].is_empty() {
             let chart = figures::Chart {
                 title: "Controller memory (peak RSS share)",
+                x_label: "members",
                 y_label: "MB",
             };
             let [bare, unit] = &self.memory;
@@ -189,7 +212,7 @@ impl Growth {
 
 fn usage(why: &str) -> ExitCode {
     eprintln!(
-        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [plugin] [--runs K] [--only TEXT] [--figures DIR]"
+        "drover-bench: {why}\nusage: scripts/bench.sh [planner] [rollout] [economy] [plugin] [--runs K] [--only TEXT] [--figures DIR]\n       scripts/bench.sh real-figures TSV DIR"
     );
     ExitCode::from(2)
 }
