@@ -22,19 +22,6 @@ const SPEC: &str = "groups:
   update: {max_in_flight: 1, canaries: 0, watch: 0s}
 ";
 
-/// Machines that take no time.
-fn instant() -> Timings {
-    Timings {
-        provision: 0,
-        join: 0,
-        api: 0,
-        out_of_raft: 0,
-        drain: 0,
-        tasks_per_worker: 0,
-        ..Timings::default()
-    }
-}
-
 /// Virtual time until the newest revision is converged.
 async fn converged(store: &dyn Store) -> Duration {
     let t0 = tokio::time::Instant::now();
@@ -50,7 +37,7 @@ async fn converged(store: &dyn Store) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn a_roll_of_instant_machines_never_waits_a_resync() {
-    let cloud = SimCloud::new(World::new(3, instant()));
+    let cloud = SimCloud::new(World::new(3, Timings::instant()));
     let store = seeded_store(SPEC).await;
     let mut ctx = sim_context(&cloud, store.clone());
     let resync = Duration::from_secs(10);

@@ -6,9 +6,10 @@
 
 mod support;
 
-use drover_controller::Controller;
+use drover_controller::{Context, Controller};
 use drover_sim::{SimCloud, Timings, World};
 use drover_spi::Store;
+use drover_store::MemStore;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{Running, Tapped, seeded_store, sim_context};
@@ -34,11 +35,15 @@ fn writes(calls: &Mutex<Vec<&'static str>>) -> Vec<&'static str> {
     all.into_iter().filter(|c| writes.contains(c)).collect()
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_pass_starting_ten_steps_writes_the_journal_and_events_in_one_commit() {
+/// The store's calls, recorded by name.
+type Calls = Arc<Mutex<Vec<&'static str>>>;
+
+/// A seeded memory store, its calls recorded, under an off-cluster
+/// controller's context over the simulated cloud.
+async fn tapped_context() -> (Arc<MemStore>, Calls, Context) {
     let cloud = SimCloud::new(World::new(7, Timings::default()));
     let store = seeded_store(SPEC).await;
-    let calls = Arc::new(Mutex::new(Vec::new()));
+    let calls: Calls = Arc::default();
     let tapped = Tapped {
         inner: store.clone(),
         tap: Box::new({
@@ -46,7 +51,13 @@ async fn a_pass_starting_ten_steps_writes_the_journal_and_events_in_one_commit()
             move |call| calls.lock().unwrap().push(call)
         }),
     };
-    let mut c = Controller::new(sim_context(&cloud, Arc::new(tapped)));
+    (store, calls, sim_context(&cloud, Arc::new(tapped)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pass_starting_ten_steps_writes_the_journal_and_events_in_one_commit() {
+    let (store, calls, ctx) = tapped_context().await;
+    let mut c = Controller::new(ctx);
 
     // The first pass takes the term and begins ten operations, each with
     // its provision's intent: twenty journal writes and their events.
@@ -65,17 +76,8 @@ async fn a_pass_starting_ten_steps_writes_the_journal_and_events_in_one_commit()
 
 #[tokio::test(start_paused = true)]
 async fn steps_that_end_together_are_recorded_in_one_commit() {
-    let cloud = SimCloud::new(World::new(7, Timings::default()));
-    let store = seeded_store(SPEC).await;
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tapped = Tapped {
-        inner: store.clone(),
-        tap: Box::new({
-            let calls = calls.clone();
-            move |call| calls.lock().unwrap().push(call)
-        }),
-    };
-    let running = Running::start(Controller::new(sim_context(&cloud, Arc::new(tapped))));
+    let (store, calls, ctx) = tapped_context().await;
+    let running = Running::start(Controller::new(ctx));
     let mut waited = 0;
     while !store.history().await.unwrap().iter().any(|r| r.converged) {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -18,22 +18,9 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Machines that take no time: provision, join and leave are immediate.
-fn instant() -> Timings {
-    Timings {
-        provision: 0,
-        join: 0,
-        api: 0,
-        out_of_raft: 0,
-        drain: 0,
-        tasks_per_worker: 0,
-        ..Timings::default()
-    }
-}
-
 /// Serves the instant simulated cloud as plugin `socket` until killed.
 pub async fn serve(socket: &Path) {
-    let cloud = SimCloud::new(World::new(1, instant()));
+    let cloud = SimCloud::new(World::new(1, Timings::instant()));
     let (listener, _removed) = drover_plugin::server::bind(socket).expect("bind the plugin socket");
     drover_plugin::server::serve(Arc::new(cloud), listener, std::future::pending())
         .await
@@ -123,7 +110,7 @@ async fn roll_once(size: usize, max_in_flight: usize) -> f64 {
         )]
         .into(),
         // No swarm: a plain group needs none.
-        cluster: Arc::new(SimCloud::new(World::new(2, instant()))),
+        cluster: Arc::new(SimCloud::new(World::new(2, Timings::instant()))),
         store: store.clone(),
         self_link: None,
         identity: "bench".into(),

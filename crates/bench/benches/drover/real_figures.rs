@@ -59,47 +59,59 @@ impl Table {
     }
 }
 
+/// One picture: its file, title, y caption and curves (legend, column).
+struct Picture {
+    file: &'static str,
+    title: &'static str,
+    y_label: &'static str,
+    curves: &'static [(&'static str, &'static str)],
+}
+
+const PICTURES: [Picture; 3] = [
+    Picture {
+        file: "real-growth-time.svg",
+        title: "Real engines: bootstrap and roll (max_in_flight 10)",
+        y_label: "s (median)",
+        curves: &[
+            ("roll", "roll_s"),
+            ("roll's engine-bound minimum", "min_s"),
+            ("bootstrap", "boot_s"),
+        ],
+    },
+    Picture {
+        file: "real-growth-cpu.svg",
+        title: "Acting controller: CPU per pass",
+        y_label: "CPU ms per pass (median)",
+        curves: &[
+            ("during the roll", "roll_cpu_ms_per_pass"),
+            ("during the bootstrap", "boot_cpu_ms_per_pass"),
+        ],
+    },
+    Picture {
+        file: "real-growth-memory.svg",
+        title: "Acting controller: resident memory",
+        y_label: "MB (median)",
+        curves: &[
+            ("peak (VmHWM), roll", "roll_hwm_mb"),
+            ("at the roll's end (VmRSS)", "roll_rss_mb"),
+            ("peak (VmHWM), bootstrap", "boot_hwm_mb"),
+        ],
+    },
+];
+
 /// Writes `real-growth-time.svg`, `real-growth-cpu.svg` and
 /// `real-growth-memory.svg` into `dir` from the TSV at `tsv`.
 pub fn draw(tsv: &Path, dir: &Path) -> Result<(), Error> {
     let table = Table::read(tsv)?;
     std::fs::create_dir_all(dir)?;
-    let time = Chart {
-        title: "Real engines: bootstrap and roll (max_in_flight 10)",
-        x_label: "nodes (3 managers + workers)",
-        y_label: "s (median)",
-    };
-    let time_curves = table.curves(&[
-        ("roll", "roll_s"),
-        ("roll's engine-bound minimum", "min_s"),
-        ("bootstrap", "boot_s"),
-    ])?;
-    figures::draw(&dir.join("real-growth-time.svg"), &time, &time_curves, None)?;
-    let cpu = Chart {
-        title: "Acting controller: CPU per pass",
-        x_label: "nodes (3 managers + workers)",
-        y_label: "CPU ms per pass (median)",
-    };
-    let cpu_curves = table.curves(&[
-        ("during the roll", "roll_cpu_ms_per_pass"),
-        ("during the bootstrap", "boot_cpu_ms_per_pass"),
-    ])?;
-    figures::draw(&dir.join("real-growth-cpu.svg"), &cpu, &cpu_curves, None)?;
-    let memory = Chart {
-        title: "Acting controller: resident memory",
-        x_label: "nodes (3 managers + workers)",
-        y_label: "MB (median)",
-    };
-    let memory_curves = table.curves(&[
-        ("peak (VmHWM), roll", "roll_hwm_mb"),
-        ("at the roll's end (VmRSS)", "roll_rss_mb"),
-        ("peak (VmHWM), bootstrap", "boot_hwm_mb"),
-    ])?;
-    figures::draw(
-        &dir.join("real-growth-memory.svg"),
-        &memory,
-        &memory_curves,
-        None,
-    )?;
+    for p in &PICTURES {
+        let chart = Chart {
+            title: p.title,
+            x_label: "nodes (3 managers + workers)",
+            y_label: p.y_label,
+        };
+        let curves = table.curves(p.curves)?;
+        figures::draw(&dir.join(p.file), &chart, &curves, None)?;
+    }
     Ok(())
 }
