@@ -343,8 +343,9 @@ impl Controller {
         let why = e.to_string();
         if self.reporting.refused.as_ref() != Some(&why) {
             tracing::error!(error = %why, "refusing to act on the store");
-            self.event(None, None, EventAction::Refuse, &why, "not acting".into())
-                .await;
+            let refused = EventAction::Refuse;
+            self.queue_event(None, None, refused, &why, "not acting".into());
+            self.flush_events().await;
             self.reporting.refused = Some(why);
         }
         Ok(self.report(None))

@@ -107,24 +107,11 @@ impl Controller {
         for (group, (reason, outcome)) in &now {
             if !self.reporting.blocked_for(group, reason) {
                 let (group, blocked) = (Some(group.clone()), EventAction::Blocked);
-                self.event(group, None, blocked, reason, outcome.clone())
-                    .await;
+                self.queue_event(group, None, blocked, reason, outcome.clone());
             }
         }
         self.reporting.blocked = now.into_iter().map(|(g, (r, _))| (g, r)).collect();
-    }
-
-    /// An event of the term it holds, written now with whatever was
-    /// queued (none without a term).
-    pub(super) async fn event(
-        &mut self,
-        group: Option<String>,
-        op: Option<String>,
-        action: EventAction,
-        reason: &str,
-        outcome: String,
-    ) {
-        self.queue_event(group, op, action, reason, outcome);
+        // Every group's news in one commit.
         self.flush_events().await;
     }
 

@@ -337,8 +337,8 @@ async fn a_hand_over_deposed_meanwhile_ends_deposed() {
     };
     c.spawn(&stored, None, &hand_over, &lead);
     store.campaign("usurper").await.unwrap();
-    c.event(None, None, EventAction::Step, "a step's end", "ok".into())
-        .await;
+    c.queue_event(None, None, EventAction::Step, "a step's end", "ok".into());
+    c.flush_events().await;
     assert_eq!(
         c.tenancy.term.held(),
         None,

@@ -64,14 +64,8 @@ impl Controller {
         {
             Ok(rev) => {
                 let outcome = format!("committed revision {rev}");
-                self.event(
-                    Some(group.into()),
-                    None,
-                    EventAction::Rollback,
-                    reason,
-                    outcome,
-                )
-                .await;
+                let (group, action) = (Some(group.into()), EventAction::Rollback);
+                self.queue_event(group, None, action, reason, outcome);
                 Ok(())
             }
             // Someone committed meanwhile: their spec supersedes the rollback.
@@ -131,8 +125,7 @@ impl Controller {
                 "the {} join token was placed in readable user data and no machine awaits its join",
                 role.as_str()
             );
-            self.event(None, None, EventAction::RotateJoinToken, &why, outcome)
-                .await;
+            self.queue_event(None, None, EventAction::RotateJoinToken, &why, outcome);
         }
     }
 }
