@@ -294,7 +294,8 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
         )
     );
     let ext = req.drover.unwrap_or_default();
-    let tag = |k: &str| req.spec.tags.get(k).cloned().unwrap_or_default();
+    let spec_tags = tags_with_logical_id(req.spec.tags, req.spec.logical_id.as_deref())?;
+    let tag = |k: &str| spec_tags.get(k).cloned().unwrap_or_default();
     let boot_context = BootContext {
         role: if ext.role.is_empty() {
             "plain".into()
@@ -318,7 +319,7 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
         p => p,
     };
     Ok(ProvisionRequest {
-        tags: req.spec.tags,
+        tags: spec_tags,
         logical_id: req.spec.logical_id,
         properties,
         engine_labels: ext.engine_labels,
@@ -330,6 +331,35 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
             .map(|(k, v)| (k, Secret::new(v)))
             .collect(),
     })
+}
+
+/// The Spec's tags with its `LogicalID` among them as drover's
+/// logical-id tag: drover's providers keep a machine's tags, and a
+/// description's `LogicalID` is read back from that tag. InfraKit's own
+/// plugins keep the whole Spec, and its group finds its pets by the
+/// `LogicalID` they describe, so a plugin must give it back. A tag that
+/// contradicts the `LogicalID` is refused; an empty `LogicalID` is none.
+fn tags_with_logical_id(
+    mut spec_tags: BTreeMap<String, String>,
+    logical_id: Option<&str>,
+) -> Result<BTreeMap<String, String>, (i64, String)> {
+    let Some(id) = logical_id.filter(|id| !id.is_empty()) else {
+        return Ok(spec_tags);
+    };
+    match spec_tags.get(tags::LOGICAL_ID) {
+        Some(tagged) if tagged != id => Err((
+            wire::INVALID_PARAMS,
+            format!(
+                "Spec.LogicalID {id:?} and Spec.Tags[{:?}] {tagged:?} differ: give one logical id (or leave the tag out)",
+                tags::LOGICAL_ID
+            ),
+        )),
+        Some(_) => Ok(spec_tags),
+        None => {
+            spec_tags.insert(tags::LOGICAL_ID.to_string(), id.to_string());
+            Ok(spec_tags)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -370,6 +400,38 @@ mod tests {
         );
         assert!(req.properties.is_object());
         assert!(to_provision(provision("{% endraw %}")).is_err());
+    }
+
+    #[test]
+    fn a_logical_id_is_kept_as_drover_s_tag_and_a_contradicting_tag_refused() {
+        let mut req = provision("true");
+        req.spec.logical_id = Some("10.0.0.5".into());
+        let kept = to_provision(req.clone()).unwrap();
+        assert_eq!(
+            kept.tags.get(tags::LOGICAL_ID).map(String::as_str),
+            Some("10.0.0.5")
+        );
+        assert_eq!(kept.logical_id.as_deref(), Some("10.0.0.5"));
+        assert_eq!(kept.boot_context.logical_id, "10.0.0.5");
+
+        req.spec
+            .tags
+            .insert(tags::LOGICAL_ID.into(), "10.0.0.6".into());
+        let (code, message) = to_provision(req).unwrap_err();
+        assert_eq!(code, wire::INVALID_PARAMS);
+        assert_eq!(
+            message,
+            "Spec.LogicalID \"10.0.0.5\" and Spec.Tags[\"drover.logical-id\"] \"10.0.0.6\" differ: give one logical id (or leave the tag out)"
+        );
+
+        let mut none = provision("true");
+        none.spec.logical_id = Some(String::new());
+        assert!(
+            !to_provision(none)
+                .unwrap()
+                .tags
+                .contains_key(tags::LOGICAL_ID)
+        );
     }
 
     /// Binds `socket` inside a runtime (the listener needs its reactor).

@@ -1,6 +1,8 @@
 //! Golden request/response fixtures (`tests/fixtures/<version>/`), written
 //! from InfraKit's Go types (`pkg/rpc/instance/types.go`,
-//! `pkg/spi/instance/types.go`, `pkg/rpc/handshake.go` at 0.6.1 and 0.5):
+//! `pkg/spi/instance/types.go`, `pkg/rpc/handshake.go` at 0.6.1 and 0.5;
+//! `*-infrakit-pet` as InfraKit's group controller sends them,
+//! `info-api` as `pkg/rpc/server/info.go` writes `pkg/plugin.Info`):
 //! drover's client sends exactly the fixtures' requests and reads their
 //! responses; drover's server reads the fixtures' requests and answers in
 //! their shapes.
@@ -247,6 +249,39 @@ async fn drover_s_server_reads_the_fixtures_and_answers_in_their_shapes() {
     }
     let (_, after) = post("0.6.1/describe-none").await;
     assert_eq!(after["result"]["Descriptions"], json!([]));
+}
+
+/// InfraKit's group makes a pet with `Spec.LogicalID` (and its own
+/// `infrakit.logical_id` tag, `pkg/controller/group/scaled.go`) and finds
+/// it again by the `LogicalID` its plugin describes: drover's server gives
+/// it back, with every tag it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drover_s_server_gives_back_the_logical_id_infrakit_s_group_provisioned_with() {
+    let served = support::ServedSim::start();
+    let made = fixture("0.6.1/provision-infrakit-pet");
+    let (status, answer) = support::post(&served.socket, &made["request"]).await;
+    assert_eq!(
+        (status, shape(&answer)),
+        (200, shape(&made["response"])),
+        "{answer}"
+    );
+    let id = answer["result"]["ID"].clone();
+
+    let f = fixture("0.6.1/describe-infrakit-pet");
+    let (status, described) = support::post(&served.socket, &f["request"]).await;
+    assert_eq!(status, 200, "{described}");
+    let want = &f["response"]["result"]["Descriptions"][0];
+    let got = &described["result"]["Descriptions"][0];
+    assert_eq!(shape(got), shape(want), "{described}");
+    assert_eq!(
+        described["result"]["Descriptions"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(got["ID"], id);
+    assert_eq!(got["LogicalID"], want["LogicalID"], "{described}");
+    for (k, v) in want["Tags"].as_object().unwrap() {
+        assert_eq!(&got["Tags"][k], v, "tag {k}: {described}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
