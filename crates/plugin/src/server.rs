@@ -3,7 +3,8 @@
 //!
 //! It answers `Handshake.Hello` (`Instance/0.6.1` and drover's extension)
 //! and `Handshake.Implements` (`Instance/0.5.0`: every call reads both
-//! versions' shapes), and the five instance methods. A provider call runs
+//! versions' shapes), the five instance methods, and `GET /info/api.json`
+//! ([`crate::info`]). A provider call runs
 //! in a task of its own, so a client that stops waiting (InfraKit's timed
 //! out after 15 s) does not cancel a machine half made.
 //!
@@ -16,7 +17,7 @@ use crate::wire::{self, DROVER_0_1_0, INSTANCE_0_5_0, INSTANCE_0_6_1};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::routing::post;
+use axum::routing::{get, post};
 use drover_core::model::tags;
 use drover_core::template::BootContext;
 use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
@@ -84,7 +85,10 @@ pub async fn serve(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = Router::new().route("/", post(handle)).with_state(provider);
+    let app = Router::new()
+        .route("/", post(handle))
+        .route(crate::info::INFO_API, get(info_api))
+        .with_state(provider);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -95,8 +99,8 @@ type Provider = Arc<dyn InstanceProvider>;
 /// A JSON body, as gorilla's json2 writes it.
 type JsonBody = ([(axum::http::HeaderName, &'static str); 1], Vec<u8>);
 
-fn json_body(r: &wire::Response) -> JsonBody {
-    // A response of plain values always serialises.
+fn json_body(r: &impl Serialize) -> JsonBody {
+    // A body of plain values always serialises.
     let bytes = serde_json::to_vec(r).unwrap_or_default();
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -123,6 +127,12 @@ async fn handle(State(p): State<Provider>, body: Bytes) -> JsonBody {
         },
         Err((code, message)) => failure(id, code, message),
     })
+}
+
+/// InfraKit's description of a plugin, which `infrakit <plugin> info api`
+/// reads.
+async fn info_api() -> JsonBody {
+    json_body(&crate::info::drover_info())
 }
 
 fn failure(id: Value, code: i64, message: String) -> wire::Response {
@@ -191,13 +201,7 @@ fn hello() -> Answer {
 }
 
 fn implements() -> Answer {
-    let spec = |s: &str| {
-        let (name, version) = s.split_once('/').unwrap_or((s, ""));
-        wire::InterfaceSpec {
-            name: name.into(),
-            version: version.into(),
-        }
-    };
+    let spec = |s| wire::InterfaceSpec::parse(s, None);
     ok(wire::ImplementsResponse {
         apis: vec![spec(INSTANCE_0_5_0), spec(DROVER_0_1_0)],
     })

@@ -164,7 +164,8 @@ async fn a_plugin_error_object_is_a_transient_error_naming_the_plugin() {
 }
 
 /// The keys of `v`'s objects, recursively, but inside maps whose keys are
-/// data (tags, labels, objects by interface, properties).
+/// data (tags, labels, objects by interface, properties); an empty list is
+/// `null`, as Go writes a nil slice.
 fn shape(v: &Value) -> Value {
     const DATA: &[&str] = &["Tags", "Labels", "Properties", "Objects"];
     match v {
@@ -180,6 +181,7 @@ fn shape(v: &Value) -> Value {
                 })
                 .collect(),
         ),
+        Value::Array(a) if a.is_empty() => Value::Null,
         Value::Array(a) => Value::Array(a.iter().take(1).map(shape).collect()),
         _ => Value::Null,
     }
@@ -281,6 +283,40 @@ async fn drover_s_server_gives_back_the_logical_id_infrakit_s_group_provisioned_
     assert_eq!(got["LogicalID"], want["LogicalID"], "{described}");
     for (k, v) in want["Tags"].as_object().unwrap() {
         assert_eq!(&got["Tags"][k], v, "tag {k}: {described}");
+    }
+}
+
+/// `infrakit <plugin> info api` reads `GET /info/api.json` as Go's
+/// `plugin.Info`: drover's server answers in its shape, describing every
+/// instance method InfraKit's plugins describe, each request and result
+/// keyed as theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drover_s_server_describes_itself_at_info_api_json_as_infrakit_plugins_do() {
+    let served = support::ServedSim::start();
+    let f = fixture("0.6.1/info-api");
+    let path = f["request"]["path"].as_str().unwrap();
+    let (status, info) = support::get(&served.socket, path).await;
+    assert_eq!(status, 200, "{info}");
+    let want = &f["response"];
+    assert_eq!(shape(&info), shape(want), "{info:#}");
+    assert_eq!(info["Vendor"]["Name"], "drover");
+    assert_eq!(info["Implements"][0], want["Implements"][0]);
+    assert_eq!(
+        info["Implements"][1],
+        json!({"Name": "Drover", "Version": "0.1.0", "Sub": ""})
+    );
+    let methods = |v: &Value| v["Interfaces"][0]["Methods"].as_array().unwrap().clone();
+    let (got, wanted) = (methods(&info), methods(want));
+    let names = |m: &[Value]| {
+        m.iter()
+            .map(|d| d["Request"]["method"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&got), names(&wanted));
+    for (g, w) in got.iter().zip(&wanted) {
+        assert_eq!(shape(g), shape(w), "{}", w["Request"]["method"]);
+        // Go reads the ids into strings.
+        assert!(g["Request"]["id"].is_string() && g["Response"]["id"].is_string());
     }
 }
 
