@@ -45,6 +45,7 @@ mod execute;
 mod hook;
 mod metrics;
 pub(crate) mod observe;
+mod outage;
 mod paced;
 pub mod procedure;
 mod run;

@@ -8,7 +8,11 @@
 //! failure reaches the planner. Every call is safe to retry: describe and
 //! label are reads or overwrites, destroy treats "absent" as success, and
 //! provision is idempotent on the operation's link (its provision token).
+//!
+//! A describe that still fails after its retries is the provider's outage:
+//! logged once when it begins and once when it ends ([`crate::outage`]).
 
+use crate::outage::Outage;
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 use drover_core::model::Instance;
@@ -52,21 +56,39 @@ struct Bucket {
 
 /// An [`InstanceProvider`] whose calls are rate-limited and retried.
 pub(crate) struct Paced {
+    /// The provider's name, as groups name it (for the outage's log).
+    name: String,
     inner: Arc<dyn InstanceProvider>,
     pacing: Pacing,
     bucket: Mutex<Bucket>,
+    outage: Mutex<Outage>,
 }
 
 impl Paced {
-    /// Wraps `inner`.
-    pub(crate) fn new(inner: Arc<dyn InstanceProvider>, pacing: Pacing) -> Self {
+    /// Wraps `inner`, the provider groups call `name`.
+    pub(crate) fn new(name: &str, inner: Arc<dyn InstanceProvider>, pacing: Pacing) -> Self {
         Paced {
+            name: name.to_string(),
             inner,
             pacing,
             bucket: Mutex::new(Bucket {
                 tokens: f64::from(pacing.burst),
                 at: Instant::now(),
             }),
+            outage: Mutex::default(),
+        }
+    }
+
+    /// Tells the provider's outage, once when a describe first fails and
+    /// once when one succeeds again (not on every pass in between).
+    fn watch(&self, listed: &Result<Vec<Instance>, ProviderError>) {
+        let told = self
+            .outage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .after(listed.as_ref().map(drop), Instant::now());
+        if let Some(told) = told {
+            told.log(&self.name);
         }
     }
 
@@ -158,14 +180,18 @@ impl InstanceProvider for Paced {
         &self,
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError> {
-        self.call(|| self.inner.describe(tags)).await
+        let listed = self.call(|| self.inner.describe(tags)).await;
+        self.watch(&listed);
+        listed
     }
 
     async fn describe_fresh(
         &self,
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError> {
-        self.call(|| self.inner.describe_fresh(tags)).await
+        let listed = self.call(|| self.inner.describe_fresh(tags)).await;
+        self.watch(&listed);
+        listed
     }
 
     async fn label(
@@ -184,7 +210,8 @@ pub(crate) fn wrap(providers: crate::Providers) -> crate::Providers {
     providers
         .into_iter()
         .map(|(name, p)| {
-            let paced: Arc<dyn InstanceProvider> = Arc::new(Paced::new(p, Pacing::default()));
+            let paced: Arc<dyn InstanceProvider> =
+                Arc::new(Paced::new(&name, p, Pacing::default()));
             (name, paced)
         })
         .collect()
@@ -245,7 +272,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn transient_failures_are_retried_with_backoff() {
         let inner = flaky(2, || ProviderError::Transient("throttled".into()));
-        let p = Paced::new(inner.clone(), Pacing::default());
+        let p = Paced::new("flaky", inner.clone(), Pacing::default());
         let started = Instant::now();
         assert!(p.describe(&BTreeMap::new()).await.is_ok());
         assert_eq!(inner.calls.load(Ordering::SeqCst), 3);
@@ -256,14 +283,62 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn retries_are_bounded_and_permanent_failures_not_retried() {
         let inner = flaky(100, || ProviderError::Transient("down".into()));
-        let p = Paced::new(inner.clone(), Pacing::default());
+        let p = Paced::new("flaky", inner.clone(), Pacing::default());
         assert!(p.describe(&BTreeMap::new()).await.is_err());
         assert_eq!(inner.calls.load(Ordering::SeqCst), 4, "1 call + 3 retries");
 
         let inner = flaky(100, || ProviderError::Permanent("bad image".into()));
-        let p = Paced::new(inner.clone(), Pacing::default());
+        let p = Paced::new("flaky", inner.clone(), Pacing::default());
         assert!(p.describe(&BTreeMap::new()).await.is_err());
         assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// What a test's log subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_describe_is_logged_when_it_begins_and_when_it_ends() {
+        let written = Written::default();
+        let log = written.clone();
+        let _log = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::INFO)
+                .with_writer(move || log.clone())
+                .finish(),
+        );
+        let inner = flaky(5, || {
+            ProviderError::Permanent("plugin p: socket gone".into())
+        });
+        let p = Paced::new("plugin:p", inner.clone(), Pacing::default());
+        // 5 failed passes 10 s apart, then 5 good ones.
+        for _ in 0..10 {
+            let _ = p.describe(&BTreeMap::new()).await;
+            tokio::time::advance(Duration::from_secs(10)).await;
+        }
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        let warns: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
+        assert_eq!(warns.len(), 2, "{text}");
+        assert!(
+            warns[0].contains("provider plugin:p is failing") && warns[0].contains("socket gone"),
+            "{text}"
+        );
+        assert!(
+            warns[1].contains("provider plugin:p recovered after 50.0s (5 failed describes)"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 2, "{text}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -274,7 +349,7 @@ mod tests {
             per_second: 10,
             ..Pacing::default()
         };
-        let p = Paced::new(inner.clone(), pacing);
+        let p = Paced::new("flaky", inner.clone(), pacing);
         let started = Instant::now();
         for _ in 0..5 {
             p.describe(&BTreeMap::new()).await.unwrap();

@@ -84,7 +84,8 @@ pub enum Api {
     V0_5_0,
 }
 
-/// The handshake's outcome, kept until a call finds the socket gone.
+/// The handshake's outcome, kept until a call finds the socket gone or its
+/// connection broken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Agreed {
     /// The interface version spoken.
@@ -153,6 +154,11 @@ impl PluginProvider {
                 method,
                 detail,
             },
+            e @ CallError::TimedOut(_) => PluginError::Lost {
+                plugin,
+                method,
+                detail: e.to_string(),
+            },
             CallError::Rpc(e) => PluginError::Refused {
                 plugin,
                 method,
@@ -184,15 +190,11 @@ impl PluginProvider {
             let answer =
                 tokio::time::timeout(self.timeouts.call, self.rpc.call(method, params.clone()))
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(CallError::Lost(format!(
-                            "no answer within {:?}",
-                            self.timeouts.call
-                        )))
-                    });
+                    .unwrap_or(Err(CallError::TimedOut(self.timeouts.call)));
+            self.forget_if_disconnected(&answer);
             let retry = match &answer {
                 Err(CallError::NotSent { .. }) => true,
-                Err(CallError::Lost(_)) => idempotent,
+                Err(CallError::Lost(_) | CallError::TimedOut(_)) => idempotent,
                 _ => false,
             };
             if retry && attempt < self.timeouts.attempts {
@@ -200,14 +202,23 @@ impl PluginProvider {
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
                 continue;
             }
-            if matches!(answer, Err(CallError::NotSent { .. })) {
-                // The plugin may come back as another build: shake hands
-                // again (unless this call is the handshake, which holds it).
-                if let Ok(mut agreed) = self.agreed.try_lock() {
-                    *agreed = None;
-                }
-            }
             return self.decode(method, answer.map_err(|e| self.error(method, e))?);
+        }
+    }
+
+    /// Ends the kept agreement after a call that could not be sent or
+    /// whose connection broke: the plugin may come back as another build
+    /// (another version, without drover's extension), so the next call
+    /// shakes hands again. A plugin that answered, even with an error, or
+    /// that is only slow keeps it: a pass over a healthy plugin sends no
+    /// handshake, and a hung one is not asked to shake hands as well. The
+    /// handshake itself holds the agreement while it runs (and sets it only
+    /// on success), so its own calls leave it alone.
+    fn forget_if_disconnected(&self, answer: &Result<Value, CallError>) {
+        if matches!(answer, Err(CallError::NotSent { .. } | CallError::Lost(_)))
+            && let Ok(mut agreed) = self.agreed.try_lock()
+        {
+            *agreed = None;
         }
     }
 
@@ -234,7 +245,9 @@ impl PluginProvider {
     }
 
     /// The handshake: `Handshake.Hello` (0.6.1), else `Handshake.Implements`
-    /// (0.5.0); done once, again after the socket was found gone.
+    /// (0.5.0); done once per kept agreement: again only after a call found
+    /// the socket gone or its connection broken
+    /// (`forget_if_disconnected`).
     pub async fn handshake(&self) -> Result<Agreed, PluginError> {
         let mut agreed = self.agreed.lock().await;
         if let Some(a) = *agreed {
@@ -452,12 +465,8 @@ impl PluginProvider {
         self.fenced(fence)?;
         let answer = tokio::time::timeout(self.timeouts.change, self.rpc.call(M, params))
             .await
-            .unwrap_or_else(|_| {
-                Err(CallError::Lost(format!(
-                    "no answer within {:?}",
-                    self.timeouts.change
-                )))
-            });
+            .unwrap_or(Err(CallError::TimedOut(self.timeouts.change)));
+        self.forget_if_disconnected(&answer);
         match answer {
             Ok(v) => {
                 let ok: wire::OkResponse = self.decode(M, v)?;

@@ -10,7 +10,7 @@
 //!   (handshake with fallback, per-call time bounds, "maybe done"), and
 //!   [`PluginError`], how its calls fail;
 //! - [`server`]: any `InstanceProvider` served as a plugin
-//!   (`drover plugin serve`).
+//!   (`drover plugin serve`), with [`info`], its `GET /info/api.json`.
 //!
 //! ## Start here
 //! `docs/plugins.md` is the protocol as drover speaks it, with the rules a
@@ -23,6 +23,7 @@
 pub mod client;
 pub mod discovery;
 mod error;
+pub mod info;
 mod rpc;
 pub mod server;
 #[cfg(feature = "testkit")]

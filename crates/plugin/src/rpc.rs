@@ -25,9 +25,14 @@ pub(crate) enum CallError {
         /// What failed.
         detail: String,
     },
-    /// Sent, but no whole answer came back: it may have been done.
+    /// Sent, but the connection broke before a whole answer came back:
+    /// it may have been done.
     #[error("sent, but the answer was lost: {0}")]
     Lost(String),
+    /// Sent, and no answer within the caller's bound (the connection still
+    /// up: the plugin is slow or hung): it may have been done.
+    #[error("no answer within {0:?}")]
+    TimedOut(std::time::Duration),
     /// The plugin answered with a JSON-RPC error.
     #[error("{} (JSON-RPC error {})", .0.message, .0.code)]
     Rpc(wire::RpcError),

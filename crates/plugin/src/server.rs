@@ -3,7 +3,8 @@
 //!
 //! It answers `Handshake.Hello` (`Instance/0.6.1` and drover's extension)
 //! and `Handshake.Implements` (`Instance/0.5.0`: every call reads both
-//! versions' shapes), and the five instance methods. A provider call runs
+//! versions' shapes), the five instance methods, and `GET /info/api.json`
+//! ([`crate::info`]). A provider call runs
 //! in a task of its own, so a client that stops waiting (InfraKit's timed
 //! out after 15 s) does not cancel a machine half made.
 //!
@@ -16,7 +17,7 @@ use crate::wire::{self, DROVER_0_1_0, INSTANCE_0_5_0, INSTANCE_0_6_1};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::routing::post;
+use axum::routing::{get, post};
 use drover_core::model::tags;
 use drover_core::template::BootContext;
 use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
@@ -84,7 +85,10 @@ pub async fn serve(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = Router::new().route("/", post(handle)).with_state(provider);
+    let app = Router::new()
+        .route("/", post(handle))
+        .route(crate::info::INFO_API, get(info_api))
+        .with_state(provider);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -95,8 +99,8 @@ type Provider = Arc<dyn InstanceProvider>;
 /// A JSON body, as gorilla's json2 writes it.
 type JsonBody = ([(axum::http::HeaderName, &'static str); 1], Vec<u8>);
 
-fn json_body(r: &wire::Response) -> JsonBody {
-    // A response of plain values always serialises.
+fn json_body(r: &impl Serialize) -> JsonBody {
+    // A body of plain values always serialises.
     let bytes = serde_json::to_vec(r).unwrap_or_default();
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -123,6 +127,12 @@ async fn handle(State(p): State<Provider>, body: Bytes) -> JsonBody {
         },
         Err((code, message)) => failure(id, code, message),
     })
+}
+
+/// InfraKit's description of a plugin, which `infrakit <plugin> info api`
+/// reads.
+async fn info_api() -> JsonBody {
+    json_body(&crate::info::drover_info())
 }
 
 fn failure(id: Value, code: i64, message: String) -> wire::Response {
@@ -191,13 +201,7 @@ fn hello() -> Answer {
 }
 
 fn implements() -> Answer {
-    let spec = |s: &str| {
-        let (name, version) = s.split_once('/').unwrap_or((s, ""));
-        wire::InterfaceSpec {
-            name: name.into(),
-            version: version.into(),
-        }
-    };
+    let spec = |s| wire::InterfaceSpec::parse(s, None);
     ok(wire::ImplementsResponse {
         apis: vec![spec(INSTANCE_0_5_0), spec(DROVER_0_1_0)],
     })
@@ -294,7 +298,8 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
         )
     );
     let ext = req.drover.unwrap_or_default();
-    let tag = |k: &str| req.spec.tags.get(k).cloned().unwrap_or_default();
+    let spec_tags = tags_with_logical_id(req.spec.tags, req.spec.logical_id.as_deref())?;
+    let tag = |k: &str| spec_tags.get(k).cloned().unwrap_or_default();
     let boot_context = BootContext {
         role: if ext.role.is_empty() {
             "plain".into()
@@ -318,7 +323,7 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
         p => p,
     };
     Ok(ProvisionRequest {
-        tags: req.spec.tags,
+        tags: spec_tags,
         logical_id: req.spec.logical_id,
         properties,
         engine_labels: ext.engine_labels,
@@ -330,6 +335,35 @@ fn to_provision(req: wire::ProvisionRequest) -> Result<ProvisionRequest, (i64, S
             .map(|(k, v)| (k, Secret::new(v)))
             .collect(),
     })
+}
+
+/// The Spec's tags with its `LogicalID` among them as drover's
+/// logical-id tag: drover's providers keep a machine's tags, and a
+/// description's `LogicalID` is read back from that tag. InfraKit's own
+/// plugins keep the whole Spec, and its group finds its pets by the
+/// `LogicalID` they describe, so a plugin must give it back. A tag that
+/// contradicts the `LogicalID` is refused; an empty `LogicalID` is none.
+fn tags_with_logical_id(
+    mut spec_tags: BTreeMap<String, String>,
+    logical_id: Option<&str>,
+) -> Result<BTreeMap<String, String>, (i64, String)> {
+    let Some(id) = logical_id.filter(|id| !id.is_empty()) else {
+        return Ok(spec_tags);
+    };
+    match spec_tags.get(tags::LOGICAL_ID) {
+        Some(tagged) if tagged != id => Err((
+            wire::INVALID_PARAMS,
+            format!(
+                "Spec.LogicalID {id:?} and Spec.Tags[{:?}] {tagged:?} differ: give one logical id (or leave the tag out)",
+                tags::LOGICAL_ID
+            ),
+        )),
+        Some(_) => Ok(spec_tags),
+        None => {
+            spec_tags.insert(tags::LOGICAL_ID.to_string(), id.to_string());
+            Ok(spec_tags)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -370,6 +404,38 @@ mod tests {
         );
         assert!(req.properties.is_object());
         assert!(to_provision(provision("{% endraw %}")).is_err());
+    }
+
+    #[test]
+    fn a_logical_id_is_kept_as_drover_s_tag_and_a_contradicting_tag_refused() {
+        let mut req = provision("true");
+        req.spec.logical_id = Some("10.0.0.5".into());
+        let kept = to_provision(req.clone()).unwrap();
+        assert_eq!(
+            kept.tags.get(tags::LOGICAL_ID).map(String::as_str),
+            Some("10.0.0.5")
+        );
+        assert_eq!(kept.logical_id.as_deref(), Some("10.0.0.5"));
+        assert_eq!(kept.boot_context.logical_id, "10.0.0.5");
+
+        req.spec
+            .tags
+            .insert(tags::LOGICAL_ID.into(), "10.0.0.6".into());
+        let (code, message) = to_provision(req).unwrap_err();
+        assert_eq!(code, wire::INVALID_PARAMS);
+        assert_eq!(
+            message,
+            "Spec.LogicalID \"10.0.0.5\" and Spec.Tags[\"drover.logical-id\"] \"10.0.0.6\" differ: give one logical id (or leave the tag out)"
+        );
+
+        let mut none = provision("true");
+        none.spec.logical_id = Some(String::new());
+        assert!(
+            !to_provision(none)
+                .unwrap()
+                .tags
+                .contains_key(tags::LOGICAL_ID)
+        );
     }
 
     /// Binds `socket` inside a runtime (the listener needs its reactor).

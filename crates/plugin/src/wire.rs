@@ -104,7 +104,7 @@ pub struct HelloResponse {
     pub objects: BTreeMap<String, Vec<Object>>,
 }
 
-/// An interface as `Handshake.Implements` lists it.
+/// An interface as `Handshake.Implements` and `/info/api.json` list it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InterfaceSpec {
     /// `Instance`.
@@ -113,6 +113,22 @@ pub struct InterfaceSpec {
     /// `0.5.0`.
     #[serde(rename = "Version")]
     pub version: String,
+    /// A "subclass" name (InfraKit from 0.6 writes it, empty; 0.5 has no
+    /// such field, so `Handshake.Implements` leaves it out).
+    #[serde(rename = "Sub", default, skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+}
+
+impl InterfaceSpec {
+    /// `Name/Version` as the handshake spells it (`Instance/0.6.1`).
+    pub fn parse(spec: &str, sub: Option<&str>) -> InterfaceSpec {
+        let (name, version) = spec.split_once('/').unwrap_or((spec, ""));
+        InterfaceSpec {
+            name: name.into(),
+            version: version.into(),
+            sub: sub.map(str::to_string),
+        }
+    }
 }
 
 /// `Handshake.Implements`'s result (InfraKit 0.5).

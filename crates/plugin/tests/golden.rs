@@ -1,6 +1,8 @@
 //! Golden request/response fixtures (`tests/fixtures/<version>/`), written
 //! from InfraKit's Go types (`pkg/rpc/instance/types.go`,
-//! `pkg/spi/instance/types.go`, `pkg/rpc/handshake.go` at 0.6.1 and 0.5):
+//! `pkg/spi/instance/types.go`, `pkg/rpc/handshake.go` at 0.6.1 and 0.5;
+//! `*-infrakit-pet` as InfraKit's group controller sends them,
+//! `info-api` as `pkg/rpc/server/info.go` writes `pkg/plugin.Info`):
 //! drover's client sends exactly the fixtures' requests and reads their
 //! responses; drover's server reads the fixtures' requests and answers in
 //! their shapes.
@@ -162,7 +164,8 @@ async fn a_plugin_error_object_is_a_transient_error_naming_the_plugin() {
 }
 
 /// The keys of `v`'s objects, recursively, but inside maps whose keys are
-/// data (tags, labels, objects by interface, properties).
+/// data (tags, labels, objects by interface, properties); an empty list is
+/// `null`, as Go writes a nil slice.
 fn shape(v: &Value) -> Value {
     const DATA: &[&str] = &["Tags", "Labels", "Properties", "Objects"];
     match v {
@@ -178,6 +181,7 @@ fn shape(v: &Value) -> Value {
                 })
                 .collect(),
         ),
+        Value::Array(a) if a.is_empty() => Value::Null,
         Value::Array(a) => Value::Array(a.iter().take(1).map(shape).collect()),
         _ => Value::Null,
     }
@@ -247,6 +251,73 @@ async fn drover_s_server_reads_the_fixtures_and_answers_in_their_shapes() {
     }
     let (_, after) = post("0.6.1/describe-none").await;
     assert_eq!(after["result"]["Descriptions"], json!([]));
+}
+
+/// InfraKit's group makes a pet with `Spec.LogicalID` (and its own
+/// `infrakit.logical_id` tag, `pkg/controller/group/scaled.go`) and finds
+/// it again by the `LogicalID` its plugin describes: drover's server gives
+/// it back, with every tag it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drover_s_server_gives_back_the_logical_id_infrakit_s_group_provisioned_with() {
+    let served = support::ServedSim::start();
+    let made = fixture("0.6.1/provision-infrakit-pet");
+    let (status, answer) = support::post(&served.socket, &made["request"]).await;
+    assert_eq!(
+        (status, shape(&answer)),
+        (200, shape(&made["response"])),
+        "{answer}"
+    );
+    let id = answer["result"]["ID"].clone();
+
+    let f = fixture("0.6.1/describe-infrakit-pet");
+    let (status, described) = support::post(&served.socket, &f["request"]).await;
+    assert_eq!(status, 200, "{described}");
+    let want = &f["response"]["result"]["Descriptions"][0];
+    let got = &described["result"]["Descriptions"][0];
+    assert_eq!(shape(got), shape(want), "{described}");
+    assert_eq!(
+        described["result"]["Descriptions"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(got["ID"], id);
+    assert_eq!(got["LogicalID"], want["LogicalID"], "{described}");
+    for (k, v) in want["Tags"].as_object().unwrap() {
+        assert_eq!(&got["Tags"][k], v, "tag {k}: {described}");
+    }
+}
+
+/// `infrakit <plugin> info api` reads `GET /info/api.json` as Go's
+/// `plugin.Info`: drover's server answers in its shape, describing every
+/// instance method InfraKit's plugins describe, each request and result
+/// keyed as theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drover_s_server_describes_itself_at_info_api_json_as_infrakit_plugins_do() {
+    let served = support::ServedSim::start();
+    let f = fixture("0.6.1/info-api");
+    let path = f["request"]["path"].as_str().unwrap();
+    let (status, info) = support::get(&served.socket, path).await;
+    assert_eq!(status, 200, "{info}");
+    let want = &f["response"];
+    assert_eq!(shape(&info), shape(want), "{info:#}");
+    assert_eq!(info["Vendor"]["Name"], "drover");
+    assert_eq!(info["Implements"][0], want["Implements"][0]);
+    assert_eq!(
+        info["Implements"][1],
+        json!({"Name": "Drover", "Version": "0.1.0", "Sub": ""})
+    );
+    let methods = |v: &Value| v["Interfaces"][0]["Methods"].as_array().unwrap().clone();
+    let (got, wanted) = (methods(&info), methods(want));
+    let names = |m: &[Value]| {
+        m.iter()
+            .map(|d| d["Request"]["method"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&got), names(&wanted));
+    for (g, w) in got.iter().zip(&wanted) {
+        assert_eq!(shape(g), shape(w), "{}", w["Request"]["method"]);
+        // Go reads the ids into strings.
+        assert!(g["Request"]["id"].is_string() && g["Response"]["id"].is_string());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,7 +102,7 @@ impl PluginProvider {
         let task = tokio::spawn(async move {
             let answer = tokio::time::timeout(cap, rpc.call(M, params))
                 .await
-                .unwrap_or_else(|_| Err(CallError::Lost(format!("no answer within {cap:?}"))));
+                .unwrap_or(Err(CallError::TimedOut(cap)));
             if let Some(id) = answer
                 .as_ref()
                 .ok()
@@ -116,7 +116,10 @@ impl PluginProvider {
             answer
         });
         let answer = match tokio::time::timeout(self.timeouts.change, task).await {
-            Ok(Ok(answer)) => answer.map_err(|e| self.error(M, e))?,
+            Ok(Ok(answer)) => {
+                self.forget_if_disconnected(&answer);
+                answer.map_err(|e| self.error(M, e))?
+            }
             Ok(Err(join)) => {
                 return Err(PluginError::Lost {
                     plugin: self.label.clone(),

@@ -256,14 +256,23 @@ impl Drop for ServedSim {
 
 /// One raw `POST /` to `socket`: the status and the body as JSON.
 pub async fn post(socket: &Path, body: &Value) -> (u16, Value) {
-    let mut conn = UnixStream::connect(socket).await.unwrap();
     let bytes = serde_json::to_vec(body).unwrap();
+    http(socket, "POST", "/", &bytes).await
+}
+
+/// One raw `GET path` to `socket`: the status and the body as JSON.
+pub async fn get(socket: &Path, path: &str) -> (u16, Value) {
+    http(socket, "GET", path, &[]).await
+}
+
+async fn http(socket: &Path, method: &str, path: &str, bytes: &[u8]) -> (u16, Value) {
+    let mut conn = UnixStream::connect(socket).await.unwrap();
     let head = format!(
-        "POST / HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         bytes.len()
     );
     conn.write_all(head.as_bytes()).await.unwrap();
-    conn.write_all(&bytes).await.unwrap();
+    conn.write_all(bytes).await.unwrap();
     let mut out = Vec::new();
     conn.read_to_end(&mut out).await.unwrap();
     let text = String::from_utf8_lossy(&out).into_owned();
