@@ -94,6 +94,7 @@ async fn destroying_a_pets_group_with_a_spare_slot_drops_the_slot() {
         &url,
         drover_store::OpenOptions {
             create: true,
+            read_only: false,
             timeout: std::time::Duration::from_secs(5),
         },
     )

@@ -341,6 +341,11 @@ pub enum StoreError {
     /// address and what to do; not retryable.
     #[error("{0}")]
     NotFound(String),
+    /// Another process holds the store and this one cannot share it (a
+    /// file store open for writing elsewhere). The message names the
+    /// holder and what to do; not retryable: waiting would be silent.
+    #[error("{0}")]
+    Held(String),
     /// The value is too large for the backend (after compression).
     #[error("too large: {0}")]
     TooLarge(String),

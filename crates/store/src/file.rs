@@ -1,15 +1,33 @@
 //! The `file` store: one redb file on one host.
 //!
-//! Leadership is the file lock: redb locks its file, so exactly one process
-//! (one controller) can open it; a second opener gets
-//! [`StoreError::Unavailable`] saying so. Every write is one redb write
-//! transaction that reads the sections it needs, applies the contract's
-//! checks (revision CAS, epoch fence) and writes back, so check and write
-//! are atomic, and durable when it returns — but for a controller's
-//! heartbeat and status document, rewritten every pass, which the next
-//! durable commit persists. The file is created with mode 0600.
+//! Leadership is the file lock: redb lets one process at a time open the
+//! file for writing, so exactly one controller (or one changing command)
+//! writes it. Every write is one redb write transaction that reads the
+//! sections it needs, applies the contract's checks (revision CAS, epoch
+//! fence) and writes back, so check and write are atomic and durable when
+//! it returns. The file is created with mode 0600.
+//!
+//! How processes share the file ([`Access`]): the CLI opens it
+//! [`Access::Shared`] to change it, in redb's `SingleWriter` mode, and
+//! [`Access::ReadOnly`] to read it (`status`, `events`, `history`,
+//! `plan --store`), so reads work beside a running controller and follow
+//! its commits. A second writer is refused at once with
+//! [`StoreError::Held`], naming the holder from the record beside the file
+//! ([`crate::holder`]). redb's `MultiWriter` mode would let `apply` write
+//! beside a controller, but then the file lock is no longer the
+//! leadership and a controller would not hear another process's commits;
+//! so `apply` is refused while a controller runs, and says so.
+//!
+//! The price of sharing: redb refuses commits without an fsync
+//! (`Durability::None`) in a shared mode, since another process could not
+//! see them. A controller's heartbeat and status document, rewritten every
+//! pass, are then synced each (a few ms a pass on a disk). A process that
+//! keeps the file to itself ([`Access::Exclusive`], [`FileStore::open`]:
+//! tests, benchmarks, an embedding program) still writes them unsynced,
+//! made durable by the next durable commit.
 
 use crate::format::WriteFormat;
+use crate::holder::{self, Holder, Record};
 use crate::model::{Limits, Section, State, batch_sections, unavailable};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
@@ -18,7 +36,10 @@ use drover_spi::{
     Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
     StoreError, Write,
 };
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Builder, ConcurrencyMode, Database, DatabaseError, Durability, ReadOnlyDatabase,
+    ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -27,15 +48,55 @@ use std::sync::Arc;
 /// Section name → JSON.
 const TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("drover");
 
+/// How a process opens the file, and whom it shares it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads and writes; no other process may open the file meanwhile.
+    /// The fastest: a controller's per-pass records are written unsynced.
+    Exclusive,
+    /// Reads and writes; other processes may read the file meanwhile
+    /// ([`Access::ReadOnly`]), but not write it. Every commit is synced.
+    Shared,
+    /// Reads only, beside a [`Access::Shared`] writer or none; writes are
+    /// refused. The file must exist and have been written once.
+    ReadOnly,
+}
+
+/// The open file, as its [`Access`] allows.
+enum Db {
+    Write(Database),
+    Read(ReadOnlyDatabase),
+}
+
+/// One open of the file and, for a writer, its holder record (removed
+/// when the last clone of the store drops).
+struct Opened {
+    db: Db,
+    _record: Option<Record>,
+}
+
+impl Opened {
+    fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
+        match &self.db {
+            Db::Write(db) => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        }
+        .map_err(|e| unavailable("redb", e))
+    }
+}
+
 /// The embedded single-host store.
 #[derive(Clone)]
 pub struct FileStore {
-    db: Arc<Database>,
+    db: Arc<Opened>,
     path: PathBuf,
     limits: Limits,
+    /// How a controller's per-pass records are committed: unsynced when
+    /// the file is not shared, synced when it is (redb refuses otherwise).
+    soft: Durability,
     format: Arc<WriteFormat>,
     /// Wakes [`Store::changed`] in this process: the only one that can
-    /// open the file, so the only writer there is.
+    /// write the file, so the only writer there is.
     changes: Arc<tokio::sync::Notify>,
 }
 
@@ -48,47 +109,61 @@ impl std::fmt::Debug for FileStore {
 }
 
 impl FileStore {
-    /// Opens (creating, mode 0600) the store at `path` with default limits.
+    /// Opens (creating, mode 0600) the store at `path` with default limits,
+    /// [`Access::Exclusive`].
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`] when another process (or another handle
-    /// in this one) has the file open: a file store serves one controller.
+    /// [`StoreError::Held`] when another process (or another handle in
+    /// this one) has the file open: a file store serves one controller.
     pub fn open(path: impl AsRef<Path>) -> Result<FileStore, StoreError> {
         FileStore::open_with(path, Limits::default())
     }
 
-    /// Opens with explicit history/event limits.
+    /// Opens with explicit history/event limits, [`Access::Exclusive`].
+    ///
+    /// # Errors
+    /// As [`FileStore::open`].
     pub fn open_with(path: impl AsRef<Path>, limits: Limits) -> Result<FileStore, StoreError> {
+        FileStore::open_as(path, Access::Exclusive, limits)
+    }
+
+    /// Opens the store at `path` as `access` says (a writer creates the
+    /// file, mode 0600) and, for a writer, records this process as its
+    /// holder beside it.
+    ///
+    /// # Errors
+    /// [`StoreError::Held`], naming the holder and what to do, when another
+    /// process has the file open in a way `access` cannot share (at once:
+    /// nothing waits); [`StoreError::Unavailable`] when the file cannot be
+    /// opened at all.
+    pub fn open_as(
+        path: impl AsRef<Path>,
+        access: Access,
+        limits: Limits,
+    ) -> Result<FileStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let shown = path.display();
-        // Create it ourselves so it is never world-readable, not even for a
-        // moment; tighten an existing file too.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| unavailable(&format!("cannot open file store {shown}"), e))?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| unavailable(&format!("cannot chmod 0600 {shown}"), e))?;
-        drop(file);
-        let db = Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Unavailable(format!(
-                "file store {shown} is already open by another controller: a file store \
-                 serves exactly one controller (it is the leader); stop the other one, or \
-                 use an etcd or swarm store to run several controllers"
-            )),
-            e => unavailable(&format!("cannot open file store {shown}"), e),
-        })?;
-        let txn = db.begin_write().map_err(|e| unavailable("redb", e))?;
-        txn.open_table(TABLE).map_err(|e| unavailable("redb", e))?;
-        txn.commit().map_err(|e| unavailable("redb", e))?;
+        let (db, record) = match access {
+            Access::ReadOnly => (Db::Read(open_read_only(&path)?), None),
+            Access::Exclusive | Access::Shared => {
+                let db = open_writer(&path, access)?;
+                (
+                    Db::Write(db),
+                    Some(Record::write(&path, &Holder::this_process())),
+                )
+            }
+        };
+        let soft = match access {
+            Access::Exclusive => Durability::None,
+            Access::Shared | Access::ReadOnly => Durability::Immediate,
+        };
         Ok(FileStore {
-            db: Arc::new(db),
+            db: Arc::new(Opened {
+                db,
+                _record: record,
+            }),
             path,
             limits,
+            soft,
             format: Arc::default(),
             changes: Arc::default(),
         })
@@ -103,7 +178,7 @@ impl FileStore {
     async fn read(&self, sections: &'static [Section]) -> Result<State, StoreError> {
         let db = self.db.clone();
         blocking(move || {
-            let txn = db.begin_read().map_err(|e| unavailable("redb", e))?;
+            let txn = db.begin_read()?;
             let table = txn.open_table(TABLE).map_err(|e| unavailable("redb", e))?;
             let mut state = State::default();
             for &s in sections {
@@ -129,16 +204,17 @@ impl FileStore {
     }
 
     /// [`Self::write`] of what a controller writes again every pass and a
-    /// restart rewrites at once (its heartbeat, the status document): seen
-    /// by every read at once, made durable by the next durable commit, and
-    /// after a crash the previous one is read. An fsync each (about 4 ms
-    /// here) was a third of a pass on instant machines.
+    /// restart rewrites at once (its heartbeat, the status document): in a
+    /// file kept to this process, seen by every read at once, made durable
+    /// by the next durable commit, and after a crash the previous one is
+    /// read. An fsync each (about 4 ms here) was a third of a pass on
+    /// instant machines. Synced like any write in a shared file.
     async fn write_soft<T: Send + 'static>(
         &self,
         sections: &'static [Section],
         f: impl FnOnce(&mut State) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.write_as(Durability::None, sections, f).await
+        self.write_as(self.soft, sections, f).await
     }
 
     async fn write_as<T: Send + 'static>(
@@ -148,7 +224,14 @@ impl FileStore {
         f: impl FnOnce(&mut State) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (db, format) = (self.db.clone(), self.format.get());
+        let path = self.path.clone();
         blocking(move || {
+            let Db::Write(db) = &db.db else {
+                return Err(StoreError::Unavailable(format!(
+                    "file store {} was opened read-only by a command that only reads it",
+                    path.display()
+                )));
+            };
             let mut txn = db.begin_write().map_err(|e| unavailable("redb", e))?;
             txn.set_durability(durability)
                 .map_err(|e| unavailable("redb", e))?;
@@ -172,6 +255,55 @@ impl FileStore {
             Ok(out)
         })
         .await
+    }
+}
+
+/// Creates (mode 0600) and opens the file for writing.
+fn open_writer(path: &Path, access: Access) -> Result<Database, StoreError> {
+    let shown = path.display();
+    // Create it ourselves so it is never world-readable, not even for a
+    // moment; tighten an existing file too.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| unavailable(&format!("cannot open file store {shown}"), e))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| unavailable(&format!("cannot chmod 0600 {shown}"), e))?;
+    drop(file);
+    let mode = match access {
+        Access::Exclusive => ConcurrencyMode::ExclusiveWriter,
+        Access::Shared | Access::ReadOnly => ConcurrencyMode::SingleWriter,
+    };
+    let db = Builder::new()
+        .set_concurrency_mode(mode)
+        .create(path)
+        .map_err(|e| refused(path, e))?;
+    let txn = db.begin_write().map_err(|e| unavailable("redb", e))?;
+    txn.open_table(TABLE).map_err(|e| unavailable("redb", e))?;
+    txn.commit().map_err(|e| unavailable("redb", e))?;
+    Ok(db)
+}
+
+/// Opens the file to read beside a shared writer (or none).
+fn open_read_only(path: &Path) -> Result<ReadOnlyDatabase, StoreError> {
+    Builder::new()
+        .set_concurrency_mode(ConcurrencyMode::SingleWriter)
+        .open_read_only(path)
+        .map_err(|e| refused(path, e))
+}
+
+/// The error of an open redb refused: [`StoreError::Held`] naming the
+/// holder when another process has the file.
+fn refused(path: &Path, e: DatabaseError) -> StoreError {
+    match e {
+        DatabaseError::DatabaseAlreadyOpen => {
+            StoreError::Held(holder::refusal(path, holder::read(path).as_ref()))
+        }
+        e => unavailable(&format!("cannot open file store {}", path.display()), e),
     }
 }
 

@@ -1,8 +1,8 @@
 //! # drover-store
 //!
 //! The three backends of [`drover_spi::Store`]:
-//! - [`FileStore`] (`file:///path/state.db`): redb, one host, one controller
-//!   (the file lock is the leadership);
+//! - [`FileStore`] (`file:///path/state.db`): redb, one host, one writer
+//!   at a time (the file lock is the leadership), readers beside it;
 //! - [`EtcdStore`] (`etcd://host:port[,host:port]`, `etcds://` for TLS):
 //!   keys under a prefix, txn compares, a leased leader record;
 //! - [`SwarmStore`] (`swarm`, `swarm:ENDPOINT`): the swarm's own raft, as
@@ -25,6 +25,7 @@ mod address;
 mod etcd;
 mod file;
 mod format;
+mod holder;
 mod mem;
 mod model;
 mod swarm;
@@ -32,7 +33,7 @@ mod swarm;
 pub mod testkit;
 
 pub use etcd::{EtcdOptions, EtcdStore};
-pub use file::FileStore;
+pub use file::{Access, FileStore};
 pub use mem::MemStore;
 pub use model::Limits;
 pub use swarm::{MEASURED_RAFT_LIMIT, SwarmOptions, SwarmStore};
@@ -52,6 +53,11 @@ pub struct OpenOptions {
     /// controller) do: a typo in a read-only command's address must say
     /// "no store there", not show an empty store it just created.
     pub create: bool,
+    /// Only read: a file store is opened read-only ([`Access::ReadOnly`]),
+    /// so the command works beside the controller that writes it. Without
+    /// it a file store is opened [`Access::Shared`]: one writer, readers
+    /// beside it, a second writer refused at once naming the holder.
+    pub read_only: bool,
     /// How long connecting and the first read may take. An endpoint that
     /// accepts and never answers would otherwise hold the caller for the
     /// backend's own timeouts (10 s for etcd, 60 s for an engine), silently.
@@ -66,6 +72,7 @@ impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             create: true,
+            read_only: false,
             timeout: DEFAULT_OPEN_TIMEOUT,
         }
     }
@@ -110,7 +117,7 @@ pub async fn open_with(url: &str, options: OpenOptions) -> Result<Box<dyn Store>
     }
     let what = address.describe();
     let opening = async {
-        let store = connect(address).await?;
+        let store = connect(address, options.read_only).await?;
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -130,9 +137,21 @@ pub async fn open_with(url: &str, options: OpenOptions) -> Result<Box<dyn Store>
     }
 }
 
-async fn connect(address: Address) -> Result<Box<dyn Store>, StoreError> {
+/// True when `url` names a file store (one writer at a time: a command
+/// that wrote it and goes on reading opens it again read-only).
+pub fn is_file_store(url: &str) -> bool {
+    matches!(parse(url), Ok(Address::File(_)))
+}
+
+async fn connect(address: Address, read_only: bool) -> Result<Box<dyn Store>, StoreError> {
     Ok(match address {
-        Address::File(path) => Box::new(FileStore::open(path)?),
+        Address::File(path) => {
+            let access = match read_only {
+                true => Access::ReadOnly,
+                false => Access::Shared,
+            };
+            Box::new(FileStore::open_as(path, access, Limits::default())?)
+        }
         Address::Swarm(ep) => Box::new(SwarmStore::connect(ep.as_deref()).await?),
         Address::Etcd {
             endpoints,

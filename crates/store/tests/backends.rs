@@ -8,7 +8,9 @@ use bollard::query_parameters::UpdateSwarmOptionsBuilder;
 use drover_core::spec::ClusterSpec;
 use drover_spi::Controls;
 use drover_spi::{Provenance, StatusJson, Store, StoreError};
-use drover_store::{EtcdOptions, EtcdStore, FileStore, MemStore, SwarmOptions, SwarmStore};
+use drover_store::{
+    Access, EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore,
+};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
@@ -43,8 +45,9 @@ async fn file_store_is_0600_and_serves_one_controller() {
     let second = FileStore::open(&path).unwrap_err();
     let msg = second.to_string();
     assert!(
-        matches!(second, StoreError::Unavailable(_))
-            && msg.contains("serves exactly one controller"),
+        matches!(second, StoreError::Held(_))
+            && msg.contains(&format!("is held by pid {} (`", std::process::id()))
+            && msg.contains("a file store serves one controller"),
         "{msg}"
     );
     // The lock goes with the handle.
@@ -59,6 +62,68 @@ async fn file_store_is_0600_and_serves_one_controller() {
     let _s = FileStore::open(&path).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+}
+
+/// The CLI's writer ([`Access::Shared`]) lets readers open the file beside
+/// it (`status`, `history` beside a controller), which see its commits,
+/// while a second writer is refused at once naming the holder; the
+/// holder's record goes with it.
+#[tokio::test]
+async fn a_shared_file_store_has_one_writer_and_readers_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let open = |access| FileStore::open_as(&path, access, Limits::default());
+    let writer = open(Access::Shared).unwrap();
+    writer.init_cluster("c").await.unwrap();
+    let reader = open(Access::ReadOnly).unwrap();
+    assert_eq!(reader.cluster_id().await.unwrap().as_deref(), Some("c"));
+
+    for access in [Access::Shared, Access::Exclusive] {
+        let refused = open(access).unwrap_err();
+        let msg = refused.to_string();
+        assert!(matches!(refused, StoreError::Held(_)), "{msg}");
+        assert!(
+            msg.contains(&format!("is held by pid {} (`", std::process::id())),
+            "{msg}"
+        );
+    }
+
+    // The reader follows the writer's commits, the per-pass ones (synced
+    // in a shared file: redb refuses unsynced commits there) included.
+    let rev = writer
+        .commit(0, &spec_with("a"), prov(), false)
+        .await
+        .unwrap();
+    let epoch = writer.campaign("m-1").await.unwrap();
+    let doc = StatusJson::new(&serde_json::json!({"revision": rev})).unwrap();
+    writer.publish_status(epoch, doc).await.unwrap();
+    assert_eq!(reader.desired().await.unwrap().map(|r| r.rev), Some(rev));
+    assert_eq!(reader.status().await.unwrap().unwrap()["revision"], rev);
+    let write = reader.init_cluster("d").await.unwrap_err();
+    assert!(write.to_string().contains("opened read-only"), "{write}");
+
+    let record = dir.path().join("state.db.holder");
+    assert!(record.exists());
+    drop(writer);
+    assert!(!record.exists(), "the holder record outlived its holder");
+    let again = open(Access::Shared).unwrap();
+    assert_eq!(again.desired().await.unwrap().map(|r| r.rev), Some(rev));
+}
+
+/// A file kept to one process ([`FileStore::open`]) admits no reader, and
+/// says who holds it.
+#[tokio::test]
+async fn an_exclusive_file_store_refuses_readers_naming_its_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let _writer = FileStore::open(&path).unwrap();
+    let refused = FileStore::open_as(&path, Access::ReadOnly, Limits::default()).unwrap_err();
+    let msg = refused.to_string();
+    assert!(matches!(refused, StoreError::Held(_)), "{msg}");
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
 }
 
 #[tokio::test]

@@ -90,6 +90,9 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
+    // Followed read-only: a file store's controller must be able to open
+    // it to act on the revision.
+    let store = wiring::to_follow(&args.store, store).await?;
     wait(store.as_ref(), progress, started, args.timeout).await
 }
 

@@ -143,7 +143,7 @@ pub async fn events(
     store: &StoreArgs,
     output: Output,
 ) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store).await?;
+    let store = wiring::store_to_read(store).await?;
     let mut from = wall_ms().saturating_sub(since.as_millis() as u64);
     let events = store.events(from).await.map_err(anyhow::Error::from)?;
     if output == Output::Json && !follow {
@@ -198,7 +198,7 @@ fn print_event(e: &drover_spi::Event, output: Output) -> Result<(), MainError> {
 
 /// Prints the desired-state revisions, newest last.
 pub async fn history(store: &StoreArgs, output: Output) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store).await?;
+    let store = wiring::store_to_read(store).await?;
     let revisions = store.history().await.map_err(anyhow::Error::from)?;
     if output == Output::Json {
         println!(

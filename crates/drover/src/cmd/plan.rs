@@ -208,7 +208,7 @@ pub async fn live(
     output: Output,
 ) -> Result<ExitCode, MainError> {
     let spec = spec_file::load(file)?;
-    let ctx = wiring::observer(store, local, "plan").await?;
+    let ctx = wiring::reader(store, local, "plan").await?;
     // What `apply` of this file would commit must be valid, or there is no
     // plan to show: refused here as `apply` refuses it.
     let current = ctx.store.desired().await.map_err(anyhow::Error::from)?;

@@ -82,7 +82,7 @@ pub async fn restart(group: &str, store: &StoreArgs) -> Result<ExitCode, MainErr
 /// Shows what changed between two revisions (default: `from` → current),
 /// with secrets redacted.
 pub async fn diff(from: u64, to: Option<u64>, store: &StoreArgs) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store).await?;
+    let store = wiring::store_to_read(store).await?;
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let find = |rev: u64| {
@@ -158,7 +158,7 @@ const EXPORT_FORMAT: &str = "drover-export/1";
 
 /// Prints the store's specs and history as JSON.
 pub async fn export(store: &StoreArgs) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store).await?;
+    let store = wiring::store_to_read(store).await?;
     let cluster_id = store
         .cluster_id()
         .await

@@ -108,6 +108,10 @@ pub enum Open {
     /// A missing file store reads as an empty one, and none is created
     /// (dry runs, and commands that will refuse before they write).
     OrEmpty,
+    /// The store must exist and is only read (`status`, `events`,
+    /// `history`, `plan --store`, `diff`, `export`): a file store is opened
+    /// read-only, so these work beside the controller that writes it.
+    ToRead,
 }
 
 /// Opens the existing store named by `--store`.
@@ -115,10 +119,31 @@ pub async fn store(args: &StoreArgs) -> Result<Arc<dyn Store>, MainError> {
     store_with(args, Open::Existing).await
 }
 
+/// Opens the existing store named by `--store` only to read it.
+pub async fn store_to_read(args: &StoreArgs) -> Result<Arc<dyn Store>, MainError> {
+    store_with(args, Open::ToRead).await
+}
+
+/// The store a command that wrote `store` goes on to follow (`apply
+/// --wait`): a file store is closed and opened again read-only, so the
+/// controller that acts on the revision can open it for writing; any other
+/// store is `store` itself.
+pub async fn to_follow(
+    args: &StoreArgs,
+    store: Arc<dyn Store>,
+) -> Result<Arc<dyn Store>, MainError> {
+    if !drover_store::is_file_store(&args.url) {
+        return Ok(store);
+    }
+    drop(store);
+    store_to_read(args).await
+}
+
 /// Opens the store named by `--store`, creating it or not as `open` says.
 pub async fn store_with(args: &StoreArgs, open: Open) -> Result<Arc<dyn Store>, MainError> {
     let options = drover_store::OpenOptions {
         create: open == Open::OrCreate,
+        read_only: open == Open::ToRead,
         timeout: args.store_timeout,
     };
     match drover_store::open_with(&args.url, options).await {
@@ -135,7 +160,9 @@ pub async fn store_with(args: &StoreArgs, open: Open) -> Result<Arc<dyn Store>, 
 /// is one sentence naming it and what to check (exit 1).
 fn opening_failed(url: &str, e: StoreError) -> MainError {
     match e {
-        StoreError::BadAddress(m) | StoreError::NotFound(m) => MainError::BadInput(m),
+        StoreError::BadAddress(m) | StoreError::NotFound(m) | StoreError::Held(m) => {
+            MainError::BadInput(m)
+        }
         StoreError::Unavailable(m) => MainError::Failed(anyhow::anyhow!(m)),
         other => MainError::Failed(anyhow::anyhow!("cannot open the store {url}: {other}")),
     }
@@ -277,7 +304,7 @@ pub struct Look {
 /// heartbeats and every provider's engines
 /// ([`diagnose`](drover_controller::procedure::recover::diagnose::diagnose)).
 pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainError> {
-    let (opened, read) = match self::store(store).await {
+    let (opened, read) = match self::store_to_read(store).await {
         Ok(store) => {
             let doc = drover_controller::StatusDoc::read(store.as_ref()).await;
             let doc = doc.map_err(|e| MainError::Failed(anyhow::Error::from(e)));
@@ -426,6 +453,16 @@ pub async fn observer(
     identity: &str,
 ) -> Result<drover_controller::Context, MainError> {
     observer_on(self::store(store).await?, local, identity)
+}
+
+/// [`observer`] that only reads the store (`plan --store`): beside a
+/// controller holding a file store.
+pub async fn reader(
+    store: &StoreArgs,
+    local: &LocalArgs,
+    identity: &str,
+) -> Result<drover_controller::Context, MainError> {
+    observer_on(self::store_to_read(store).await?, local, identity)
 }
 
 /// [`observer`] over a store already open (a file store opens once per process).
