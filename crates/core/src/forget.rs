@@ -190,8 +190,7 @@ pub fn last_known(
     }
     for n in nodes.iter().filter(|n| n.group.as_deref() == Some(group)) {
         let named = known.iter().any(|k| {
-            k.node.as_deref() == Some(n.id.as_str())
-                || (k.link.is_some() && k.link == n.link)
+            k.node.as_deref() == Some(n.id.as_str()) || (k.link.is_some() && k.link == n.link)
         });
         if !named {
             known.push(Known {

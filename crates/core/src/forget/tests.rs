@@ -82,7 +82,11 @@ fn a_provider_described_here_decides_whatever_was_published() {
         reach("plugin:p", Some(Ok(())), published),
         Reach::Answers(_)
     ));
-    let gone = reach("plugin:p", Some(Err("connection refused".into())), Published::default());
+    let gone = reach(
+        "plugin:p",
+        Some(Err("connection refused".into())),
+        Published::default(),
+    );
     assert_eq!(
         gone,
         Reach::Gone {
@@ -119,7 +123,16 @@ fn a_provider_not_configured_here_is_judged_by_the_acting_controller() {
             group: None,
         },
     );
-    assert!(matches!(r, Reach::Gone { configured_here: false, .. }), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Reach::Gone {
+                configured_here: false,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
     // Wired there and described: it answers.
     let r = reach(
         "plugin:p",

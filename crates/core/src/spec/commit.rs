@@ -76,7 +76,11 @@ pub fn validate_commit(
     previous: Option<&ClusterSpec>,
     next: ClusterSpec,
 ) -> Result<Committable, Refused> {
-    checked(as_a_file(&next), previous.map(|p| transition(p, &next, None)), next)
+    checked(
+        as_a_file(&next),
+        previous.map(|p| transition(p, &next, None)),
+        next,
+    )
 }
 
 /// The one exception to rule 2, taken only on an operator's explicit word
@@ -89,6 +93,34 @@ pub fn validate_forget(previous: &ClusterSpec, forgotten: &str) -> Result<Commit
     next.groups.retain(|g| g.name != forgotten);
     let moved = transition(previous, &next, Some(forgotten));
     checked(as_a_file(&next), Some(moved), next)
+}
+
+/// A past revision as `import` recreates it, against the one before it:
+/// a forget (exactly one group gone and nothing else changed, what
+/// [`validate_forget`] commits) is checked as one, anything else as a
+/// commit ([`validate_commit`]).
+pub fn validate_past(
+    previous: Option<&ClusterSpec>,
+    next: ClusterSpec,
+) -> Result<Committable, Refused> {
+    match previous.and_then(|p| forgotten(p, &next).map(|g| (p, g))) {
+        Some((previous, group)) => validate_forget(previous, group),
+        None => validate_commit(previous, next),
+    }
+}
+
+/// The one group `next` forgot of `previous`, when that is its only change.
+fn forgotten<'a>(previous: &'a ClusterSpec, next: &ClusterSpec) -> Option<&'a str> {
+    let mut gone = previous
+        .groups
+        .iter()
+        .filter(|g| next.group(&g.name).is_none());
+    let (Some(g), None) = (gone.next(), gone.next()) else {
+        return None;
+    };
+    let mut without = previous.clone();
+    without.groups.retain(|o| o.name != g.name);
+    (without == *next).then_some(g.name.as_str())
 }
 
 /// `next` when neither rule found a problem.
@@ -550,5 +582,12 @@ gc: {orphan_grace: 15m}
         let refused = validate_commit(Some(&current), forgotten.spec().clone())
             .expect_err("a group vanished without the operator's word");
         assert_eq!(refused.problems[0].group.as_deref(), Some("edge"));
+        // An import recreates the forget as it was committed...
+        let past = validate_past(Some(&current), forgotten.spec().clone());
+        assert_eq!(past.as_ref().ok(), Some(&forgotten));
+        // ...but not a group gone along with any other change.
+        let mut more = forgotten.spec().clone();
+        more.groups.retain(|g| g.name != "workers");
+        assert!(validate_past(Some(&current), more).is_err());
     }
 }
