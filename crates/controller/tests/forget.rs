@@ -194,7 +194,7 @@ async fn a_group_whose_plugin_is_gone_is_forgotten_on_the_operators_word_only() 
     .unwrap();
     assert_eq!(done.rev, 2);
     assert_eq!(done.operations, ["workers-op-1"]);
-    assert_eq!(done.removed, [dead.1.clone()]);
+    assert_eq!(done.removed, std::slice::from_ref(&dead.1));
     assert_eq!(done.left.len(), 1);
     assert_eq!(done.left[0].0, alive.1);
 

@@ -56,7 +56,7 @@ fn op(id: &str, victim: Option<&str>, making: bool) -> Operation {
             zone: None,
             is_self: false,
         }),
-        target: making.then(|| Target {
+        target: making.then_some(Target {
             logical_id: None,
             zone: None,
             attempt: 1,
