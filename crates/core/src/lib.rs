@@ -23,6 +23,7 @@
 pub mod boot;
 pub mod budget;
 pub mod execute;
+pub mod forget;
 pub mod hash;
 pub mod join_token;
 pub mod journal;

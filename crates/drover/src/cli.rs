@@ -283,7 +283,7 @@ pub enum Command {
     },
     /// Retire every member of a group; a manager group (last) ends the swarm.
     #[command(
-        after_help = "Examples:\n  drover destroy workers          # asks you to type the group name\n  drover destroy workers --yes\n  drover destroy managers --yes --local-dir /var/lib/drover-local\n\nA worker group is committed at size 0 and its members are retired (drained first).\nA manager group goes last: every other group must be destroyed first. The\ncontroller retires the managers one at a time, the leader last; this command\nfollows and removes that last machine itself, from outside the swarm (it needs\nthe provider: --local-dir). Run it again to resume after a timeout.\nExit codes: 0 done, 2 bad input, 3 blocked, 4 timed out."
+        after_help = "Examples:\n  drover destroy workers          # asks you to type the group name\n  drover destroy workers --yes\n  drover destroy managers --yes --local-dir /var/lib/drover-local\n  drover destroy edge --yes --forget-machines --plugin vsphere\n\nA worker group is committed at size 0 and its members are retired (drained first).\nA manager group goes last: every other group must be destroyed first. The\ncontroller retires the managers one at a time, the leader last; this command\nfollows and removes that last machine itself, from outside the swarm (it needs\nthe provider: --local-dir). Run it again to resume after a timeout.\nA group whose provider cannot be described is refused; --forget-machines takes\nit out of the desired state instead, listing the machines it may leave running.\nExit codes: 0 done, 2 bad input, 3 blocked, 4 timed out."
     )]
     Destroy {
         /// The group.
@@ -291,6 +291,12 @@ pub enum Command {
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,
+        /// For a group whose provider cannot be described (gone for
+        /// good): take it out of the desired state without destroying its
+        /// machines, which may keep running (they are listed and recorded
+        /// as events). Refused while the provider answers.
+        #[arg(long)]
+        forget_machines: bool,
         /// How long to follow a manager group's retirement before giving up (resumable).
         #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
         timeout: std::time::Duration,

@@ -568,3 +568,142 @@ async fn import_refuses_a_cluster_id_that_is_not_a_name_and_creates_no_store() {
         assert!(!copy_path.exists(), "{bad:?}: a store was created");
     }
 }
+
+/// A store holding managers on `local` and workers on plugin `gone`, the
+/// last status listing workers `i-w1` and `i-w2` (issue 38, item 5).
+async fn seed_plugin_workers(url: &str) {
+    let store = drover_store::open(url).await.expect("store");
+    store.init_cluster("c1").await.unwrap();
+    let epoch = store.campaign("test").await.unwrap();
+    let spec = parse_str(
+        "groups:
+- name: managers
+  role: manager
+  allocation: {size: 3}
+  instance: {provider: local}
+- name: workers
+  role: worker
+  allocation: {size: 2}
+  instance: {provider: plugin, plugin: gone}
+",
+    )
+    .spec
+    .expect("valid spec");
+    let who = Provenance {
+        who: "test".into(),
+        at_ms: 1,
+        message: "plugin workers".into(),
+    };
+    store.commit(0, &spec, who, false).await.unwrap();
+    store
+        .publish_status(epoch, status_listing(&["i-w1", "i-w2"]))
+        .await
+        .unwrap();
+}
+
+/// A group whose plugin is gone: `destroy` is refused without
+/// `--forget-machines` (naming the machines and the flag, nothing
+/// changed), `--forget-machines` is refused while the provider answers or
+/// cannot be checked, and with the flag the group leaves the desired state,
+/// its machines listed and recorded as events.
+#[tokio::test]
+async fn a_group_whose_plugin_is_gone_is_refused_then_forgotten_with_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = store_url(dir.path(), "state.db");
+    seed_plugin_workers(&url).await;
+    // Nobody serves a socket here: the plugin is gone.
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let plugins = plugins.to_str().unwrap();
+    let gone = ["--plugin", "gone", "--plugins-dir", plugins];
+    let with = |extra: &[&'static str]| {
+        let mut args = vec!["destroy", "workers", "--yes"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&gone);
+        drover(&url, &args)
+    };
+
+    let out = with(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(code(&out), Some(2), "{stderr}");
+    for needle in [
+        "workers",
+        "plugin:gone",
+        "i-w1",
+        "i-w2",
+        "published status",
+        "--forget-machines",
+    ] {
+        assert!(stderr.contains(needle), "{needle} missing: {stderr}");
+    }
+    assert_eq!(history(&url).len(), 1, "a refused destroy committed");
+
+    // Not configured here and nothing published about it: cannot tell.
+    let out = drover(&url, &["destroy", "workers", "--yes", "--forget-machines"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(code(&out), Some(2), "{stderr}");
+    assert!(stderr.contains("configure it here"), "{stderr}");
+    assert_eq!(history(&url).len(), 1, "a refused forget committed");
+
+    // A provider that answers (an empty local provider): destroy it properly.
+    let local = dir.path().join("local");
+    std::fs::create_dir_all(local.join("instances")).unwrap();
+    let out = drover(
+        &url,
+        &[
+            "destroy",
+            "managers",
+            "--yes",
+            "--forget-machines",
+            "--local-dir",
+            local.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(code(&out), Some(2), "{stderr}");
+    assert!(stderr.contains("without --forget-machines"), "{stderr}");
+    assert_eq!(history(&url).len(), 1, "a refused forget committed");
+
+    let out = with(&["--forget-machines"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(code(&out), Some(0));
+    assert!(
+        stdout.contains("workers left the desired state"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("i-w1, from the published status"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cost money"), "{stdout}");
+    let h = history(&url);
+    assert_eq!(h.len(), 2);
+    assert!(
+        h[1].spec.group("workers").is_none(),
+        "workers still declared"
+    );
+    assert!(h[1].spec.group("managers").is_some());
+    let store = drover_store::open(&url).await.expect("store");
+    let forgotten: Vec<Option<String>> = store
+        .events(0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "forget" && e.group.as_deref() == Some("workers"))
+        .map(|e| e.target)
+        .collect();
+    assert_eq!(forgotten, [Some("i-w1".into()), Some("i-w2".into()), None]);
+    drop(store);
+    // Its history still moves to another store: the forget is imported as one.
+    let out = drover(&url, &["export"]);
+    assert_eq!(code(&out), Some(0));
+    let backup = dir.path().join("backup.json");
+    std::fs::write(&backup, &out.stdout).unwrap();
+    let copy = store_url(dir.path(), "copy.db");
+    let out = drover(
+        &url,
+        &["import", "-f", backup.to_str().unwrap(), "--store", &copy],
+    );
+    assert_eq!(code(&out), Some(0));
+    assert_eq!(history(&copy).len(), 2);
+}

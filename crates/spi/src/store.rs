@@ -192,6 +192,10 @@ pub enum EventAction {
     /// The swarm's last manager was destroyed from outside it:
     /// `destroy instance`.
     DestroyInstance,
+    /// An operator forgot a group whose provider is gone, or one of its
+    /// machines, without destroying anything (`drover destroy GROUP
+    /// --forget-machines`): `forget`.
+    Forget,
     /// An action this build does not know, as an older or newer drover
     /// wrote it: read back as it was, never written by this build.
     Unknown(UnknownAction),
@@ -203,7 +207,7 @@ pub struct UnknownAction(String);
 
 impl EventAction {
     /// Every action this build writes.
-    pub const KNOWN: [EventAction; 12] = [
+    pub const KNOWN: [EventAction; 13] = [
         EventAction::TookOver,
         EventAction::Begin,
         EventAction::Step,
@@ -216,6 +220,7 @@ impl EventAction {
         EventAction::Refuse,
         EventAction::Recover,
         EventAction::DestroyInstance,
+        EventAction::Forget,
     ];
 
     /// The text that names it in the log.
@@ -233,6 +238,7 @@ impl EventAction {
             EventAction::Refuse => "refuse",
             EventAction::Recover => "recover",
             EventAction::DestroyInstance => "destroy instance",
+            EventAction::Forget => "forget",
             EventAction::Unknown(UnknownAction(text)) => text,
         }
     }

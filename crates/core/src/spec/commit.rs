@@ -76,10 +76,60 @@ pub fn validate_commit(
     previous: Option<&ClusterSpec>,
     next: ClusterSpec,
 ) -> Result<Committable, Refused> {
-    let mut problems = as_a_file(&next);
-    if let Some(previous) = previous {
-        problems.extend(transition(previous, &next));
+    checked(
+        as_a_file(&next),
+        previous.map(|p| transition(p, &next, None)),
+        next,
+    )
+}
+
+/// The one exception to rule 2, taken only on an operator's explicit word
+/// (`drover destroy GROUP --forget-machines`, for a group whose provider is
+/// gone): `previous` without group `forgotten`, which leaves the desired
+/// state without being retired (its machines cannot be reached to be
+/// retired). Every other rule holds as for [`validate_commit`].
+pub fn validate_forget(previous: &ClusterSpec, forgotten: &str) -> Result<Committable, Refused> {
+    let mut next = previous.clone();
+    next.groups.retain(|g| g.name != forgotten);
+    let moved = transition(previous, &next, Some(forgotten));
+    checked(as_a_file(&next), Some(moved), next)
+}
+
+/// A past revision as `import` recreates it, against the one before it:
+/// a forget (exactly one group gone and nothing else changed, what
+/// [`validate_forget`] commits) is checked as one, anything else as a
+/// commit ([`validate_commit`]).
+pub fn validate_past(
+    previous: Option<&ClusterSpec>,
+    next: ClusterSpec,
+) -> Result<Committable, Refused> {
+    match previous.and_then(|p| forgotten(p, &next).map(|g| (p, g))) {
+        Some((previous, group)) => validate_forget(previous, group),
+        None => validate_commit(previous, next),
     }
+}
+
+/// The one group `next` forgot of `previous`, when that is its only change.
+fn forgotten<'a>(previous: &'a ClusterSpec, next: &ClusterSpec) -> Option<&'a str> {
+    let mut gone = previous
+        .groups
+        .iter()
+        .filter(|g| next.group(&g.name).is_none());
+    let (Some(g), None) = (gone.next(), gone.next()) else {
+        return None;
+    };
+    let mut without = previous.clone();
+    without.groups.retain(|o| o.name != g.name);
+    (without == *next).then_some(g.name.as_str())
+}
+
+/// `next` when neither rule found a problem.
+fn checked(
+    mut problems: Vec<Problem>,
+    moved: Option<Vec<Problem>>,
+    next: ClusterSpec,
+) -> Result<Committable, Refused> {
+    problems.extend(moved.unwrap_or_default());
     if problems.is_empty() {
         Ok(Committable(next))
     } else {
@@ -133,11 +183,15 @@ fn as_a_file(spec: &ClusterSpec) -> Vec<Problem> {
     problems
 }
 
-/// Rule 2: no group disappears, no group changes role.
-fn transition(previous: &ClusterSpec, next: &ClusterSpec) -> Vec<Problem> {
+/// Rule 2: no group disappears (but `forgotten`, on an operator's word),
+/// no group changes role.
+fn transition(previous: &ClusterSpec, next: &ClusterSpec, forgotten: Option<&str>) -> Vec<Problem> {
     let mut problems = Vec::new();
     for old in &previous.groups {
         let name = &old.name;
+        if Some(name.as_str()) == forgotten {
+            continue;
+        }
         let retire =
             format!("drover destroy {name}, or drover apply --prune with a file without it");
         match next.groups.iter().position(|g| g.name == *name) {
@@ -507,5 +561,33 @@ gc: {orphan_grace: 15m}
             zones: Vec::new(),
         };
         assert!(validate_commit(Some(&stored), next).is_ok());
+    }
+
+    /// `--forget-machines`: exactly the named group leaves the desired
+    /// state; any other group that would vanish is still refused, and the
+    /// rest of the spec is held to every rule as before.
+    #[test]
+    fn forgetting_a_group_takes_only_that_group_out() {
+        let current = spec(FILE);
+        let forgotten = validate_forget(&current, "edge").expect("edge may be forgotten");
+        let names: Vec<&str> = forgotten
+            .spec()
+            .groups
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect();
+        assert_eq!(names, ["managers", "workers"]);
+        assert_eq!(forgotten.spec().group("workers"), current.group("workers"));
+        // The ordinary rule still refuses the same change.
+        let refused = validate_commit(Some(&current), forgotten.spec().clone())
+            .expect_err("a group vanished without the operator's word");
+        assert_eq!(refused.problems[0].group.as_deref(), Some("edge"));
+        // An import recreates the forget as it was committed...
+        let past = validate_past(Some(&current), forgotten.spec().clone());
+        assert_eq!(past.as_ref().ok(), Some(&forgotten));
+        // ...but not a group gone along with any other change.
+        let mut more = forgotten.spec().clone();
+        more.groups.retain(|g| g.name != "workers");
+        assert!(validate_past(Some(&current), more).is_err());
     }
 }

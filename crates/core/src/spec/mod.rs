@@ -20,7 +20,7 @@ mod props;
 pub mod secret_value;
 mod window;
 
-pub use commit::{Committable, Problem, Refused, validate_commit};
+pub use commit::{Committable, Problem, Refused, validate_commit, validate_forget, validate_past};
 pub use decode::{MAX_COUNT, MAX_GROUPS, load_bytes, parse_str};
 pub use diag::{Diagnostic, Severity};
 pub use duration::{DurationError, MAX_DURATION, format_duration, parse_duration};

@@ -3,7 +3,9 @@
 //! cluster file plus the transition rules, [`validate_commit`]), and
 //! [`commit`] takes nothing else. `apply`, `adopt`, `import`, `rollback`,
 //! `restart` and `destroy` all go through here; a refusal is exit 2 with
-//! every problem named and nothing written.
+//! every problem named and nothing written. (`destroy --forget-machines`
+//! and `import` of such a revision take `validate_forget`'s one exception
+//! instead: `cmd::forget`, `revisions::import`.)
 
 use crate::error::MainError;
 use drover_controller::procedure::{self, commit::CommitError};

@@ -8,6 +8,10 @@
 //! time through the manager gate, the leader last; the last machine is
 //! destroyed from here ([`Teardown`]), as `bootstrap` created the first
 //! one. Running it again resumes where it stopped.
+//!
+//! A group whose provider cannot be described is refused: its machines
+//! could never be retired. `--forget-machines` takes it out of the desired
+//! state instead ([`crate::cmd::forget`]), only then.
 
 use crate::cli::{LocalArgs, StoreArgs};
 use crate::cmd::commit::{commit, validated};
@@ -15,6 +19,7 @@ use crate::cmd::revisions::{current, declared, history};
 use crate::error::MainError;
 use crate::wiring;
 use drover_controller::Context;
+use drover_controller::procedure::forget;
 use drover_controller::procedure::teardown::{IDENTITY, Teardown, Waited};
 use drover_core::retire::{before_managers, is_retired, retired};
 use drover_core::revision::with_group;
@@ -27,7 +32,7 @@ use std::time::Duration;
 
 pub async fn run(
     group: &str,
-    yes: bool,
+    (yes, forget_machines): (bool, bool),
     timeout: Duration,
     store_args: &StoreArgs,
     local: &LocalArgs,
@@ -36,6 +41,23 @@ pub async fn run(
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let g = declared(current, group)?;
+    let cluster = store
+        .cluster_id()
+        .await
+        .map_err(failed)?
+        .unwrap_or_default();
+    // Whether its provider answers, before anything else: a refusal
+    // changes nothing.
+    let ctx = wiring::observer_on(store.clone(), local, forget::IDENTITY)?;
+    let survey = forget::survey(&ctx, g, &cluster).await.map_err(failed)?;
+    if crate::cmd::forget::decide(g, &survey, forget_machines)? {
+        if !yes && !confirmed(g, true)? {
+            println!("nothing changed");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let current = (current.rev, &current.spec);
+        return crate::cmd::forget::run(&ctx, &survey, g, current).await;
+    }
     let already = is_retired(g);
     // What is committed is checked before anything else: a refusal changes nothing.
     let what = format!("destroy {group}");
@@ -48,17 +70,12 @@ pub async fn run(
             )
         })
         .transpose()?;
-    let cluster = store
-        .cluster_id()
-        .await
-        .map_err(failed)?
-        .unwrap_or_default();
     // A manager group's last machine is removed from here: everything that
     // needs is checked before anything is committed.
     let mut managers = (g.role == Role::Manager)
         .then(|| manager_context(store.clone(), &current.spec, g, local))
         .transpose()?;
-    if !already && !yes && !confirmed(g)? {
+    if !already && !yes && !confirmed(g, false)? {
         println!("nothing changed");
         return Ok(ExitCode::SUCCESS);
     }
@@ -182,14 +199,20 @@ fn waited<T>(w: Waited<T>, timeout: Duration, group: &str) -> Result<T, ExitCode
     }
 }
 
-fn confirmed(g: &GroupSpec) -> Result<bool, MainError> {
+/// The operator typed the group's name after being told what happens
+/// (`forgetting`: the group leaves the desired state, its machines stay).
+fn confirmed(g: &GroupSpec, forgetting: bool) -> Result<bool, MainError> {
     let group = &g.name;
     if !std::io::stdin().is_terminal() {
         return Err(MainError::BadInput(format!(
             "destroy {group} needs confirmation and stdin is not a terminal: pass --yes"
         )));
     }
-    if g.role == Role::Manager {
+    if forgetting {
+        println!(
+            "This takes {group} out of the desired state and destroys nothing: its machines may keep running."
+        );
+    } else if g.role == Role::Manager {
         println!(
             "This ends the swarm: all {} managers of {group} are retired, the leader last.",
             g.allocation.size()

@@ -9,6 +9,7 @@ mod controller;
 pub mod demo;
 mod destroy;
 mod engine;
+mod forget;
 mod gc;
 mod plan;
 mod plugin;
@@ -97,10 +98,11 @@ async fn run_async(command: Command) -> Result<ExitCode, MainError> {
         Command::Destroy {
             group,
             yes,
+            forget_machines,
             timeout,
             store,
             local,
-        } => destroy::run(&group, yes, timeout, &store, &local).await,
+        } => destroy::run(&group, (yes, forget_machines), timeout, &store, &local).await,
         Command::Export { store } => revisions::export(&store).await,
         Command::Import { file, store } => revisions::import(&file, &store).await,
         Command::Demo(cmd) => demo::run(&cmd).await,

@@ -12,7 +12,7 @@ use crate::wiring;
 use drover_controller::wall_ms;
 use drover_core::revision::{rollback_target, with_group};
 use drover_core::spec::secret_value;
-use drover_core::spec::{ClusterSpec, GroupSpec};
+use drover_core::spec::{ClusterSpec, GroupSpec, validate_past};
 use drover_spi::{Controls, Imported, Revision, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -233,7 +233,9 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
     let mut revisions = Vec::with_capacity(doc.revisions.len());
     for r in &doc.revisions {
         let what = format!("import of revision {} of -f {name}", r.rev);
-        let spec = validated(previous, r.spec.clone(), &what)?;
+        // A forget revision (`destroy --forget-machines`) is recreated as one.
+        let spec = validate_past(previous, r.spec.clone())
+            .map_err(|refused| MainError::Refused { what, refused })?;
         revisions.push(Revision {
             spec: spec.spec().clone(),
             ..r.clone()

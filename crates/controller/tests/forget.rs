@@ -1,0 +1,244 @@
+//! A group whose provider is gone (issue 38, item 5), through the real
+//! controller loop over the simulated cloud and swarm (tokio's clock
+//! paused): the workers' plugin answers while the cluster comes up, then
+//! goes away for good. The survey finds it gone and lists what drover last
+//! knew; the forget takes the group out of the desired state, the journal
+//! and the swarm's Down nodes, records every machine as an event, and the
+//! controller then converges without it. While the plugin answers, the
+//! survey says so (the command refuses `--forget-machines` on that).
+
+mod support;
+
+use async_trait::async_trait;
+use drover_controller::Controller;
+use drover_controller::procedure::forget::{forget, survey};
+use drover_core::forget::{Reach, Source};
+use drover_core::journal::{OpKind, Operation, Victim};
+use drover_core::model::{Instance, NodeState, SwarmView};
+use drover_core::spec::{Role, validate_forget};
+use drover_sim::{SimCloud, Timings, World};
+use drover_spi::{Cluster, EventAction, InstanceProvider, ProviderError, ProvisionRequest, Store};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{Running, seeded_store, sim_context};
+
+const SPEC: &str = "groups:
+- name: managers
+  role: manager
+  allocation: {size: 1}
+  instance: {provider: sim}
+- name: workers
+  role: worker
+  allocation: {size: 2}
+  instance: {provider: plugin, plugin: p}
+";
+
+/// The workers' plugin once it is gone: nothing answers on its socket.
+struct Gone;
+
+#[async_trait]
+impl InstanceProvider for Gone {
+    async fn provision(
+        &self,
+        _req: ProvisionRequest,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<String, ProviderError> {
+        Err(ProviderError::Transient("connection refused".into()))
+    }
+    async fn destroy_fenced(
+        &self,
+        _instance: &str,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::Transient("connection refused".into()))
+    }
+    async fn describe(
+        &self,
+        _tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<Instance>, ProviderError> {
+        Err(ProviderError::Transient("connection refused".into()))
+    }
+    async fn label(
+        &self,
+        _instance: &str,
+        _labels: &BTreeMap<String, String>,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::Transient("connection refused".into()))
+    }
+}
+
+/// An operation of the workers the controller had journaled when the
+/// plugin went: removing `victim`.
+fn removing(victim: &str) -> Operation {
+    Operation {
+        id: "workers-op-1".into(),
+        group: "workers".into(),
+        kind: OpKind::Retire,
+        role: Role::Worker,
+        victim: Some(Victim {
+            instance: Some(victim.into()),
+            link: None,
+            node: None,
+            logical_id: None,
+            zone: None,
+            is_self: false,
+        }),
+        target: None,
+        surge: false,
+        done: BTreeSet::new(),
+        intent: None,
+        collection: None,
+        provision_failures: 0,
+        short_zones: Vec::new(),
+        hook_failure: None,
+    }
+}
+
+async fn converged(store: &dyn Store, rev: u64, limit: u64) {
+    for _ in 0..limit {
+        let h = store.history().await.unwrap();
+        if h.iter().any(|r| r.rev == rev && r.converged) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!(
+        "revision {rev} did not converge: {:?}",
+        store.status().await.unwrap()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_whose_plugin_is_gone_is_forgotten_on_the_operators_word_only() {
+    let cloud = SimCloud::new(World::new(7, Timings::default()));
+    let store = seeded_store(SPEC).await;
+    // The plugin answers (the simulated cloud behind it) while the cluster comes up.
+    let mut ctx = sim_context(&cloud, store.clone());
+    ctx.providers
+        .insert("plugin:p".into(), Arc::new(cloud.clone()) as Arc<_>);
+    let running = Running::start(Controller::new(ctx.clone()));
+    converged(store.as_ref(), 1, 600).await;
+    running.stop().await;
+    let workers = store
+        .desired()
+        .await
+        .unwrap()
+        .unwrap()
+        .spec
+        .group("workers")
+        .unwrap()
+        .clone();
+
+    // While it answers, the survey says so: --forget-machines is refused on that.
+    let answering = survey(&ctx, &workers, "c1").await.unwrap();
+    assert!(
+        matches!(answering.reach, Reach::Answers(_)),
+        "{:?}",
+        answering.reach
+    );
+
+    // One worker's machine dies (its node goes Down), an operation of the
+    // group is in the journal, and then the plugin is gone for good.
+    let (dead, alive) = {
+        let w = cloud.world();
+        let mut ids: Vec<_> = w
+            .instances
+            .values()
+            .filter(|i| i.inst.tag("drover.group") == Some("workers"))
+            .map(|i| (i.inst.id.clone(), i.node.clone().unwrap()))
+            .collect();
+        ids.sort();
+        (ids[0].clone(), ids[1].clone())
+    };
+    cloud.destroy(&dead.0).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let epoch = store.campaign("test").await.unwrap();
+    store.journal_put(epoch, &removing("i-lost")).await.unwrap();
+    ctx.providers
+        .insert("plugin:p".into(), Arc::new(Gone) as Arc<_>);
+
+    let gone = survey(&ctx, &workers, "c1").await.unwrap();
+    assert!(
+        matches!(&gone.reach, Reach::Gone { why, configured_here: true } if why.contains("connection refused")),
+        "{:?}",
+        gone.reach
+    );
+    let known: Vec<(&str, Source)> = gone.known.iter().map(|k| (k.id(), k.from)).collect();
+    assert_eq!(
+        known,
+        [
+            (dead.0.as_str(), Source::Status),
+            (alive.0.as_str(), Source::Status),
+            ("i-lost", Source::Journal),
+        ]
+    );
+    let SwarmView::Ok(nodes) = &gone.swarm else {
+        panic!("{:?}", gone.swarm)
+    };
+    let down = nodes.iter().find(|n| n.id == dead.1).unwrap();
+    assert_eq!(down.state, NodeState::Down);
+
+    // The forget, on the operator's word.
+    let current = store.desired().await.unwrap().unwrap();
+    let without = validate_forget(&current.spec, "workers").unwrap();
+    let done = forget(
+        &ctx,
+        &gone,
+        &workers,
+        (current.rev, &without),
+        "operator@test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.rev, 2);
+    assert_eq!(done.operations, ["workers-op-1"]);
+    assert_eq!(done.removed, std::slice::from_ref(&dead.1));
+    assert_eq!(done.left.len(), 1);
+    assert_eq!(done.left[0].0, alive.1);
+
+    let now = store.desired().await.unwrap().unwrap();
+    assert!(now.spec.group("workers").is_none(), "still declared");
+    assert_eq!(now.provenance.who, "operator@test");
+    assert!(store.journal().await.unwrap().is_empty());
+    let SwarmView::Ok(nodes) = cloud.observe().await else {
+        panic!("no swarm")
+    };
+    assert!(
+        !nodes.iter().any(|n| n.id == dead.1),
+        "the Down node stayed"
+    );
+    assert!(
+        nodes.iter().any(|n| n.id == alive.1),
+        "a live node was removed"
+    );
+    let events = store.events(0).await.unwrap();
+    let forgotten: Vec<Option<&str>> = events
+        .iter()
+        .filter(|e| e.action == EventAction::Forget)
+        .map(|e| e.target.as_deref())
+        .collect();
+    assert_eq!(
+        forgotten,
+        [
+            Some(dead.0.as_str()),
+            Some(alive.0.as_str()),
+            Some("i-lost"),
+            None
+        ]
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.action == EventAction::Forget)
+            .all(|e| e.group.as_deref() == Some("workers")
+                && e.reason.contains("connection refused")),
+        "{events:?}"
+    );
+
+    // The controller, its plugin still gone, converges without the group.
+    let running = Running::start(Controller::new(ctx.clone()));
+    converged(store.as_ref(), 2, 600).await;
+    running.stop().await;
+}
