@@ -9,19 +9,17 @@
 
 mod support;
 
-use async_trait::async_trait;
 use drover_controller::Controller;
 use drover_controller::procedure::forget::{forget, survey};
 use drover_core::forget::{Reach, Source};
-use drover_core::journal::{OpKind, Operation, Victim};
-use drover_core::model::{Instance, NodeState, SwarmView};
-use drover_core::spec::{Role, validate_forget};
+use drover_core::journal::Operation;
+use drover_core::model::{NodeState, SwarmView};
+use drover_core::spec::validate_forget;
 use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{Cluster, EventAction, InstanceProvider, ProviderError, ProvisionRequest, Store};
-use std::collections::{BTreeMap, BTreeSet};
+use drover_spi::{Cluster, EventAction, InstanceProvider, Store};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Running, seeded_store, sim_context};
+use support::{Refusing, Running, seeded_store, sim_context};
 
 const SPEC: &str = "groups:
 - name: managers
@@ -35,65 +33,20 @@ const SPEC: &str = "groups:
 ";
 
 /// The workers' plugin once it is gone: nothing answers on its socket.
-struct Gone;
-
-#[async_trait]
-impl InstanceProvider for Gone {
-    async fn provision(
-        &self,
-        _req: ProvisionRequest,
-        _fence: &dyn drover_spi::Fence,
-    ) -> Result<String, ProviderError> {
-        Err(ProviderError::Transient("connection refused".into()))
-    }
-    async fn destroy_fenced(
-        &self,
-        _instance: &str,
-        _fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        Err(ProviderError::Transient("connection refused".into()))
-    }
-    async fn describe(
-        &self,
-        _tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        Err(ProviderError::Transient("connection refused".into()))
-    }
-    async fn label(
-        &self,
-        _instance: &str,
-        _labels: &BTreeMap<String, String>,
-        _fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        Err(ProviderError::Transient("connection refused".into()))
-    }
-}
+const GONE: Refusing = Refusing {
+    why: "connection refused",
+    everything: true,
+};
 
 /// An operation of the workers the controller had journaled when the
 /// plugin went: removing `victim`.
 fn removing(victim: &str) -> Operation {
-    Operation {
-        id: "workers-op-1".into(),
-        group: "workers".into(),
-        kind: OpKind::Retire,
-        role: Role::Worker,
-        victim: Some(Victim {
-            instance: Some(victim.into()),
-            link: None,
-            node: None,
-            logical_id: None,
-            zone: None,
-            is_self: false,
-        }),
-        target: None,
-        surge: false,
-        done: BTreeSet::new(),
-        intent: None,
-        collection: None,
-        provision_failures: 0,
-        short_zones: Vec::new(),
-        hook_failure: None,
-    }
+    serde_json::from_value(serde_json::json!({
+        "id": "workers-op-1", "group": "workers", "kind": "retire", "role": "worker",
+        "victim": {"instance": victim, "is_self": false}, "target": null,
+        "surge": false, "done": [],
+    }))
+    .expect("an operation")
 }
 
 async fn converged(store: &dyn Store, rev: u64, limit: u64) {
@@ -157,7 +110,7 @@ async fn a_group_whose_plugin_is_gone_is_forgotten_on_the_operators_word_only() 
     let epoch = store.campaign("test").await.unwrap();
     store.journal_put(epoch, &removing("i-lost")).await.unwrap();
     ctx.providers
-        .insert("plugin:p".into(), Arc::new(Gone) as Arc<_>);
+        .insert("plugin:p".into(), Arc::new(GONE) as Arc<_>);
 
     let gone = survey(&ctx, &workers, "c1").await.unwrap();
     assert!(

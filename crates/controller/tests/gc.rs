@@ -15,42 +15,13 @@ use drover_store::MemStore;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{Running, seeded_store, sim_context};
+use support::{Refusing, Running, seeded_store, sim_context};
 
 /// A provider whose every provision call fails (quota exhausted).
-struct NoQuota;
-
-#[async_trait]
-impl InstanceProvider for NoQuota {
-    async fn provision(
-        &self,
-        _req: ProvisionRequest,
-        _fence: &dyn drover_spi::Fence,
-    ) -> Result<String, ProviderError> {
-        Err(ProviderError::Transient("quota exceeded".into()))
-    }
-    async fn destroy_fenced(
-        &self,
-        _instance: &str,
-        _fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        Ok(())
-    }
-    async fn describe(
-        &self,
-        _tags: &BTreeMap<String, String>,
-    ) -> Result<Vec<Instance>, ProviderError> {
-        Ok(Vec::new())
-    }
-    async fn label(
-        &self,
-        _instance: &str,
-        _labels: &BTreeMap<String, String>,
-        _fence: &dyn drover_spi::Fence,
-    ) -> Result<(), ProviderError> {
-        Ok(())
-    }
-}
+const NO_QUOTA: Refusing = Refusing {
+    why: "quota exceeded",
+    everything: false,
+};
 
 /// A provider whose provision calls panic (a bug in a provider plugin).
 struct Panics;
@@ -69,13 +40,13 @@ impl InstanceProvider for Panics {
         instance: &str,
         fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
-        NoQuota.destroy_fenced(instance, fence).await
+        NO_QUOTA.destroy_fenced(instance, fence).await
     }
     async fn describe(
         &self,
         tags: &BTreeMap<String, String>,
     ) -> Result<Vec<Instance>, ProviderError> {
-        NoQuota.describe(tags).await
+        NO_QUOTA.describe(tags).await
     }
     async fn label(
         &self,
@@ -83,7 +54,7 @@ impl InstanceProvider for Panics {
         labels: &BTreeMap<String, String>,
         fence: &dyn drover_spi::Fence,
     ) -> Result<(), ProviderError> {
-        NoQuota.label(instance, labels, fence).await
+        NO_QUOTA.label(instance, labels, fence).await
     }
 }
 
@@ -138,7 +109,7 @@ async fn run_until(
     let mut ctx = sim_context(cloud, store.clone());
     ctx.providers.insert(
         "quota".to_string(),
-        Arc::new(NoQuota) as Arc<dyn InstanceProvider>,
+        Arc::new(NO_QUOTA) as Arc<dyn InstanceProvider>,
     );
     ctx.providers.insert(
         "panics".to_string(),

@@ -138,24 +138,9 @@ mod tests {
     use super::*;
     use crate::journal::{OpKind, Step};
     use crate::spec::Role;
-    use std::collections::BTreeSet;
 
     fn op(id: &str) -> Operation {
-        Operation {
-            id: id.into(),
-            group: "managers".into(),
-            kind: OpKind::Roll,
-            role: Role::Worker,
-            victim: None,
-            target: None,
-            surge: false,
-            done: BTreeSet::new(),
-            intent: None,
-            collection: None,
-            provision_failures: 0,
-            short_zones: Vec::new(),
-            hook_failure: None,
-        }
+        crate::testkit::op(id, "managers", OpKind::Roll, Role::Worker)
     }
 
     /// The journal-before-side-effect rule: an effect's intent, naming the

@@ -160,45 +160,21 @@ pub fn awaiting_after<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::{OpKind, Target};
+    use crate::journal::OpKind;
+    use crate::testkit;
     use proptest::prelude::*;
 
     fn add_op(id: &str, group: &str, role: Role) -> Operation {
         Operation {
-            id: id.into(),
-            group: group.into(),
-            kind: OpKind::Provision,
-            role,
-            victim: None,
-            target: Some(Target {
-                logical_id: None,
-                zone: None,
-                attempt: 1,
-            }),
-            surge: false,
-            done: BTreeSet::new(),
-            intent: None,
-            collection: None,
-            provision_failures: 0,
-            short_zones: Vec::new(),
-            hook_failure: None,
+            target: Some(testkit::first_attempt()),
+            ..testkit::op(id, group, OpKind::Provision, role)
         }
     }
 
     fn node(link: &str) -> Node {
         Node {
-            id: format!("n-{link}"),
             link: Some(link.into()),
-            cluster: None,
-            group: None,
-            state: crate::model::NodeState::Ready,
-            availability: crate::model::Availability::Active,
-            manager_role: false,
-            raft: None,
-            running_tasks: 0,
-            locked: false,
-            left: false,
-            engine_no_manager: false,
+            ..testkit::node(&format!("n-{link}"))
         }
     }
 

@@ -39,5 +39,7 @@ pub mod revision;
 pub mod spec;
 pub mod teardown;
 pub mod template;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod verdict;
 pub mod yaml;

@@ -123,7 +123,7 @@ pub fn others_remaining(observed: &Observed, group: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::hash::config_hash;
-    use crate::model::{Availability, Node, NodeState, RaftMember, Tags, tags};
+    use crate::model::{Node, Tags, tags};
     use crate::plan::DesiredGroup;
     use crate::spec::{Allocation, parse_str};
     use std::collections::BTreeMap;
@@ -182,24 +182,12 @@ mod tests {
     }
 
     fn node(id: &str, leader: bool) -> Node {
-        Node {
-            id: format!("node-{id}"),
-            link: Some(format!("link-{id}")),
-            cluster: Some("c1".into()),
-            group: Some("managers".into()),
-            state: NodeState::Ready,
-            availability: Availability::Active,
-            manager_role: true,
-            raft: Some(RaftMember {
-                leader,
-                reachable: true,
-                addr: "127.0.0.1:2377".into(),
-            }),
-            running_tasks: 0,
-            locked: false,
-            left: false,
-            engine_no_manager: false,
-        }
+        crate::testkit::labelled_node(
+            &format!("node-{id}"),
+            &format!("link-{id}"),
+            "managers",
+            Some(leader),
+        )
     }
 
     fn world(managers: &[&str], workers: &[&str], nodes: Vec<Node>) -> Observed {

@@ -3,29 +3,28 @@
 //! (exit 2, nothing changed); the commands that only read it work beside
 //! the holder. This test process is the holder, as a controller would be.
 
+mod support;
+
 use drover_spi::{Provenance, Store};
 use drover_store::{Access, FileStore, Limits};
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 fn drover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .env_remove("DROVER_STORE")
-        .env_remove("DROVER_LOCAL_DIR")
-        .output()
-        .expect("run drover")
+    support::drover_at_root(args, &["DROVER_STORE", "DROVER_LOCAL_DIR"])
 }
 
 fn text(out: &[u8]) -> String {
     String::from_utf8_lossy(out).into_owned()
 }
 
-/// `path` opened for writing as the CLI's writers open it (readers may
-/// share it), holding cluster `c-1` at revision 1.
-async fn held(path: &Path) -> FileStore {
-    let s = FileStore::open_as(path, Access::Shared, Limits::default()).expect("open");
+/// `dir/state.db` opened for writing as the CLI's writers open it (readers
+/// may share it), holding cluster `c-1` at revision 1: its path, the store
+/// and its address.
+async fn held(dir: &Path) -> (PathBuf, FileStore, String) {
+    let path = dir.join("state.db");
+    let url = format!("file://{}", path.display());
+    let s = FileStore::open_as(&path, Access::Shared, Limits::default()).expect("open");
     s.init_cluster("c-1").await.unwrap();
     let spec = drover_core::spec::parse_str(
         &std::fs::read_to_string(concat!(
@@ -42,7 +41,7 @@ async fn held(path: &Path) -> FileStore {
         message: "first".into(),
     };
     s.commit(0, &spec, who, false).await.unwrap();
-    s
+    (path, s, url)
 }
 
 /// The status a controller `m-1` publishes now, at revision 1.
@@ -69,9 +68,7 @@ async fn publish(store: &FileStore) {
 #[tokio::test]
 async fn a_held_file_store_refuses_a_writer_at_once_naming_its_holder() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let store = held(&path).await;
-    let url = format!("file://{}", path.display());
+    let (path, store, url) = held(dir.path()).await;
     let out = drover(&[
         "apply",
         "-f",
@@ -102,9 +99,7 @@ async fn a_held_file_store_refuses_a_writer_at_once_naming_its_holder() {
 #[tokio::test]
 async fn the_read_commands_work_beside_the_holder_and_see_its_commits() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let store = held(&path).await;
-    let url = format!("file://{}", path.display());
+    let (_, store, url) = held(dir.path()).await;
     publish(&store).await;
     let out = drover(&["status", "--store", &url]);
     let err = text(&out.stderr);

@@ -40,19 +40,28 @@ docker swarm join --token SWMTKN-1-secret-{release} 10.0.0.1:2377
     s
 }
 
+/// Who commits the seeded revisions, with `message`.
+fn who(message: impl Into<String>) -> Provenance {
+    Provenance {
+        who: "test".into(),
+        at_ms: 1,
+        message: message.into(),
+    }
+}
+
 /// A store at `url` holding revisions v1 and v2, both converged.
 async fn seed(url: &str) {
     let store = drover_store::open(url).await.expect("store");
     store.init_cluster("c1").await.unwrap();
     let epoch = store.campaign("test").await.unwrap();
     for (i, release) in ["v1", "v2"].iter().enumerate() {
-        let who = Provenance {
-            who: "test".into(),
-            at_ms: 1,
-            message: format!("release {release}"),
-        };
         let rev = store
-            .commit(i as u64, &spec(release), who, false)
+            .commit(
+                i as u64,
+                &spec(release),
+                who(format!("release {release}")),
+                false,
+            )
             .await
             .unwrap();
         store.mark_converged(epoch, rev).await.unwrap();
@@ -72,6 +81,13 @@ fn drover(url: &str, args: &[&str]) -> Output {
 fn history(url: &str) -> Vec<Revision> {
     let out = drover(url, &["history", "--output", "json"]);
     serde_json::from_slice(&out.stdout).expect("history JSON")
+}
+
+/// What a command that exited with `want` said on stderr.
+fn exited(out: &Output, want: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(code(out), Some(want), "{stderr}");
+    stderr
 }
 
 fn code(out: &Output) -> Option<i32> {
@@ -112,12 +128,7 @@ async fn destroying_a_pets_group_with_a_spare_slot_drops_the_slot() {
     )
     .spec
     .expect("valid spec");
-    let who = Provenance {
-        who: "test".into(),
-        at_ms: 1,
-        message: "pets".into(),
-    };
-    store.commit(0, &pets, who, false).await.unwrap();
+    store.commit(0, &pets, who("pets"), false).await.unwrap();
     drop((store, epoch));
     // The last machine is removed from here, which needs the provider:
     // refused for that (exit 2), not for an invalid state.
@@ -513,8 +524,7 @@ async fn import_of_a_hand_edited_export_is_refused_whole() {
 
     let copy = store_url(dir.path(), "copy.db");
     let out = drover(&copy, &["import", "-f", file.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(code(&out), Some(2), "{err}");
+    let err = exited(&out, 2);
     for want in [
         "import of revision 2 of -f",
         "groups[1].name (group Bad_Name): `Bad_Name` is not a valid name",
@@ -589,12 +599,10 @@ async fn seed_plugin_workers(url: &str) {
     )
     .spec
     .expect("valid spec");
-    let who = Provenance {
-        who: "test".into(),
-        at_ms: 1,
-        message: "plugin workers".into(),
-    };
-    store.commit(0, &spec, who, false).await.unwrap();
+    store
+        .commit(0, &spec, who("plugin workers"), false)
+        .await
+        .unwrap();
     store
         .publish_status(epoch, status_listing(&["i-w1", "i-w2"]))
         .await
@@ -624,8 +632,7 @@ async fn a_group_whose_plugin_is_gone_is_refused_then_forgotten_with_the_flag() 
     };
 
     let out = with(&[]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(code(&out), Some(2), "{stderr}");
+    let stderr = exited(&out, 2);
     for needle in [
         "workers",
         "plugin:gone",
@@ -640,8 +647,7 @@ async fn a_group_whose_plugin_is_gone_is_refused_then_forgotten_with_the_flag() 
 
     // Not configured here and nothing published about it: cannot tell.
     let out = drover(&url, &["destroy", "workers", "--yes", "--forget-machines"]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(code(&out), Some(2), "{stderr}");
+    let stderr = exited(&out, 2);
     assert!(stderr.contains("configure it here"), "{stderr}");
     assert_eq!(history(&url).len(), 1, "a refused forget committed");
 
@@ -659,23 +665,20 @@ async fn a_group_whose_plugin_is_gone_is_refused_then_forgotten_with_the_flag() 
             local.to_str().unwrap(),
         ],
     );
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(code(&out), Some(2), "{stderr}");
+    let stderr = exited(&out, 2);
     assert!(stderr.contains("without --forget-machines"), "{stderr}");
     assert_eq!(history(&url).len(), 1, "a refused forget committed");
 
     let out = with(&["--forget-machines"]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(code(&out), Some(0));
-    assert!(
-        stdout.contains("workers left the desired state"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("i-w1, from the published status"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("cost money"), "{stdout}");
+    for needle in [
+        "workers left the desired state",
+        "i-w1, from the published status",
+        "cost money",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing: {stdout}");
+    }
     let h = history(&url);
     assert_eq!(h.len(), 2);
     assert!(

@@ -4,22 +4,23 @@
 //! does not exist. Each ends in one sentence naming the store and what to
 //! check, with the exit code of its kind, and changes nothing.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 fn drover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .env_remove("DROVER_STORE")
-        .env_remove("DROVER_STORE_TIMEOUT")
-        .env_remove("DOCKER_HOST")
-        .env_remove("DOCKER_TLS_VERIFY")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run drover")
+    support::drover_at_root(
+        args,
+        &[
+            "DROVER_STORE",
+            "DROVER_STORE_TIMEOUT",
+            "DOCKER_HOST",
+            "DOCKER_TLS_VERIFY",
+        ],
+    )
 }
 
 fn stderr(out: &Output) -> String {

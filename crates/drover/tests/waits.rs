@@ -7,6 +7,8 @@
 //! opens, and exits non-zero when the roll did not finish. File stores
 //! and the simulator only: no engine.
 
+mod support;
+
 use drover_spi::{Provenance, StatusJson, Store};
 use drover_store::FileStore;
 use std::path::{Path, PathBuf};
@@ -24,16 +26,16 @@ const INCUS: &str = "groups:
 ";
 
 fn drover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .env_remove("DROVER_STORE")
-        .env_remove("DROVER_LOCAL_DIR")
-        .env_remove("DROVER_INCUS_ENGINES")
-        .env_remove("DROVER_PLUGINS")
-        .env_remove("DROVER_EC2")
-        .output()
-        .expect("run drover")
+    support::drover_at_root(
+        args,
+        &[
+            "DROVER_STORE",
+            "DROVER_LOCAL_DIR",
+            "DROVER_INCUS_ENGINES",
+            "DROVER_PLUGINS",
+            "DROVER_EC2",
+        ],
+    )
 }
 
 fn text(out: &[u8]) -> String {

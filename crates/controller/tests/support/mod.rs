@@ -254,3 +254,56 @@ impl<H: ProvisionHook> drover_spi::InstanceProvider for Provisioning<H> {
         self.cloud.label(instance, labels, fence).await
     }
 }
+
+/// A provider whose provision calls fail with `why` (transient): every
+/// other call too when `everything` is set (a plugin gone, nothing
+/// answering on its socket), else they succeed doing nothing (a provider
+/// out of quota).
+pub struct Refusing {
+    /// The error's message.
+    pub why: &'static str,
+    /// Whether destroy, describe and label fail too.
+    pub everything: bool,
+}
+
+impl Refusing {
+    fn answer<T>(&self, ok: T) -> Result<T, drover_spi::ProviderError> {
+        if self.everything {
+            Err(drover_spi::ProviderError::Transient(self.why.into()))
+        } else {
+            Ok(ok)
+        }
+    }
+}
+
+#[async_trait]
+impl drover_spi::InstanceProvider for Refusing {
+    async fn provision(
+        &self,
+        _req: drover_spi::ProvisionRequest,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<String, drover_spi::ProviderError> {
+        Err(drover_spi::ProviderError::Transient(self.why.into()))
+    }
+    async fn destroy_fenced(
+        &self,
+        _instance: &str,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), drover_spi::ProviderError> {
+        self.answer(())
+    }
+    async fn describe(
+        &self,
+        _tags: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<drover_core::model::Instance>, drover_spi::ProviderError> {
+        self.answer(Vec::new())
+    }
+    async fn label(
+        &self,
+        _instance: &str,
+        _labels: &std::collections::BTreeMap<String, String>,
+        _fence: &dyn drover_spi::Fence,
+    ) -> Result<(), drover_spi::ProviderError> {
+        self.answer(())
+    }
+}

@@ -1,8 +1,7 @@
 use super::*;
-use crate::journal::{OpKind, Target, Victim};
-use crate::model::{Availability, RaftMember};
+use crate::journal::OpKind;
 use crate::spec::Role;
-use std::collections::BTreeSet;
+use crate::testkit;
 
 fn group(phase: Phase, reason: Option<&str>) -> GroupStatus {
     serde_json::from_value(serde_json::json!({
@@ -23,51 +22,16 @@ fn member(id: &str, node: Option<&str>) -> MemberStatus {
 
 fn node(id: &str, group: &str, state: NodeState, manager: bool) -> Node {
     Node {
-        id: id.into(),
-        link: Some(format!("link-{id}")),
-        cluster: Some("c1".into()),
-        group: Some(group.into()),
         state,
-        availability: Availability::Active,
-        manager_role: manager,
-        raft: manager.then(|| RaftMember {
-            leader: false,
-            reachable: true,
-            addr: "127.0.0.1:2377".into(),
-        }),
-        running_tasks: 0,
-        locked: false,
-        left: false,
-        engine_no_manager: false,
+        ..testkit::labelled_node(id, &format!("link-{id}"), group, manager.then_some(false))
     }
 }
 
 fn op(id: &str, victim: Option<&str>, making: bool) -> Operation {
     Operation {
-        id: id.into(),
-        group: "workers".into(),
-        kind: OpKind::Roll,
-        role: Role::Worker,
-        victim: victim.map(|v| Victim {
-            instance: Some(v.into()),
-            link: None,
-            node: None,
-            logical_id: None,
-            zone: None,
-            is_self: false,
-        }),
-        target: making.then_some(Target {
-            logical_id: None,
-            zone: None,
-            attempt: 1,
-        }),
-        surge: false,
-        done: BTreeSet::new(),
-        intent: None,
-        collection: None,
-        provision_failures: 0,
-        short_zones: Vec::new(),
-        hook_failure: None,
+        victim: victim.map(testkit::victim),
+        target: making.then(testkit::first_attempt),
+        ..testkit::op(id, "workers", OpKind::Roll, Role::Worker)
     }
 }
 

@@ -161,21 +161,7 @@ mod tests {
     use crate::spec::Role;
 
     fn op(id: &str) -> Operation {
-        Operation {
-            id: id.into(),
-            group: "workers".into(),
-            kind: OpKind::Heal,
-            role: Role::Worker,
-            victim: None,
-            target: None,
-            surge: false,
-            done: Default::default(),
-            intent: None,
-            collection: None,
-            provision_failures: 0,
-            short_zones: Vec::new(),
-            hook_failure: None,
-        }
+        crate::testkit::op(id, "workers", OpKind::Heal, Role::Worker)
     }
 
     /// An operation begun in this pass is in flight until its first step

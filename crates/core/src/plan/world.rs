@@ -251,22 +251,12 @@ fn liveness(n: &Node) -> (bool, bool, bool) {
 #[cfg(test)]
 mod tests {
     use super::World;
-    use crate::model::{Availability, Node, NodeState, Observed, SwarmView};
+    use crate::model::{Node, NodeState, Observed, SwarmView};
 
     fn node(id: &str, link: Option<&str>) -> Node {
         Node {
-            id: id.into(),
             link: link.map(str::to_string),
-            cluster: None,
-            group: None,
-            state: NodeState::Ready,
-            availability: Availability::Active,
-            manager_role: false,
-            raft: None,
-            running_tasks: 0,
-            locked: false,
-            left: false,
-            engine_no_manager: false,
+            ..crate::testkit::node(id)
         }
     }
 

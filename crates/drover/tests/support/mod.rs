@@ -213,6 +213,20 @@ pub fn epoch_ms() -> u64 {
     u64::try_from(now.map_or(0, |d| d.as_millis())).unwrap_or(u64::MAX)
 }
 
+/// `drover ARGS` run from the repository's root (where `examples/` is),
+/// with none of `unset` in its environment (variables that would point it
+/// at another store, provider or engine), stdin closed: what it said.
+pub fn drover_at_root(args: &[&str], unset: &[&str]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_drover"));
+    c.args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .stdin(std::process::Stdio::null());
+    for var in unset {
+        c.env_remove(var);
+    }
+    c.output().expect("run drover")
+}
+
 /// Runs `cmd` (`drover ARGS`), printing what it said for the test log.
 pub fn run_printed(mut cmd: Command, args: &[&str]) -> std::process::Output {
     let out = cmd.output().expect("run drover");
