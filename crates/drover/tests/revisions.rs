@@ -49,11 +49,18 @@ fn who(message: impl Into<String>) -> Provenance {
     }
 }
 
-/// A store at `url` holding revisions v1 and v2, both converged.
-async fn seed(url: &str) {
+/// The store at `url`, holding cluster `c1`, and the epoch of its
+/// controller `test`.
+async fn started(url: &str) -> (Box<dyn drover_spi::Store>, drover_spi::Epoch) {
     let store = drover_store::open(url).await.expect("store");
     store.init_cluster("c1").await.unwrap();
     let epoch = store.campaign("test").await.unwrap();
+    (store, epoch)
+}
+
+/// A store at `url` holding revisions v1 and v2, both converged.
+async fn seed(url: &str) {
+    let (store, epoch) = started(url).await;
     for (i, release) in ["v1", "v2"].iter().enumerate() {
         let rev = store
             .commit(
@@ -409,9 +416,7 @@ async fn replace_records_a_request_for_a_listed_instance_and_forgets_gone_ones()
 /// drover without `validate_commit` (or a hand-edited import) could leave
 /// it.
 async fn seed_unchecked(url: &str, specs: &[ClusterSpec]) {
-    let store = drover_store::open(url).await.expect("store");
-    store.init_cluster("c1").await.unwrap();
-    let epoch = store.campaign("test").await.unwrap();
+    let (store, epoch) = started(url).await;
     for (i, spec) in specs.iter().enumerate() {
         let who = Provenance {
             who: "older drover".into(),
@@ -582,9 +587,7 @@ async fn import_refuses_a_cluster_id_that_is_not_a_name_and_creates_no_store() {
 /// A store holding managers on `local` and workers on plugin `gone`, the
 /// last status listing workers `i-w1` and `i-w2` (issue 38, item 5).
 async fn seed_plugin_workers(url: &str) {
-    let store = drover_store::open(url).await.expect("store");
-    store.init_cluster("c1").await.unwrap();
-    let epoch = store.campaign("test").await.unwrap();
+    let (store, epoch) = started(url).await;
     let spec = parse_str(
         "groups:
 - name: managers

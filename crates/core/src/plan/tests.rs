@@ -328,30 +328,13 @@ fn replacement_op(
         WORKERS
     };
     Operation {
-        id: id.into(),
-        group: group.into(),
-        kind,
-        role,
         victim: Some(crate::journal::Victim {
-            instance: Some(format!("i-{link}")),
             link: Some(link.into()),
             node: node.map(str::to_string),
-            logical_id: None,
-            zone: None,
-            is_self: false,
+            ..crate::testkit::victim(&format!("i-{link}"))
         }),
-        target: Some(crate::journal::Target {
-            logical_id: None,
-            zone: None,
-            attempt: 1,
-        }),
-        surge: false,
-        done: Default::default(),
-        intent: None,
-        collection: None,
-        provision_failures: 0,
-        short_zones: Vec::new(),
-        hook_failure: None,
+        target: Some(crate::testkit::first_attempt()),
+        ..crate::testkit::op(id, group, kind, role)
     }
 }
 
