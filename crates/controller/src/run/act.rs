@@ -14,7 +14,7 @@ use drover_core::execute::{self as execute_plan, Carry, Execution, JournalWrite}
 use drover_core::journal::{HookFailed, Operation, Step};
 use drover_core::plan::{Action, Plan};
 use drover_core::spec::HookOnFailure;
-use drover_spi::{Epoch, EventAction, StoreError, Write};
+use drover_spi::{Epoch, Event, EventAction, StoreError, Write};
 use std::collections::{BTreeMap, HashMap};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -115,6 +115,9 @@ impl Acting {
 /// and the pass's queued events; only then do the effects start.
 #[derive(Default)]
 struct Batch {
+    /// Events queued before this pass's walk (steps' ends heard since the
+    /// last commit): kept if the batch cannot be written.
+    earlier: Vec<Event>,
     writes: Vec<Write>,
     /// Side effects to start once the writes are durable, with their group.
     effects: Vec<(Option<String>, Action)>,
@@ -142,7 +145,10 @@ impl Controller {
         let epoch = lead.epoch();
         let mut walk = Execution::new(stored.journal.clone(), epoch);
         let mut progressed = false;
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            earlier: self.take_queued(),
+            ..Batch::default()
+        };
         self.acting.rollback_refused.clear();
         for action in execute_plan::walk_order(&plan.actions) {
             if self.tenancy.term.acting() != Some(lead) {
@@ -208,12 +214,23 @@ impl Controller {
         lead: &Leading,
     ) -> Result<(), StoreError> {
         let Batch {
+            earlier,
             mut writes,
             effects,
         } = batch;
-        writes.extend(self.take_queued());
+        // The pass's own events (its walk's) go only with its writes: a
+        // batch not written started nothing they could tell of.
+        let events = earlier.iter().cloned().chain(self.take_queued());
+        writes.extend(events.map(Write::Event));
         if !writes.is_empty() {
-            self.ctx.store.write_batch(lead.epoch(), &writes).await?;
+            match self.ctx.store.write_batch(lead.epoch(), &writes).await {
+                Err(e @ StoreError::Fenced { .. }) => return Err(e),
+                Err(e) => {
+                    self.requeue(earlier);
+                    return Err(e);
+                }
+                Ok(()) => {}
+            }
         }
         for (group, action) in effects {
             let now = self.now();

@@ -24,9 +24,9 @@ use term::{Place, Tenancy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// Consecutive passes allowed without sleeping while no step ends: a
+/// Consecutive passes allowed without sleeping while no step succeeds: a
 /// planner that keeps rewriting the journal with nothing happening in the
-/// world is spinning; a step's end is the world moving, and resets the
+/// world is spinning; a step's success is the world moving, and resets the
 /// count (a roll of instant machines is hundreds of passes in a row).
 const MAX_IMMEDIATE_PASSES: u32 = 20;
 
@@ -172,10 +172,7 @@ impl Controller {
             };
             tokio::select! {
                 _ = &mut shutdown => return,
-                Some(done) = self.acting.done_rx.recv() => {
-                    self.pace.immediate = 0;
-                    self.finished(done).await;
-                }
+                Some(done) = self.acting.done_rx.recv() => self.heard(done).await,
                 Some(node) = self.acting.left_rx.recv() => self.report_left(&node).await,
                 Some(()) = nudge => {}
                 Some(()) = commits.recv() => {}
@@ -185,14 +182,23 @@ impl Controller {
             // pass observes all of it, so each needs no pass of its own (a
             // batch of 100 machines joining is a burst of node events).
             while let Ok(done) = self.acting.done_rx.try_recv() {
-                self.pace.immediate = 0;
-                self.finished(done).await;
+                self.heard(done).await;
             }
             if let Some(rx) = self.pace.triggers.as_mut() {
                 while rx.try_recv().is_ok() {}
             }
             while commits.try_recv().is_ok() {}
         }
+    }
+
+    /// A step ended: the world moved if it succeeded, so the spin guard
+    /// starts counting again (a step failing at once, every pass, does not
+    /// reset it).
+    async fn heard(&mut self, done: act::Finished) {
+        if done.result.is_ok() {
+            self.pace.immediate = 0;
+        }
+        self.finished(done).await;
     }
 
     /// How long the loop sleeps after a pass that reported `report` (none:

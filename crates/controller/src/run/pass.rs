@@ -51,8 +51,11 @@ impl Controller {
         self.acting.new_pass();
         let passed = self.guarded_pass().await;
         // What the pass's batch did not carry (it wrote none, or was cut
-        // short): the steps' ends heard before it, its own events.
-        self.flush_events().await;
+        // short): the steps' ends heard before it, its own events. Not
+        // while its engine leaves (nothing through it then): they wait.
+        if self.tenancy.term.observes() {
+            self.flush_events().await;
+        }
         if let Some(m) = &self.reporting.metrics {
             m.passed(wall_ms());
         }
@@ -166,6 +169,9 @@ impl Controller {
                 let report = self.report_only(&look, &lead).await?;
                 return Ok(Settled::Done(Box::new(report)));
             }
+            // What it heard under its term (a step's end) is written while
+            // the term still holds, not dropped with it.
+            self.flush_events().await;
             self.stand_down("not the swarm leader");
             return Ok(Settled::Done(Box::new(self.report(None))));
         };

@@ -50,6 +50,11 @@ pub(super) struct Reporting {
 }
 
 impl Reporting {
+    /// Drops the events queued under a term that ended.
+    pub(super) fn drop_queued(&mut self) {
+        self.queued.clear();
+    }
+
     /// Its engine's leave as `node` is already reported.
     pub(super) fn left_told(&self, node: &str) -> bool {
         self.engine
@@ -158,11 +163,16 @@ impl Controller {
         }
     }
 
-    /// The queued events, as writes of a batch.
-    pub(super) fn take_queued(&mut self) -> impl Iterator<Item = Write> + use<> {
+    /// The queued events, taken out of the queue.
+    pub(super) fn take_queued(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.reporting.queued)
-            .into_iter()
-            .map(Write::Event)
+    }
+
+    /// Puts `earlier` back at the queue's head: a batch that carried them
+    /// was not written (not for a fence), and the next one carries them.
+    pub(super) fn requeue(&mut self, mut earlier: Vec<Event>) {
+        earlier.append(&mut self.reporting.queued);
+        self.reporting.queued = earlier;
     }
 
     /// Writes the queued events under the term held, in one commit; a
@@ -173,7 +183,7 @@ impl Controller {
             self.reporting.queued.clear();
             return;
         };
-        let writes: Vec<Write> = self.take_queued().collect();
+        let writes: Vec<Write> = self.take_queued().into_iter().map(Write::Event).collect();
         if writes.is_empty() {
             return;
         }

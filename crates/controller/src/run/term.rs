@@ -257,7 +257,10 @@ impl Controller {
         self.forget_term();
     }
 
+    /// Forgets what belonged to the term, the events it queued included: a
+    /// later term must not write them as its own.
     fn forget_term(&mut self) {
+        self.reporting.drop_queued();
         self.tenancy.memory = Memory::default();
         self.tenancy.watching.send_replace(false);
         self.acting.cancel_all();
