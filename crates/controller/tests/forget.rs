@@ -107,10 +107,21 @@ async fn a_group_whose_plugin_is_gone_is_forgotten_on_the_operators_word_only() 
     };
     cloud.destroy(&dead.0).await.unwrap();
     tokio::time::sleep(Duration::from_secs(120)).await;
-    let epoch = store.campaign("test").await.unwrap();
-    store.journal_put(epoch, &removing("i-lost")).await.unwrap();
     ctx.providers
         .insert("plugin:p".into(), Arc::new(GONE) as Arc<_>);
+    // Failing here alone would not do (the acting controller may still
+    // describe the group): it publishes the group unobservable first.
+    let failing_here = survey(&ctx, &workers, "c1").await.unwrap();
+    assert!(
+        matches!(failing_here.reach, Reach::Answers(_)),
+        "{:?}",
+        failing_here.reach
+    );
+    let running = Running::start(Controller::new(ctx.clone()));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    running.stop().await;
+    let epoch = store.campaign("test").await.unwrap();
+    store.journal_put(epoch, &removing("i-lost")).await.unwrap();
 
     let gone = survey(&ctx, &workers, "c1").await.unwrap();
     assert!(
@@ -118,13 +129,15 @@ async fn a_group_whose_plugin_is_gone_is_forgotten_on_the_operators_word_only() 
         "{:?}",
         gone.reach
     );
+    // The controller that cannot describe the group lists none of its
+    // machines any more: what is left is the journal and the swarm's nodes.
     let known: Vec<(&str, Source)> = gone.known.iter().map(|k| (k.id(), k.from)).collect();
     assert_eq!(
         known,
         [
-            (dead.0.as_str(), Source::Status),
-            (alive.0.as_str(), Source::Status),
             ("i-lost", Source::Journal),
+            (dead.1.as_str(), Source::Swarm),
+            (alive.1.as_str(), Source::Swarm),
         ]
     );
     let SwarmView::Ok(nodes) = &gone.swarm else {
@@ -175,9 +188,9 @@ async fn a_group_whose_plugin_is_gone_is_forgotten_on_the_operators_word_only() 
     assert_eq!(
         forgotten,
         [
-            Some(dead.0.as_str()),
-            Some(alive.0.as_str()),
             Some("i-lost"),
+            Some(dead.1.as_str()),
+            Some(alive.1.as_str()),
             None
         ]
     );

@@ -50,37 +50,40 @@ pub struct Published<'a> {
 
 /// Decides [`Reach`] for `provider` from this command's own describe
 /// (`here`: `None` when the provider is not configured here, else its
-/// outcome) and, failing that, from the acting controller's document.
+/// outcome) and the acting controller's document. A describe that fails
+/// here is not enough: the acting controller may still describe the group
+/// (a plugin socket on its host only, a failure of the moment), and a
+/// group forgotten while it does would have its machines collected as
+/// orphans, undrained. Gone is what the controller says too, or a
+/// provider it is not wired to.
 pub fn reach(provider: &str, here: Option<Result<(), String>>, published: Published<'_>) -> Reach {
-    match here {
+    let failed_here = match here {
         Some(Ok(())) => return Reach::Answers(format!("provider {provider} answers here")),
-        Some(Err(e)) => {
-            return Reach::Gone {
-                why: format!("provider {provider} does not answer: {e}"),
-                configured_here: true,
-            };
-        }
-        None => {}
-    }
+        Some(Err(e)) => Some(format!("provider {provider} does not answer here: {e}")),
+        None => None,
+    };
+    let configured_here = failed_here.is_some();
+    let local =
+        failed_here.unwrap_or_else(|| format!("provider {provider} is not configured here"));
     let gone = |why: String| Reach::Gone {
         why,
-        configured_here: false,
+        configured_here,
     };
     if let Some(g) = published.group.filter(|g| g.phase == Phase::Unobservable) {
         let reason = g.reason.as_deref().unwrap_or("no reason given");
         return gone(format!(
-            "provider {provider} is not configured here, and the acting controller cannot describe the group ({reason})"
+            "{local}, and the acting controller cannot describe the group ({reason})"
         ));
     }
     match published.providers {
         Some(wired) if !wired.iter().any(|p| p == provider) => gone(format!(
-            "no provider {provider} is configured here nor in the acting controller"
+            "{local}, and the acting controller is not wired to it"
         )),
         Some(_) => Reach::Answers(format!(
-            "provider {provider} is not configured here, but the acting controller is wired to it and describes the group"
+            "{local}, but the acting controller is wired to it and describes the group"
         )),
         None => Reach::Unknown(format!(
-            "provider {provider} is not configured here and no controller has published whether it can describe the group"
+            "{local}, and no controller has published whether it can describe the group"
         )),
     }
 }

@@ -148,6 +148,24 @@ async fn destroying_a_pets_group_with_a_spare_slot_drops_the_slot() {
 
 /// A status document, as a controller publishes it, listing `ids` (workers).
 fn status_listing(ids: &[&str]) -> StatusJson {
+    status_with(ids, serde_json::json!([]))
+}
+
+/// [`status_listing`], its workers group shown unobservable by the acting
+/// controller (its provider's describe fails there too).
+fn status_workers_unobservable(ids: &[&str]) -> StatusJson {
+    status_with(
+        ids,
+        serde_json::json!([{
+            "name": "workers", "role": "worker", "phase": "unobservable",
+            "reason": "provider describe failed: no plugin answers", "desired_hash": "h",
+            "desired": 2, "members": 0, "current": 0, "healthy": 0, "in_flight": 0
+        }]),
+    )
+}
+
+/// A status document listing `ids` as workers, with `groups`.
+fn status_with(ids: &[&str], groups: serde_json::Value) -> StatusJson {
     let instances: Vec<_> = ids
         .iter()
         .map(|id| {
@@ -160,7 +178,7 @@ fn status_listing(ids: &[&str]) -> StatusJson {
         .collect();
     StatusJson::new(&serde_json::json!({
         "observed_at_ms": 0, "controller": "test", "epoch": 1, "revision": 1,
-        "groups": [], "swarm": {"members": 0, "reachable": 0, "fault_tolerance": null,
+        "groups": groups, "swarm": {"members": 0, "reachable": 0, "fault_tolerance": null,
         "leader_link": null, "problem": null},
         "instances": instances, "operations": 0, "explanation": []
     }))
@@ -612,6 +630,15 @@ async fn seed_plugin_workers(url: &str) {
         .unwrap();
 }
 
+/// The acting controller's next document: it cannot describe the workers.
+async fn publish_workers_unobservable(url: &str) {
+    let (store, epoch) = started(url).await;
+    store
+        .publish_status(epoch, status_workers_unobservable(&["i-w1", "i-w2"]))
+        .await
+        .unwrap();
+}
+
 /// A group whose plugin is gone: `destroy` is refused without
 /// `--forget-machines` (naming the machines and the flag, nothing
 /// changed), `--forget-machines` is refused while the provider answers or
@@ -634,6 +661,18 @@ async fn a_group_whose_plugin_is_gone_is_refused_then_forgotten_with_the_flag() 
         drover(&url, &args)
     };
 
+    // Failing here alone, with the controller's status saying nothing of
+    // it: nobody can tell.
+    let out = with(&["--forget-machines"]);
+    let stderr = exited(&out, 2);
+    assert!(
+        stderr.contains("cannot tell whether it is gone"),
+        "{stderr}"
+    );
+    assert_eq!(history(&url).len(), 1, "a refused forget committed");
+
+    // The acting controller cannot describe the group either: gone.
+    publish_workers_unobservable(&url).await;
     let out = with(&[]);
     let stderr = exited(&out, 2);
     for needle in [
@@ -647,12 +686,6 @@ async fn a_group_whose_plugin_is_gone_is_refused_then_forgotten_with_the_flag() 
         assert!(stderr.contains(needle), "{needle} missing: {stderr}");
     }
     assert_eq!(history(&url).len(), 1, "a refused destroy committed");
-
-    // Not configured here and nothing published about it: cannot tell.
-    let out = drover(&url, &["destroy", "workers", "--yes", "--forget-machines"]);
-    let stderr = exited(&out, 2);
-    assert!(stderr.contains("configure it here"), "{stderr}");
-    assert_eq!(history(&url).len(), 1, "a refused forget committed");
 
     // A provider that answers (an empty local provider): destroy it properly.
     let local = dir.path().join("local");

@@ -36,7 +36,7 @@ fn op(id: &str, victim: Option<&str>, making: bool) -> Operation {
 }
 
 #[test]
-fn a_provider_described_here_decides_whatever_was_published() {
+fn a_provider_answering_here_decides_and_one_failing_here_needs_the_controllers_word() {
     let unobservable = group(Phase::Unobservable, Some("provider describe failed: x"));
     let published = Published {
         providers: None,
@@ -46,15 +46,25 @@ fn a_provider_described_here_decides_whatever_was_published() {
         reach("plugin:p", Some(Ok(())), published),
         Reach::Answers(_)
     ));
-    let gone = reach(
-        "plugin:p",
-        Some(Err("connection refused".into())),
-        Published::default(),
-    );
+    // Failing here is not enough alone: the acting controller decides.
+    let refused = Some(Err("connection refused".into()));
+    let unknown = reach("plugin:p", refused.clone(), Published::default());
+    assert!(matches!(unknown, Reach::Unknown(_)), "{unknown:?}");
+    let wired = ["plugin:p".to_string()];
+    let converged = group(Phase::Converged, None);
+    let described = Published {
+        providers: Some(&wired),
+        group: Some(&converged),
+    };
+    let answers = reach("plugin:p", refused.clone(), described);
+    assert!(matches!(answers, Reach::Answers(_)), "{answers:?}");
+    let gone = reach("plugin:p", refused, published);
     assert_eq!(
         gone,
         Reach::Gone {
-            why: "provider plugin:p does not answer: connection refused".into(),
+            why: "provider plugin:p does not answer here: connection refused, and the acting \
+                  controller cannot describe the group (provider describe failed: x)"
+                .into(),
             configured_here: true,
         }
     );

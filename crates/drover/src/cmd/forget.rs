@@ -33,7 +33,7 @@ pub(crate) fn decide(g: &GroupSpec, survey: &Survey, flag: bool) -> Result<bool,
             "--forget-machines: {why}: destroy the group properly, without --forget-machines (its machines are then retired and destroyed)"
         ))),
         (Reach::Unknown(why), true) => Err(MainError::BadInput(format!(
-            "--forget-machines: {why}: configure it here (--plugin, --local-dir, ...) so drover can tell whether it is gone"
+            "--forget-machines: {why}: drover cannot tell whether it is gone; the acting controller says so in its status (the group unobservable) once it cannot describe it: run this again then, with the provider configured here (--plugin, --local-dir, ...)"
         ))),
         (Reach::Answers(_) | Reach::Unknown(_), false) => Ok(false),
     }
