@@ -13,7 +13,7 @@ use crate::status::{StatusDoc, wall_ms};
 use drover_core::forget::{Known, Published, Reach, last_known, reach, removable};
 use drover_core::model::{SwarmView, tags};
 use drover_core::spec::{Committable, GroupSpec};
-use drover_spi::{Epoch, Event, EventAction, Store, StoreError, Unfenced};
+use drover_spi::{Event, EventAction, StoreError, Unfenced, Write};
 use std::collections::BTreeMap;
 
 /// Who the forget's events name.
@@ -98,11 +98,18 @@ pub struct Forgotten {
     pub left: Vec<(String, String)>,
 }
 
+/// How often the group's records are tried again when the acting
+/// controller takes the term back in between (it campaigns every pass).
+const BATCH_TRIES: usize = 5;
+
 /// Forgets group `g` as `who`: commits `without` (the desired state without
-/// it, planned against revision `expected`), then, under the store's epoch,
-/// takes its operations out of the journal, removes its Down nodes from
-/// the swarm (never a live one, never a manager) and records one event per
-/// machine in `survey.known` and one for the group.
+/// it, planned against revision `expected`: a conflict deposes nobody),
+/// then, under an epoch of its own, takes the group's operations out of the
+/// journal and records one event per machine in `survey.known` and one for
+/// the group, all in one batch (again, a bounded number of times, when the
+/// acting controller took the term back meanwhile: every write of it is
+/// idempotent), and last removes its Down nodes from the swarm (unfenced;
+/// never a live one, never a manager).
 pub async fn forget(
     ctx: &Context,
     survey: &Survey,
@@ -113,39 +120,56 @@ pub async fn forget(
     let store = ctx.store.as_ref();
     let group = &g.name;
     let message = format!("destroy {group} --forget-machines");
-    // The epoch fences the acting controller while the group's records go
-    // (it campaigns again on a later pass, against the new revision).
-    let epoch = store.campaign(IDENTITY).await?;
     let rev = commit(store, expected, without, who, &message, false).await?;
-    let mut operations = Vec::new();
-    for op in store.journal().await?.iter().filter(|o| &o.group == group) {
-        store.journal_remove(epoch, &op.id).await?;
-        operations.push(op.id.clone());
-    }
-    let (removed, left) = nodes(ctx, survey, group).await;
     let why = format!(
         "{}; forgotten on the operator's word ({who}): it may still run",
         gone_why(&survey.reach)
     );
-    for k in &survey.known {
-        let target = k.id().to_string();
-        note(
-            store,
-            epoch,
-            group,
-            Some(target),
-            format!("{why} (last known from {})", k.from.as_str()),
-        )
-        .await?;
-    }
-    let count = survey.known.len();
-    note(store, epoch, group, None, format!("group {group} left the desired state at revision {rev} with {count} machine(s) forgotten: {why}")).await?;
+    let mut tries = 0;
+    let operations = loop {
+        // The epoch fences the acting controller while the group's records
+        // go (it campaigns again on a later pass, against the new revision).
+        let epoch = store.campaign(IDENTITY).await?;
+        let journal = store.journal().await?;
+        let ops: Vec<String> = journal
+            .iter()
+            .filter(|o| &o.group == group)
+            .map(|o| o.id.clone())
+            .collect();
+        let writes = records(&ops, survey, group, rev, &why);
+        match store.write_batch(epoch, &writes).await {
+            Err(StoreError::Fenced { .. }) if tries + 1 < BATCH_TRIES => tries += 1,
+            Err(e) => return Err(e.into()),
+            Ok(()) => break ops,
+        }
+    };
+    let (removed, left) = nodes(ctx, survey, group).await;
     Ok(Forgotten {
         rev,
         operations,
         removed,
         left,
     })
+}
+
+/// The forget's writes: the group's operations out of the journal, one
+/// event per machine last known, one for the group.
+fn records(ops: &[String], survey: &Survey, group: &str, rev: u64, why: &str) -> Vec<Write> {
+    let removals = ops.iter().map(|id| Write::JournalRemove(id.clone()));
+    let machines = survey.known.iter().map(|k| {
+        let reason = format!("{why} (last known from {})", k.from.as_str());
+        note(group, Some(k.id().to_string()), reason)
+    });
+    let count = survey.known.len();
+    let last = note(
+        group,
+        None,
+        format!(
+            "group {group} left the desired state at revision {rev} with {count} machine(s) forgotten: {why}"
+        ),
+    );
+    let events = machines.chain(std::iter::once(last)).map(Write::Event);
+    removals.chain(events).collect()
 }
 
 /// Why the provider is gone, as the survey found.
@@ -199,14 +223,8 @@ async fn nodes(
 }
 
 /// One `forget` event of `group` (`target`: a machine, `None`: the group).
-async fn note(
-    store: &dyn Store,
-    epoch: Epoch,
-    group: &str,
-    target: Option<String>,
-    reason: String,
-) -> Result<(), StoreError> {
-    let event = Event {
+fn note(group: &str, target: Option<String>, reason: String) -> Event {
+    Event {
         at_ms: wall_ms(),
         controller: IDENTITY.into(),
         group: Some(group.into()),
@@ -215,6 +233,5 @@ async fn note(
         target,
         outcome: "ok".into(),
         reason,
-    };
-    store.append_event(epoch, &event).await
+    }
 }

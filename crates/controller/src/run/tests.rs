@@ -431,3 +431,53 @@ async fn a_group_waiting_behind_a_blocked_one_is_an_event() {
     );
     assert_eq!(of("managers"), [("blocked".into(), "a hook failed".into())]);
 }
+
+/// Events belong to the term they were queued under (review F5): a step's
+/// end heard before the store refused the term is dropped with it, never
+/// written later under the next term as that term's.
+#[tokio::test(start_paused = true)]
+async fn events_queued_under_an_ended_term_are_never_written_under_the_next() {
+    let (store, _held, mut c, epoch) = one_manager_controller(None, "t").await;
+    c.take(epoch);
+    c.queue_event(
+        None,
+        None,
+        EventAction::Step,
+        "under the first term",
+        "ok".into(),
+    );
+    let newer = store.campaign("usurper").await.unwrap();
+    c.depose("a newer controller term exists");
+    assert_ne!(newer, epoch);
+    let mine = store.campaign("t").await.unwrap();
+    c.take(mine);
+    c.flush_events().await;
+    let events = store.events(0).await.unwrap();
+    assert!(
+        !events.iter().any(|e| e.reason == "under the first term"),
+        "{events:#?}"
+    );
+}
+
+/// A step's end heard while the term still holds is written before the
+/// controller stands down for not leading (review F3), not lost with the term.
+#[tokio::test(start_paused = true)]
+async fn a_step_end_heard_before_standing_down_is_written() {
+    let (store, _held, mut c, epoch) = one_manager_controller(Some("l1"), "t").await;
+    c.take(epoch);
+    c.queue_event(
+        None,
+        None,
+        EventAction::Step,
+        "heard while leading",
+        "ok".into(),
+    );
+    // Its engine no longer leads (it sees no swarm): the pass stands down.
+    let report = c.pass().await.unwrap();
+    assert_eq!(report.standing, Standing::Following, "{report:?}");
+    let events = store.events(0).await.unwrap();
+    assert!(
+        events.iter().any(|e| e.reason == "heard while leading"),
+        "{events:#?}"
+    );
+}
