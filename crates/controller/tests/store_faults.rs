@@ -163,6 +163,9 @@ impl Store for Faulty {
         }
         Ok(e)
     }
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError> {
+        self.inner.resign(epoch).await
+    }
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         if *self.usurp.lock().unwrap() == Usurp::AtCampaign {
             return Ok(self.shown.lock().unwrap().clone());

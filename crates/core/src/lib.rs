@@ -22,6 +22,7 @@
 
 pub mod boot;
 pub mod budget;
+pub mod control;
 pub mod execute;
 pub mod forget;
 pub mod hash;

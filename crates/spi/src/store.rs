@@ -11,6 +11,7 @@
 //! Writing the store is the power to destroy the fleet: guard it like root.
 
 use async_trait::async_trait;
+pub use drover_core::control::Reach;
 use drover_core::journal::Operation;
 use drover_core::quorum_probe::EngineView;
 use drover_core::revision::Past;
@@ -471,8 +472,31 @@ pub trait Store: Send + Sync {
 
     /// Starts a new controller term for `holder`; returns its epoch.
     async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError>;
-    /// The current epoch and its holder.
+    /// The current epoch and its holder, while the holder's lease lives
+    /// (etcd: the `leader` key under an etcd lease; a store without leases
+    /// keeps the last holder until it resigns).
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError>;
+    /// Starts a new term for `holder` only while nobody holds the store's
+    /// lease: `Some(epoch)` when won, `None` when another controller holds
+    /// it. How external controllers take turns: any number stand by and one
+    /// acts. Atomic where external controllers may run ([`Reach::Network`]:
+    /// of two standbys asking at once, exactly one wins); this default, for
+    /// the others, reads then campaigns.
+    async fn acquire(&self, holder: &str) -> Result<Option<Epoch>, StoreError> {
+        match self.leader().await? {
+            Some(_) => Ok(None),
+            None => self.campaign(holder).await.map(Some),
+        }
+    }
+    /// Gives term `epoch` up: its lease ends now, not at its expiry, so a
+    /// standby may acquire at once. Fenced: nothing happens unless `epoch`
+    /// is the current term; the epoch itself never goes back.
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError>;
+    /// Whom this store can serve: which `control:` it allows
+    /// ([`drover_core::control::fits`]).
+    fn reach(&self) -> Reach {
+        Reach::OneHost
+    }
     /// `Ok` while `epoch` is the current term, else [`StoreError::Fenced`];
     /// writes nothing. A controller asks right before each side effect
     /// starts: a side effect is no store write the store could fence, so

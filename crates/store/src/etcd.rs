@@ -32,9 +32,11 @@
 mod batch;
 mod connect;
 mod import;
+mod lease;
 
 pub use connect::EtcdOptions;
 pub(crate) use connect::parse_endpoints;
+use lease::Election;
 
 use crate::format::{self, WriteFormat};
 use crate::model::{Limits, events_since, unavailable};
@@ -42,12 +44,12 @@ use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Reach, Revision, StatusJson, Store,
     StoreError, Write,
 };
 use etcd_client::{
-    Client, Compare, CompareOp, DeleteOptions, GetOptions, KvClient, PutOptions, Txn, TxnOp,
-    WatchFilterType, WatchOptions,
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, KvClient, Txn, TxnOp, WatchFilterType,
+    WatchOptions,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -323,28 +325,6 @@ impl EtcdStore {
     fn event_key(&self, seq: u64) -> String {
         self.key(&format!("events/e/{seq:020}"))
     }
-
-    async fn keep_alive(client: Client, lease: i64, ttl: Duration) {
-        let mut lc = client.lease_client();
-        let Ok((mut keeper, mut stream)) = lc.keep_alive(lease).await else {
-            return;
-        };
-        loop {
-            tokio::time::sleep(ttl / 3).await;
-            if keeper.keep_alive().await.is_err() {
-                // Reconnect and go on while the lease may still be alive.
-                match lc.keep_alive(lease).await {
-                    Ok((k, s)) => (keeper, stream) = (k, s),
-                    Err(_) => continue,
-                }
-            }
-            match stream.message().await {
-                // TTL 0: the lease is gone; nothing left to keep alive.
-                Ok(Some(r)) if r.ttl() <= 0 => return,
-                _ => {}
-            }
-        }
-    }
 }
 
 #[async_trait]
@@ -518,59 +498,20 @@ impl Store for EtcdStore {
     }
 
     async fn campaign(&self, holder: &str) -> Result<Epoch, StoreError> {
-        let ttl = i64::try_from(self.lease_ttl.as_secs().max(1)).unwrap_or(5);
-        let lease = self
-            .client
-            .lease_client()
-            .grant(ttl, None)
-            .await
-            .map_err(etcd_err)?
-            .id();
-        let (epoch_key, leader_key) = (self.key("epoch"), self.key("leader"));
-        let epoch = loop {
-            let leader_same = self.readable::<LeaderRecord>(&leader_key).await?;
-            let cur = self.get_number("epoch").await?;
-            let next = cur + 1;
-            let record = LeaderRecord {
-                epoch: next,
-                holder: holder.to_string(),
-            };
-            let resp = self
-                .kv()
-                .txn(
-                    Txn::new()
-                        .when(vec![value_is(&epoch_key, cur), leader_same])
-                        .and_then(vec![
-                            TxnOp::put(epoch_key.as_str(), next.to_string(), None),
-                            TxnOp::put(
-                                leader_key.as_str(),
-                                self.json(&record),
-                                Some(PutOptions::new().with_lease(lease)),
-                            ),
-                        ]),
-                )
-                .await
-                .map_err(etcd_err)?;
-            if resp.succeeded() {
-                break next;
-            }
-        };
-        let task = tokio::spawn(EtcdStore::keep_alive(
-            self.client.clone(),
-            lease,
-            self.lease_ttl,
-        ));
-        let old = self
-            .lease
-            .lock()
-            .map_err(|_| StoreError::Unavailable("lease lock poisoned".into()))?
-            .replace((lease, task));
-        if let Some((old_lease, old_task)) = old {
-            old_task.abort();
-            // Best effort: an unrevoked lease just expires after its TTL.
-            let _ = self.client.lease_client().revoke(old_lease).await;
-        }
-        Ok(epoch)
+        let won = self.elect(holder, Election::Take).await?;
+        won.ok_or_else(|| StoreError::Unavailable("etcd: a campaign was not won".into()))
+    }
+
+    async fn acquire(&self, holder: &str) -> Result<Option<Epoch>, StoreError> {
+        self.elect(holder, Election::WhenFree).await
+    }
+
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError> {
+        self.resign_term(epoch).await
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::Network
     }
 
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {

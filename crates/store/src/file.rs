@@ -406,6 +406,10 @@ impl Store for FileStore {
         Ok(self.read(&[Meta]).await?.leader())
     }
 
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError> {
+        self.write(&[Meta], move |s| s.resign(epoch)).await
+    }
+
     async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
         // A read transaction sees every committed campaign.
         self.read(&[Meta]).await?.fence(epoch)

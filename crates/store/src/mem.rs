@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Reach, Revision, StatusJson, Store,
     StoreError, Write,
 };
 use std::sync::Mutex;
@@ -44,6 +44,16 @@ impl MemStore {
             .lock()
             .map_err(|_| StoreError::Corrupt("store lock poisoned".into()))?;
         f(&mut guard)
+    }
+
+    /// The current holder's lease runs out, as etcd's does once its
+    /// holder's process died: the term's epoch still fences it, and a
+    /// standby may [`acquire`](Store::acquire) a new one. (Memory has no
+    /// clock of its own: a test says when.)
+    pub fn lapse_lease(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.meta.holder = None;
+        }
     }
 }
 
@@ -112,6 +122,15 @@ impl Store for MemStore {
     }
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         self.with(|s| Ok(s.leader()))
+    }
+    async fn acquire(&self, holder: &str) -> Result<Option<Epoch>, StoreError> {
+        self.with(|s| Ok(s.acquire(holder)))
+    }
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError> {
+        self.with(|s| s.resign(epoch))
+    }
+    fn reach(&self) -> Reach {
+        Reach::Network
     }
     async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
         self.with(|s| s.fence(epoch))

@@ -295,6 +295,22 @@ impl State {
         self.meta.holder.clone().map(|h| (self.meta.epoch, h))
     }
 
+    /// A new term only while nobody holds one (needs Meta).
+    pub(crate) fn acquire(&mut self, holder: &str) -> Option<Epoch> {
+        match self.meta.holder {
+            Some(_) => None,
+            None => Some(self.campaign(holder)),
+        }
+    }
+
+    /// Term `epoch` given up (needs Meta): no holder until the next
+    /// campaign; a stale epoch changes nothing.
+    pub(crate) fn resign(&mut self, epoch: Epoch) -> Result<(), StoreError> {
+        self.fence(epoch)?;
+        self.meta.holder = None;
+        Ok(())
+    }
+
     /// Needs Meta and Journal.
     pub(crate) fn journal_put(&mut self, epoch: Epoch, op: &Operation) -> Result<(), StoreError> {
         self.fence(epoch)?;

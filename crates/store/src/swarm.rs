@@ -26,7 +26,7 @@ use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
 use drover_engine::{DockerEnv, EngineError, docker_client};
 use drover_spi::{
-    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Revision, StatusJson, Store,
+    Controls, Epoch, Event, Heartbeat, Imported, Provenance, Reach, Revision, StatusJson, Store,
     StoreError, Write,
 };
 use flate2::Compression;
@@ -408,6 +408,14 @@ impl Store for SwarmStore {
 
     async fn leader(&self) -> Result<Option<(Epoch, String)>, StoreError> {
         Ok(self.read(&[Meta]).await?.leader())
+    }
+
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError> {
+        self.write(&[Meta], |s| s.resign(epoch)).await
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::InRaft
     }
 
     async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {

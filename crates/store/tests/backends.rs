@@ -183,6 +183,56 @@ async fn etcd_refuses_a_stale_epoch_in_its_own_compare_and_expires_the_leader() 
     assert_eq!(a.campaign("ctl-a").await.unwrap(), new + 1);
 }
 
+/// External controllers take turns by the lease: of five standbys asking
+/// at once exactly one wins, and the term is free again only once its
+/// holder stops keeping the lease alive (its process gone).
+#[tokio::test]
+async fn etcd_standbys_acquire_one_at_a_time_and_only_once_the_lease_lapses() {
+    let etcd = support::Etcd::start().await;
+    let opts = || EtcdOptions {
+        prefix: "/drover/turns".into(),
+        lease_ttl: Duration::from_secs(1),
+        ..EtcdOptions::default()
+    };
+    let mut standbys = Vec::new();
+    for _ in 0..5 {
+        standbys.push(EtcdStore::connect(&etcd.url, opts()).await.unwrap());
+    }
+    let asks = standbys
+        .iter()
+        .enumerate()
+        .map(|(i, s)| async move { s.acquire(&format!("ext-{i}")).await.unwrap() });
+    let won: Vec<_> = futures_util::future::join_all(asks).await;
+    let winners: Vec<usize> = (0..5).filter(|i| won[*i].is_some()).collect();
+    assert_eq!(winners.len(), 1, "exactly one standby wins: {won:?}");
+    let holder = winners[0];
+    let epoch = won[holder].unwrap();
+
+    // Kept alive past several TTLs: nobody else acquires.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let other = (holder + 1) % 5;
+    assert_eq!(standbys[other].acquire("ext-late").await.unwrap(), None);
+
+    // Its process goes: the next acquisition wins within about a TTL.
+    drop(standbys.remove(holder));
+    let t0 = Instant::now();
+    let next = loop {
+        if let Some(e) = standbys[0].acquire("ext-next").await.unwrap() {
+            break e;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the lease never lapsed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(next, epoch + 1);
+    assert!(matches!(
+        standbys[1].check_epoch(epoch).await,
+        Err(StoreError::Fenced { .. })
+    ));
+}
+
 #[tokio::test]
 async fn swarm_versioned_update_fences_and_size_is_bounded() {
     let d = support::Dockerd::start_swarm("127.0.9.2").await;

@@ -1,6 +1,8 @@
 //! The `Store` contract, one generic suite run against every backend on
 //! real servers (redb file, a real etcd, a real single-node swarm).
 
+#[path = "contract/leases.rs"]
+mod leases;
 mod support;
 
 use support::spec;
@@ -479,6 +481,7 @@ where
     converged(fresh("converged").await).await;
     controls(fresh("controls").await).await;
     campaigns(fresh("campaigns").await).await;
+    leases::leases(fresh("leases").await).await;
     journal(fresh("journal").await).await;
     status(fresh("status").await).await;
     events(fresh("events").await).await;

@@ -149,6 +149,17 @@ impl Store for Tapped {
         (self.tap)("leader");
         self.inner.leader().await
     }
+    async fn acquire(&self, holder: &str) -> Result<Option<Epoch>, StoreError> {
+        (self.tap)("acquire");
+        self.inner.acquire(holder).await
+    }
+    async fn resign(&self, epoch: Epoch) -> Result<(), StoreError> {
+        (self.tap)("resign");
+        self.inner.resign(epoch).await
+    }
+    fn reach(&self) -> drover_spi::Reach {
+        self.inner.reach()
+    }
     async fn check_epoch(&self, epoch: Epoch) -> Result<(), StoreError> {
         (self.tap)("check_epoch");
         self.inner.check_epoch(epoch).await

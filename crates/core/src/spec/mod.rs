@@ -65,6 +65,7 @@ pub const PROVIDERS: &[&str] = &[
     PLUGIN_PROVIDER,
 ];
 
+pub use crate::control::Control;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -77,6 +78,11 @@ pub struct ClusterSpec {
     /// Garbage collection of machines no group owns (`gc:`).
     #[serde(default)]
     pub gc: GcPolicy,
+    /// Which controllers may act for the cluster (`control:`,
+    /// docs/control.md); resolved: a cluster without a manager group is
+    /// controlled from outside.
+    #[serde(default)]
+    pub control: Control,
 }
 
 /// Cluster-wide garbage collection (docs/gc.md).

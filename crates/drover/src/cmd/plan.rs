@@ -73,7 +73,11 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
         .iter()
         .flat_map(|t| [t.ft_before, t.ft_after])
         .min();
+    let swarm = has_managers(&desired);
     match min {
+        None if finished && runner.window_waits.is_empty() && !swarm => {
+            println!("no change: nothing to do (plain groups only: no swarm)")
+        }
         None if finished && runner.window_waits.is_empty() => println!(
             "no change: nothing to do; manager fault tolerance stays {}",
             runner.world.settled_fault_tolerance()
@@ -85,6 +89,12 @@ pub fn run(file: &Path, from: Option<&Path>, output: Output) -> Result<ExitCode,
         cut_short(&runner, &outcome, horizon);
     }
     Ok(code)
+}
+
+/// Whether the cluster has a swarm whose managers' fault tolerance a plan
+/// keeps: a cluster of plain groups only has none to show.
+fn has_managers(desired: &ClusterSpec) -> bool {
+    desired.groups.iter().any(|g| g.role == Role::Manager)
 }
 
 /// One wait for a window, as a `-` line among the steps.
@@ -101,6 +111,7 @@ fn print_wait(runner: &Runner, w: &WindowWait) {
 /// The steps and the waits for windows in time order, then the summary.
 fn timeline(runner: &Runner, desired: &ClusterSpec, min: i64, finished: bool) {
     let (floor, converged) = floors(desired);
+    let swarm = has_managers(desired);
     let steps = &runner.trace;
     let mut waits = runner.window_waits.iter().peekable();
     println!("{:>4}  {:<10} {:<9} STEP", "#", "GROUP", "FT");
@@ -111,7 +122,7 @@ fn timeline(runner: &Runner, desired: &ClusterSpec, min: i64, finished: bool) {
         }
         // A step that leaves the raft below the group's converged fault
         // tolerance says so (pets replaced in place, or a floor given lower).
-        let below = if t.ft_after < converged {
+        let below = if swarm && t.ft_after < converged {
             format!("  [below the converged {converged}]")
         } else {
             String::new()
@@ -120,7 +131,10 @@ fn timeline(runner: &Runner, desired: &ClusterSpec, min: i64, finished: bool) {
             "{:>4}  {:<10} {:<9} {}{below}",
             i + 1,
             t.group.as_deref().unwrap_or("-"),
-            format!("{} → {}", t.ft_before, t.ft_after),
+            match swarm {
+                true => format!("{} → {}", t.ft_before, t.ft_after),
+                false => "-".into(),
+            },
             t.what
         );
         if t.leader != leader {
@@ -136,12 +150,19 @@ fn timeline(runner: &Runner, desired: &ClusterSpec, min: i64, finished: bool) {
     for w in waits {
         print_wait(runner, w);
     }
-    let held = if min >= floor { "held" } else { "NOT held" };
     let before = if finished {
         ""
     } else {
         " before the roll stopped"
     };
+    if !swarm {
+        println!(
+            "\n{} steps{before}; plain groups only: no swarm, no manager fault tolerance to keep",
+            steps.len()
+        );
+        return;
+    }
+    let held = if min >= floor { "held" } else { "NOT held" };
     println!(
         "\n{} steps{before}; minimum manager fault tolerance during the change: {min} (the roll's floor {floor}: {held})",
         steps.len()

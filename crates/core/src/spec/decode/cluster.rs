@@ -19,8 +19,14 @@ impl Decoder<'_> {
             );
             return None;
         }
-        let top = self.fields(root, "", &["groups", "gc"])?;
+        let top = self.fields(root, "", &["groups", "gc", "control"])?;
         let gc = self.gc(top.get("gc"));
+        let control = self.choice(
+            top.get("control"),
+            "control",
+            &Control::CHOICES,
+            Control::InCluster,
+        );
         let groups_node = self.required(&top, "groups", "", "a list of groups")?;
         let Node::Seq { items, .. } = groups_node else {
             self.error(
@@ -51,10 +57,45 @@ impl Decoder<'_> {
             .collect();
         self.cross_group_checks(items, &decoded);
         let groups: Option<Vec<GroupSpec>> = decoded.into_iter().collect();
+        let groups = groups?;
+        let control = self.control(top.get("control"), control?, &groups);
         Some(ClusterSpec {
-            groups: groups?,
+            groups,
             gc: gc?,
+            control: control?,
         })
+    }
+
+    /// `control:` as declared, or its default: in-cluster where a manager
+    /// group runs controllers, external where nothing runs inside (plain
+    /// groups only). In-cluster control of a cluster without managers is
+    /// refused: no controller could ever act for it.
+    fn control(
+        &mut self,
+        node: Option<&Node>,
+        declared: Control,
+        groups: &[GroupSpec],
+    ) -> Option<Control> {
+        let swarm = groups.iter().any(|g| g.role != Role::Plain);
+        let Some(node) = node else {
+            return Some(if swarm {
+                Control::InCluster
+            } else {
+                Control::External
+            });
+        };
+        let managers = groups.iter().any(|g| g.role == Role::Manager);
+        if declared == Control::InCluster && !managers {
+            self.error(
+                node.pos(),
+                "control",
+                "in-cluster control needs a group with role: manager (its managers run the \
+                 controllers that act); without one nothing inside the cluster can act: \
+                 declare control: external and run drover controller --external",
+            );
+            return None;
+        }
+        Some(declared)
     }
 
     pub(super) fn gc(&mut self, node: Option<&Node>) -> Option<GcPolicy> {
