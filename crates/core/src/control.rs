@@ -56,7 +56,8 @@ impl Control {
 }
 
 /// Where a controller runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Seat {
     /// Next to a manager's engine: it may act only while that engine leads.
     Manager,

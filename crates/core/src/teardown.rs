@@ -165,6 +165,7 @@ mod tests {
             held: Default::default(),
             replace: Default::default(),
             skip_drain: Default::default(),
+            control: spec.control,
         }
     }
 

@@ -17,7 +17,7 @@ pub use parse::command;
 pub use sim::{SimCommand, SimRollout};
 pub use store::StoreArgs;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// drover keeps Docker Swarm clusters at the shape their operator declared,
@@ -133,30 +133,12 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
-    /// Run the reconciler next to a manager's engine (one per manager; only the leader's acts).
+    /// Run the reconciler next to a manager's engine (one per manager; only the leader's acts),
+    /// or off the cluster with --external (any number; one acts at a time).
     #[command(
-        after_help = "Example:\n  DROVER_STORE=etcd://127.0.0.1:2379 drover controller --engine unix:///var/run/docker.sock"
+        after_help = "Examples:\n  DROVER_STORE=etcd://127.0.0.1:2379 drover controller --engine unix:///var/run/docker.sock\n  drover controller --external --store etcd://10.0.0.5:2379 --local-dir /var/lib/drover/machines"
     )]
-    Controller {
-        /// This manager's engine.
-        #[arg(
-            long,
-            env = "DOCKER_HOST",
-            default_value = "unix:///var/run/docker.sock",
-            value_parser = parse::NoSecret("--engine", false)
-        )]
-        engine: String,
-        /// The store.
-        #[command(flatten)]
-        store: StoreArgs,
-        /// The local provider.
-        #[command(flatten)]
-        local: LocalArgs,
-        /// Prometheus endpoint: HOST:PORT, `auto` (this manager's address
-        /// when loopback, else 127.0.0.1; port 9464) or `off`.
-        #[arg(long, env = "DROVER_METRICS_ADDR", default_value = "auto")]
-        metrics_addr: String,
-    },
+    Controller(ControllerArgs),
     /// Stop starting new operations in a group (those in flight finish).
     #[command(after_help = "Example:\n  drover pause workers --store etcd://127.0.0.1:2379")]
     Pause {
@@ -351,4 +333,38 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// Arguments of `drover controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// This manager's engine.
+    #[arg(
+        long,
+        env = "DOCKER_HOST",
+        default_value = "unix:///var/run/docker.sock",
+        value_parser = parse::NoSecret("--engine", false)
+    )]
+    pub engine: String,
+    /// Run off the cluster (an admin host), without an engine of its
+    /// own: one of any number of external controllers taking turns by
+    /// the store's lease, acting where the cluster file's `control:`
+    /// admits them (docs/control.md). Needs an etcd store; --engine is
+    /// not used.
+    #[arg(long)]
+    pub external: bool,
+    /// The name this controller holds the term and beats under
+    /// (default: `external@HOST/PID` with --external).
+    #[arg(long, requires = "external", value_parser = parse::NoSecret("--name", false))]
+    pub name: Option<String>,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The local provider.
+    #[command(flatten)]
+    pub local: LocalArgs,
+    /// Prometheus endpoint: HOST:PORT, `auto` (this manager's address
+    /// when loopback, else 127.0.0.1; port 9464) or `off`.
+    #[arg(long, env = "DROVER_METRICS_ADDR", default_value = "auto")]
+    pub metrics_addr: String,
 }

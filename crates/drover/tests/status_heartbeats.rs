@@ -74,6 +74,8 @@ fn beat(holder: &str, at_ms: u64, engine: EngineView) -> Heartbeat {
         format: FORMAT,
         at_ms,
         engine: Some(engine),
+        seat: None,
+        waiting: None,
     }
 }
 

@@ -573,6 +573,6 @@ fn spec_of(desired: &Desired) -> ClusterSpec {
         gc: GcPolicy {
             orphan_grace: desired.orphan_grace,
         },
-        control: Default::default(),
+        control: desired.control,
     }
 }

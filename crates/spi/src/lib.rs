@@ -25,7 +25,8 @@ pub use engines::EngineReport;
 pub use secret::Secret;
 pub use store::{
     Controls, Epoch, Event, EventAction, FORMAT, HEARTBEAT_TTL_MS, Heartbeat, Imported,
-    OLDEST_FORMAT, Provenance, Reach, Revision, StatusJson, Store, StoreError, Write, write_format,
+    OLDEST_FORMAT, Provenance, Reach, Revision, Seat, StatusJson, Store, StoreError, Write,
+    write_format,
 };
 
 use async_trait::async_trait;

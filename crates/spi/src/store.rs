@@ -11,7 +11,7 @@
 //! Writing the store is the power to destroy the fleet: guard it like root.
 
 use async_trait::async_trait;
-pub use drover_core::control::Reach;
+pub use drover_core::control::{Reach, Seat};
 use drover_core::journal::Operation;
 use drover_core::quorum_probe::EngineView;
 use drover_core::revision::Past;
@@ -49,6 +49,14 @@ pub struct Heartbeat {
     /// and of off-cluster controllers; older builds ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineView>,
+    /// Where it runs: next to a manager, or an external controller (absent
+    /// in beats of older builds and of `apply`'s bootstrap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat: Option<Seat>,
+    /// Why it does not act, in one line, when it may not (the declared
+    /// `control:`) or another controller holds the term it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 impl Heartbeat {
@@ -611,6 +619,8 @@ mod tests {
                 }),
                 ..view.clone()
             }),
+            seat: None,
+            waiting: None,
         };
         assert!(beat(Some(7)).newly_left(None));
         assert!(beat(Some(7)).newly_left(Some(&beat(None))));

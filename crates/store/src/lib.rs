@@ -137,6 +137,18 @@ pub async fn open_with(url: &str, options: OpenOptions) -> Result<Box<dyn Store>
     }
 }
 
+/// Whom the store at `url` can serve ([`Store::reach`]), known before it
+/// is opened: a command refuses a `control:` the store cannot serve before
+/// it makes or writes anything.
+pub fn reach_of(url: &str) -> Result<drover_spi::Reach, StoreError> {
+    use drover_spi::Reach;
+    Ok(match parse(url)? {
+        Address::File(_) => Reach::OneHost,
+        Address::Swarm(_) => Reach::InRaft,
+        Address::Etcd { .. } => Reach::Network,
+    })
+}
+
 /// True when `url` names a file store (one writer at a time: a command
 /// that wrote it and goes on reading opens it again read-only).
 pub fn is_file_store(url: &str) -> bool {

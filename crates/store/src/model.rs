@@ -449,6 +449,8 @@ mod tests {
             format: 2,
             at_ms: 5,
             engine: None,
+            seat: None,
+            waiting: None,
         });
         for fmt in drover_spi::OLDEST_FORMAT..=drover_spi::FORMAT {
             let mut t = State::default();

@@ -395,6 +395,8 @@ async fn changed_fires_on_a_newly_reported_leave_only(store: Arc<dyn Store>) {
             }),
             ..view.clone()
         }),
+        seat: None,
+        waiting: None,
     };
     // Armed in a task before the write; a write that raced ahead of the
     // watch is retried (bounded), as above.
@@ -469,6 +471,8 @@ async fn file_store_soft_writes_are_read_at_once_and_kept_by_the_next_commit() {
         format: drover_spi::FORMAT,
         at_ms: 5,
         engine: None,
+        seat: None,
+        waiting: None,
     };
     s.heartbeat(&beat).await.unwrap();
     let doc = drover_spi::StatusJson::new(&serde_json::json!({"n": 1})).unwrap();

@@ -78,6 +78,8 @@ fn beat(holder: &str, format: u32, at_ms: u64) -> Heartbeat {
         format,
         at_ms,
         engine: None,
+        seat: None,
+        waiting: None,
     }
 }
 

@@ -148,6 +148,8 @@ async fn swarm_store_round_trips_the_operators_swarm_spec_and_stays_small() {
             format: FORMAT,
             at_ms: 1_800_000_000_000,
             engine: None,
+            seat: None,
+            waiting: None,
         };
         store.heartbeat(&b).await.unwrap();
     }

@@ -23,6 +23,10 @@ pub enum CommitError {
         /// The revision the change was planned against.
         expected: u64,
     },
+    /// The spec's `control:` needs a store this one is not (external
+    /// controllers need one they all reach): nothing was written.
+    #[error(transparent)]
+    Misfit(#[from] drover_core::control::Misfit),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -47,6 +51,7 @@ pub async fn commit(
     message: &str,
     is_rollback: bool,
 ) -> Result<u64, CommitError> {
+    drover_core::control::fits(spec.spec().control, store.reach())?;
     match store
         .commit(expected, spec.spec(), provenance(who, message), is_rollback)
         .await

@@ -34,6 +34,10 @@ const MAX_IMMEDIATE_PASSES: u32 = 20;
 /// steps that pass started (a finished step wakes it sooner).
 const FRESH_STEP_WAIT: Duration = Duration::from_secs(1);
 
+/// How often an external controller standing by asks whether the store's
+/// lease is free.
+const STANDBY_POLL: Duration = Duration::from_millis(500);
+
 /// A side effect that ended, as a subscriber ([`Controller::with_step_reports`])
 /// hears it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +83,9 @@ pub struct Controller {
     reporting: Reporting,
     /// What machines that have not joined show of their boot.
     boots: crate::boots::BootWatch,
+    /// One of any number of external controllers taking turns by the
+    /// store's lease ([`Controller::external`]).
+    external: bool,
 }
 
 /// The loop's timing: when it started (the planner's clock), how many
@@ -109,7 +116,17 @@ impl Controller {
             acting: Acting::new(),
             reporting: Reporting::default(),
             boots: Default::default(),
+            external: false,
         }
+    }
+
+    /// Runs off the cluster as one of any number of external controllers
+    /// (`drover controller --external`): it acts only while it holds the
+    /// store's lease and the cluster file's `control:` admits it; deposed,
+    /// it stands by again rather than stopping.
+    pub fn external(mut self) -> Self {
+        self.external = true;
+        self
     }
 
     /// Records into `metrics`: every pass, step, and provider and engine call.
@@ -207,6 +224,12 @@ impl Controller {
         let wake = report.and_then(|r| r.plan.as_ref()).and_then(|p| p.wake_at);
         let changed = report.is_some_and(|r| r.progressed);
         let mut sleep = self.ctx.resync;
+        if self.place() == Place::External && self.tenancy.term.held().is_none() {
+            // Standing by: the store's lease is asked after often enough to
+            // act within a second of its lapse (a pass that finds it held
+            // looks at nothing else).
+            sleep = sleep.min(STANDBY_POLL);
+        }
         if let Some(at) = wake {
             sleep = sleep.min(Duration::from_millis(at.saturating_sub(self.now())));
         }
@@ -240,9 +263,10 @@ impl Controller {
     /// Where it runs: next to a manager (its engine's leadership decides
     /// whether it may act), or off the cluster.
     fn place(&self) -> Place {
-        match self.ctx.self_link {
-            Some(_) => Place::Manager,
-            None => Place::Outside,
+        match (&self.ctx.self_link, self.external) {
+            (Some(_), _) => Place::Manager,
+            (None, true) => Place::External,
+            (None, false) => Place::Outside,
         }
     }
 }

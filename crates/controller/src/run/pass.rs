@@ -7,6 +7,7 @@ use super::{Controller, PassReport};
 use crate::observe::{self, Stored};
 use crate::status::wall_ms;
 use crate::takeover;
+use drover_core::control::{self, Turn, Waits};
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Plan, PlanInput};
 use drover_spi::{EventAction, StoreError};
@@ -35,6 +36,15 @@ impl Look {
     fn into_kept(self) -> (drover_core::boot::Boots, Instant, Duration) {
         (self.observed.boots, self.started, self.seen)
     }
+}
+
+/// How a controller that may act campaigns for the term.
+enum Campaign {
+    /// Whoever holds it (a manager's controller whose engine leads, or
+    /// `apply`'s bootstrap).
+    Take,
+    /// Only while nobody holds the store's lease (an external controller).
+    WhenFree,
 }
 
 /// How a pass goes on once the term is settled on what it saw.
@@ -102,6 +112,9 @@ impl Controller {
             // the step's own task could tell the swarm adapter to stop
             // asking. Nothing to act on meanwhile: the step ends with this
             // controller standing down.
+            return Ok(self.report(None));
+        }
+        if self.standing_by().await? {
             return Ok(self.report(None));
         }
         let Some(look) = self.look().await? else {
@@ -176,20 +189,63 @@ impl Controller {
             return Ok(Settled::Done(Box::new(self.report(None))));
         };
         let current = current?;
+        let seat = self.place().seat();
+        let turn = seat.map(|seat| control::turn(look.stored.desired.control, seat));
+        let done = |c: &Self| Ok(Settled::Done(Box::new(c.report(None))));
         if let Some(lead) = self.tenancy.term.acting().cloned() {
             if current.is_some_and(|(epoch, _)| epoch != lead.epoch()) {
                 self.depose("a newer controller term exists");
-                return Ok(Settled::Done(Box::new(self.report(None))));
+                return done(self);
+            }
+            if let Some(Turn::Wait(why)) = turn {
+                self.resign(&lead, why).await;
+                return done(self);
             }
             return Ok(Settled::Act(lead, Box::new(look)));
         }
         if !self.tenancy.term.may_campaign(self.place()) {
-            return Ok(Settled::Done(Box::new(self.report(None))));
+            return done(self);
         }
-        match self.take_term(look).await? {
+        let how = match turn {
+            Some(Turn::Wait(why)) => {
+                self.wait(why.to_string());
+                return done(self);
+            }
+            Some(Turn::Acquire) => Campaign::WhenFree,
+            Some(Turn::Take) | None => Campaign::Take,
+        };
+        match self.take_term(look, how).await? {
             Some((lead, look)) => Ok(Settled::Act(lead, Box::new(look))),
-            None => Ok(Settled::Done(Box::new(self.report(None)))),
+            None => done(self),
         }
+    }
+
+    /// An external controller holding no term while another holds the
+    /// store's lease: it beats, says whom it waits for, and looks at
+    /// nothing else (it asks every [`super::STANDBY_POLL`]).
+    async fn standing_by(&mut self) -> Result<bool, StoreError> {
+        if self.place() != Place::External || self.tenancy.term.held().is_some() {
+            return Ok(false);
+        }
+        let Some((epoch, holder)) = self.ctx.store.leader().await? else {
+            return Ok(false);
+        };
+        self.wait_for(epoch, &holder);
+        self.beat().await?;
+        Ok(true)
+    }
+
+    /// Gives its term up because the declared control no longer admits
+    /// it (`why`): what it heard under the term is written first, and the
+    /// store's lease is ended at once so the controller that may act need
+    /// not wait out its expiry.
+    async fn resign(&mut self, lead: &Leading, why: Waits) {
+        self.flush_events().await;
+        if let Err(e) = self.ctx.store.resign(lead.epoch()).await {
+            tracing::warn!(error = %e, "resigning the term failed: it ends when its lease lapses");
+        }
+        self.stand_down(&why.to_string());
+        self.wait(why.to_string());
     }
 
     /// Plans on `look` and carries the plan out under `lead`; then records
@@ -295,8 +351,24 @@ impl Controller {
     /// at again too (`before` was the pass's look). The new term's proof
     /// comes only with that fresh look. `None` when the store then holds no
     /// desired state.
-    async fn take_term(&mut self, before: Look) -> Result<Option<(Leading, Look)>, StoreError> {
-        let epoch = self.ctx.store.campaign(&self.ctx.identity).await?;
+    async fn take_term(
+        &mut self,
+        before: Look,
+        how: Campaign,
+    ) -> Result<Option<(Leading, Look)>, StoreError> {
+        let epoch = match how {
+            Campaign::WhenFree => match self.ctx.store.acquire(&self.ctx.identity).await? {
+                Some(epoch) => epoch,
+                None => {
+                    // Another standby won it first.
+                    if let Some((epoch, holder)) = self.ctx.store.leader().await? {
+                        self.wait_for(epoch, &holder);
+                    }
+                    return Ok(None);
+                }
+            },
+            Campaign::Take => self.ctx.store.campaign(&self.ctx.identity).await?,
+        };
         tracing::info!(epoch, "acting as the leader's controller");
         let lead = self.take(epoch);
         let took_over = takeover::event(&self.ctx.identity, epoch, &before.observed.swarm);

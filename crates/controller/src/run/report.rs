@@ -11,7 +11,7 @@ use drover_core::journal::Operation;
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Phase, Plan};
 use drover_core::quorum_probe::{EngineAnswer, EngineView, Left};
-use drover_spi::{Event, EventAction, FORMAT, Heartbeat, StoreError, Write};
+use drover_spi::{Epoch, Event, EventAction, FORMAT, Heartbeat, StoreError, Write};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -47,6 +47,9 @@ pub(super) struct Reporting {
     blocked: BTreeMap<String, String>,
     /// Where passes, steps and API calls are counted, when served.
     pub(super) metrics: Option<Metrics>,
+    /// Why it does not act, while it may not or waits for another
+    /// controller's term (its heartbeat carries it to `drover status`).
+    pub(super) waiting: Option<String>,
 }
 
 impl Reporting {
@@ -235,6 +238,26 @@ impl Controller {
     /// where the store lives outside the raft, else once a minute; and once
     /// a minute it picks the format to write: the oldest any live
     /// controller reads.
+    /// It does not act, because `why`: said once in the log when it
+    /// changes, and in every heartbeat.
+    pub(super) fn wait(&mut self, why: String) {
+        if self.reporting.waiting.as_ref() != Some(&why) {
+            tracing::info!(why = %why, "not acting");
+            self.reporting.waiting = Some(why);
+        }
+    }
+
+    /// It stands by while `holder` holds term `epoch`.
+    pub(super) fn wait_for(&mut self, epoch: Epoch, holder: &str) {
+        let who = match holder == self.ctx.identity {
+            true => format!("{holder} (an earlier run of this controller)"),
+            false => holder.to_string(),
+        };
+        self.wait(format!(
+            "{who} holds the term (epoch {epoch}); standing by to act once its lease lapses"
+        ));
+    }
+
     pub(super) async fn beat(&mut self) -> Result<(), StoreError> {
         let due = self
             .reporting
@@ -251,6 +274,8 @@ impl Controller {
             engine: (self.place() == Place::Manager)
                 .then(|| self.reporting.engine.clone())
                 .flatten(),
+            seat: self.place().seat(),
+            waiting: self.reporting.waiting.clone(),
         };
         if let Err(e) = self.ctx.store.heartbeat(&beat).await {
             if !due {

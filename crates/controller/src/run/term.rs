@@ -73,20 +73,38 @@ pub enum Standing {
 pub(crate) enum Place {
     /// Next to a manager: it acts while its engine leads the swarm.
     Manager,
-    /// Off the cluster: the store's term alone decides.
+    /// Off the cluster, for one task (`apply`'s bootstrap): the store's
+    /// term alone decides, and once deposed it stops.
     Outside,
+    /// Off the cluster, one of any number of external controllers: it
+    /// acquires the term only while nobody holds the store's lease, as the
+    /// declared `control:` allows, and once deposed stands by again.
+    External,
+}
+
+impl Place {
+    /// Where the control rule ([`drover_core::control::turn`]) places it;
+    /// `None` for a one-task controller, which the rule does not govern.
+    pub(crate) fn seat(self) -> Option<drover_core::control::Seat> {
+        use drover_core::control::Seat;
+        match self {
+            Place::Manager => Some(Seat::Manager),
+            Place::External => Some(Seat::External),
+            Place::Outside => None,
+        }
+    }
 }
 
 impl Term {
     /// May it campaign for a new term now, at `place` (its engine leads,
     /// or it runs outside)? Only while it holds none, and once deposed
     /// only next to a manager, whose engine's leadership says when its
-    /// turn came again: outside, nothing tells a deposed controller that
-    /// the newer term ended.
+    /// turn came again, or as an external controller, which the store's
+    /// lease tells: a one-task controller outside is told by nothing.
     pub(crate) fn may_campaign(&self, place: Place) -> bool {
         match self {
             Term::Following => true,
-            Term::Deposed { .. } => place == Place::Manager,
+            Term::Deposed { .. } => place != Place::Outside,
             Term::Leading(_) | Term::HandingOver { .. } => false,
         }
     }
@@ -216,6 +234,7 @@ impl Controller {
     /// store's changes wake the loop, and the join tokens are seen anew.
     pub(super) fn take(&mut self, epoch: Epoch) -> Leading {
         let lead = self.tenancy.term.take(epoch);
+        self.reporting.waiting = None;
         self.tenancy.memory = Memory::default();
         self.tenancy.watching.send_replace(true);
         self.tenancy.tokens = tokens::new_term(&self.ctx, self.now());

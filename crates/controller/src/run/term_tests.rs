@@ -74,7 +74,7 @@ fn a_stale_proof_starts_no_hand_over() {
 }
 
 #[test]
-fn a_deposed_controller_campaigns_again_only_on_the_cluster() {
+fn a_deposed_controller_campaigns_again_only_on_the_cluster_or_as_an_external_one() {
     let (mut term, _) = leading(1);
     assert!(
         !term.may_campaign(Place::Manager),
@@ -86,6 +86,10 @@ fn a_deposed_controller_campaigns_again_only_on_the_cluster() {
         "off the cluster, deposed for good"
     );
     assert!(term.may_campaign(Place::Manager));
+    assert!(
+        term.may_campaign(Place::External),
+        "an external controller stands by again (the lease says when)"
+    );
     assert!(!term.stand_down(), "a deposed term held nothing");
     assert!(
         term.deposed().is_some(),

@@ -70,6 +70,13 @@ impl Running {
         let _ = self.stop.send(());
         self.task.await.unwrap();
     }
+
+    /// Ends its loop without a word, as `kill -9` would: no more passes,
+    /// writes or beats. A step it already started runs on, as a call a
+    /// killed process already sent may still take effect.
+    pub fn kill(self) {
+        self.task.abort();
+    }
 }
 
 /// A memory store that tells `tap` the name of every call made to it

@@ -105,6 +105,9 @@ pub struct Desired {
     /// Instance ids whose removal skips the drain (`drover replace
     /// --skip-drain`): the Drain step counts as done at once.
     pub skip_drain: std::collections::BTreeSet<String>,
+    /// Which controllers may act (`control:`): what a controller asks
+    /// before it campaigns ([`crate::control::turn`]).
+    pub control: crate::control::Control,
 }
 
 impl Desired {
@@ -145,6 +148,7 @@ impl Desired {
                 })
                 .collect(),
             orphan_grace: spec.gc.orphan_grace,
+            control: spec.control,
             ..Desired::default()
         }
     }

@@ -62,6 +62,7 @@ fn desired(yaml: &str) -> Desired {
         held: Default::default(),
         replace: Default::default(),
         skip_drain: Default::default(),
+        control: spec.control,
     }
 }
 

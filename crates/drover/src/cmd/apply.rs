@@ -34,6 +34,10 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     // its hand-over are part of the time to a cluster.
     let started = std::time::Instant::now();
     let file_spec = spec_file::load(&args.file)?;
+    // Before anything is opened or made: the declared control must suit
+    // the store (external controllers need one they all reach).
+    drover_core::control::fits(file_spec.control, wiring::reach(&args.store)?)
+        .map_err(|m| MainError::BadInput(m.to_string()))?;
     let local = wiring::machines(&args.local)?;
     let Some((store, made_first_manager)) = crate::cmd::swarm_bootstrap::open_store(
         &args.store,
@@ -62,7 +66,11 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     admit(&unserved)?;
     // Refuse before writing anything: bad input changes nothing.
     let cluster = wiring::off_cluster_swarm(&local);
-    let bootstrap = local.any()
+    // A cluster of plain groups only has no swarm to make: its external
+    // controllers make its machines.
+    let swarm = spec.spec().groups.iter().any(|g| g.role == Role::Manager);
+    let bootstrap = swarm
+        && local.any()
         && matches!(
             drover_spi::Cluster::observe(cluster.as_ref()).await,
             drover_core::model::SwarmView::Absent
@@ -72,7 +80,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             "a swarm already runs on the provider's machines: bring it under management with drover adopt".into(),
         ));
     }
-    if current.is_none() && !local.any() {
+    if swarm && current.is_none() && !local.any() {
         return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool) or --incus-engines".into()));
     }
     let cluster_id = ensure_cluster_id(store.as_ref()).await?;

@@ -39,7 +39,9 @@ pub(crate) async fn commit(
     procedure::commit::commit(store, expected, spec, &operator(), message, is_rollback)
         .await
         .map_err(|e| match e {
-            CommitError::Conflict { .. } => MainError::BadInput(e.to_string()),
+            CommitError::Conflict { .. } | CommitError::Misfit(_) => {
+                MainError::BadInput(e.to_string())
+            }
             CommitError::Store(e) => MainError::Failed(e.into()),
         })
 }

@@ -68,12 +68,7 @@ async fn run_async(command: Command) -> Result<ExitCode, MainError> {
             local,
             output,
         } => status::run(group.as_deref(), &store, &local, output).await,
-        Command::Controller {
-            engine,
-            store,
-            local,
-            metrics_addr,
-        } => controller::run(&engine, &store, &local, &metrics_addr).await,
+        Command::Controller(args) => controller::run(&args).await,
         Command::Pause { group, store } => audit::set_paused(&group, true, &store).await,
         Command::Resume { group, store } => audit::set_paused(&group, false, &store).await,
         Command::Events {

@@ -9,6 +9,7 @@
 pub mod adopt;
 mod demo;
 pub mod etcd;
+mod external;
 mod manager;
 mod plugins;
 mod provider_swarm;
@@ -17,6 +18,7 @@ pub mod recover;
 pub use demo::{demo_machines, remove_demo};
 pub use drover_engine::{Engine, EngineError};
 pub use drover_store::{BACKENDS as STORE_BACKENDS, DEFAULT_OPEN_TIMEOUT};
+pub use external::external;
 pub use manager::{forward_node_events, on_manager};
 pub use plugins::{bind_plugin_socket, serve_plugin, served_provider};
 
@@ -153,6 +155,11 @@ pub async fn store_with(args: &StoreArgs, open: Open) -> Result<Arc<dyn Store>, 
         }
         Err(e) => Err(opening_failed(&args.url, e)),
     }
+}
+
+/// Whom the store `args` names can serve (before opening it).
+pub fn reach(args: &StoreArgs) -> Result<drover_spi::Reach, MainError> {
+    drover_store::reach_of(&args.url).map_err(|e| opening_failed(&args.url, e))
 }
 
 /// The error of a store that could not be opened, as the user reads it:
