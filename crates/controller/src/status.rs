@@ -1,7 +1,9 @@
 //! The status document the acting controller publishes (and `drover status` reads).
 
 use crate::context::Providers;
+use drover_core::control::Control;
 use drover_core::plan::{GroupStatus, MemberStatus, Phase, Plan, SwarmStatus};
+use drover_core::spec::Role;
 use drover_spi::{StatusJson, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -39,6 +41,10 @@ pub struct StatusDoc<'a> {
     /// absent in documents of older controllers (unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub providers: Option<Vec<String>>,
+    /// Which controllers may act, as the revision declares (`control:`);
+    /// in-cluster in documents of older controllers.
+    #[serde(default)]
+    pub control: Control,
 }
 
 impl StatusDoc<'_> {
@@ -63,6 +69,12 @@ impl StatusDoc<'_> {
         self.groups.iter().find(|g| g.phase == Phase::Blocked)
     }
 
+    /// Whether the cluster has a swarm (a group other than plain ones): a
+    /// cluster of plain groups only has no managers and no quorum to show.
+    pub fn has_swarm(&self) -> bool {
+        self.groups.iter().any(|g| g.role != Role::Plain)
+    }
+
     /// Keeps only `group`'s group and instances.
     pub fn only_group(&mut self, group: &str) {
         self.groups.to_mut().retain(|g| g.name == group);
@@ -76,6 +88,7 @@ pub fn status_json(
     controller: &str,
     providers: &Providers,
     (epoch, revision): (u64, u64),
+    control: Control,
     plan: &Plan,
     instances: &[MemberStatus],
     operations: usize,
@@ -91,6 +104,7 @@ pub fn status_json(
         operations,
         explanation: Cow::Borrowed(&plan.explanation),
         providers: Some(providers.keys().cloned().collect()),
+        control,
     };
     // String keys and plain fields: serialising cannot fail.
     StatusJson::new(&doc).unwrap_or_else(|e| unreachable!("status document: {e}"))
@@ -105,9 +119,8 @@ pub fn wall_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{StatusDoc, status_json};
+    use super::{Control, Role, StatusDoc, status_json};
     use drover_core::plan::{GroupStatus, MemberStatus, Memory, Phase, Plan, SwarmStatus};
-    use drover_core::spec::Role;
 
     #[test]
     fn the_published_text_reads_as_the_status_document() {
@@ -158,6 +171,7 @@ mod tests {
             "c",
             &providers,
             (3, 9),
+            Control::External,
             &plan,
             std::slice::from_ref(&member),
             2,
@@ -177,6 +191,8 @@ mod tests {
             ("c", 3, 9, 2)
         );
         assert_eq!(doc.explanation.as_ref(), plan.explanation.as_slice());
+        assert_eq!(doc.control, Control::External);
+        assert_eq!(value["control"], "external");
         assert_eq!(value["groups"], serde_json::to_value(&plan.groups).unwrap());
         assert_eq!(value["instances"], serde_json::json!([member]));
         let fields: Vec<&str> = value

@@ -133,8 +133,7 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Output,
     },
-    /// Run the reconciler next to a manager's engine (one per manager; only the leader's acts),
-    /// or off the cluster with --external (any number; one acts at a time).
+    /// Run the reconciler next to a manager's engine (only the leader's acts), or off the cluster with --external (one acts at a time)
     #[command(
         after_help = "Examples:\n  DROVER_STORE=etcd://127.0.0.1:2379 drover controller --engine unix:///var/run/docker.sock\n  drover controller --external --store etcd://10.0.0.5:2379 --local-dir /var/lib/drover/machines"
     )]

@@ -27,8 +27,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     quiet_panics();
     let cli = cli::Cli::parse_args();
+    // Colour only for a person at a terminal: a log file or journald
+    // gets plain text.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(log_filter())
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match cli.log_format {
         cli::LogFormat::Text => logs.init(),

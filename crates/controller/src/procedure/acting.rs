@@ -245,6 +245,7 @@ mod tests {
             operations: 0,
             explanation: Cow::Owned(Vec::new()),
             providers: providers.map(|p| p.iter().map(|s| s.to_string()).collect()),
+            control: Default::default(),
         }
     }
 

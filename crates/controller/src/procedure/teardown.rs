@@ -321,6 +321,7 @@ async fn settle(ctx: &Context, spec: &ClusterSpec, rev: u64, epoch: Epoch) {
         IDENTITY,
         &ctx.providers,
         (epoch, rev),
+        desired.control,
         &plan,
         &members,
         journal.len(),

@@ -355,6 +355,7 @@ impl Controller {
             &self.ctx.identity,
             &self.ctx.providers,
             (epoch, stored.revision.rev),
+            stored.desired.control,
             plan,
             &members,
             stored.journal.len(),

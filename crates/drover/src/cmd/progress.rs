@@ -113,7 +113,10 @@ impl Progress {
 
     /// Shows one published status.
     fn show(&mut self, doc: &StatusDoc) {
-        let ft = fault_tolerance(doc.swarm.fault_tolerance);
+        let ft = match doc.has_swarm() {
+            true => format!(", ft {}", fault_tolerance(doc.swarm.fault_tolerance)),
+            false => String::new(),
+        };
         let start = self.start;
         match &mut self.shown {
             Shown::Bars { all, bars } => {
@@ -133,8 +136,9 @@ impl Progress {
                     bar.set_length(g.desired as u64);
                     bar.set_position(g.current as u64);
                     bar.set_message(format!(
-                        "{} ft {ft}{}",
+                        "{}{}{}",
                         g.phase.as_str(),
+                        ft.trim_start_matches(','),
                         g.reason
                             .as_deref()
                             .map(|r| format!(" — {r}"))
@@ -148,7 +152,7 @@ impl Progress {
                     .iter()
                     .map(|g| {
                         format!(
-                            "{} {} {}/{} current, ft {ft}",
+                            "{} {} {}/{} current{ft}",
                             g.name,
                             g.phase.as_str(),
                             g.current,

@@ -9,7 +9,9 @@ use crate::error::MainError;
 use crate::wiring::{self, Look};
 use drover_controller::procedure::recover::diagnose::{BeatRow, Heard, LostQuorum};
 use drover_controller::{StatusDoc, wall_ms};
+use drover_core::control::Seat;
 use drover_core::quorum_probe::EngineAnswer;
+use drover_spi::Heartbeat;
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -44,7 +46,7 @@ fn print(look: Look, group: Option<&str>, output: Output) -> Result<ExitCode, Ma
         );
         return Ok(ExitCode::SUCCESS);
     }
-    print_table(&doc, &look.diagnosis.heard);
+    print_table(&doc, &look.diagnosis.heard, &look.waiting);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -63,7 +65,7 @@ fn none_yet(output: Output) {
 }
 
 /// The published status as a table.
-fn print_table(doc: &StatusDoc, heard: &Heard) {
+fn print_table(doc: &StatusDoc, heard: &Heard, waiting: &[Heartbeat]) {
     let now = wall_ms();
     println!(
         "observed {} ago by {} (epoch {}), desired revision {}",
@@ -79,15 +81,33 @@ fn print_table(doc: &StatusDoc, heard: &Heard) {
         );
         print_rows(heard);
     }
+    control_lines(doc, waiting);
     swarm_line(doc);
     groups(doc);
     instances(doc);
+}
+
+/// Which controllers may act, and each one that does not, with why.
+fn control_lines(doc: &StatusDoc, waiting: &[Heartbeat]) {
+    println!("control: {}", doc.control.as_str());
+    for beat in waiting {
+        let seat = beat.seat.map_or("controller", |s| match s {
+            Seat::Manager => "manager's controller",
+            Seat::External => "external controller",
+        });
+        let why = beat.waiting.as_deref().unwrap_or_default();
+        println!("  waiting: {} ({seat}): {why}", beat.holder);
+    }
 }
 
 /// The swarm's line: a lost quorum with the runbook, another problem, or
 /// its managers and fault tolerance. The one place the published problem
 /// is read.
 fn swarm_line(doc: &StatusDoc) {
+    if !doc.has_swarm() {
+        println!("swarm: none (plain groups only)");
+        return;
+    }
     let swarm = &doc.swarm;
     match &swarm.problem {
         Some(p @ drover_core::plan::SwarmProblem::QuorumLost(_)) => {

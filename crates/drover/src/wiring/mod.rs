@@ -304,6 +304,9 @@ pub struct Look {
     pub read: Result<Option<drover_controller::StatusDoc<'static>>, MainError>,
     /// The heartbeats and the lost quorum, if proven.
     pub diagnosis: Diagnosis,
+    /// The controllers that do not act and say why (their last beats),
+    /// where the store lives outside the raft.
+    pub waiting: Vec<drover_spi::Heartbeat>,
 }
 
 /// `drover status`'s one call: the store read and, when in doubt (the
@@ -339,7 +342,28 @@ pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainErro
     };
     let now = drover_controller::wall_ms();
     let diagnosis = diagnose(opened.as_deref(), &providers, in_doubt, published, now).await;
-    Ok(Look { read, diagnosis })
+    let waiting = match opened.as_deref() {
+        Some(store) if store.outside_raft() => waiting(store, now).await,
+        _ => Vec::new(),
+    };
+    Ok(Look {
+        read,
+        diagnosis,
+        waiting,
+    })
+}
+
+/// The controllers that beat within the last [`STALE_AFTER`] and say why
+/// they do not act (standing by, or not admitted by `control:`).
+async fn waiting(store: &dyn Store, now: u64) -> Vec<drover_spi::Heartbeat> {
+    let beats = store.heartbeats().await.unwrap_or_default();
+    let fresh = |b: &drover_spi::Heartbeat| {
+        std::time::Duration::from_millis(now.saturating_sub(b.at_ms)) <= STALE_AFTER
+    };
+    beats
+        .into_iter()
+        .filter(|b| b.waiting.is_some() && fresh(b))
+        .collect()
 }
 
 /// Providers by name, as groups refer to them.
