@@ -10,6 +10,8 @@
 //! it as current) and hands back the swarm store on its engine, holding the
 //! same cluster id.
 
+mod unseen;
+
 use crate::context::Context;
 use crate::procedure::commit::provenance;
 use crate::run::{Controller, StepReport};
@@ -57,10 +59,44 @@ pub enum HandedOver {
 /// Acts as the off-cluster controller over `ctx` until a manager's own
 /// controller takes over (fencing this one) or [`BOUND`] passes.
 pub async fn until_taken_over(ctx: Context) -> HandedOver {
-    match tokio::time::timeout(BOUND, Controller::new(ctx).run(std::future::pending())).await {
+    handed_over(Controller::new(ctx).run(std::future::pending())).await
+}
+
+/// How `acting` (a bootstrap controller, ending when deposed) ended.
+async fn handed_over(acting: impl std::future::Future<Output = ()>) -> HandedOver {
+    match tokio::time::timeout(BOUND, acting).await {
         Ok(()) => HandedOver::TakenOver,
         Err(_) => HandedOver::Bound,
     }
+}
+
+/// [`until_taken_over`] for a process that reaches none of the cluster's
+/// engines: `ctx`'s swarm is replaced by one seen only through the store
+/// (none until the first manager is made, then one this process cannot
+/// ask), so it makes the first manager, with the boot script that
+/// initialises the swarm, and nothing else; that manager's own controller
+/// takes the term over through the store.
+pub async fn through_the_store(mut ctx: Context) -> HandedOver {
+    let unseen = unseen::Unseen::default();
+    let booted = unseen.booted();
+    ctx.cluster = Arc::new(unseen);
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let controller = Controller::new(ctx).with_step_reports(tx);
+    let made = async move {
+        while let Some(StepReport { kind, failure, .. }) = reports.recv().await {
+            if kind == "provision" && failure.is_none() {
+                booted.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        std::future::pending::<()>().await
+    };
+    let acting = async {
+        tokio::select! {
+            () = controller.run(std::future::pending()) => {}
+            () = made => {}
+        }
+    };
+    handed_over(acting).await
 }
 
 /// Creates the first manager of `spec` through `ctx` (whose store is an

@@ -70,19 +70,21 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     // controllers make its machines.
     let swarm = spec.spec().groups.iter().any(|g| g.role == Role::Manager);
     let bootstrap = swarm
-        && local.any()
-        && matches!(
-            drover_spi::Cluster::observe(cluster.as_ref()).await,
-            drover_core::model::SwarmView::Absent
-        );
+        && match local.any() {
+            true => matches!(
+                drover_spi::Cluster::observe(cluster.as_ref()).await,
+                drover_core::model::SwarmView::Absent
+            ),
+            // No engine reachable from here: an empty store is a cluster
+            // to make, through the store.
+            false => current.is_none() && through_the_store(&args.store)?,
+        };
     if mode == Mode::Bootstrap && !bootstrap && !made_first_manager {
         return Err(MainError::BadInput(
             "a swarm already runs on the provider's machines: bring it under management with drover adopt".into(),
         ));
     }
-    if swarm && current.is_none() && !local.any() {
-        return Err(MainError::BadInput("no swarm exists yet and no provider is configured to create its first manager: give --local-dir (and --local-pool) or --incus-engines".into()));
-    }
+
     let cluster_id = ensure_cluster_id(store.as_ref()).await?;
     let expected = current.as_ref().map_or(0, |r| r.rev);
     let rev = commit(store.as_ref(), expected, &spec, &args.message, false).await?;
@@ -102,6 +104,23 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     // it to act on the revision.
     let store = wiring::to_follow(&args.store, store).await?;
     wait(store.as_ref(), progress, started, args.timeout).await
+}
+
+/// Whether a swarm can be made from a process that reaches none of its
+/// engines: only through a store every machine reaches (etcd), where the
+/// first manager's own controller takes over. Else bad input, saying what
+/// would do.
+fn through_the_store(args: &crate::cli::StoreArgs) -> Result<bool, MainError> {
+    match wiring::reach(args)? {
+        drover_spi::Reach::Network => Ok(true),
+        _ => Err(MainError::BadInput(
+            "no swarm exists yet and this command reaches none of its machines' engines: \
+             give --store etcd://HOST:PORT (a store the first manager's controller reaches, \
+             through which it takes over), or --local-dir (and --local-pool) or \
+             --incus-engines to make the first manager from here"
+                .into(),
+        )),
+    }
 }
 
 /// The groups `next` changes whose provider is configured neither on this
@@ -335,8 +354,14 @@ async fn bootstrap_first_manager(
         .await;
         std::future::pending::<()>().await
     };
+    let bootstrapping = async {
+        match local.any() {
+            true => bootstrap::until_taken_over(ctx).await,
+            false => bootstrap::through_the_store(ctx).await,
+        }
+    };
     let handed = tokio::select! {
-        handed = bootstrap::until_taken_over(ctx) => handed,
+        handed = bootstrapping => handed,
         () = shown => unreachable!("the progress is shown until the hand-over"),
     };
     match handed {
