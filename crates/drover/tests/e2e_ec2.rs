@@ -7,10 +7,10 @@
 //! store) do the roll with `RunInstances`/`TerminateInstances`, watched
 //! every 200 ms for the quorum.
 //!
-//! The first manager is made by an off-cluster controller in this process
-//! that sees no swarm yet (`drover apply` cannot bootstrap over EC2: it does
-//! not reach the instances' engines), until that manager's controller takes
-//! over.
+//! The cluster is made from nothing by one `drover apply --wait` given the
+//! store, the region, moto's endpoint and the credentials, and no engine:
+//! it makes the first manager, whose own controller takes over through the
+//! store (issue 38, item 3); the roll is another `apply --wait`.
 //!
 //! The managers are cattle: moto keeps a terminated instance's private
 //! address in use for good (`RunInstances` with it fails), where EC2 frees
@@ -26,15 +26,9 @@ mod dataplane;
 mod support;
 
 use dataplane::DataPlane;
-use drover_controller::Context;
-use drover_controller::procedure::bootstrap;
-use drover_core::spec::parse_str;
-use drover_ec2::Ec2Provider;
 use drover_ec2::api::Credentials;
-use drover_ec2::testkit::controlled::who;
 use drover_ec2::testkit::{AMI, Moto, Proxy, REGION};
-use drover_sim::{SimCloud, Timings, World};
-use drover_spi::{InstanceProvider, Store};
+use drover_spi::Store;
 use drover_store::testkit::Etcd;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
@@ -64,33 +58,6 @@ fn spec(subnet: &str, release: &str) -> String {
   health: {{startup_timeout: 90s}}
 "
     )
-}
-
-async fn commit(store: &dyn Store, expected: u64, text: &str) -> u64 {
-    let spec = parse_str(text).spec.expect("a valid spec");
-    store
-        .commit(expected, &spec, who(), false)
-        .await
-        .expect("a commit")
-}
-
-async fn converged(store: &dyn Store, rev: u64, within: Duration) {
-    let t0 = Instant::now();
-    loop {
-        let history = store.history().await.unwrap_or_default();
-        if history.iter().any(|r| r.rev == rev && r.converged) {
-            eprintln!(
-                "revision {rev} converged after {:.1}s",
-                t0.elapsed().as_secs_f64()
-            );
-            return;
-        }
-        assert!(
-            t0.elapsed() < within,
-            "revision {rev} did not converge within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// Every join token placed in some instance's user data.
@@ -136,38 +103,59 @@ async fn the_leader_last_roll_of_managers_and_workers_runs_through_the_ec2_api()
     else {
         unreachable!("the test kit's user has a static key")
     };
+    let (key, secret) = (access_key.clone(), secret_key.clone());
     let plane = DataPlane::start(
         moto.clone(),
         root.clone(),
         env!("CARGO_BIN_EXE_drover").into(),
         (access_key, secret_key),
     );
-    bounded(290, async {
+    bounded(400, async {
         let subnet = moto.subnets().await["us-east-1a"].clone();
-        let store: Arc<dyn Store> = Arc::from(drover_store::open(&etcd.url).await.expect("etcd"));
-        store.init_cluster("c-ec2").await.expect("a cluster id");
-        commit(store.as_ref(), 0, &spec(&subnet, "v1")).await;
-        let provider = Ec2Provider::new(moto.settings(&proxy.endpoint));
-        let ctx = Context {
-            providers: [(
-                drover_core::spec::EC2_PROVIDER.to_string(),
-                Arc::new(provider) as Arc<dyn InstanceProvider>,
-            )]
-            .into(),
-            // No swarm yet, as seen from outside the instances.
-            cluster: Arc::new(SimCloud::new(World::new(1, Timings::default()))),
-            store: store.clone(),
-            self_link: None,
-            identity: "bootstrap".into(),
-            store_url: Some(etcd.url.clone()),
-            resync: Duration::from_secs(1),
+        // From nothing, one command, as from an operator's laptop: the
+        // store, the region, moto's endpoint and the credentials in the
+        // environment; no engine endpoint or socket.
+        let apply = |release: &'static str| {
+            let path = root.join(format!("cluster-{release}.yaml"));
+            std::fs::write(&path, spec(&subnet, release)).expect("the cluster file");
+            let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_drover"));
+            cmd.args([
+                "apply",
+                "-f",
+                path.to_str().unwrap(),
+                "--wait",
+                "--timeout",
+                "4m",
+            ])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &root)
+            .env("DROVER_LOG", "warn")
+            .env("DROVER_STORE", &etcd.url)
+            .env("DROVER_EC2", "true")
+            .env("AWS_REGION", REGION)
+            .env("DROVER_EC2_ENDPOINT", &proxy.endpoint)
+            .env("AWS_ACCESS_KEY_ID", &key)
+            .env("AWS_SECRET_ACCESS_KEY", &secret);
+            async move {
+                let out = cmd.output().await.expect("drover apply");
+                eprintln!(
+                    "$ drover apply (release {release})\n{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert_eq!(out.status.code(), Some(0), "apply of {release} failed");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            }
         };
-        let first = tokio::spawn(bootstrap::until_taken_over(ctx));
-        converged(store.as_ref(), 1, Duration::from_secs(120)).await;
+        let t0 = Instant::now();
+        let said = apply("v1").await;
+        eprintln!("bring-up by apply: {:.1}s", t0.elapsed().as_secs_f64());
         assert!(
-            first.is_finished(),
-            "the first manager's controller took over"
+            said.contains("the first manager's controller took over"),
+            "{said}"
         );
+        let store: Arc<dyn Store> = Arc::from(drover_store::open(&etcd.url).await.expect("etcd"));
         let states = moto.states().await;
         assert_eq!(
             states,
@@ -179,8 +167,7 @@ async fn the_leader_last_roll_of_managers_and_workers_runs_through_the_ec2_api()
         let stop = Arc::new(AtomicBool::new(false));
         let watch = Arc::new(Mutex::new(Watch::default()));
         let watcher = watch_engines(plane.engines(), stop.clone(), watch.clone());
-        commit(store.as_ref(), 1, &spec(&subnet, "v2")).await;
-        converged(store.as_ref(), 2, Duration::from_secs(190)).await;
+        apply("v2").await;
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = watcher.await;
         {
