@@ -1,6 +1,8 @@
 //! The binary's error: one clear sentence plus what to do next, and an exit
-//! code (2 for bad input, 1 for everything else).
+//! code (2 for bad input, credentials the store refused included; 1 for
+//! everything else).
 
+use drover_spi::StoreError;
 use std::process::ExitCode;
 
 /// What went wrong, as the user should read it.
@@ -23,7 +25,8 @@ pub enum MainError {
         /// Why it may not be committed.
         refused: drover_core::spec::Refused,
     },
-    /// Anything else: exit code 1.
+    /// Anything else: exit code 1 (2 when it is, or wraps, the store's
+    /// refusal of the credentials, `StoreError::Refused`).
     #[error("{0:#}")]
     Failed(#[from] anyhow::Error),
 }
@@ -35,7 +38,17 @@ impl MainError {
             MainError::BadInput(_) | MainError::InvalidSpec(_) | MainError::Refused { .. } => {
                 ExitCode::from(2)
             }
+            // Credentials the store refused, wherever a command met them (a
+            // user who may read but not write fails at its first write):
+            // retrying cannot help, so bad input too.
+            MainError::Failed(e) if is_refusal(e) => ExitCode::from(2),
             MainError::Failed(_) => ExitCode::from(1),
         }
     }
+}
+
+/// True when `e` is, or wraps, [`StoreError::Refused`].
+fn is_refusal(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| matches!(c.downcast_ref::<StoreError>(), Some(StoreError::Refused(_))))
 }

@@ -361,6 +361,15 @@ pub enum StoreError {
     /// holder and what to do; not retryable: waiting would be silent.
     #[error("{0}")]
     Held(String),
+    /// The store refused this client: its credentials (an etcd user and
+    /// password, a TLS certificate either side does not trust, TLS asked of
+    /// a server that speaks none or the other way round) or their
+    /// permissions on drover's keys. Not retryable: the same request meets
+    /// the same refusal until someone changes the credentials or the
+    /// store's grants. The message is one sentence naming the endpoints
+    /// and what to fix, never a secret.
+    #[error("{0}")]
+    Refused(String),
     /// The value is too large for the backend (after compression).
     #[error("too large: {0}")]
     TooLarge(String),

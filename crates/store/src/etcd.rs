@@ -33,6 +33,8 @@ mod batch;
 mod connect;
 mod import;
 mod lease;
+mod probe;
+mod refusal;
 
 pub use connect::EtcdOptions;
 pub(crate) use connect::parse_endpoints;
@@ -72,6 +74,8 @@ pub struct EtcdStore {
     /// The lease of our last campaign and its keep-alive task.
     lease: Mutex<Option<(i64, JoinHandle<()>)>>,
     format: WriteFormat,
+    /// The store as error messages name it (no secret).
+    peer: refusal::Peer,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -89,15 +93,6 @@ impl Drop for EtcdStore {
         {
             task.abort();
         }
-    }
-}
-
-fn etcd_err(e: etcd_client::Error) -> StoreError {
-    match &e {
-        etcd_client::Error::GRpcStatus(s) if s.message().contains("too large") => {
-            StoreError::TooLarge(format!("etcd: {}", s.message()))
-        }
-        _ => unavailable("etcd", e),
     }
 }
 
@@ -140,6 +135,10 @@ impl EtcdStore {
     /// The raw etcd client (for tools and tests).
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    fn etcd_err(&self, e: etcd_client::Error) -> StoreError {
+        refusal::store_error(&self.peer, e)
     }
 
     fn kv(&self) -> KvClient {
@@ -193,7 +192,7 @@ impl EtcdStore {
                     .kv()
                     .txn(Txn::new().when(vec![same]).and_then(vec![put]))
                     .await
-                    .map_err(etcd_err)?
+                    .map_err(|e| self.etcd_err(e))?
                     .succeeded(),
             };
             if written {
@@ -204,7 +203,11 @@ impl EtcdStore {
 
     /// Value and mod revision of one key.
     async fn get(&self, key: &str) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
-        let resp = self.kv().get(key, None).await.map_err(etcd_err)?;
+        let resp = self
+            .kv()
+            .get(key, None)
+            .await
+            .map_err(|e| self.etcd_err(e))?;
         Ok(resp
             .kvs()
             .first()
@@ -225,7 +228,7 @@ impl EtcdStore {
             .kv()
             .get(self.key(name), Some(GetOptions::new().with_prefix()))
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         Ok(resp
             .kvs()
             .iter()
@@ -260,7 +263,7 @@ impl EtcdStore {
             .kv()
             .txn(Txn::new().when(cmp).and_then(ops))
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         if resp.succeeded() {
             return Ok(true);
         }
@@ -346,7 +349,7 @@ impl Store for EtcdStore {
                     .and_then(vec![TxnOp::put(key.as_str(), id, None)]),
             )
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         if resp.succeeded() {
             return Ok(());
         }
@@ -398,7 +401,7 @@ impl Store for EtcdStore {
             .kv()
             .txn(Txn::new().when(vec![same_rev]).and_then(ops))
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         if resp.succeeded() {
             return Ok(expected + 1);
         }
@@ -450,11 +453,11 @@ impl Store for EtcdStore {
         let mut revs = client
             .watch(self.key("rev"), None)
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         let mut controls = client
             .watch(self.key("controls"), None)
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         let beats_opts = WatchOptions::new()
             .with_prefix()
             .with_prev_key()
@@ -462,14 +465,14 @@ impl Store for EtcdStore {
         let mut beats = client
             .watch(self.key("controllers/"), Some(beats_opts))
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         loop {
             let (message, is_beat) = tokio::select! {
                 m = revs.message() => (m, false),
                 m = controls.message() => (m, false),
                 m = beats.message() => (m, true),
             };
-            match message.map_err(etcd_err)? {
+            match message.map_err(|e| self.etcd_err(e))? {
                 Some(r) if r.canceled() => {
                     return Err(unavailable("etcd", "the watch was cancelled"));
                 }

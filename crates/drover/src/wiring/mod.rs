@@ -163,13 +163,15 @@ pub fn reach(args: &StoreArgs) -> Result<drover_spi::Reach, MainError> {
 }
 
 /// The error of a store that could not be opened, as the user reads it:
-/// a wrong or missing address is bad input (exit 2); an unreachable store
-/// is one sentence naming it and what to check (exit 1).
+/// a wrong or missing address, or credentials the store refuses, is bad
+/// input (exit 2: retrying cannot help); an unreachable store is one
+/// sentence naming it and what to check (exit 1).
 fn opening_failed(url: &str, e: StoreError) -> MainError {
     match e {
-        StoreError::BadAddress(m) | StoreError::NotFound(m) | StoreError::Held(m) => {
-            MainError::BadInput(m)
-        }
+        StoreError::BadAddress(m)
+        | StoreError::NotFound(m)
+        | StoreError::Held(m)
+        | StoreError::Refused(m) => MainError::BadInput(m),
         StoreError::Unavailable(m) => MainError::Failed(anyhow::anyhow!(m)),
         other => MainError::Failed(anyhow::anyhow!("cannot open the store {url}: {other}")),
     }

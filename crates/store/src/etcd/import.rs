@@ -1,7 +1,7 @@
 //! `import` on etcd: one txn, so an import cut short (the connection lost,
 //! the request over etcd's size or operation limits) writes nothing.
 
-use super::{EtcdStore, etcd_err};
+use super::EtcdStore;
 use crate::model::renumbered;
 use drover_spi::{Imported, StoreError};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
@@ -33,7 +33,7 @@ impl EtcdStore {
             .kv()
             .txn(Txn::new().when(empty).and_then(ops))
             .await
-            .map_err(etcd_err)?;
+            .map_err(|e| self.etcd_err(e))?;
         if resp.succeeded() {
             return Ok(());
         }

@@ -4,7 +4,7 @@
 //! an acquisition only while no lease lives (external controllers taking
 //! turns); a resignation ends the lease at once.
 
-use super::{EtcdStore, LeaderRecord, etcd_err, value_is};
+use super::{EtcdStore, LeaderRecord, value_is};
 use drover_spi::{Epoch, StoreError};
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use std::time::Duration;
@@ -39,7 +39,7 @@ impl EtcdStore {
             .lease_client()
             .grant(ttl, None)
             .await
-            .map_err(etcd_err)?
+            .map_err(|e| self.etcd_err(e))?
             .id();
         let epoch = loop {
             let leader_as_read = match how {
@@ -66,7 +66,7 @@ impl EtcdStore {
                         ]),
                 )
                 .await
-                .map_err(etcd_err)?
+                .map_err(|e| self.etcd_err(e))?
                 .succeeded();
             if won {
                 break Some(cur + 1);
