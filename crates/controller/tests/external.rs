@@ -103,7 +103,7 @@ fn external(name: &str, ledger: &Ledger, store: Arc<dyn Store>) -> Controller {
     .into();
     ctx.identity = name.into();
     ctx.resync = Duration::from_secs(1);
-    Controller::new(ctx).external()
+    Controller::new(ctx).external(true)
 }
 
 /// Virtual time until `done` holds of the store, asked every 10 ms.
@@ -249,5 +249,30 @@ async fn an_external_controller_waits_under_in_cluster_control_and_resigns_when_
             .is_some_and(|w| w.contains("control: in-cluster"))
     })
     .await;
+    ext.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_external_controller_that_reaches_no_engine_never_acts_for_a_swarm() {
+    let cloud = SimCloud::new(World::new(9, Timings::instant()));
+    let ledger = Ledger::new(&cloud);
+    let managed = "control: both\n".to_string()
+        + &PLAIN
+            .replace("role: plain", "role: manager")
+            .replace("size: 5", "size: 3")
+            .replace("watch: 0s", "watch: 1s");
+    let store = seeded_store(&managed).await;
+    let mut blind = external("ext-a", &ledger, store.clone());
+    blind = blind.external(false);
+    let ext = Running::start(blind);
+    until(&store, "said why it waits", async |s| {
+        waiting(s, "ext-a")
+            .await
+            .is_some_and(|w| w.contains("reaches none of the swarm's engines"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(holder(&store).await, None, "it took a term");
+    assert!(ledger.made().is_empty(), "it made machines");
     ext.stop().await;
 }

@@ -93,10 +93,24 @@ pub enum Waits {
          this external controller waits (declare control: both or external to let it act)"
     )]
     InClusterOnly,
+    /// An external controller that reaches none of the swarm's engines,
+    /// for a cluster with a swarm: it could neither see the swarm nor act
+    /// on it safely (a swarm it cannot see is no swarm absent).
+    #[error(
+        "this external controller reaches none of the swarm's engines (give it --local-dir or \
+         --incus-engines): it acts only for clusters of plain groups; the managers' own \
+         controllers act for this one"
+    )]
+    Blind,
 }
 
-/// What a controller at `seat` may do under `control`.
-pub fn turn(control: Control, seat: Seat) -> Turn {
+/// What a controller at `seat` may do under `control`; `blind` when it
+/// is an external controller that reaches none of the engines of a
+/// cluster that has a swarm.
+pub fn turn(control: Control, seat: Seat, blind: bool) -> Turn {
+    if blind && seat == Seat::External && control.admits_external() {
+        return Turn::Wait(Waits::Blind);
+    }
     match (seat, control) {
         (Seat::Manager, Control::InCluster | Control::Both) => Turn::Take,
         (Seat::Manager, Control::External) => Turn::Wait(Waits::ExternalOnly),
@@ -164,22 +178,36 @@ mod tests {
 
     #[test]
     fn a_managers_controller_takes_unless_control_is_external() {
-        assert_eq!(turn(Control::InCluster, Seat::Manager), Turn::Take);
-        assert_eq!(turn(Control::Both, Seat::Manager), Turn::Take);
+        assert_eq!(turn(Control::InCluster, Seat::Manager, false), Turn::Take);
+        assert_eq!(turn(Control::Both, Seat::Manager, false), Turn::Take);
         assert_eq!(
-            turn(Control::External, Seat::Manager),
+            turn(Control::External, Seat::Manager, false),
             Turn::Wait(Waits::ExternalOnly)
         );
     }
 
     #[test]
     fn an_external_controller_only_ever_acquires_a_free_lease() {
-        assert_eq!(turn(Control::External, Seat::External), Turn::Acquire);
-        assert_eq!(turn(Control::Both, Seat::External), Turn::Acquire);
         assert_eq!(
-            turn(Control::InCluster, Seat::External),
+            turn(Control::External, Seat::External, false),
+            Turn::Acquire
+        );
+        assert_eq!(turn(Control::Both, Seat::External, false), Turn::Acquire);
+        assert_eq!(
+            turn(Control::InCluster, Seat::External, false),
             Turn::Wait(Waits::InClusterOnly)
         );
+    }
+
+    #[test]
+    fn an_external_controller_blind_to_the_swarm_never_acts_for_it() {
+        for control in [Control::External, Control::Both] {
+            assert_eq!(
+                turn(control, Seat::External, true),
+                Turn::Wait(Waits::Blind)
+            );
+        }
+        assert_eq!(turn(Control::Both, Seat::Manager, true), Turn::Take);
     }
 
     #[test]

@@ -143,7 +143,7 @@ async fn a_standby_external_controller_finishes_a_roll_after_the_acting_one_is_k
         while took.is_none() {
             assert!(killed.elapsed() < Duration::from_secs(30), "nobody took over");
             match holder(&lab).await {
-                None if lapsed.is_none() => lapsed = Some(Instant::now()),
+                None if lapsed.is_none() => lapsed = Some((Instant::now(), support::epoch_ms())),
                 Some(h) if h != acting => took = Some((Instant::now(), h)),
                 _ => {}
             }
@@ -151,10 +151,18 @@ async fn a_standby_external_controller_finishes_a_roll_after_the_acting_one_is_k
         }
         let (took_at, took_by) = took.unwrap();
         assert_eq!(took_by, standby);
-        let after_lapse = took_at.duration_since(lapsed.unwrap_or(took_at));
+        let after_lapse = took_at.duration_since(lapsed.map_or(took_at, |l| l.0));
+        // The first thing the new term writes: its took-over event.
+        let store = lab.store().await;
+        let events = store.events(0).await.expect("the events");
+        let took_over = events
+            .iter()
+            .rfind(|e| e.action == "took-over" && e.controller == standby)
+            .expect("the standby's took-over event");
+        let first_action_ms = lapsed.map(|l| took_over.at_ms.saturating_sub(l.1));
         eprintln!(
-            "killed {acting}; its lease lapsed {:?} later; {standby} acted {after_lapse:?} after the lapse",
-            lapsed.map(|l| l.duration_since(killed))
+            "HANDOVER killed {acting}; its lease lapsed {:?} later; {standby} held the term {after_lapse:?} after the lapse, its took-over event {first_action_ms:?} ms after",
+            lapsed.map(|l| l.0.duration_since(killed))
         );
         assert!(
             after_lapse <= Duration::from_secs(2),

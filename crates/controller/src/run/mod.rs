@@ -86,6 +86,9 @@ pub struct Controller {
     /// One of any number of external controllers taking turns by the
     /// store's lease ([`Controller::external`]).
     external: bool,
+    /// It reaches the engines of the swarm's machines (an external
+    /// controller may not: then it acts only for plain groups).
+    reaches_engines: bool,
 }
 
 /// The loop's timing: when it started (the planner's clock), how many
@@ -117,15 +120,20 @@ impl Controller {
             reporting: Reporting::default(),
             boots: Default::default(),
             external: false,
+            reaches_engines: true,
         }
     }
 
     /// Runs off the cluster as one of any number of external controllers
     /// (`drover controller --external`): it acts only while it holds the
     /// store's lease and the cluster file's `control:` admits it; deposed,
-    /// it stands by again rather than stopping.
-    pub fn external(mut self) -> Self {
+    /// it stands by again rather than stopping. `reaches_engines`: whether
+    /// it reaches the swarm's engines through its providers' machines;
+    /// one that does not acts only for clusters of plain groups (a swarm it
+    /// cannot see is not a swarm that is absent).
+    pub fn external(mut self, reaches_engines: bool) -> Self {
         self.external = true;
+        self.reaches_engines = reaches_engines;
         self
     }
 

@@ -10,6 +10,7 @@ use crate::takeover;
 use drover_core::control::{self, Turn, Waits};
 use drover_core::model::{Observed, SwarmView};
 use drover_core::plan::{self, Plan, PlanInput};
+use drover_core::spec::Role;
 use drover_spi::{EventAction, StoreError};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -190,7 +191,10 @@ impl Controller {
         };
         let current = current?;
         let seat = self.place().seat();
-        let turn = seat.map(|seat| control::turn(look.stored.desired.control, seat));
+        let desired = &look.stored.desired;
+        let swarm = desired.groups.iter().any(|g| g.spec.role != Role::Plain);
+        let blind = swarm && !self.reaches_engines;
+        let turn = seat.map(|seat| control::turn(desired.control, seat, blind));
         let done = |c: &Self| Ok(Settled::Done(Box::new(c.report(None))));
         if let Some(lead) = self.tenancy.term.acting().cloned() {
             if current.is_some_and(|(epoch, _)| epoch != lead.epoch()) {

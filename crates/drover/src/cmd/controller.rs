@@ -46,7 +46,7 @@ async fn external(
     let metrics_at = crate::metrics_server::address(metrics_addr, "127.0.0.1")?;
     let ctx = wiring::external(name, store_args, &machines).await?;
     tracing::info!(identity = %ctx.identity, "external controller starting");
-    let controller = Controller::new(ctx).external();
+    let controller = Controller::new(ctx).external(machines.any());
     served(controller, metrics_at, &machines)
         .await
         .run(shutdown())
