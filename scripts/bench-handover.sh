@@ -4,16 +4,18 @@
 # crates/drover/tests/e2e_external.rs (two `drover controller --external`,
 # the acting one kill -9ed mid-roll), each printing when the lease lapsed
 # after the kill, and how long after the lapse the standby held the term
-# and wrote its first action (its took-over event). Prints every run and
+# and started its first step (the first action). Prints every run and
 # the medians. Usage: scripts/bench-handover.sh [ROUNDS]   (default 5; root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-cargo test -p drover --test e2e_external --no-run >/dev/null 2>&1
+cargo test -p drover --test e2e_external --no-run
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for i in $(seq "$rounds"); do
-  cargo test -q -p drover --test e2e_external -- --nocapture 2>&1 | grep -o 'HANDOVER.*' | tee -a "$log"
+for _ in $(seq "$rounds"); do
+  out=$(cargo test -q -p drover --test e2e_external -- --nocapture 2>&1) || {
+    echo "$out" | tail -40; echo "a run failed" >&2; exit 1; }
+  echo "$out" | grep -o 'HANDOVER.*' | tee -a "$log"
 done
 python3 - "$log" <<'PY'
 import re, statistics, sys
@@ -27,5 +29,5 @@ held = [secs(re.search(r"term ([\d.]+(?:ms|s|µs)) after", r).group(1)) for r in
 first = [int(m.group(1)) / 1000 for r in rows if (m := re.search(r"Some\((\d+)\) ms after", r))]
 print(f"runs {len(rows)}: kill -> lease lapsed median {statistics.median(lapse):.2f} s; "
       f"lapse -> term held median {statistics.median(held):.2f} s (max {max(held):.2f}); "
-      f"lapse -> first action (took-over event) median {statistics.median(first):.2f} s (max {max(first):.2f})")
+      f"lapse -> first step started median {statistics.median(first):.2f} s (max {max(first):.2f})")
 PY

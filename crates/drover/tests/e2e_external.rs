@@ -154,15 +154,22 @@ async fn a_standby_external_controller_finishes_a_roll_after_the_acting_one_is_k
         let after_lapse = took_at.duration_since(lapsed.map_or(took_at, |l| l.0));
         // The first thing the new term writes: its took-over event.
         let store = lab.store().await;
-        let events = store.events(0).await.expect("the events");
-        let took_over = events
-            .iter()
-            .rfind(|e| e.action == "took-over" && e.controller == standby)
-            .expect("the standby's took-over event");
-        let first_action_ms = lapsed.map(|l| took_over.at_ms.saturating_sub(l.1));
+        // Its first step started under the new term: the first action.
+        let first_step = loop {
+            let events = store.events(0).await.expect("the events");
+            let mine = events.iter().filter(|e| e.controller == standby);
+            let mut after = mine.skip_while(|e| e.action != "took-over");
+            if let Some(e) = after.find(|e| e.action == "step") {
+                break e.clone();
+            }
+            assert!(killed.elapsed() < Duration::from_secs(60), "no step after the take-over");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let first_action_ms = lapsed.map(|l| first_step.at_ms.saturating_sub(l.1));
         eprintln!(
-            "HANDOVER killed {acting}; its lease lapsed {:?} later; {standby} held the term {after_lapse:?} after the lapse, its took-over event {first_action_ms:?} ms after",
-            lapsed.map(|l| l.0.duration_since(killed))
+            "HANDOVER killed {acting}; its lease lapsed {:?} later; {standby} held the term {after_lapse:?} after the lapse, started its first step ({}) {first_action_ms:?} ms after",
+            lapsed.map(|l| l.0.duration_since(killed)),
+            first_step.reason
         );
         assert!(
             after_lapse <= Duration::from_secs(2),
