@@ -201,7 +201,7 @@ mod tests {
             .keys()
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(fields.len(), 10, "{fields:?}");
+        assert_eq!(fields.len(), 11, "{fields:?}");
         assert_eq!(doc.providers, Some(Vec::new()));
     }
 }

@@ -106,6 +106,15 @@ fn external(name: &str, ledger: &Ledger, store: Arc<dyn Store>) -> Controller {
     Controller::new(ctx).external(true)
 }
 
+/// A cluster of 3 managers under `control`.
+fn managers(control: &str) -> String {
+    format!("control: {control}\n")
+        + &PLAIN
+            .replace("role: plain", "role: manager")
+            .replace("size: 5", "size: 3")
+            .replace("watch: 0s", "watch: 1s")
+}
+
 /// Virtual time until `done` holds of the store, asked every 10 ms.
 async fn until<F>(store: &MemStore, what: &str, done: F) -> Duration
 where
@@ -207,11 +216,7 @@ async fn a_standby_finishes_the_roll_of_an_external_controller_killed_mid_roll()
 async fn an_external_controller_waits_under_in_cluster_control_and_resigns_when_it_returns() {
     let cloud = SimCloud::new(World::new(8, Timings::instant()));
     let ledger = Ledger::new(&cloud);
-    let managed = "control: in-cluster\n".to_string()
-        + &PLAIN
-            .replace("role: plain", "role: manager")
-            .replace("size: 5", "size: 3")
-            .replace("watch: 0s", "watch: 1s");
+    let managed = managers("in-cluster");
     let store = seeded_store(&managed).await;
     let ext = Running::start(external("ext-a", &ledger, store.clone()));
     until(&store, "said why it waits", async |s| {
@@ -256,11 +261,7 @@ async fn an_external_controller_waits_under_in_cluster_control_and_resigns_when_
 async fn an_external_controller_that_reaches_no_engine_never_acts_for_a_swarm() {
     let cloud = SimCloud::new(World::new(9, Timings::instant()));
     let ledger = Ledger::new(&cloud);
-    let managed = "control: both\n".to_string()
-        + &PLAIN
-            .replace("role: plain", "role: manager")
-            .replace("size: 5", "size: 3")
-            .replace("watch: 0s", "watch: 1s");
+    let managed = managers("both");
     let store = seeded_store(&managed).await;
     let mut blind = external("ext-a", &ledger, store.clone());
     blind = blind.external(false);
@@ -274,5 +275,37 @@ async fn an_external_controller_that_reaches_no_engine_never_acts_for_a_swarm() 
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(holder(&store).await, None, "it took a term");
     assert!(ledger.made().is_empty(), "it made machines");
+    ext.stop().await;
+}
+
+/// A revision committed between a standby's look and its acquisition that
+/// no longer admits it: the new term, read afresh, is given up unused.
+#[tokio::test(start_paused = true)]
+async fn a_term_won_under_a_revision_that_no_longer_admits_it_is_given_up_unused() {
+    use futures_util::FutureExt;
+    let cloud = SimCloud::new(World::new(10, Timings::instant()));
+    let ledger = Ledger::new(&cloud);
+    let store = seeded_store(&managers("both")).await;
+    let inside = parse_str(&managers("in-cluster")).spec.unwrap();
+    let raced = store.clone();
+    let tapped = support::Tapped {
+        inner: store.clone(),
+        tap: Box::new(move |call| {
+            if call == "acquire" {
+                // The memory store answers without waiting.
+                let _ = raced.commit(1, &inside, who(), false).now_or_never();
+            }
+        }),
+    };
+    let ext = Running::start(external("ext-a", &ledger, Arc::new(tapped)));
+    until(&store, "said why it waits", async |s| {
+        waiting(s, "ext-a")
+            .await
+            .is_some_and(|w| w.contains("control: in-cluster"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(holder(&store).await, None, "it kept the term");
+    assert!(ledger.made().is_empty(), "it acted under revision 1");
     ext.stop().await;
 }

@@ -135,7 +135,7 @@ pub enum Reach {
 
 impl Reach {
     /// The store kind as an operator names it.
-    fn named(self) -> &'static str {
+    pub fn named(self) -> &'static str {
         match self {
             Reach::OneHost => "a file store is one host's",
             Reach::InRaft => {
@@ -150,24 +150,47 @@ impl Reach {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "control: {control} needs a store that controllers off the cluster reach, with leases: \
-     etcd (--store etcd://HOST:PORT); {why}: declare control: in-cluster or move the cluster \
-     to etcd (drover export | drover import)"
+     etcd (--store etcd://HOST:PORT); {why}: {remedy}"
 )]
 pub struct Misfit {
     /// The declared control, as written.
     pub control: &'static str,
     /// What the store is.
     pub why: &'static str,
+    /// What to do about it.
+    pub remedy: &'static str,
+}
+
+/// Whether `spec`'s control can be served by a store of `reach`
+/// ([`fits`]).
+pub fn spec_fits(spec: &crate::spec::ClusterSpec, reach: Reach) -> Result<(), Misfit> {
+    let managers = spec
+        .groups
+        .iter()
+        .any(|g| g.role == crate::spec::Role::Manager);
+    fits(spec.control, reach, managers)
 }
 
 /// Whether `control` can be served by a store of `reach`: external
 /// controllers need one they all reach and a lease to take turns by.
-pub fn fits(control: Control, reach: Reach) -> Result<(), Misfit> {
+/// `managers`: whether the cluster has a manager group (only then can its
+/// own controllers act instead).
+pub fn fits(control: Control, reach: Reach, managers: bool) -> Result<(), Misfit> {
     match (control.admits_external(), reach) {
         (false, _) | (true, Reach::Network) => Ok(()),
         (true, other) => Err(Misfit {
             control: control.as_str(),
             why: other.named(),
+            remedy: match managers {
+                true => {
+                    "declare control: in-cluster, or move the cluster to etcd (drover export | \
+                     drover import)"
+                }
+                false => {
+                    "a cluster of plain groups only is controlled from outside: keep it in etcd \
+                     (drover export | drover import)"
+                }
+            },
         }),
     }
 }
@@ -213,13 +236,17 @@ mod tests {
     #[test]
     fn external_control_needs_a_network_store() {
         for reach in [Reach::OneHost, Reach::InRaft, Reach::Network] {
-            assert_eq!(fits(Control::InCluster, reach), Ok(()));
+            assert_eq!(fits(Control::InCluster, reach, true), Ok(()));
         }
-        assert_eq!(fits(Control::External, Reach::Network), Ok(()));
-        assert_eq!(fits(Control::Both, Reach::Network), Ok(()));
-        let e = fits(Control::External, Reach::OneHost).unwrap_err();
+        assert_eq!(fits(Control::External, Reach::Network, false), Ok(()));
+        assert_eq!(fits(Control::Both, Reach::Network, true), Ok(()));
+        let e = fits(Control::External, Reach::OneHost, true).unwrap_err();
         assert!(e.to_string().contains("file store is one host's"), "{e}");
         assert!(e.to_string().contains("control: external"), "{e}");
-        assert!(fits(Control::Both, Reach::InRaft).is_err());
+        assert!(e.to_string().contains("declare control: in-cluster"), "{e}");
+        assert!(fits(Control::Both, Reach::InRaft, true).is_err());
+        // No advice a cluster without managers could follow.
+        let plain = fits(Control::External, Reach::OneHost, false).unwrap_err();
+        assert!(!plain.to_string().contains("in-cluster"), "{plain}");
     }
 }

@@ -58,6 +58,10 @@ fn external_control_over_a_file_store_is_refused_before_anything_is_made() {
         assert_eq!(out.status.code(), Some(2), "{control:?}: {err}");
         assert!(err.contains("a file store is one host's"), "{err}");
         assert!(err.contains("etcd"), "says what to use: {err}");
+        assert!(
+            !err.contains("control: in-cluster"),
+            "advice it cannot follow: {err}"
+        );
         assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");
         assert!(!db.exists(), "a store was made");
         assert_eq!(
@@ -118,4 +122,43 @@ fn in_cluster_control_without_managers_is_refused_naming_the_field() {
         err.contains(":1:10: control: in-cluster control needs a group with role: manager"),
         "{err}"
     );
+}
+
+#[test]
+fn an_export_of_external_control_is_not_imported_into_a_file_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec =
+        drover_core::spec::parse_str(&std::fs::read_to_string(plain(dir.path(), "")).unwrap())
+            .spec
+            .expect("a valid spec");
+    let revision = drover_spi::Revision {
+        rev: 1,
+        spec,
+        provenance: drover_spi::Provenance {
+            who: "t".into(),
+            at_ms: 0,
+            message: "first".into(),
+        },
+        is_rollback: false,
+        converged: false,
+    };
+    let export = serde_json::json!({
+        "format": "drover-export/1",
+        "cluster_id": "c1",
+        "revisions": [revision],
+        "controls": drover_spi::Controls::default(),
+    });
+    let file = dir.path().join("export.json");
+    std::fs::write(&file, export.to_string()).unwrap();
+    let db = dir.path().join("state.db");
+    let store = format!("file://{}", db.display());
+    let out = drover(&["import", "-f", file.to_str().unwrap(), "--store", &store]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("control: external"), "{err}");
+    assert!(
+        err.contains("a cluster of plain groups only is controlled from outside"),
+        "{err}"
+    );
+    assert!(!db.exists(), "a store was made");
 }

@@ -10,6 +10,8 @@ use drover_spi::Store;
 use drover_store::testkit::{Etcd, TestCerts};
 use drover_store::{EtcdOptions, EtcdStore};
 use etcd_client::{GetOptions, Permission};
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -37,14 +39,7 @@ fn drover(args: &[&str], password: Option<&str>) -> Output {
     if let Some(p) = password {
         c.env("DROVER_ETCD_PASSWORD", p);
     }
-    let out = c.output().expect("run drover");
-    eprintln!(
-        "$ drover {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    support::run_printed(c, args)
 }
 
 /// The one line a refused command printed, after checking its exit code

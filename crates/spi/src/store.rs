@@ -506,8 +506,12 @@ pub trait Store: Send + Sync {
         }
     }
     /// Gives term `epoch` up: its lease ends now, not at its expiry, so a
-    /// standby may acquire at once. Fenced: nothing happens unless `epoch`
-    /// is the current term; the epoch itself never goes back.
+    /// standby may acquire at once. Never another term's: etcd ends only
+    /// the lease this handle holds for `epoch` (nothing when it holds none;
+    /// its renewals stop first, so the lease lapses within its TTL even if
+    /// etcd does not answer); a store without leases clears the holder only
+    /// while `epoch` is current (else [`StoreError::Fenced`]). The epoch
+    /// itself never goes back.
     async fn resign(&self, epoch: Epoch) -> Result<(), StoreError>;
     /// Whom this store can serve: which `control:` it allows
     /// ([`drover_core::control::fits`]).

@@ -57,7 +57,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::task::JoinHandle;
 
 #[derive(Serialize, Deserialize)]
 struct LeaderRecord {
@@ -71,8 +70,8 @@ pub struct EtcdStore {
     prefix: String,
     lease_ttl: Duration,
     limits: Limits,
-    /// The lease of our last campaign and its keep-alive task.
-    lease: Mutex<Option<(i64, JoinHandle<()>)>>,
+    /// The lease of our last campaign, kept alive while held.
+    lease: Mutex<Option<lease::Held>>,
     format: WriteFormat,
     /// The store as error messages name it (no secret).
     peer: refusal::Peer,
@@ -89,9 +88,9 @@ impl std::fmt::Debug for EtcdStore {
 impl Drop for EtcdStore {
     fn drop(&mut self) {
         if let Ok(mut g) = self.lease.lock()
-            && let Some((_, task)) = g.take()
+            && let Some(held) = g.take()
         {
-            task.abort();
+            held.keeper.abort();
         }
     }
 }

@@ -156,6 +156,18 @@ async fn refused_users_are_one_sentence_naming_what_to_fix() {
     assert_eq!(root.desired().await.unwrap(), None);
 }
 
+/// Two certificate sets for 127.0.0.1 under `dir`, each of its own CA:
+/// etcd's and a stranger's.
+fn two_cas(dir: &Path) -> (TestCerts, TestCerts) {
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    (
+        TestCerts::generate(&a, "127.0.0.1"),
+        TestCerts::generate(&b, "127.0.0.1"),
+    )
+}
+
 /// etcd with `--client-cert-auth`: no client certificate, one from another
 /// CA, a CA that did not sign etcd's certificate, no CA at all, a user
 /// while authentication is off; then, with authentication on, a wrong
@@ -163,11 +175,7 @@ async fn refused_users_are_one_sentence_naming_what_to_fix() {
 #[tokio::test]
 async fn refused_certificates_are_one_sentence_naming_what_to_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    let ours = TestCerts::generate(&a, "127.0.0.1");
-    let other = TestCerts::generate(&b, "127.0.0.1");
+    let (ours, other) = two_cas(dir.path());
     let etcd = Etcd::start_tls(&ours).await;
     let url = etcd.url.as_str();
     EtcdStore::connect(url, tls(&ours.client, true, true))
@@ -268,11 +276,7 @@ async fn tls_or_not_the_wrong_way_round_is_refused() {
 #[tokio::test]
 async fn unusable_tls_files_name_their_option() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(&b).unwrap();
-    let ours = TestCerts::generate(&a, "127.0.0.1");
-    let other = TestCerts::generate(&b, "127.0.0.1");
+    let (ours, other) = two_cas(dir.path());
     let garbage = dir.path().join("garbage.pem");
     std::fs::write(&garbage, "not a certificate\n").unwrap();
     let url = format!("etcds://127.0.0.1:{}", drover_store::testkit::free_port());

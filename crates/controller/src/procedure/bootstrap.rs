@@ -72,31 +72,13 @@ async fn handed_over(acting: impl std::future::Future<Output = ()>) -> HandedOve
 
 /// [`until_taken_over`] for a process that reaches none of the cluster's
 /// engines: `ctx`'s swarm is replaced by one seen only through the store
-/// (none until the first manager is made, then one this process cannot
-/// ask), so it makes the first manager, with the boot script that
-/// initialises the swarm, and nothing else; that manager's own controller
-/// takes the term over through the store.
+/// (none until an operation on a manager is journaled, then one this
+/// process cannot ask), so it makes the first manager, with the boot script
+/// that initialises the swarm, and nothing else; that manager's own
+/// controller takes the term over through the store.
 pub async fn through_the_store(mut ctx: Context) -> HandedOver {
-    let unseen = unseen::Unseen::default();
-    let booted = unseen.booted();
-    ctx.cluster = Arc::new(unseen);
-    let (tx, mut reports) = mpsc::unbounded_channel();
-    let controller = Controller::new(ctx).with_step_reports(tx);
-    let made = async move {
-        while let Some(StepReport { kind, failure, .. }) = reports.recv().await {
-            if kind == "provision" && failure.is_none() {
-                booted.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        std::future::pending::<()>().await
-    };
-    let acting = async {
-        tokio::select! {
-            () = controller.run(std::future::pending()) => {}
-            () = made => {}
-        }
-    };
-    handed_over(acting).await
+    ctx.cluster = Arc::new(unseen::Unseen::new(ctx.store.clone()));
+    handed_over(Controller::new(ctx).run(std::future::pending())).await
 }
 
 /// Creates the first manager of `spec` through `ctx` (whose store is an

@@ -51,7 +51,7 @@ pub async fn commit(
     message: &str,
     is_rollback: bool,
 ) -> Result<u64, CommitError> {
-    drover_core::control::fits(spec.spec().control, store.reach())?;
+    drover_core::control::spec_fits(spec.spec(), store.reach())?;
     match store
         .commit(expected, spec.spec(), provenance(who, message), is_rollback)
         .await

@@ -9,7 +9,7 @@ use crate::status::wall_ms;
 use crate::takeover;
 use drover_core::control::{self, Turn, Waits};
 use drover_core::model::{Observed, SwarmView};
-use drover_core::plan::{self, Plan, PlanInput};
+use drover_core::plan::{self, Desired, Plan, PlanInput};
 use drover_core::spec::Role;
 use drover_spi::{EventAction, StoreError};
 use std::collections::hash_map::RandomState;
@@ -190,11 +190,7 @@ impl Controller {
             return Ok(Settled::Done(Box::new(self.report(None))));
         };
         let current = current?;
-        let seat = self.place().seat();
-        let desired = &look.stored.desired;
-        let swarm = desired.groups.iter().any(|g| g.spec.role != Role::Plain);
-        let blind = swarm && !self.reaches_engines;
-        let turn = seat.map(|seat| control::turn(desired.control, seat, blind));
+        let turn = self.turn(&look.stored.desired);
         let done = |c: &Self| Ok(Settled::Done(Box::new(c.report(None))));
         if let Some(lead) = self.tenancy.term.acting().cloned() {
             if current.is_some_and(|(epoch, _)| epoch != lead.epoch()) {
@@ -202,7 +198,7 @@ impl Controller {
                 return done(self);
             }
             if let Some(Turn::Wait(why)) = turn {
-                self.resign(&lead, why).await;
+                self.resign(why).await;
                 return done(self);
             }
             return Ok(Settled::Act(lead, Box::new(look)));
@@ -224,6 +220,15 @@ impl Controller {
         }
     }
 
+    /// What the declared control lets this controller do, where it runs
+    /// (`None`: `apply`'s bootstrap, which the rule does not govern).
+    fn turn(&self, desired: &Desired) -> Option<Turn> {
+        let swarm = desired.groups.iter().any(|g| g.spec.role != Role::Plain);
+        let blind = swarm && !self.reaches_engines;
+        let seat = self.place().seat()?;
+        Some(control::turn(desired.control, seat, blind))
+    }
+
     /// An external controller holding no term while another holds the
     /// store's lease: it beats, says whom it waits for, and looks at
     /// nothing else (it asks every [`super::STANDBY_POLL`]).
@@ -243,11 +248,9 @@ impl Controller {
     /// it (`why`): what it heard under the term is written first, and the
     /// store's lease is ended at once so the controller that may act need
     /// not wait out its expiry.
-    async fn resign(&mut self, lead: &Leading, why: Waits) {
+    async fn resign(&mut self, why: Waits) {
         self.flush_events().await;
-        if let Err(e) = self.ctx.store.resign(lead.epoch()).await {
-            tracing::warn!(error = %e, "resigning the term failed: it ends when its lease lapses");
-        }
+        // Standing down ends the term's lease.
         self.stand_down(&why.to_string());
         self.wait(why.to_string());
     }
@@ -373,7 +376,7 @@ impl Controller {
             },
             Campaign::Take => self.ctx.store.campaign(&self.ctx.identity).await?,
         };
-        tracing::info!(epoch, "acting as the leader's controller");
+        tracing::info!(epoch, "acting: this controller holds the store's term");
         let lead = self.take(epoch);
         let took_over = takeover::event(&self.ctx.identity, epoch, &before.observed.swarm);
         let (boots, started, seen) = before.into_kept();
@@ -383,6 +386,12 @@ impl Controller {
         let Some(stored) = observe::stored(&self.ctx).await? else {
             return Ok(None);
         };
+        // The revision as of now may no longer admit it (committed since
+        // the pass's first look): then it gives the term up unused.
+        if let Some(Turn::Wait(why)) = self.turn(&stored.desired) {
+            self.resign(why).await;
+            return Ok(None);
+        }
         // The world as of now, sorted by the new journal and spec: a
         // provider's newest listing may be older than what the last term
         // did with it (its launches and terminations).

@@ -261,19 +261,41 @@ impl Controller {
     /// this one (a finished step's event) and stands it down while it still
     /// leaves: were the hand-over cancellable, that would cut it in half.
     pub(super) fn stand_down(&mut self, why: &str) {
+        let held = self.tenancy.term.held().map(Leading::epoch);
         if self.tenancy.term.stand_down() {
             tracing::warn!(why, "standing down: another controller leads");
         }
+        self.let_go(held);
         self.forget_term();
     }
 
     /// The store refused its term (`why`): it stands down for good off the
     /// cluster, and on it until its engine leads again.
     pub(super) fn depose(&mut self, why: &'static str) {
+        let held = self.tenancy.term.held().map(Leading::epoch);
         if self.tenancy.term.depose(why) {
             tracing::warn!(why, "standing down: another controller leads");
         }
+        self.let_go(held);
         self.forget_term();
+    }
+
+    /// Ends the store's lease of term `held` (if it held one) in the
+    /// background: a controller that no longer acts must not keep a lease
+    /// alive, or external controllers wait for one nobody uses (a manager
+    /// whose engine lost the lead to one whose controller is down). A
+    /// newer term is never touched ([`Store::resign`]); a lease etcd does
+    /// not hear the end of lapses within its TTL.
+    fn let_go(&self, held: Option<Epoch>) {
+        let Some(epoch) = held else {
+            return;
+        };
+        let store = self.ctx.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.resign(epoch).await {
+                tracing::debug!(error = %e, epoch, "the term's lease was not ended: it lapses");
+            }
+        });
     }
 
     /// Forgets what belonged to the term, the events it queued included: a

@@ -36,7 +36,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     let file_spec = spec_file::load(&args.file)?;
     // Before anything is opened or made: the declared control must suit
     // the store (external controllers need one they all reach).
-    drover_core::control::fits(file_spec.control, wiring::reach(&args.store)?)
+    drover_core::control::spec_fits(&file_spec, wiring::reach(&args.store)?)
         .map_err(|m| MainError::BadInput(m.to_string()))?;
     let local = wiring::machines(&args.local)?;
     let Some((store, made_first_manager)) = crate::cmd::swarm_bootstrap::open_store(
@@ -75,9 +75,12 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
                 drover_spi::Cluster::observe(cluster.as_ref()).await,
                 drover_core::model::SwarmView::Absent
             ),
-            // No engine reachable from here: an empty store is a cluster
-            // to make, through the store.
-            false => current.is_none() && through_the_store(&args.store)?,
+            // No engine reachable from here: a cluster whose swarm has not
+            // begun is made through the store.
+            false => {
+                unbegun(store.as_ref(), spec.spec(), &local).await?
+                    && through_the_store(&args.store)?
+            }
         };
     if mode == Mode::Bootstrap && !bootstrap && !made_first_manager {
         return Err(MainError::BadInput(
@@ -104,6 +107,60 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     // it to act on the revision.
     let store = wiring::to_follow(&args.store, store).await?;
     wait(store.as_ref(), progress, started, args.timeout).await
+}
+
+/// Whether this cluster's swarm has not begun, as a process that reaches
+/// none of its engines can tell: no manager's controller ever reported in
+/// the store, and no machine of a manager group is listed unless an
+/// operation in the journal is making it (a bootstrap cut short resumes
+/// that operation, whose machine its link makes once). A listing that
+/// fails is no proof of absence.
+async fn unbegun(
+    store: &dyn Store,
+    spec: &ClusterSpec,
+    local: &Machines,
+) -> Result<bool, MainError> {
+    let failed = |e: drover_spi::StoreError| MainError::Failed(anyhow::Error::from(e));
+    let beats = store.heartbeats().await.map_err(failed)?;
+    let managers_report = beats
+        .iter()
+        .any(|b| b.seat == Some(drover_spi::Seat::Manager) || b.engine.is_some());
+    if managers_report {
+        return Ok(false);
+    }
+    let Some(cluster) = store.cluster_id().await.map_err(failed)? else {
+        return Ok(true);
+    };
+    let journal = store.journal().await.map_err(failed)?;
+    if journal.iter().any(|op| op.role == Role::Manager) {
+        return Ok(true);
+    }
+    let providers = wiring::providers(local);
+    for group in spec.groups.iter().filter(|g| g.role == Role::Manager) {
+        let Some(provider) = providers.get(&group.instance.provider_key()) else {
+            continue;
+        };
+        let tags = std::collections::BTreeMap::from([
+            (
+                drover_core::model::tags::CLUSTER.to_string(),
+                cluster.clone(),
+            ),
+            (
+                drover_core::model::tags::GROUP.to_string(),
+                group.name.clone(),
+            ),
+        ]);
+        let listed = provider.describe(&tags).await.map_err(|e| {
+            MainError::Failed(anyhow::anyhow!(
+                "cannot list group {}'s machines to tell whether its swarm began: {e}",
+                group.name
+            ))
+        })?;
+        if !listed.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Whether a swarm can be made from a process that reaches none of its

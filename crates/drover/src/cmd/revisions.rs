@@ -242,6 +242,11 @@ pub async fn import(file: &Path, store_args: &StoreArgs) -> Result<ExitCode, Mai
         });
         previous = Some(&r.spec);
     }
+    // The newest revision's control must suit the store it comes to.
+    if let Some(last) = doc.revisions.last() {
+        drover_core::control::spec_fits(&last.spec, wiring::reach(store_args)?)
+            .map_err(|m| MainError::BadInput(format!("-f {name}: {m}")))?;
+    }
     let store = wiring::store_with(store_args, wiring::Open::OrCreate).await?;
     let already = |id: &str| {
         MainError::BadInput(format!(

@@ -7,7 +7,7 @@ use super::Machines;
 use crate::cli::StoreArgs;
 use crate::error::MainError;
 use drover_controller::Context;
-use drover_core::control::{self, Control};
+use drover_core::control::Reach;
 use std::time::Duration;
 
 /// How often an external controller looks again with nothing to wake it.
@@ -21,11 +21,14 @@ pub async fn external(
     store_args: &StoreArgs,
     machines: &Machines,
 ) -> Result<Context, MainError> {
-    control::fits(Control::External, super::reach(store_args)?).map_err(|m| {
-        MainError::BadInput(format!(
-            "--external: {m}; an external controller takes turns by a lease only etcd keeps"
-        ))
-    })?;
+    let reach = super::reach(store_args)?;
+    if reach != Reach::Network {
+        return Err(MainError::BadInput(format!(
+            "--external needs a store every controller reaches, with the lease external \
+             controllers take turns by: etcd (--store etcd://HOST:PORT); {}",
+            reach.named()
+        )));
+    }
     let store = super::store_with(store_args, super::Open::OrCreate).await?;
     let identity = name.unwrap_or_else(|| {
         let host = super::own_host_name().unwrap_or_else(|| "localhost".into());

@@ -8,6 +8,7 @@ use super::{EtcdStore, LeaderRecord, value_is};
 use drover_spi::{Epoch, StoreError};
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 
 /// Whether a campaign takes the term from a live holder.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -76,45 +77,57 @@ impl EtcdStore {
             }
         };
         match epoch {
-            Some(_) => self.keep(lease).await?,
+            Some(epoch) => self.keep(lease, epoch).await?,
             None => self.revoke(lease).await,
         }
         Ok(epoch)
     }
 
-    /// Ends term `epoch`'s lease now: the `leader` record goes (only while
-    /// the epoch is current), and the lease is revoked.
+    /// Ends term `epoch`'s lease now, if this handle holds it: its
+    /// keep-alive stops first, whatever etcd answers next, so the lease
+    /// lapses within its TTL at the latest; revoking it deletes the
+    /// `leader` record it carries (never a newer term's: that one lives
+    /// under its own lease).
     pub(super) async fn resign_term(&self, epoch: Epoch) -> Result<(), StoreError> {
-        let leader_key = self.key("leader");
-        self.fenced(
-            epoch,
-            vec![],
-            vec![TxnOp::delete(leader_key.as_str(), None)],
-        )
-        .await?;
-        let held = self
-            .lease
-            .lock()
-            .map_err(|_| StoreError::Unavailable("lease lock poisoned".into()))?
-            .take();
-        if let Some((lease, task)) = held {
-            task.abort();
-            self.revoke(lease).await;
-        }
-        Ok(())
+        let held = {
+            let mut guard = self
+                .lease
+                .lock()
+                .map_err(|_| StoreError::Unavailable("lease lock poisoned".into()))?;
+            match guard.as_ref() {
+                Some(h) if h.epoch == epoch => guard.take(),
+                _ => None,
+            }
+        };
+        let Some(held) = held else {
+            return Ok(());
+        };
+        held.keeper.abort();
+        self.client
+            .lease_client()
+            .revoke(held.lease)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.etcd_err(e))
     }
 
-    /// Keeps `lease` alive from now on, in place of an earlier one.
-    async fn keep(&self, lease: i64) -> Result<(), StoreError> {
-        let task = tokio::spawn(keep_alive(self.client.clone(), lease, self.lease_ttl));
+    /// Keeps `lease`, term `epoch`'s, alive from now on, in place of an
+    /// earlier one.
+    async fn keep(&self, lease: i64, epoch: Epoch) -> Result<(), StoreError> {
+        let keeper = tokio::spawn(keep_alive(self.client.clone(), lease, self.lease_ttl));
+        let held = Held {
+            lease,
+            epoch,
+            keeper,
+        };
         let old = self
             .lease
             .lock()
             .map_err(|_| StoreError::Unavailable("lease lock poisoned".into()))?
-            .replace((lease, task));
-        if let Some((old_lease, old_task)) = old {
-            old_task.abort();
-            self.revoke(old_lease).await;
+            .replace(held);
+        if let Some(old) = old {
+            old.keeper.abort();
+            self.revoke(old.lease).await;
         }
         Ok(())
     }
@@ -125,25 +138,36 @@ impl EtcdStore {
     }
 }
 
-/// Renews `lease` every third of its TTL for as long as the task runs.
+/// The lease of a term this handle won, and the task keeping it alive.
+pub(super) struct Held {
+    lease: i64,
+    epoch: Epoch,
+    pub(super) keeper: JoinHandle<()>,
+}
+
+/// Renews `lease` every third of its TTL for as long as the task runs,
+/// (re)opening the keep-alive stream whenever it is not open (the first
+/// attempt may fail as any later one may): the lease lapses only if no
+/// renewal reaches etcd for a whole TTL.
 async fn keep_alive(client: Client, lease: i64, ttl: Duration) {
     let mut lc = client.lease_client();
-    let Ok((mut keeper, mut stream)) = lc.keep_alive(lease).await else {
-        return;
-    };
+    let mut open = None;
     loop {
-        tokio::time::sleep(ttl / 3).await;
-        if keeper.keep_alive().await.is_err() {
-            // Reconnect and go on while the lease may still be alive.
-            match lc.keep_alive(lease).await {
-                Ok((k, s)) => (keeper, stream) = (k, s),
-                Err(_) => continue,
+        if open.is_none() {
+            open = lc.keep_alive(lease).await.ok();
+        }
+        if let Some((keeper, stream)) = open.as_mut() {
+            let renewed = match keeper.keep_alive().await {
+                Ok(()) => stream.message().await.ok().flatten(),
+                Err(_) => None,
+            };
+            match renewed {
+                // TTL 0: the lease is gone; nothing left to keep alive.
+                Some(r) if r.ttl() <= 0 => return,
+                Some(_) => {}
+                None => open = None,
             }
         }
-        match stream.message().await {
-            // TTL 0: the lease is gone; nothing left to keep alive.
-            Ok(Some(r)) if r.ttl() <= 0 => return,
-            _ => {}
-        }
+        tokio::time::sleep(ttl / 3).await;
     }
 }
