@@ -10,6 +10,9 @@
 //!   replaces every manager, that one included, to its end (exit 0);
 //! - `plan --store` given that engine, now stopped, and no `--local-dir`
 //!   says it cannot see the swarm;
+//! - `status`, while the acting controller is stopped (SIGSTOP) and its
+//!   last document grows old, says so at the top and answers the swarm
+//!   line from a live manager's own view;
 //! - `destroy managers` given a follower's engine ends the swarm.
 //!
 //! Everything started is stopped by PID (StateGuard, Etcd drop), also on
@@ -43,6 +46,56 @@ fn managers(lab: &Lab, release: &str) -> String {
     let path = lab.dir.join(format!("managers-{release}.yaml"));
     std::fs::write(&path, text).expect("write spec");
     path.to_str().expect("UTF-8").to_string()
+}
+
+/// The acting controller (the leader machine's) stopped with SIGSTOP, and
+/// continued when dropped (also on failure).
+struct Stopped(i32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+/// `status` past two passes of the acting controller's silence: the
+/// published document is old, and said to be; the swarm line is asked now.
+async fn old_status_is_said_and_the_swarm_asked_live(lab: &Lab) {
+    let nodes = lab.nodes().await.expect("the swarm answers");
+    let link = leader(&nodes)
+        .link
+        .clone()
+        .expect("the leader carries a link");
+    let record = lab
+        .records()
+        .into_iter()
+        .find(|r| r.tags.get("drover.link") == Some(&link))
+        .expect("the leader's machine");
+    let pid = drover_local::procs::group_members(record.pgid.expect("a process group"))
+        .into_iter()
+        .find(|&p| support::is_controller(p))
+        .expect("the acting controller");
+    let stopped = Stopped(pid);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .expect("SIGSTOP");
+    tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+    let store = format!("swarm:{}", record.endpoint());
+    let out = lab.drover(&["status", "--store", &store]);
+    drop(stopped);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("NOTE: this status was published"),
+        "the old document is not said to be old: {text}"
+    );
+    assert!(
+        text.contains("swarm (live): 3 managers, 3 reachable, fault tolerance 1"),
+        "{text}"
+    );
 }
 
 /// `drover ARGS` with the lab's environment but no `--local-dir`.
@@ -104,6 +157,8 @@ async fn follow_the_swarm() {
     assert!(text.contains("swarm: cannot be seen from here"), "{text}");
     assert!(!text.contains("no swarm exists yet"), "{text}");
     assert_ne!(out.status.code(), Some(0), "{text}");
+
+    old_status_is_said_and_the_swarm_asked_live(&lab).await;
 
     // Torn down through a follower's engine: it is retired first, and the
     // leader is found where it is needed.
