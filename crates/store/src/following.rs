@@ -216,29 +216,41 @@ async fn find(
 /// named: on `tcp://`/`https://`, the same scheme and port at each
 /// manager's advertised address (a unix socket names no other engine).
 async fn learn(store: &SwarmStore, endpoint: Option<&str>) -> Vec<String> {
-    let Some((scheme, rest)) = endpoint.and_then(|e| e.split_once("://")) else {
-        return Vec::new();
-    };
-    if scheme == "unix" {
+    if engines_at(endpoint, &[]).is_none() {
         return Vec::new();
     }
-    let port = rest
-        .rsplit_once(':')
-        .map(|(_, p)| p.trim_end_matches('/').to_string());
     let Ok(Ok(nodes)) = tokio::time::timeout(ASK_ONE, store.docker().list_nodes(None)).await else {
         return Vec::new();
     };
-    nodes
+    let addrs: Vec<String> = nodes
         .into_iter()
         .filter_map(|n| n.manager_status?.addr)
-        .filter_map(|addr| {
-            let host = addr.rsplit_once(':').map(|(h, _)| h.to_string())?;
-            Some(match &port {
-                Some(p) => format!("{scheme}://{host}:{p}"),
-                None => format!("{scheme}://{host}"),
+        .collect();
+    engines_at(endpoint, &addrs).unwrap_or_default()
+}
+
+/// The engines at the managers' advertised addresses `addrs` (`HOST:2377`)
+/// reached as `endpoint` is (same scheme and port); `None` when
+/// `endpoint` names no other engine (a unix socket, `DOCKER_HOST`).
+fn engines_at(endpoint: Option<&str>, addrs: &[String]) -> Option<Vec<String>> {
+    let (scheme, rest) = endpoint?.split_once("://")?;
+    if scheme == "unix" {
+        return None;
+    }
+    let rest = rest.trim_end_matches('/');
+    let port = rest.rsplit_once(':').map(|(_, p)| p);
+    Some(
+        addrs
+            .iter()
+            .filter_map(|addr| {
+                let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+                (!host.is_empty()).then(|| match port {
+                    Some(p) => format!("{scheme}://{host}:{p}"),
+                    None => format!("{scheme}://{host}"),
+                })
             })
-        })
-        .collect()
+            .collect(),
+    )
 }
 
 /// Asks `$s` (the store in use) `$call`; on `Unavailable`, once more
@@ -415,5 +427,46 @@ impl FollowingStore {
     fn engines_to_try(&self) -> Vec<Option<String>> {
         let learned = self.learned.lock().map(|l| l.clone()).unwrap_or_default();
         FollowingStore::candidates_of(self.given.as_deref(), &learned, self.machines.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managers_are_reached_as_the_engine_given_is() {
+        let addrs = vec!["10.0.0.5:2377".to_string(), "10.0.0.6:2377".to_string()];
+        assert_eq!(
+            engines_at(Some("tcp://10.0.0.4:2376"), &addrs),
+            Some(vec![
+                "tcp://10.0.0.5:2376".to_string(),
+                "tcp://10.0.0.6:2376".to_string()
+            ])
+        );
+        assert_eq!(
+            engines_at(Some("https://m1.example:2376/"), &addrs[..1]),
+            Some(vec!["https://10.0.0.5:2376".to_string()])
+        );
+        // A unix socket, or DOCKER_HOST, names no other engine.
+        assert_eq!(engines_at(Some("unix:///run/docker.sock"), &addrs), None);
+        assert_eq!(engines_at(None, &addrs), None);
+    }
+
+    #[test]
+    fn the_engine_given_is_tried_first_then_the_swarms_then_the_machines() {
+        let learned = vec!["tcp://b:2376".to_string(), "tcp://a:2376".to_string()];
+        let machines = vec!["tcp://a:2376".to_string(), "unix:///m/sock".to_string()];
+        let order = FollowingStore::candidates_of(Some("tcp://a:2376"), &learned, Some(&machines));
+        assert_eq!(
+            order,
+            vec![
+                Some("tcp://a:2376".to_string()),
+                Some("tcp://b:2376".to_string()),
+                Some("unix:///m/sock".to_string())
+            ]
+        );
+        // DOCKER_HOST first when no engine is named.
+        assert_eq!(FollowingStore::candidates_of(None, &[], None), vec![None]);
     }
 }
