@@ -19,7 +19,7 @@
 //! raft leader's engine accepts, is taken to the leader. Fenced controller
 //! writes are not retried here: they go to the engine in use as they are.
 
-use crate::swarm::SwarmStore;
+use crate::swarm::{SwarmOptions, SwarmStore};
 use async_trait::async_trait;
 use drover_core::journal::Operation;
 use drover_core::spec::ClusterSpec;
@@ -46,6 +46,8 @@ pub struct FollowingStore {
     learned: Mutex<Vec<String>>,
     /// The cluster id read first: a store found again must hold it.
     cluster: Option<String>,
+    /// How each engine is used as the store.
+    opts: SwarmOptions,
 }
 
 /// Where an endpoint points, for messages.
@@ -54,8 +56,9 @@ fn shown(endpoint: Option<&str>) -> String {
 }
 
 /// Connects to `endpoint` as a swarm store, bounded by [`ASK_ONE`].
-async fn connect(endpoint: Option<&str>) -> Result<SwarmStore, StoreError> {
-    match tokio::time::timeout(ASK_ONE, SwarmStore::connect(endpoint)).await {
+async fn connect(endpoint: Option<&str>, opts: &SwarmOptions) -> Result<SwarmStore, StoreError> {
+    let connecting = SwarmStore::connect_with(endpoint, opts.clone());
+    match tokio::time::timeout(ASK_ONE, connecting).await {
         Ok(r) => r,
         Err(_) => Err(StoreError::Unavailable(format!(
             "{} did not answer within {}s",
@@ -76,12 +79,24 @@ impl FollowingStore {
         given: Option<&str>,
         machines: Option<Arc<dyn PeerEndpoints>>,
     ) -> Result<FollowingStore, StoreError> {
-        let (endpoint, store) = match SwarmStore::connect(given).await {
+        FollowingStore::open_with(given, machines, SwarmOptions::default()).await
+    }
+
+    /// [`FollowingStore::open`] with each engine used as `opts` say.
+    ///
+    /// # Errors
+    /// As [`FollowingStore::open`].
+    pub async fn open_with(
+        given: Option<&str>,
+        machines: Option<Arc<dyn PeerEndpoints>>,
+        opts: SwarmOptions,
+    ) -> Result<FollowingStore, StoreError> {
+        let (endpoint, store) = match SwarmStore::connect_with(given, opts.clone()).await {
             Ok(store) => (given.map(str::to_string), store),
             Err(StoreError::Unavailable(why)) => {
                 let probe = FollowingStore::candidates_of(given, &[], machines.as_deref());
                 // The given engine was just asked.
-                find(&probe[1..], None, &why).await?
+                find(&probe[1..], None, &why, &opts).await?
             }
             Err(e) => return Err(e),
         };
@@ -93,6 +108,7 @@ impl FollowingStore {
             current: Mutex::new((endpoint, Arc::new(store))),
             learned: Mutex::new(learned),
             cluster,
+            opts,
         })
     }
 
@@ -146,7 +162,7 @@ impl FollowingStore {
             &learned,
             self.machines.as_deref(),
         );
-        let (endpoint, store) = find(&probe, self.cluster.as_deref(), why).await?;
+        let (endpoint, store) = find(&probe, self.cluster.as_deref(), why, &self.opts).await?;
         tracing::info!(
             "the swarm store's engine no longer answers ({why}): reading it through {}",
             shown(endpoint.as_deref())
@@ -186,10 +202,11 @@ async fn find(
     candidates: &[Option<String>],
     cluster: Option<&str>,
     why: &str,
+    opts: &SwarmOptions,
 ) -> Result<(Option<String>, SwarmStore), StoreError> {
     let mut tried = Vec::new();
     for c in candidates {
-        match connect(c.as_deref()).await {
+        match connect(c.as_deref(), opts).await {
             Ok(store) => match (cluster, store.cluster_id().await) {
                 (None, _) => return Ok((c.clone(), store)),
                 (Some(id), Ok(Some(found))) if found == id => return Ok((c.clone(), store)),
@@ -403,7 +420,7 @@ impl FollowingStore {
             if c == self.endpoint() {
                 continue;
             }
-            let Ok(store) = connect(c.as_deref()).await else {
+            let Ok(store) = connect(c.as_deref(), &self.opts).await else {
                 continue;
             };
             if store.cluster_id().await.ok().flatten() != self.cluster {
