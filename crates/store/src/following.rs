@@ -182,7 +182,7 @@ impl FollowingStore {
     /// A commit whose answer was lost, looked for: the revision after
     /// `expected` made with this very provenance and spec.
     async fn landed(
-        store: &SwarmStore,
+        store: &dyn Store,
         expected: u64,
         spec: &ClusterSpec,
         provenance: &Provenance,
@@ -319,7 +319,7 @@ impl Store for FollowingStore {
                 let s = self.found_again(&why).await?;
                 // The lost answer may hide a commit that landed: a second
                 // one would hear `Conflict` against its own revision.
-                if let Some(rev) = Self::landed(&s, expected, spec, &provenance).await? {
+                if let Some(rev) = Self::landed(s.as_ref(), expected, spec, &provenance).await? {
                     return Ok(rev);
                 }
                 s.commit(expected, spec, provenance, is_rollback).await
@@ -450,6 +450,41 @@ impl FollowingStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_commit_whose_answer_was_lost_is_found_by_its_provenance_and_spec() {
+        let store = crate::MemStore::default();
+        let spec = |size| {
+            drover_core::spec::parse_str(&format!(
+                "groups:\n- name: w\n  role: worker\n  allocation: {{size: {size}}}\n  instance: {{provider: sim}}\n"
+            ))
+            .spec
+            .unwrap()
+        };
+        let mine = Provenance {
+            who: "op@host".into(),
+            at_ms: 7,
+            message: "apply".into(),
+        };
+        store
+            .commit(0, &spec(1), mine.clone(), false)
+            .await
+            .unwrap();
+        let landed = FollowingStore::landed(&store, 0, &spec(1), &mine).await;
+        assert_eq!(landed.unwrap(), Some(1), "mine landed");
+        // Another's commit from the same base, or another spec, is not mine:
+        // the retry is sent, and the CAS answers Conflict.
+        let theirs = Provenance {
+            who: "other@host".into(),
+            ..mine.clone()
+        };
+        let landed = FollowingStore::landed(&store, 0, &spec(1), &theirs).await;
+        assert_eq!(landed.unwrap(), None);
+        let landed = FollowingStore::landed(&store, 0, &spec(2), &mine).await;
+        assert_eq!(landed.unwrap(), None);
+        let landed = FollowingStore::landed(&store, 1, &spec(1), &mine).await;
+        assert_eq!(landed.unwrap(), None, "not yet committed on top of 1");
+    }
 
     #[test]
     fn managers_are_reached_as_the_engine_given_is() {
