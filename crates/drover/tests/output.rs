@@ -231,7 +231,10 @@ async fn plan_against_a_store_prints_human_text() {
         "{shown}"
     );
     assert!(!shown.contains("Unobservable"), "{shown}");
-    assert!(shown.contains("fault tolerance unknown"), "{shown}");
+    // A cluster is declared and no engine given: the swarm cannot be seen
+    // from here, which is not "no swarm" (issue 38, item 7).
+    assert!(shown.contains("swarm: cannot be seen from here"), "{shown}");
+    assert!(!shown.contains("no swarm exists yet"), "{shown}");
     assert!(!shown.contains("[]") && !shown.contains("[\""), "{shown}");
 }
 

@@ -24,6 +24,7 @@
 mod address;
 mod etcd;
 mod file;
+mod following;
 mod format;
 mod holder;
 mod mem;
@@ -34,6 +35,7 @@ pub mod testkit;
 
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use file::{Access, FileStore};
+pub use following::FollowingStore;
 pub use mem::MemStore;
 pub use model::Limits;
 pub use swarm::{MEASURED_RAFT_LIMIT, SwarmOptions, SwarmStore};
@@ -128,13 +130,55 @@ pub async fn open_with(url: &str, options: OpenOptions) -> Result<Box<dyn Store>
     };
     match tokio::time::timeout(options.timeout, opening).await {
         Ok(opened) => opened,
-        Err(_) => Err(StoreError::Unavailable(format!(
-            "{what} did not answer within {}: check that the address in --store is the \
-             store's and that nothing (a firewall, a proxy) holds the connection open \
-             without answering; a slow link may need a longer --store-timeout",
-            drover_core::spec::format_duration(options.timeout)
-        ))),
+        Err(_) => Err(silent(&what, options.timeout)),
     }
+}
+
+/// The store `what` did not answer within `timeout`.
+fn silent(what: &str, timeout: Duration) -> StoreError {
+    StoreError::Unavailable(format!(
+        "{what} did not answer within {}: check that the address in --store is the \
+         store's and that nothing (a firewall, a proxy) holds the connection open \
+         without answering; a slow link may need a longer --store-timeout",
+        drover_core::spec::format_duration(timeout)
+    ))
+}
+
+/// Opens the store at `url` as [`open_with`] does, except that a swarm
+/// store follows the swarm ([`FollowingStore`]): opened through another
+/// manager when the engine named is none, and read through another when
+/// the one in use leaves. `machines` are the provider's engines, tried
+/// after the managers the swarm itself lists. For commands, never for a
+/// manager's own controller (its store is its own engine's).
+///
+/// # Errors
+/// As [`open_with`]; a swarm store no manager of which answers is
+/// [`StoreError::Unavailable`] naming every engine tried.
+pub async fn open_following(
+    url: &str,
+    options: OpenOptions,
+    machines: Option<std::sync::Arc<dyn drover_engine::PeerEndpoints>>,
+) -> Result<Box<dyn Store>, StoreError> {
+    let address = parse(url)?;
+    let what = address.describe();
+    let Address::Swarm(endpoint) = address else {
+        return open_with(url, options).await;
+    };
+    let opening = async {
+        let store = FollowingStore::open(endpoint.as_deref(), machines).await?;
+        let _ = store.negotiate_format(now_ms()).await;
+        Ok(Box::new(store) as Box<dyn Store>)
+    };
+    match tokio::time::timeout(options.timeout, opening).await {
+        Ok(opened) => opened,
+        Err(_) => Err(silent(&what, options.timeout)),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Whom the store at `url` can serve ([`Store::reach`]), known before it

@@ -10,7 +10,9 @@ use support::spec;
 use drover_core::journal::{OpKind, Operation, Step, Target, Victim};
 use drover_core::spec::Role;
 use drover_spi::{Controls, Event, EventAction, Provenance, StatusJson, Store, StoreError, Write};
-use drover_store::{EtcdOptions, EtcdStore, FileStore, Limits, MemStore, SwarmOptions, SwarmStore};
+use drover_store::{
+    EtcdOptions, EtcdStore, FileStore, FollowingStore, Limits, MemStore, SwarmOptions, SwarmStore,
+};
 use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
@@ -544,6 +546,29 @@ async fn swarm_store_keeps_the_contract() {
         };
         let a: Arc<dyn Store> = Arc::new(SwarmStore::connect_with(Some(ep), opts()).await.unwrap());
         let b: Arc<dyn Store> = Arc::new(SwarmStore::connect_with(Some(ep), opts()).await.unwrap());
+        (a, b)
+    })
+    .await;
+}
+
+/// The swarm store as commands open it, following the swarm
+/// ([`FollowingStore`]): its retries (a read asked again, a lost commit
+/// looked for, a campaign taken to the leader) keep the same contract.
+#[tokio::test]
+async fn following_swarm_store_keeps_the_contract() {
+    // 127.0.176.x: reserved for the following store's tests.
+    let d = support::Dockerd::start_swarm("127.0.176.1").await;
+    let ep = d.endpoint.as_str();
+    contract(|case| async move {
+        let opts = || SwarmOptions {
+            namespace: case.to_string(),
+            limits: LIMITS,
+            ..SwarmOptions::default()
+        };
+        let a = FollowingStore::open_with(Some(ep), None, opts()).await;
+        let b = FollowingStore::open_with(Some(ep), None, opts()).await;
+        let a: Arc<dyn Store> = Arc::new(a.unwrap());
+        let b: Arc<dyn Store> = Arc::new(b.unwrap());
         (a, b)
     })
     .await;

@@ -37,7 +37,10 @@ pub async fn run(
     store_args: &StoreArgs,
     local: &LocalArgs,
 ) -> Result<ExitCode, MainError> {
-    let store = wiring::store(store_args).await?;
+    // With a swarm store: read through whichever manager answers, the
+    // engine given first (a follower's is retired before the leader).
+    let machines = wiring::existing_machines(local)?.seeing(store_args);
+    let store = wiring::store_seen_from(store_args, wiring::Open::Existing, &machines).await?;
     let history = history(store.as_ref()).await?;
     let current = current(&history)?;
     let g = declared(current, group)?;
@@ -48,7 +51,7 @@ pub async fn run(
         .unwrap_or_default();
     // Whether its provider answers, before anything else: a refusal
     // changes nothing.
-    let ctx = wiring::observer_on(store.clone(), local, forget::IDENTITY)?;
+    let ctx = wiring::observer_over(store.clone(), machines.clone(), forget::IDENTITY);
     let survey = forget::survey(&ctx, g, &cluster).await.map_err(failed)?;
     if crate::cmd::forget::decide(g, &survey, forget_machines)? {
         if !yes && !confirmed(g, true)? {
@@ -73,7 +76,7 @@ pub async fn run(
     // A manager group's last machine is removed from here: everything that
     // needs is checked before anything is committed.
     let mut managers = (g.role == Role::Manager)
-        .then(|| manager_context(store.clone(), &current.spec, g, local))
+        .then(|| manager_context(store.clone(), &current.spec, g, &machines))
         .transpose()?;
     if !already && !yes && !confirmed(g, false)? {
         println!("nothing changed");
@@ -120,7 +123,7 @@ fn manager_context(
     store: Arc<dyn Store>,
     spec: &ClusterSpec,
     g: &GroupSpec,
-    local: &LocalArgs,
+    machines: &wiring::Machines,
 ) -> Result<Context, MainError> {
     let group = &g.name;
     let others = before_managers(spec, group);
@@ -130,7 +133,7 @@ fn manager_context(
             others.join(", ")
         )));
     }
-    let ctx = wiring::observer_on(store, local, IDENTITY)?;
+    let ctx = wiring::observer_over(store, machines.clone(), IDENTITY);
     if !ctx.providers.contains_key(&g.instance.provider_key()) {
         return Err(MainError::BadInput(format!(
             "--local-dir (or DROVER_LOCAL_DIR), --incus-engines (DROVER_INCUS_ENGINES) or --plugin (DROVER_PLUGINS): the last manager of {group} is removed from here through provider {}, which is not configured here",

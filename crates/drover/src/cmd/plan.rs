@@ -5,7 +5,7 @@ use crate::cmd::commit::validated;
 use crate::cmd::sim::{simulate, target};
 use crate::error::MainError;
 use crate::{spec_file, wiring};
-use drover_core::plan::Phase;
+use drover_core::plan::{Phase, SwarmProblem};
 use drover_core::quorum::tolerance_when_whole;
 use drover_core::retire::with_file;
 use drover_core::spec::{ClusterSpec, Role};
@@ -229,7 +229,16 @@ pub async fn live(
     output: Output,
 ) -> Result<ExitCode, MainError> {
     let spec = spec_file::load(file)?;
-    let ctx = wiring::reader(store, local, "plan").await?;
+    let ctx = match wiring::reader(store, local, "plan").await {
+        Ok(ctx) => ctx,
+        // A swarm store no manager of which answers from here: the swarm
+        // may well run; only this command cannot see it.
+        Err(MainError::Failed(e)) if store.url.starts_with("swarm") => {
+            println!("{}", cannot_see(&e.to_string()));
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e),
+    };
     // What `apply` of this file would commit must be valid, or there is no
     // plan to show: refused here as `apply` refuses it.
     let current = ctx.store.desired().await.map_err(anyhow::Error::from)?;
@@ -249,19 +258,16 @@ pub async fn live(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "swarm: {} managers, {} reachable, fault tolerance {}{}",
-        plan.swarm.members,
-        plan.swarm.reachable,
-        plan.swarm
-            .fault_tolerance
-            .map_or_else(|| "unknown".to_string(), |ft| ft.to_string()),
-        plan.swarm
-            .problem
-            .as_ref()
-            .map(|p| format!(" ({p})"))
-            .unwrap_or_default()
-    );
+    if matches!(plan.swarm.problem, Some(SwarmProblem::Absent)) && current.is_some() {
+        // A cluster is declared, yet no engine was given to look at it
+        // through: say what this command lacks, not "no swarm".
+        println!(
+            "{}",
+            cannot_see("no manager's engine is reachable from what this command was given")
+        );
+    } else {
+        swarm_line(&plan.swarm);
+    }
     let steps: Vec<&drover_core::plan::Action> = plan
         .actions
         .iter()
@@ -295,6 +301,31 @@ pub async fn live(
         "(the next steps only; `drover plan --sim` shows a whole rollout with its fault-tolerance timeline)"
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The swarm line when the swarm cannot be looked at from here (`why`).
+fn cannot_see(why: &str) -> String {
+    format!(
+        "swarm: cannot be seen from here ({why}): give --local-dir (the machines) or \
+         --store swarm:ENDPOINT of a running manager"
+    )
+}
+
+/// The swarm line of a swarm seen: its managers and fault tolerance.
+fn swarm_line(swarm: &drover_core::plan::SwarmStatus) {
+    println!(
+        "swarm: {} managers, {} reachable, fault tolerance {}{}",
+        swarm.members,
+        swarm.reachable,
+        swarm
+            .fault_tolerance
+            .map_or_else(|| "unknown".to_string(), |ft| ft.to_string()),
+        swarm
+            .problem
+            .as_ref()
+            .map(|p| format!(" ({p})"))
+            .unwrap_or_default()
+    );
 }
 
 /// A phase as `status` and the JSON spell it (`unobservable`), not as Rust does.

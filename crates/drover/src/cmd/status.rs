@@ -10,6 +10,7 @@ use crate::wiring::{self, Look};
 use drover_controller::procedure::recover::diagnose::{BeatRow, Heard, LostQuorum};
 use drover_controller::{StatusDoc, wall_ms};
 use drover_core::control::Seat;
+use drover_core::model::SwarmView;
 use drover_core::quorum_probe::EngineAnswer;
 use drover_spi::Heartbeat;
 use std::process::ExitCode;
@@ -46,7 +47,12 @@ fn print(look: Look, group: Option<&str>, output: Output) -> Result<ExitCode, Ma
         );
         return Ok(ExitCode::SUCCESS);
     }
-    print_table(&doc, &look.diagnosis.heard, &look.waiting);
+    print_table(
+        &doc,
+        &look.diagnosis.heard,
+        &look.waiting,
+        look.live.as_ref(),
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -65,8 +71,14 @@ fn none_yet(output: Output) {
 }
 
 /// The published status as a table.
-fn print_table(doc: &StatusDoc, heard: &Heard, waiting: &[Heartbeat]) {
+fn print_table(doc: &StatusDoc, heard: &Heard, waiting: &[Heartbeat], live: Option<&SwarmView>) {
     let now = wall_ms();
+    if live.is_some() {
+        println!(
+            "NOTE: this status was published {} ago, over two controller passes: the swarm line is a live manager's own view, asked now",
+            ago(doc.observed_at_ms, now)
+        );
+    }
     println!(
         "observed {} ago by {} (epoch {}), desired revision {}",
         ago(doc.observed_at_ms, now),
@@ -82,7 +94,10 @@ fn print_table(doc: &StatusDoc, heard: &Heard, waiting: &[Heartbeat]) {
         print_rows(heard);
     }
     control_lines(doc, waiting);
-    swarm_line(doc);
+    match live {
+        Some(view) if doc.has_swarm() => live_swarm_line(view),
+        _ => swarm_line(doc),
+    }
     groups(doc);
     instances(doc);
 }
@@ -123,6 +138,31 @@ fn swarm_line(doc: &StatusDoc) {
     }
     for ghost in &swarm.ghosts {
         println!("  {ghost}");
+    }
+}
+
+/// The swarm's line from a live manager's view, asked now (the published
+/// one is old): its raft as that manager lists it, or why none answered.
+fn live_swarm_line(view: &SwarmView) {
+    match view {
+        SwarmView::Ok(nodes) => {
+            let members = nodes.iter().filter(|n| n.raft.is_some()).count();
+            let reachable = nodes
+                .iter()
+                .filter(|n| n.raft.as_ref().is_some_and(|r| r.reachable))
+                .count();
+            println!(
+                "swarm (live): {members} managers, {reachable} reachable, fault tolerance {}",
+                drover_core::quorum::fault_tolerance(members, reachable)
+            );
+        }
+        SwarmView::NoQuorum(why) => println!("swarm (live): no leader: {why}"),
+        SwarmView::Unavailable(why) => println!(
+            "swarm (live): cannot be seen from here ({why}): give --local-dir (the machines) or --store swarm:ENDPOINT of a running manager"
+        ),
+        SwarmView::Absent => println!(
+            "swarm (live): cannot be seen from here: give --local-dir (the machines) or --store swarm:ENDPOINT of a running manager"
+        ),
     }
 }
 

@@ -42,7 +42,7 @@ pub async fn open_store(
     } else {
         wiring::Open::OrEmpty
     };
-    let e = match wiring::store_with(args, open).await {
+    let e = match wiring::store_seen_from(args, open, local).await {
         Ok(store) => return Ok(Some((store, false))),
         Err(e) if args.url.starts_with("swarm") => e,
         Err(e) => return Err(e),

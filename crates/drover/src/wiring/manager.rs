@@ -31,7 +31,7 @@ pub async fn on_manager(
     let ctx = Context {
         providers: super::providers(local),
         cluster: Arc::new(SwarmCluster::new(engine, peers).acting_only_as_leader()),
-        store: super::store_with(store_args, super::Open::OrCreate).await?,
+        store: super::own_store(store_args).await?,
         identity: self_link
             .clone()
             .unwrap_or_else(|| format!("engine {}", info.node_id)),

@@ -54,6 +54,10 @@ pub struct Machines {
     /// not reachable from here (no socket on this host): it provides
     /// machines to groups, but no swarm, store or leave is found through it.
     pub ec2: Option<Arc<Ec2Provider>>,
+    /// Engines given directly (the swarm store's `swarm:ENDPOINT`): the
+    /// swarm is looked at through them too, so a command given one
+    /// manager's engine and no provider still sees the swarm.
+    pub engines: Vec<String>,
 }
 
 impl Machines {
@@ -79,6 +83,13 @@ impl Machines {
         local || incus
     }
 
+    /// These machines, and the engine the swarm store `store` names
+    /// (`swarm:ENDPOINT`), through which the swarm is looked at first.
+    pub fn seeing(mut self, store: &StoreArgs) -> Machines {
+        self.engines = given_engine(store).into_iter().collect();
+        self
+    }
+
     /// The engines, for the leader's leave watched from another manager.
     pub fn peers(&self) -> Option<Arc<dyn PeerEndpoints>> {
         self.any()
@@ -88,7 +99,7 @@ impl Machines {
 
 impl PeerEndpoints for Machines {
     fn peer_endpoints(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = self.engines.clone();
         if let Some(l) = &self.local {
             out.extend(l.peer_endpoints());
         }
@@ -142,13 +153,57 @@ pub async fn to_follow(
 }
 
 /// Opens the store named by `--store`, creating it or not as `open` says.
+/// A swarm store follows the swarm ([`drover_store::FollowingStore`]):
+/// when the manager it is read through leaves, it is read through another
+/// the swarm lists.
 pub async fn store_with(args: &StoreArgs, open: Open) -> Result<Arc<dyn Store>, MainError> {
+    opened(args, open, None).await
+}
+
+/// [`store_with`] for a command that has the provider's machines: a swarm
+/// store is found again through their engines too (after the managers the
+/// swarm lists), also when the engine `--store` names is no manager.
+pub async fn store_seen_from(
+    args: &StoreArgs,
+    open: Open,
+    machines: &Machines,
+) -> Result<Arc<dyn Store>, MainError> {
+    opened(args, open, machines.peers()).await
+}
+
+/// The store a manager's own controller uses: its own engine's, never
+/// another manager's (it acts only while its node leads).
+pub async fn own_store(args: &StoreArgs) -> Result<Arc<dyn Store>, MainError> {
+    let options = drover_store::OpenOptions {
+        create: true,
+        read_only: false,
+        timeout: args.store_timeout,
+    };
+    match drover_store::open_with(&args.url, options).await {
+        Ok(store) => Ok(Arc::from(store)),
+        Err(e) => Err(opening_failed(&args.url, e)),
+    }
+}
+
+/// The engine `--store swarm:ENDPOINT` names.
+pub fn given_engine(args: &StoreArgs) -> Option<String> {
+    args.url
+        .strip_prefix("swarm:")
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+}
+
+async fn opened(
+    args: &StoreArgs,
+    open: Open,
+    machines: Option<Arc<dyn PeerEndpoints>>,
+) -> Result<Arc<dyn Store>, MainError> {
     let options = drover_store::OpenOptions {
         create: open == Open::OrCreate,
         read_only: open == Open::ToRead,
         timeout: args.store_timeout,
     };
-    match drover_store::open_with(&args.url, options).await {
+    match drover_store::open_following(&args.url, options, machines).await {
         Ok(store) => Ok(Arc::from(store)),
         Err(StoreError::NotFound(_)) if open == Open::OrEmpty => {
             Ok(Arc::new(drover_store::MemStore::default()))
@@ -201,6 +256,7 @@ pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
         }),
         plugins: plugins::plugins(args)?,
         ec2: ec2(args)?,
+        engines: Vec::new(),
     })
 }
 
@@ -309,14 +365,24 @@ pub struct Look {
     /// The controllers that do not act and say why (their last beats),
     /// where the store lives outside the raft.
     pub waiting: Vec<drover_spi::Heartbeat>,
+    /// The swarm as a live manager sees it now, asked only when the
+    /// published status is older than [`PASSES_OLD`].
+    pub live: Option<drover_core::model::SwarmView>,
 }
+
+/// Two controller passes (a controller publishes every 2 s when idle): a
+/// published status older than this no longer shows the present, so
+/// `status` asks a live manager for the swarm line.
+pub const PASSES_OLD: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `drover status`'s one call: the store read and, when in doubt (the
 /// status is stale, missing or unreadable), the quorum diagnosed from the
 /// heartbeats and every provider's engines
 /// ([`diagnose`](drover_controller::procedure::recover::diagnose::diagnose)).
 pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainError> {
-    let (opened, read) = match self::store_to_read(store).await {
+    // The machines, if given well, to find a manager through.
+    let machines = existing_machines(local).unwrap_or_default().seeing(store);
+    let (opened, read) = match store_seen_from(store, Open::ToRead, &machines).await {
         Ok(store) => {
             let doc = drover_controller::StatusDoc::read(store.as_ref()).await;
             let doc = doc.map_err(|e| MainError::Failed(anyhow::Error::from(e)));
@@ -348,10 +414,16 @@ pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainErro
         Some(store) if store.outside_raft() => waiting(store, now).await,
         _ => Vec::new(),
     };
+    let old = matches!(&read, Ok(Some(doc)) if status_age(doc) > PASSES_OLD);
+    let live = match old {
+        true => Some(drover_spi::Cluster::observe(off_cluster_swarm(&machines).as_ref()).await),
+        false => None,
+    };
     Ok(Look {
         read,
         diagnosis,
         waiting,
+        live,
     })
 }
 
@@ -485,7 +557,9 @@ pub async fn observer(
     local: &LocalArgs,
     identity: &str,
 ) -> Result<drover_controller::Context, MainError> {
-    observer_on(self::store(store).await?, local, identity)
+    let machines = existing_machines(local)?.seeing(store);
+    let opened = store_seen_from(store, Open::Existing, &machines).await?;
+    Ok(observer_over(opened, machines, identity))
 }
 
 /// [`observer`] that only reads the store (`plan --store`): beside a
@@ -495,23 +569,24 @@ pub async fn reader(
     local: &LocalArgs,
     identity: &str,
 ) -> Result<drover_controller::Context, MainError> {
-    observer_on(self::store_to_read(store).await?, local, identity)
+    let machines = existing_machines(local)?.seeing(store);
+    let opened = store_seen_from(store, Open::ToRead, &machines).await?;
+    Ok(observer_over(opened, machines, identity))
 }
 
-/// [`observer`] over a store already open (a file store opens once per process).
-pub fn observer_on(
+/// [`observer`] over a store already open and the machines it looks through.
+pub fn observer_over(
     store: Arc<dyn Store>,
-    local: &LocalArgs,
+    machines: Machines,
     identity: &str,
-) -> Result<drover_controller::Context, MainError> {
-    let local = self::existing_machines(local)?;
-    Ok(drover_controller::Context {
-        providers: providers(&local),
-        cluster: off_cluster_swarm(&local),
+) -> drover_controller::Context {
+    drover_controller::Context {
+        providers: providers(&machines),
+        cluster: off_cluster_swarm(&machines),
         store,
         self_link: None,
         identity: identity.into(),
         store_url: None,
         resync: std::time::Duration::from_secs(1),
-    })
+    }
 }

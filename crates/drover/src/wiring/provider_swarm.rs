@@ -23,7 +23,9 @@ impl ProviderSwarm {
 
     /// The first running machine whose engine answers as a manager.
     async fn manager(&self) -> Option<SwarmCluster> {
-        let peers = self.machines.peers()?;
+        // The engines given and the providers' machines alike.
+        let peers: std::sync::Arc<dyn drover_engine::PeerEndpoints> =
+            std::sync::Arc::new(self.machines.clone());
         for endpoint in peers.peer_endpoints() {
             let c = SwarmCluster::new(endpoint, Some(peers.clone()));
             if matches!(c.observe().await, SwarmView::Ok(_)) {
@@ -47,7 +49,7 @@ impl Cluster for ProviderSwarm {
             Some(c) => c.observe().await,
             // No running machine answers as a manager: no swarm yet (or all
             // managers down, which describe will show as not running).
-            None if self.machines.may_run().await => {
+            None if !self.machines.engines.is_empty() || self.machines.may_run().await => {
                 SwarmView::Unavailable("no manager machine answers".into())
             }
             None => SwarmView::Absent,
