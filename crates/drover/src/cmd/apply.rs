@@ -78,7 +78,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             // No engine reachable from here: a cluster whose swarm has not
             // begun is made through the store.
             false => {
-                unbegun(store.as_ref(), spec.spec(), &local).await?
+                unbegun(store.as_ref(), current.is_none(), spec.spec(), &local).await?
                     && through_the_store(&args.store)?
             }
         };
@@ -110,13 +110,15 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
 }
 
 /// Whether this cluster's swarm has not begun, as a process that reaches
-/// none of its engines can tell: no manager's controller ever reported in
-/// the store, and no machine of a manager group is listed unless an
-/// operation in the journal is making it (a bootstrap cut short resumes
-/// that operation, whose machine its link makes once). A listing that
-/// fails is no proof of absence.
+/// none of its engines can tell: the store holds no desired state yet
+/// (`first`) or an operation on a manager is journaled (a bootstrap cut
+/// short resumes it: its machine, made by its link, is made once); no
+/// manager's controller ever reported in the store; and no machine of a
+/// manager group is listed unless a journaled operation is making it. A
+/// listing that fails is no proof of absence.
 async fn unbegun(
     store: &dyn Store,
+    first: bool,
     spec: &ClusterSpec,
     local: &Machines,
 ) -> Result<bool, MainError> {
@@ -128,13 +130,16 @@ async fn unbegun(
     if managers_report {
         return Ok(false);
     }
-    let Some(cluster) = store.cluster_id().await.map_err(failed)? else {
-        return Ok(true);
-    };
     let journal = store.journal().await.map_err(failed)?;
     if journal.iter().any(|op| op.role == Role::Manager) {
         return Ok(true);
     }
+    if !first {
+        return Ok(false);
+    }
+    let Some(cluster) = store.cluster_id().await.map_err(failed)? else {
+        return Ok(true);
+    };
     let providers = wiring::providers(local);
     for group in spec.groups.iter().filter(|g| g.role == Role::Manager) {
         let Some(provider) = providers.get(&group.instance.provider_key()) else {
