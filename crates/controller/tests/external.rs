@@ -128,6 +128,18 @@ where
     t0.elapsed()
 }
 
+/// `ext-a` says why it waits (`why`), and for 5 s more holds no term and
+/// makes no machine.
+async fn waits_without_acting(store: &MemStore, ledger: &Ledger, why: &str) {
+    until(store, "said why it waits", async |s| {
+        waiting(s, "ext-a").await.is_some_and(|w| w.contains(why))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(holder(store).await, None, "it holds a term");
+    assert!(ledger.made().is_empty(), "it made machines");
+}
+
 async fn converged(store: &MemStore) -> bool {
     let history = store.history().await.unwrap();
     history.last().is_some_and(|r| r.converged)
@@ -219,15 +231,7 @@ async fn an_external_controller_waits_under_in_cluster_control_and_resigns_when_
     let managed = managers("in-cluster");
     let store = seeded_store(&managed).await;
     let ext = Running::start(external("ext-a", &ledger, store.clone()));
-    until(&store, "said why it waits", async |s| {
-        waiting(s, "ext-a")
-            .await
-            .is_some_and(|w| w.contains("control: in-cluster"))
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(holder(&store).await, None, "it took a term");
-    assert!(ledger.made().is_empty(), "it made machines");
+    waits_without_acting(&store, &ledger, "control: in-cluster").await;
 
     // Admitted: it acts.
     let both = parse_str(&managed.replace("in-cluster", "both"))
@@ -266,15 +270,7 @@ async fn an_external_controller_that_reaches_no_engine_never_acts_for_a_swarm() 
     let mut blind = external("ext-a", &ledger, store.clone());
     blind = blind.external(false);
     let ext = Running::start(blind);
-    until(&store, "said why it waits", async |s| {
-        waiting(s, "ext-a")
-            .await
-            .is_some_and(|w| w.contains("reaches none of the swarm's engines"))
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(holder(&store).await, None, "it took a term");
-    assert!(ledger.made().is_empty(), "it made machines");
+    waits_without_acting(&store, &ledger, "reaches none of the swarm's engines").await;
     ext.stop().await;
 }
 
@@ -298,14 +294,6 @@ async fn a_term_won_under_a_revision_that_no_longer_admits_it_is_given_up_unused
         }),
     };
     let ext = Running::start(external("ext-a", &ledger, Arc::new(tapped)));
-    until(&store, "said why it waits", async |s| {
-        waiting(s, "ext-a")
-            .await
-            .is_some_and(|w| w.contains("control: in-cluster"))
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(holder(&store).await, None, "it kept the term");
-    assert!(ledger.made().is_empty(), "it acted under revision 1");
+    waits_without_acting(&store, &ledger, "control: in-cluster").await;
     ext.stop().await;
 }
