@@ -52,7 +52,7 @@ fn external_control_over_a_file_store_is_refused_before_anything_is_made() {
             "--local-dir",
             machines.to_str().unwrap(),
             "--local-pool",
-            "127.0.171.20-127.0.171.30",
+            "127.0.173.20-127.0.173.30",
         ]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{control:?}: {err}");

@@ -13,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use support::{Lab, bounded};
 
-const NET: u8 = 170;
+const NET: u8 = 172;
 
 /// The external controllers a test started, killed by PID when it ends.
 struct Controllers(Vec<(String, Child, PathBuf)>);
