@@ -73,11 +73,16 @@ impl Lab {
         };
         lab.clear();
         let address = format!("ipv4.address={subnet}.1/24");
+        // Dynamic leases only above the pets' fixed addresses (.2–.99): a
+        // cattle machine given a pet's address by DHCP while that slot is
+        // empty (a spare) would keep the pet from binding it.
+        let dynamic = format!("ipv4.dhcp.ranges={subnet}.100-{subnet}.254");
         let create = [
             "network",
             "create",
             network,
             &address,
+            &dynamic,
             "ipv4.nat=false",
             "ipv4.routing=false",
             "ipv4.firewall=false",
