@@ -15,7 +15,7 @@ mod unseen;
 use crate::context::Context;
 use crate::procedure::commit::provenance;
 use crate::run::{Controller, StepReport};
-use drover_core::model::SwarmView;
+use drover_core::model::{SwarmView, tags};
 use drover_core::spec::{Allocation, ClusterSpec, Role};
 use drover_spi::{Store, StoreError, SwarmStores};
 use std::sync::Arc;
@@ -79,6 +79,78 @@ async fn handed_over(acting: impl std::future::Future<Output = ()>) -> HandedOve
 pub async fn through_the_store(mut ctx: Context) -> HandedOver {
     ctx.cluster = Arc::new(unseen::Unseen::new(ctx.store.clone()));
     handed_over(Controller::new(ctx).run(std::future::pending())).await
+}
+
+/// Why [`unbegun`] could not tell.
+#[derive(Debug, thiserror::Error)]
+pub enum BegunError {
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A manager group's machines could not be listed: no proof of absence.
+    #[error("cannot list group {group}'s machines to tell whether its swarm began: {error}")]
+    Listing {
+        /// The manager group.
+        group: String,
+        /// What its provider said.
+        error: drover_spi::ProviderError,
+    },
+}
+
+/// Whether the swarm of `spec` has not begun, as a process that reaches
+/// none of its engines can tell: the store holds no desired state yet
+/// (`first`) or an operation on a manager is journaled (a bootstrap cut
+/// short resumes it: its machine, made by its link, is made once); no
+/// manager's controller ever reported in the store; and no machine of a
+/// manager group is listed by `providers` unless a journaled operation is
+/// making it. A listing that fails is no proof of absence.
+pub async fn unbegun(
+    store: &dyn Store,
+    first: bool,
+    spec: &ClusterSpec,
+    providers: &crate::Providers,
+) -> Result<bool, BegunError> {
+    let beats = store.heartbeats().await?;
+    let managers_report = beats
+        .iter()
+        .any(|b| b.seat == Some(drover_spi::Seat::Manager) || b.engine.is_some());
+    if managers_report {
+        return Ok(false);
+    }
+    if store
+        .journal()
+        .await?
+        .iter()
+        .any(|op| op.role == Role::Manager)
+    {
+        return Ok(true);
+    }
+    if !first {
+        return Ok(false);
+    }
+    let Some(cluster) = store.cluster_id().await? else {
+        return Ok(true);
+    };
+    for group in spec.groups.iter().filter(|g| g.role == Role::Manager) {
+        let Some(provider) = providers.get(&group.instance.provider_key()) else {
+            continue;
+        };
+        let tags = std::collections::BTreeMap::from([
+            (tags::CLUSTER.to_string(), cluster.clone()),
+            (tags::GROUP.to_string(), group.name.clone()),
+        ]);
+        let listed = provider
+            .describe(&tags)
+            .await
+            .map_err(|error| BegunError::Listing {
+                group: group.name.clone(),
+                error,
+            })?;
+        if !listed.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Creates the first manager of `spec` through `ctx` (whose store is an

@@ -78,7 +78,10 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             // No engine reachable from here: a cluster whose swarm has not
             // begun is made through the store.
             false => {
-                unbegun(store.as_ref(), current.is_none(), spec.spec(), &local).await?
+                let providers = wiring::providers(&local);
+                bootstrap::unbegun(store.as_ref(), current.is_none(), spec.spec(), &providers)
+                    .await
+                    .map_err(|e| MainError::Failed(e.into()))?
                     && through_the_store(&args.store)?
             }
         };
@@ -107,65 +110,6 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
     // it to act on the revision.
     let store = wiring::to_follow(&args.store, store).await?;
     wait(store.as_ref(), progress, started, args.timeout).await
-}
-
-/// Whether this cluster's swarm has not begun, as a process that reaches
-/// none of its engines can tell: the store holds no desired state yet
-/// (`first`) or an operation on a manager is journaled (a bootstrap cut
-/// short resumes it: its machine, made by its link, is made once); no
-/// manager's controller ever reported in the store; and no machine of a
-/// manager group is listed unless a journaled operation is making it. A
-/// listing that fails is no proof of absence.
-async fn unbegun(
-    store: &dyn Store,
-    first: bool,
-    spec: &ClusterSpec,
-    local: &Machines,
-) -> Result<bool, MainError> {
-    let failed = |e: drover_spi::StoreError| MainError::Failed(anyhow::Error::from(e));
-    let beats = store.heartbeats().await.map_err(failed)?;
-    let managers_report = beats
-        .iter()
-        .any(|b| b.seat == Some(drover_spi::Seat::Manager) || b.engine.is_some());
-    if managers_report {
-        return Ok(false);
-    }
-    let journal = store.journal().await.map_err(failed)?;
-    if journal.iter().any(|op| op.role == Role::Manager) {
-        return Ok(true);
-    }
-    if !first {
-        return Ok(false);
-    }
-    let Some(cluster) = store.cluster_id().await.map_err(failed)? else {
-        return Ok(true);
-    };
-    let providers = wiring::providers(local);
-    for group in spec.groups.iter().filter(|g| g.role == Role::Manager) {
-        let Some(provider) = providers.get(&group.instance.provider_key()) else {
-            continue;
-        };
-        let tags = std::collections::BTreeMap::from([
-            (
-                drover_core::model::tags::CLUSTER.to_string(),
-                cluster.clone(),
-            ),
-            (
-                drover_core::model::tags::GROUP.to_string(),
-                group.name.clone(),
-            ),
-        ]);
-        let listed = provider.describe(&tags).await.map_err(|e| {
-            MainError::Failed(anyhow::anyhow!(
-                "cannot list group {}'s machines to tell whether its swarm began: {e}",
-                group.name
-            ))
-        })?;
-        if !listed.is_empty() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 /// Whether a swarm can be made from a process that reaches none of its
