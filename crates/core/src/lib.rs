@@ -26,6 +26,7 @@ pub mod control;
 pub mod execute;
 pub mod forget;
 pub mod hash;
+pub mod in_place;
 pub mod join_token;
 pub mod journal;
 pub mod model;

@@ -167,6 +167,10 @@ impl Drop for LogsOnFailure<'_> {
         if !std::thread::panicking() {
             return;
         }
+        // Each controller's whole journal is kept under the target
+        // directory (the printed tail is all a CI log shows).
+        let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e_incus-logs");
+        let _ = std::fs::create_dir_all(&kept);
         for m in self.0.machines() {
             let out = self.0.exec(
                 &m,
@@ -177,6 +181,10 @@ impl Drop for LogsOnFailure<'_> {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
+            let whole = self
+                .0
+                .exec(&m, "journalctl -u drover-controller --no-pager");
+            let _ = std::fs::write(kept.join(format!("{m}.log")), &whole.stdout);
         }
     }
 }

@@ -31,6 +31,7 @@ pub use store::{
 
 use async_trait::async_trait;
 use drover_core::boot::{BootLog, JoinFailed};
+use drover_core::in_place::{UpdateOutcome, UpdateRun};
 use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::spec::Role;
 use std::collections::BTreeMap;
@@ -269,6 +270,32 @@ pub trait InstanceProvider: Send + Sync {
     async fn join_failed(&self, instance: &str) -> Option<JoinFailed> {
         let _ = instance;
         None
+    }
+    /// True when this provider can run an update on a machine it keeps
+    /// ([`run_update`](Self::run_update)): what `update.strategy: in_place`
+    /// needs. The default: it cannot.
+    fn updates_in_place(&self) -> bool {
+        false
+    }
+    /// Runs `run` on machine `instance` as root (its command, then the
+    /// engine restarted unless the command restarted it:
+    /// [`drover_core::in_place::systemd_script`] on machines that run
+    /// systemd), within `run.timeout`, and reports how it ended: a command
+    /// that failed or ran out of time is an `Ok` outcome saying so; an
+    /// `Err` means the machine could not be asked (the step is tried
+    /// again). `fence` is checked right before the run starts. The
+    /// default: refused, as [`updates_in_place`](Self::updates_in_place)
+    /// says.
+    async fn run_update(
+        &self,
+        instance: &str,
+        run: &UpdateRun,
+        fence: &dyn Fence,
+    ) -> Result<UpdateOutcome, ProviderError> {
+        let _ = (run, fence);
+        Err(ProviderError::Permanent(format!(
+            "this provider cannot update machines in place ({instance})"
+        )))
     }
     /// Looks at a machine drover did not create, named by a provider-specific
     /// `reference`, without changing anything (`drover adopt --dry-run`).
