@@ -26,6 +26,7 @@ cargo test --workspace --locked --no-run
 logs=target/test-logs
 rm -rf "$logs" && mkdir -p "$logs"
 e2e=()
+incus_suites=()
 others=()
 # A suite is a file tests/NAME.rs or a directory tests/NAME/ with a main.rs.
 for f in crates/drover/tests/*.rs crates/drover/tests/*/main.rs; do
@@ -34,27 +35,34 @@ for f in crates/drover/tests/*.rs crates/drover/tests/*/main.rs; do
     *) t=$(basename "$f" .rs) ;;
   esac
   case "$t" in
-    # The longest suite starts first.
-    e2e_incus) [ "${DROVER_INCUS:-0}" = 1 ] && e2e=("$t" "${e2e[@]}") ;;
-    e2e_incus_*) [ "${DROVER_INCUS:-0}" = 1 ] && e2e+=("$t") ;;
+    # The suites on Incus machines run one after the other, in one job
+    # started first (the longest): two of them at once put a dozen booting
+    # machines on two cores beside the other suites.
+    e2e_incus*) [ "${DROVER_INCUS:-0}" = 1 ] && incus_suites+=("$t") ;;
     e2e_*) e2e+=("$t") ;;
     *) others+=(--test "$t") ;;
   esac
 done
+[ ${#incus_suites[@]} = 0 ] || e2e=("${incus_suites[*]}" "${e2e[@]}")
 # Without Incus, the incus provider's unit tests still run.
 incus_tests=()
 [ "${DROVER_INCUS:-0}" = 1 ] || incus_tests=(--lib)
 
-# One e2e suite: its log, then an ok/FAILED line (the log in full on failure).
+# E2e suites, one after the other: each one's log, then an ok/FAILED line
+# (the log in full on failure).
 run_e2e() {
-  local t=$1 log=target/test-logs/$1.log start=$SECONDS
-  if cargo test -p drover --locked --test "$t" >"$log" 2>&1; then
-    echo "e2e $t: ok in $((SECONDS - start))s ($(grep -h 'test result' "$log" | tail -1))"
-  else
-    echo "e2e $t: FAILED after $((SECONDS - start))s; its output:"
-    cat "$log"
-    return 1
-  fi
+  local t status=0
+  for t in "$@"; do
+    local log=target/test-logs/$t.log start=$SECONDS
+    if cargo test -p drover --locked --test "$t" >"$log" 2>&1; then
+      echo "e2e $t: ok in $((SECONDS - start))s ($(grep -h 'test result' "$log" | tail -1))"
+    else
+      echo "e2e $t: FAILED after $((SECONDS - start))s; its output:"
+      cat "$log"
+      status=1
+    fi
+  done
+  return "$status"
 }
 export -f run_e2e
 printf '%s\n' "${e2e[@]}" | xargs -P "${DROVER_E2E_JOBS:-2}" -I{} bash -c 'run_e2e {}' &

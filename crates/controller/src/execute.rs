@@ -6,6 +6,7 @@
 
 use crate::context::Context;
 use crate::hook::{self, HookError};
+use drover_core::in_place::UpdateRun;
 use drover_core::model::tags;
 use drover_core::plan::{self, Action, Desired};
 use drover_core::spec::{Hook, HookFacts, Role};
@@ -72,6 +73,9 @@ pub(crate) enum StepError {
     /// A lifecycle hook failed (its own message included).
     #[error(transparent)]
     Hook(#[from] HookError),
+    /// An in-place update ran and failed, or ran past its timeout.
+    #[error("the update {}", .0.summary())]
+    Update(drover_core::in_place::UpdateOutcome),
 }
 
 /// What a failed step says about trying it again.
@@ -118,7 +122,8 @@ impl StepError {
             | StepError::Cluster(_)
             | StepError::Unable(_)
             | StepError::Panicked(_)
-            | StepError::Hook(_) => Failure::Final,
+            | StepError::Hook(_)
+            | StepError::Update(_) => Failure::Final,
         }
     }
 
@@ -241,6 +246,9 @@ enum Call<'a> {
     RemoveNode(&'a str, bool),
     Hook(&'a Hook, &'a HookFacts),
     HealGhost(&'a str),
+    Update(Arc<dyn InstanceProvider>, &'a str, &'a UpdateRun, &'a str),
+    Promote(&'a str),
+    Activate(&'a str),
 }
 
 impl Call<'_> {
@@ -269,6 +277,11 @@ impl Call<'_> {
         }
         let result = match self {
             Call::Hook(..) => Ok(()),
+            Call::Update(provider, instance, run, config) => {
+                update(provider.as_ref(), instance, run, config, lease).await
+            }
+            Call::Promote(node) => ctx.cluster.promote(node, lease).await.map_err(Into::into),
+            Call::Activate(node) => ctx.cluster.activate(node, lease).await.map_err(Into::into),
             Call::Provision(provider, req) => provider
                 .provision((**req).clone(), lease)
                 .await
@@ -355,9 +368,24 @@ pub(crate) async fn side_effect(
         Action::Drain { node, .. } => Call::Drain(node),
         Action::Demote { node, .. } => Call::Demote(node),
         Action::DemoteSelfAndLeave { node, .. } => Call::HandOver(node),
+        // The leader's own demotion goes through its own engine, the
+        // leader: leadership moves on (swarm-facts) and it stands down.
+        Action::DemoteSelf { node, .. } => Call::Demote(node),
         Action::RemoveNode { node, force, .. } => Call::RemoveNode(node, *force),
         Action::RunHook { hook, facts, .. } => Call::Hook(hook, facts),
         Action::HealGhost { node, .. } => Call::HealGhost(node),
+        Action::RunUpdate {
+            instance,
+            run,
+            config,
+            ..
+        } => {
+            let group = op_group
+                .ok_or_else(|| StepError::Unable("the operation is not in the journal".into()))?;
+            Call::Update(group_provider(group)?, instance, run, config)
+        }
+        Action::Promote { node, .. } => Call::Promote(node),
+        Action::Activate { node, .. } => Call::Activate(node),
         Action::Begin { .. }
         | Action::MarkDone { .. }
         | Action::Complete { .. }
@@ -385,6 +413,29 @@ pub(crate) async fn side_effect(
     Err(StepError::Expired(expired.unwrap_or_else(|| {
         LeaseExpired("no confirmation was asked for".into())
     })))
+}
+
+/// Runs an in-place update on `instance` under `lease` and, when it
+/// succeeded, tags the machine with `config`: from then on the planner
+/// sees the member current (the tag is the world's record of the update;
+/// the lease is asked anew for it, the run having outlasted the first).
+/// A failed or timed-out run is [`StepError::Update`], its outcome kept.
+async fn update(
+    provider: &dyn InstanceProvider,
+    instance: &str,
+    run: &UpdateRun,
+    config: &str,
+    lease: &Lease,
+) -> Result<(), StepError> {
+    let outcome = provider.run_update(instance, run, lease).await?;
+    if !outcome.succeeded() {
+        return Err(StepError::Update(outcome));
+    }
+    let tags = BTreeMap::from([(tags::CONFIG.to_string(), config.to_string())]);
+    provider
+        .label(instance, &tags, &drover_spi::Unfenced)
+        .await
+        .map_err(Into::into)
 }
 
 /// The provider holding `instance` of undeclared `group` (an orphan): the

@@ -56,6 +56,6 @@ mod tokens;
 pub use context::{Context, Providers};
 pub use execute::Failure;
 pub use metrics::Metrics;
-pub use observe::{preview, snapshot};
+pub use observe::{Preview, preview, preview_with_rollout, snapshot};
 pub use run::{Controller, PassReport, Standing, StepReport};
 pub use status::{StatusDoc, status_json, wall_ms};

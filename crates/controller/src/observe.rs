@@ -347,9 +347,18 @@ pub async fn preview(
     ctx: &Context,
     spec: &ClusterSpec,
 ) -> Result<drover_core::plan::Plan, StoreError> {
+    Ok(preview_with_rollout(ctx, spec).await?.plan)
+}
+
+/// [`preview`], with the whole rollout it starts: every due member in the
+/// order the roll takes it, with its engine's version (`drover plan`).
+pub async fn preview_with_rollout(
+    ctx: &Context,
+    spec: &ClusterSpec,
+) -> Result<Preview, StoreError> {
     let (desired, observed, journal) = snapshot(ctx, spec).await?;
     let memory = drover_core::plan::Memory::default();
-    Ok(drover_core::plan::plan(drover_core::plan::PlanInput {
+    let input = || drover_core::plan::PlanInput {
         desired: &desired,
         observed: &observed,
         journal: &journal,
@@ -357,7 +366,21 @@ pub async fn preview(
         now: 0,
         wall_ms: crate::status::wall_ms(),
         nonce: 0,
-    }))
+    };
+    Ok(Preview {
+        plan: drover_core::plan::plan(input()),
+        rollout: drover_core::plan::rollout(input()),
+    })
+}
+
+/// What `drover plan` shows of the live cluster.
+#[derive(Debug, serde::Serialize)]
+pub struct Preview {
+    /// The next steps.
+    #[serde(flatten)]
+    pub plan: drover_core::plan::Plan,
+    /// Every due member, in the order the roll takes it.
+    pub rollout: Vec<drover_core::plan::RollEntry>,
 }
 
 #[cfg(test)]
@@ -395,6 +418,8 @@ pub(crate) mod tests {
             provision_failures: 0,
             short_zones: Vec::new(),
             hook_failure: None,
+            in_place: false,
+            update_failure: None,
         }
     }
 

@@ -148,6 +148,21 @@ impl InstanceProvider for Paced {
         self.inner.listing_is_complete()
     }
 
+    fn updates_in_place(&self) -> bool {
+        self.inner.updates_in_place()
+    }
+
+    /// Not paced: one long run on one machine, which its step times; a
+    /// failure is the step's to retry, not the pacer's.
+    async fn run_update(
+        &self,
+        instance: &str,
+        run: &drover_core::in_place::UpdateRun,
+        fence: &dyn Fence,
+    ) -> Result<drover_core::in_place::UpdateOutcome, ProviderError> {
+        self.inner.run_update(instance, run, fence).await
+    }
+
     async fn boot_log(
         &self,
         instance: &str,

@@ -58,6 +58,16 @@ impl Cluster for Watched {
     async fn demote(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
         self.cloud.demote(node, fence).await
     }
+    async fn promote(&self, node: &str, fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        self.cloud.promote(node, fence).await
+    }
+    async fn activate(
+        &self,
+        node: &str,
+        fence: &dyn drover_spi::Fence,
+    ) -> Result<(), ClusterError> {
+        self.cloud.activate(node, fence).await
+    }
 
     async fn demote_self_and_leave(
         &self,

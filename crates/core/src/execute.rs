@@ -46,7 +46,10 @@ pub enum Carry {
 /// written through it afterwards (a swarm store's journal and events) would
 /// ask the manager it is stopping and stretch that stop.
 pub fn ends_the_walk(action: &Action) -> bool {
-    matches!(action, Action::DemoteSelfAndLeave { .. })
+    matches!(
+        action,
+        Action::DemoteSelfAndLeave { .. } | Action::DemoteSelf { .. }
+    )
 }
 
 /// `actions` in the order a walk carries them: as planned, but the

@@ -1,8 +1,9 @@
 //! The config hash: what a member was built from.
 //!
 //! Only `instance` and `flavor` (plus `rollout.after`, the operator's way to
-//! force a roll without editing anything else) go in; size and update policy
-//! never cause a roll. The hash is taken over the *resolved* spec, so a new
+//! force a roll without editing anything else, and an in-place group's
+//! update command) go in; size and the rest of the update policy never
+//! cause a roll. The hash is taken over the *resolved* spec, so a new
 //! default boot script shows up as a planned roll, and over canonical JSON
 //! (sorted keys), so key order, formatting and YAML-vs-JSON do not matter.
 
@@ -12,11 +13,17 @@ use sha2::{Digest, Sha256};
 
 /// A group's config hash: 16 hex digits of SHA-256 over canonical JSON.
 pub fn config_hash(group: &GroupSpec) -> String {
-    let material = json!({
+    let mut material = json!({
         "instance": group.instance,
         "flavor": group.flavor,
         "rollout_after": group.rollout_after,
     });
+    // An in-place group's members are what its update made them: the
+    // command is what they were built from. Added only when declared, so
+    // no other group's hash changes.
+    if let Some(update) = &group.update.in_place {
+        material["in_place_command"] = json!(update.command);
+    }
     // serde_json's Map is a BTreeMap (no `preserve_order`), so this is canonical.
     let digest = Sha256::digest(material.to_string().as_bytes());
     hex::encode(&digest[..8])
@@ -49,6 +56,25 @@ mod tests {
     fn size_and_update_policy_do_not_change_it() {
         let other = YAML.replace("size: 2", "size: 5") + "  update: {max_in_flight: 3}\n";
         assert_eq!(hash_of(YAML), hash_of(&other));
+    }
+
+    #[test]
+    fn an_in_place_groups_update_command_does() {
+        let in_place = |command: &str| {
+            format!(
+                "{YAML}  update:\n    strategy: in_place\n    in_place: {{command: \"{command}\", timeout: 5m}}\n"
+            )
+        };
+        let v1 = hash_of(&in_place("apt-get install -y docker.io=20.10.24"));
+        assert_ne!(v1, hash_of(YAML));
+        assert_ne!(
+            v1,
+            hash_of(&in_place("apt-get install -y docker.io=26.1.5"))
+        );
+        assert_eq!(
+            v1,
+            hash_of(&in_place("apt-get install -y docker.io=20.10.24").replace("5m", "9m"))
+        );
     }
 
     #[test]

@@ -9,16 +9,78 @@
 //! reason when the update fails.
 
 use crate::boot::BootLog;
+use crate::spec::humantime_serde_compat;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// One update to run on one machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A group's `update.in_place`: the command that updates one member's
+/// machine, and its bound. The command is part of the group's config hash:
+/// changing it is what rolls an in-place group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InPlace {
+    /// A shell script run as root on the machine (`sh -e`), a template
+    /// with the member's facts ([`UpdateContext`]); never a secret.
+    pub command: String,
+    /// The bound on one run (the engine's restart included).
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
+}
+
+/// How long an update may run when `update.in_place.timeout` is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// What an update command's template may use: the member's facts, no
+/// secret (the command is shown by `plan` and kept in the store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpdateContext {
+    /// The cluster's id.
+    pub cluster_id: String,
+    /// The member's group.
+    pub group: String,
+    /// The member's role (`manager`, `worker`, `plain`).
+    pub role: String,
+    /// The member's machine (provider instance id).
+    pub instance: String,
+    /// Its logical id, or empty.
+    pub logical_id: String,
+}
+
+impl UpdateContext {
+    /// Example facts, for validating a template.
+    pub fn example() -> UpdateContext {
+        UpdateContext {
+            cluster_id: "c0ffee".into(),
+            group: "workers".into(),
+            role: "worker".into(),
+            instance: "i-0123".into(),
+            logical_id: "10.0.0.11".into(),
+        }
+    }
+}
+
+/// The variables an update command may use (for messages).
+pub const TEMPLATE_VARIABLES: &str = "cluster_id, group, role, instance, logical_id";
+
+/// The update run for one member: its command rendered with `ctx`.
+pub fn run_for(
+    spec: &InPlace,
+    ctx: &UpdateContext,
+) -> Result<UpdateRun, crate::template::TemplateError> {
+    Ok(UpdateRun {
+        command: crate::template::render_value(&spec.command, ctx)?,
+        timeout: spec.timeout,
+    })
+}
+
+/// One update to run on one machine (shown by `drover plan`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UpdateRun {
     /// The operator's command, rendered for this member: a shell script
     /// (`sh -e`), never holding a secret (its template context has none).
     pub command: String,
     /// The bound on the whole run, the engine's restart included: past it
     /// the run is stopped and reported as [`UpdateOutcome::timed_out`].
+    #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
 }
 
@@ -39,6 +101,14 @@ impl UpdateOutcome {
             status,
             tail: BootLog::tail(output),
         }
+    }
+
+    /// The outcome of [`systemd_argv`]'s run: `timeout`'s own statuses
+    /// (124: the bound was reached; 137: killed after it) mean it was
+    /// stopped.
+    pub fn of_exit(status: i32, output: &str) -> UpdateOutcome {
+        let status = (!matches!(status, TIMED_OUT | KILLED)).then_some(status);
+        UpdateOutcome::new(status, output)
     }
 
     /// True when the update ran to its end and succeeded.
@@ -66,13 +136,18 @@ impl UpdateOutcome {
 }
 
 /// The script a provider whose machines run systemd (Incus, SSH) runs as
-/// root: the operator's `command` in a subshell under `sh -e`, then
-/// `docker.service` restarted unless its main process changed meanwhile
-/// (the update restarted it, as a package upgrade does). The script's exit
-/// status is the command's, or the restart's.
+/// root: one run at a time on a machine (a controller taking over may start
+/// the update again while a deposed one's still runs: the second waits for
+/// the first, then runs the idempotent command again), the operator's
+/// `command` in a subshell under `sh -e`, then `docker.service` restarted
+/// unless its main process changed meanwhile (the update restarted it, as a
+/// package upgrade does). The script's exit status is the command's, or the
+/// restart's.
 pub fn systemd_script(command: &str) -> String {
     format!(
         "set -e\n\
+         exec 9>/run/drover-update.lock\n\
+         flock 9\n\
          before=$(systemctl show -p MainPID --value docker.service)\n\
          (\n{command}\n)\n\
          after=$(systemctl show -p MainPID --value docker.service)\n\
@@ -80,6 +155,41 @@ pub fn systemd_script(command: &str) -> String {
          systemctl restart docker.service\n\
          fi\n"
     )
+}
+
+/// coreutils `timeout`'s status when its command ran past the bound.
+const TIMED_OUT: i32 = 124;
+/// Its status when the command had to be killed after the grace.
+const KILLED: i32 = 137;
+/// How long a timed-out update gets between TERM and KILL.
+const KILL_GRACE_SECS: u64 = 10;
+
+/// The program and arguments a provider runs as root for `run` on a
+/// machine with systemd: [`systemd_script`] under coreutils `timeout`, so
+/// the bound holds on the machine itself (the update's processes are
+/// stopped there, whatever happens to the connection that started it).
+/// Nothing in it is secret.
+pub fn systemd_argv(run: &UpdateRun) -> Vec<String> {
+    bounded_argv(run.timeout, &systemd_script(&run.command))
+}
+
+/// `script` run by `sh -c` under coreutils `timeout` (`timeout`, then
+/// KILL after a grace): the one bound every provider's run has.
+pub fn bounded_argv(timeout: Duration, script: &str) -> Vec<String> {
+    vec![
+        "timeout".into(),
+        format!("--kill-after={KILL_GRACE_SECS}s"),
+        format!("{}s", timeout.as_secs().max(1)),
+        "sh".into(),
+        "-c".into(),
+        script.to_string(),
+    ]
+}
+
+/// How long a provider waits for [`systemd_argv`]'s run to end: its
+/// timeout, the kill grace, and a margin for the machine's answer.
+pub fn wait_bound(run: &UpdateRun) -> Duration {
+    run.timeout + Duration::from_secs(KILL_GRACE_SECS + 20)
 }
 
 #[cfg(test)]
@@ -99,6 +209,24 @@ mod tests {
         assert!(hung.timed_out());
         assert_eq!(hung.summary(), "ran past its timeout and was stopped");
         assert!(UpdateOutcome::new(Some(0), "ok").succeeded());
+        assert!(UpdateOutcome::of_exit(124, "").timed_out());
+        assert!(UpdateOutcome::of_exit(137, "").timed_out());
+        assert_eq!(UpdateOutcome::of_exit(100, "").status, Some(100));
+    }
+
+    #[test]
+    fn the_argv_bounds_the_run_on_the_machine() {
+        let run = UpdateRun {
+            command: "true".into(),
+            timeout: Duration::from_secs(90),
+        };
+        let argv = systemd_argv(&run);
+        assert_eq!(
+            argv[..5],
+            ["timeout", "--kill-after=10s", "90s", "sh", "-c"]
+        );
+        assert_eq!(argv[5], systemd_script("true"));
+        assert_eq!(wait_bound(&run), Duration::from_secs(120));
     }
 
     #[test]

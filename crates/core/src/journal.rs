@@ -98,6 +98,16 @@ pub enum Step {
     /// `hooks.on_abort`, once an operation whose pre hook was called
     /// steps aside (never in the walk: [`Operation::aborting`]).
     OnAbortHook,
+    /// In place, the leader itself: demote self (leadership moves on in
+    /// ~0.1 s) and stand down; the next leader carries the operation on.
+    DemoteSelf,
+    /// In place: run the group's update on the member's machine, then tag
+    /// the machine with the config it now has.
+    Update,
+    /// In place, a manager: promote the node back into the raft.
+    Promote,
+    /// In place: make the node's availability active again.
+    Activate,
 }
 
 impl Step {
@@ -117,6 +127,10 @@ impl Step {
             Step::PostProvisionHook => "hook-post-provision",
             Step::PostJoinHook => "hook-post-join",
             Step::OnAbortHook => "hook-on-abort",
+            Step::DemoteSelf => "demote-self",
+            Step::Update => "update",
+            Step::Promote => "promote",
+            Step::Activate => "activate",
         }
     }
 
@@ -130,6 +144,21 @@ impl Step {
             Step::OnAbortHook => Some(HookPoint::OnAbort),
             _ => None,
         }
+    }
+
+    /// True for a step that takes the member out of service (before
+    /// which `pre_drain` runs).
+    pub fn takes_out_of_service(self) -> bool {
+        matches!(
+            self,
+            Step::Drain | Step::Demote | Step::DemoteSelfAndLeave | Step::DemoteSelf
+        )
+    }
+
+    /// True for an in-place operation's steps before its update: the ones
+    /// that take the member out of service.
+    pub fn before_update(self) -> bool {
+        self.takes_out_of_service() || matches!(self, Step::AwaitOutOfRaft | Step::PreDrainHook)
     }
 
     /// The step that runs the hook at `point`.
@@ -221,6 +250,26 @@ pub struct Operation {
     /// the controller): the group's reason until the hook succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_failure: Option<HookFailed>,
+    /// The member is updated where it is (`strategy: in_place`): its
+    /// machine is the victim and stays; there is no new member.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_place: bool,
+    /// The in-place update that failed on this operation's machine
+    /// (recorded by the controller): the group's reason, and not run
+    /// again for the same config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_failure: Option<UpdateFailed>,
+}
+
+/// An in-place update's failure, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateFailed {
+    /// The config hash the update was to bring the machine to: a new spec
+    /// (another hash) runs the update again.
+    pub config: String,
+    /// How it ended and its output's last lines, redacted
+    /// ([`crate::in_place::UpdateOutcome::summary`]).
+    pub summary: String,
 }
 
 /// A blocking hook's failure, as recorded.
@@ -300,7 +349,7 @@ impl Operation {
             Some(HookPoint::PreDestroy) => at(Step::Destroy)?.checked_sub(1),
             Some(HookPoint::PreDrain) => steps
                 .iter()
-                .position(|x| matches!(x, Step::Drain | Step::Demote | Step::DemoteSelfAndLeave))?
+                .position(|x| x.takes_out_of_service())?
                 .checked_sub(1),
             // Called only once the operation stepped aside: in no walk.
             Some(HookPoint::OnAbort) => None,
@@ -312,6 +361,9 @@ impl Operation {
 
     /// The steps, in order.
     pub fn steps(&self) -> Vec<Step> {
+        if self.in_place {
+            return self.steps_in_place().to_vec();
+        }
         let add = [Step::Provision, Step::AwaitHealthy];
         let remove: &[Step] = match (&self.victim, self.role) {
             (None, _) => &[],
@@ -335,6 +387,46 @@ impl Operation {
         }
     }
 
+    /// An in-place update's steps: out of service (a manager demoted and
+    /// out of the raft; drained), updated, back (a manager promoted),
+    /// healthy for `watch`, active: Docker's order for an engine upgrade.
+    fn steps_in_place(&self) -> &'static [Step] {
+        match (self.role, self.victim.as_ref().is_some_and(|v| v.is_self)) {
+            (Role::Plain, _) => &[Step::Update, Step::AwaitHealthy],
+            (Role::Worker, _) => &[
+                Step::Drain,
+                Step::Update,
+                Step::AwaitHealthy,
+                Step::Activate,
+            ],
+            // Out of the raft first (a demotion that is not safe steps
+            // aside with nothing disrupted), then drained.
+            (Role::Manager, leader) => {
+                if leader {
+                    &[
+                        Step::DemoteSelf,
+                        Step::AwaitOutOfRaft,
+                        Step::Drain,
+                        Step::Update,
+                        Step::Promote,
+                        Step::AwaitHealthy,
+                        Step::Activate,
+                    ]
+                } else {
+                    &[
+                        Step::Demote,
+                        Step::AwaitOutOfRaft,
+                        Step::Drain,
+                        Step::Update,
+                        Step::Promote,
+                        Step::AwaitHealthy,
+                        Step::Activate,
+                    ]
+                }
+            }
+        }
+    }
+
     /// [`Self::steps`] with the hook steps of the hooks `hooks` declares,
     /// each before or after the step it belongs to. Only an operator's
     /// change runs hooks (a roll, a retirement, a fill): a heal, a dead
@@ -349,7 +441,7 @@ impl Operation {
         let mut out = Vec::with_capacity(steps.len() + 4);
         let mut out_of_service = false;
         for s in steps {
-            let takes_out = matches!(s, Step::Drain | Step::Demote | Step::DemoteSelfAndLeave);
+            let takes_out = s.takes_out_of_service();
             if takes_out && !out_of_service && has(HookPoint::PreDrain) {
                 out.push(Step::PreDrainHook);
             }
@@ -379,14 +471,7 @@ impl Operation {
     /// the intent, so the done marks are read too.
     pub fn began_disrupting(&self) -> bool {
         let takes = |s: &Step| {
-            matches!(
-                s,
-                Step::Drain
-                    | Step::Demote
-                    | Step::DemoteSelfAndLeave
-                    | Step::Destroy
-                    | Step::RemoveNode
-            )
+            s.takes_out_of_service() || matches!(s, Step::Destroy | Step::RemoveNode | Step::Update)
         };
         self.victim.is_some()
             && (self.intent.as_ref().is_some_and(|i| takes(&i.step)) || self.done.iter().any(takes))

@@ -168,6 +168,7 @@ mod tests {
             locked: false,
             left: false,
             engine_no_manager: false,
+            engine_version: None,
         }
     }
 

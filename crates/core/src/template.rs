@@ -250,6 +250,12 @@ impl std::error::Error for TemplateError {}
 /// Every render runs under the bounds above, so no template (however it is
 /// written) can make a command allocate or loop without end.
 pub fn render(template: &str, ctx: &BootContext) -> Result<String, TemplateError> {
+    render_value(template, ctx)
+}
+
+/// [`render`] with any facts (an in-place update's command has its own:
+/// [`crate::in_place::UpdateContext`]), under the same rules and bounds.
+pub fn render_value<T: serde::Serialize>(template: &str, ctx: &T) -> Result<String, TemplateError> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Debug mode keeps the failing expression's span, for the message.

@@ -23,6 +23,8 @@ pub(crate) fn op(id: &str, group: &str, kind: OpKind, role: Role) -> Operation {
         provision_failures: 0,
         short_zones: Vec::new(),
         hook_failure: None,
+        in_place: false,
+        update_failure: None,
     }
 }
 
@@ -62,6 +64,7 @@ pub(crate) fn node(id: &str) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

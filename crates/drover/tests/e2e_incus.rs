@@ -186,6 +186,20 @@ impl Drop for LogsOnFailure<'_> {
                 .exec(&m, "journalctl -u drover-controller --no-pager");
             let _ = std::fs::write(kept.join(format!("{m}.log")), &whole.stdout);
         }
+        // Last, so a log cut in the middle still shows it: each machine's
+        // swarm state and its controller's decisions, in brief.
+        for m in self.0.machines() {
+            let out = self.0.exec(
+                &m,
+                "hostname -I; docker info --format '{{.Swarm.LocalNodeState}} manager={{.Swarm.ControlAvailable}} managers={{.Swarm.Managers}} error={{.Swarm.Error}}'; \
+                 timeout 10 docker node ls 2>&1 | head -n 12; \
+                 journalctl -u drover-controller --no-pager -o cat | grep -E 'acting|starting|step finished|stood|standing|blocked|deposed' | cut -c1-240 | tail -n 25",
+            );
+            eprintln!(
+                "==== {m} in brief\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
     }
 }
 

@@ -35,6 +35,7 @@ fn manager(id: &str, leader: bool) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

@@ -86,6 +86,11 @@ pub fn convert_node(n: &bollard::models::Node, running: &HashMap<String, u32>) -
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: n
+            .description
+            .as_ref()
+            .and_then(|d| d.engine.as_ref())
+            .and_then(|e| e.engine_version.clone()),
         id,
         link: label(tags::LINK),
         cluster: label(tags::CLUSTER),

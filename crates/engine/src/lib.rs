@@ -460,10 +460,18 @@ impl Engine {
             .await
     }
 
-    /// `docker node promote`.
-    pub async fn promote(&self, node: &str) -> Result<(), EngineError> {
-        self.update_node_spec(node, |s| s.role = Some(NodeSpecRoleEnum::MANAGER))
+    /// `docker node promote`, under `fence`.
+    pub async fn promote(&self, node: &str, fence: &dyn Fence) -> Result<(), EngineError> {
+        self.update_node_spec_fenced(node, fence, |s| s.role = Some(NodeSpecRoleEnum::MANAGER))
             .await
+    }
+
+    /// `docker node update --availability active`, under `fence`.
+    pub async fn activate(&self, node: &str, fence: &dyn Fence) -> Result<(), EngineError> {
+        self.update_node_spec_fenced(node, fence, |s| {
+            s.availability = Some(NodeSpecAvailabilityEnum::ACTIVE)
+        })
+        .await
     }
 
     /// `docker node rm [--force]`, under `fence` (checked right before the

@@ -75,6 +75,29 @@ struct Operation {
     status: String,
     #[serde(default)]
     err: String,
+    /// An exec's end (its status, where its output was recorded).
+    #[serde(default)]
+    metadata: Option<ExecEnd>,
+}
+
+/// An exec operation's metadata once it ended.
+#[derive(Debug, Default, Deserialize)]
+struct ExecEnd {
+    #[serde(rename = "return", default)]
+    status: Option<i32>,
+    /// Recorded output files by stream number ("1", "2").
+    #[serde(default)]
+    output: std::collections::BTreeMap<String, String>,
+}
+
+/// A command's end inside an instance: its exit status and its output
+/// (standard output, then standard error).
+#[derive(Debug)]
+pub struct Executed {
+    /// Its exit status.
+    pub status: i32,
+    /// What it printed.
+    pub output: String,
 }
 
 /// A client of one Incus server and project.
@@ -271,7 +294,12 @@ impl Api {
 
     /// Waits for the operation at `path` (`/1.0/operations/ID`).
     async fn wait(&self, path: &str) -> Result<(), ApiError> {
-        let timeout = OPERATION_TIMEOUT.as_secs().to_string();
+        self.wait_within(path, OPERATION_TIMEOUT).await.map(drop)
+    }
+
+    /// Waits at most `within` for the operation at `path`; its metadata.
+    async fn wait_within(&self, path: &str, within: Duration) -> Result<ExecEnd, ApiError> {
+        let timeout = within.as_secs().max(1).to_string();
         let path = path.split('?').next().unwrap_or(path);
         let op: Operation = self
             .call::<Operation>(
@@ -279,19 +307,68 @@ impl Api {
                 &format!("{path}/wait"),
                 &[("timeout", &timeout)],
                 Body::Empty,
-                OPERATION_TIMEOUT + REQUEST_TIMEOUT,
+                within + REQUEST_TIMEOUT,
             )
             .await?
             .metadata
             .ok_or_else(|| ApiError::Decode(format!("operation {path}: no metadata")))?;
         match op.status.as_str() {
-            "Success" => Ok(()),
+            "Success" => Ok(op.metadata.unwrap_or_default()),
             _ => Err(ApiError::Operation(if op.err.is_empty() {
                 op.status
             } else {
                 op.err
             })),
         }
+    }
+
+    /// Runs `argv` in `instance` (no shell of the API's; nothing on any
+    /// host's argv but this process's request), waiting at most `within`
+    /// for its end: its status and output, the recorded output files
+    /// deleted after they were read (nothing is left behind).
+    pub async fn exec(
+        &self,
+        instance: &str,
+        argv: &[String],
+        within: Duration,
+    ) -> Result<Executed, ApiError> {
+        let body = serde_json::json!({
+            "command": argv,
+            "wait-for-websocket": false,
+            "interactive": false,
+            "record-output": true,
+        });
+        let path = format!("/1.0/instances/{instance}/exec");
+        let envelope = self
+            .call::<serde::de::IgnoredAny>(
+                Method::POST,
+                &path,
+                &[],
+                Body::Json(&body),
+                REQUEST_TIMEOUT,
+            )
+            .await?;
+        let end = self.wait_within(&envelope.operation, within).await?;
+        let mut output = String::new();
+        for file in end.output.values() {
+            let file = file.split('?').next().unwrap_or(file);
+            if let Ok(bytes) = self.get_raw(file, &[]).await {
+                output.push_str(&String::from_utf8_lossy(&bytes));
+            }
+            let _ = self
+                .call::<serde::de::IgnoredAny>(
+                    Method::DELETE,
+                    file,
+                    &[],
+                    Body::Empty,
+                    REQUEST_TIMEOUT,
+                )
+                .await;
+        }
+        let status = end
+            .status
+            .ok_or_else(|| ApiError::Decode(format!("exec in {instance}: no exit status")))?;
+        Ok(Executed { status, output })
     }
 }
 

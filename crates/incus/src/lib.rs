@@ -290,6 +290,28 @@ impl InstanceProvider for IncusProvider {
         true
     }
 
+    fn updates_in_place(&self) -> bool {
+        true
+    }
+
+    /// Through Incus's exec API, bounded on the machine by `timeout`
+    /// ([`drover_core::in_place::systemd_argv`]).
+    async fn run_update(
+        &self,
+        instance: &str,
+        run: &drover_core::in_place::UpdateRun,
+        fence: &dyn Fence,
+    ) -> Result<drover_core::in_place::UpdateOutcome, ProviderError> {
+        use drover_core::in_place::{UpdateOutcome, systemd_argv, wait_bound};
+        fence.check()?;
+        let done = self
+            .api
+            .exec(instance, &systemd_argv(run), wait_bound(run))
+            .await
+            .map_err(|e| provider_error(&format!("updating {instance}"), e))?;
+        Ok(UpdateOutcome::of_exit(done.status, &done.output))
+    }
+
     async fn provision(
         &self,
         req: ProvisionRequest,

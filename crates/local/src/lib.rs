@@ -29,6 +29,7 @@ pub mod procs;
 mod teardown;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod update;
 
 pub use teardown::teardown;
 
@@ -544,6 +545,19 @@ impl InstanceProvider for LocalProvider {
         self.write_record(&rec)
             .map_err(|e| io_err("writing instance record", e))
     }
+    fn updates_in_place(&self) -> bool {
+        true
+    }
+
+    async fn run_update(
+        &self,
+        instance: &str,
+        run: &drover_core::in_place::UpdateRun,
+        fence: &dyn Fence,
+    ) -> Result<drover_core::in_place::UpdateOutcome, ProviderError> {
+        self.update(instance, run, fence).await
+    }
+
     async fn inspect_foreign(&self, reference: &str) -> Result<Foreign, ProviderError> {
         self.inspect_foreign_engine(reference).await
     }

@@ -132,6 +132,16 @@ impl Cluster for SimCloud {
         self.world().demote(node).map_err(ClusterError::from)
     }
 
+    async fn promote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        fence.check()?;
+        self.world().promote_back(node).map_err(ClusterError::from)
+    }
+
+    async fn activate(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        fence.check()?;
+        self.world().activate(node).map_err(ClusterError::from)
+    }
+
     async fn demote_self_and_leave(
         &self,
         node: &str,

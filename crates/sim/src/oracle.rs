@@ -18,8 +18,11 @@ pub(crate) fn target_node(w: &World, action: &Action) -> Option<String> {
     match action {
         Action::Demote { node, .. }
         | Action::DemoteSelfAndLeave { node, .. }
+        | Action::DemoteSelf { node, .. }
         | Action::Drain { node, .. } => Some(node.clone()),
-        Action::Destroy { instance, .. } => w.instances.get(instance)?.node.clone(),
+        Action::Destroy { instance, .. } | Action::RunUpdate { instance, .. } => {
+            w.instances.get(instance)?.node.clone()
+        }
         _ => None,
     }
 }
@@ -46,10 +49,12 @@ pub(crate) fn declared_managers(desired: &Desired) -> usize {
 ///   healthy here, a partitioned one whose status reads Ready is not.
 pub(crate) fn manager_removal(w: &World, desired: &Desired, action: &Action) -> Option<String> {
     let destroying = matches!(action, Action::Destroy { .. });
+    let updating = matches!(action, Action::RunUpdate { .. });
     if !destroying
+        && !updating
         && !matches!(
             action,
-            Action::Demote { .. } | Action::DemoteSelfAndLeave { .. }
+            Action::Demote { .. } | Action::DemoteSelfAndLeave { .. } | Action::DemoteSelf { .. }
         )
     {
         return None;
@@ -61,6 +66,11 @@ pub(crate) fn manager_removal(w: &World, desired: &Desired, action: &Action) -> 
     if destroying {
         return Some(format!(
             "{what} destroys the machine of raft member {id} (never destroyed before it left the raft)"
+        ));
+    }
+    if updating {
+        return Some(format!(
+            "{what} updates the machine of raft member {id} in place (never before it left the raft)"
         ));
     }
     if n.out_of_raft_at.is_some() {
@@ -105,7 +115,10 @@ pub(crate) fn manager_removal(w: &World, desired: &Desired, action: &Action) -> 
 pub(crate) fn leader_last(w: &World, desired: &Desired, action: &Action) -> Option<String> {
     if !matches!(
         action,
-        Action::Demote { .. } | Action::DemoteSelfAndLeave { .. } | Action::Destroy { .. }
+        Action::Demote { .. }
+            | Action::DemoteSelfAndLeave { .. }
+            | Action::DemoteSelf { .. }
+            | Action::Destroy { .. }
     ) {
         return None;
     }

@@ -553,7 +553,17 @@ impl Runner {
 /// Performs a side effect on `w`, with the simulated engine's own preconditions.
 fn apply(w: &mut World, action: &Action) -> Result<(), Refusal> {
     match action {
-        Action::Demote { node, .. } | Action::DemoteSelfAndLeave { node, .. } => w.demote(node),
+        Action::Demote { node, .. }
+        | Action::DemoteSelfAndLeave { node, .. }
+        | Action::DemoteSelf { node, .. } => w.demote(node),
+        Action::Promote { node, .. } => w.promote_back(node),
+        Action::Activate { node, .. } => w.activate(node),
+        Action::RunUpdate {
+            instance, config, ..
+        } => {
+            w.updated(instance, config);
+            Ok(())
+        }
         Action::Destroy { instance, .. } => {
             w.destroy(instance);
             Ok(())

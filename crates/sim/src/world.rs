@@ -515,6 +515,7 @@ impl World {
             locked: false,
             left: false,
             engine_no_manager: false,
+            engine_version: None,
         };
         self.nodes.insert(
             id.clone(),

@@ -386,6 +386,10 @@ pub trait Cluster: Send + Sync {
     async fn drain(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError>;
     /// Demote a manager (through the leader).
     async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError>;
+    /// Promote a worker to manager (an in-place update's manager, back).
+    async fn promote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError>;
+    /// Set a node's availability back to active (after its update).
+    async fn activate(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError>;
     /// The leader's own protocol: demote self, wait until out of the raft
     /// (seen from another manager), leave without force, retrying on the
     /// "participating as a manager" refusal. `fence` is checked before the

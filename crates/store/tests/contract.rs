@@ -71,6 +71,12 @@ fn op(id: &str) -> Operation {
             message: "maintenance calendar says no".into(),
             attempts: 2,
         }),
+        // An in-place update's failure too.
+        in_place: true,
+        update_failure: Some(drover_core::journal::UpdateFailed {
+            config: "0123456789abcdef".into(),
+            summary: "exited with status 100: E: Unable to locate package".into(),
+        }),
     }
 }
 

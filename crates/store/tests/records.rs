@@ -56,6 +56,8 @@ fn op(id: &str) -> Operation {
         provision_failures: 0,
         short_zones: Vec::new(),
         hook_failure: None,
+        in_place: false,
+        update_failure: None,
     }
 }
 

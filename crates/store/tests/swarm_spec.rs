@@ -41,6 +41,8 @@ fn op(n: usize) -> Operation {
         provision_failures: 0,
         short_zones: Vec::new(),
         hook_failure: None,
+        in_place: false,
+        update_failure: None,
     }
 }
 

@@ -345,6 +345,14 @@ impl Cluster for SwarmCluster {
         Ok(self.engine().await?.demote(node, fence).await?)
     }
 
+    async fn promote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        Ok(self.engine().await?.promote(node, fence).await?)
+    }
+
+    async fn activate(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        Ok(self.engine().await?.activate(node, fence).await?)
+    }
+
     async fn heal_ghost(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         Ok(self.engine().await?.heal_ghost(node, fence).await?)
     }

@@ -180,7 +180,7 @@ async fn a_restart_mid_demotion_leaves_a_ghost_that_one_heal_removes() {
         // No ghost this time: make it a manager again for the next try.
         let engine = c.engine().await.unwrap();
         testkit::wait_for(Duration::from_secs(30), || async {
-            engine.promote(&victim).await.ok()
+            engine.promote(&victim, &drover_spi::Unfenced).await.ok()
         })
         .await
         .expect("promote again");
@@ -212,7 +212,12 @@ async fn a_restart_mid_demotion_leaves_a_ghost_that_one_heal_removes() {
     tokio::time::sleep(Duration::from_secs(6)).await;
     let n = node(&c, &victim).await.expect("still listed");
     assert!(n.raft.is_none() && !n.manager_role, "{n:?}");
-    c.engine().await.unwrap().promote(&victim).await.unwrap();
+    c.engine()
+        .await
+        .unwrap()
+        .promote(&victim, &drover_spi::Unfenced)
+        .await
+        .unwrap();
     let ns = three_reachable(&c).await;
     eprintln!(
         "fault tolerance back to 1 {:?} after the heal",

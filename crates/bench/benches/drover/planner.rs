@@ -79,6 +79,7 @@ fn node(id: String, group: &str, link: String, manager: Option<bool>) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 
@@ -175,6 +176,8 @@ impl Fixture {
                 provision_failures: 0,
                 short_zones: Vec::new(),
                 hook_failure: None,
+                in_place: false,
+                update_failure: None,
             });
         }
         let observed = Observed {

@@ -35,6 +35,22 @@ impl InstanceProvider for MeteredProvider {
         self.inner.listing_is_complete()
     }
 
+    fn updates_in_place(&self) -> bool {
+        self.inner.updates_in_place()
+    }
+
+    async fn run_update(
+        &self,
+        instance: &str,
+        run: &drover_core::in_place::UpdateRun,
+        fence: &dyn Fence,
+    ) -> Result<drover_core::in_place::UpdateOutcome, ProviderError> {
+        let f = self.inner.run_update(instance, run, fence);
+        self.metrics
+            .timed(PROVIDER, "run_update", f, Result::is_err)
+            .await
+    }
+
     async fn boot_log(
         &self,
         instance: &str,
@@ -119,6 +135,18 @@ impl Cluster for MeteredCluster {
         let f = self.inner.demote(node, fence);
         self.metrics
             .timed(ENGINE, "demote", f, Result::is_err)
+            .await
+    }
+    async fn promote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let f = self.inner.promote(node, fence);
+        self.metrics
+            .timed(ENGINE, "promote", f, Result::is_err)
+            .await
+    }
+    async fn activate(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        let f = self.inner.activate(node, fence);
+        self.metrics
+            .timed(ENGINE, "activate", f, Result::is_err)
             .await
     }
     async fn demote_self_and_leave(

@@ -11,7 +11,7 @@ use crate::execute::{self, Failure, StepError};
 use crate::observe::Stored;
 use crate::tokens;
 use drover_core::execute::{self as execute_plan, Carry, Execution, JournalWrite};
-use drover_core::journal::{HookFailed, Operation, Step};
+use drover_core::journal::{HookFailed, Operation, Step, UpdateFailed};
 use drover_core::plan::{Action, Plan};
 use drover_core::spec::HookOnFailure;
 use drover_spi::{Epoch, Event, EventAction, StoreError, Write};
@@ -287,7 +287,7 @@ impl Controller {
         lead: &Leading,
     ) {
         let op = action.op_id().unwrap_or_default().to_string();
-        let hand_over = matches!(action, Action::DemoteSelfAndLeave { .. });
+        let hand_over = drover_core::execute::ends_the_walk(action);
         if hand_over {
             self.hand_over(lead, &op);
         }
@@ -401,6 +401,18 @@ impl Controller {
         if let Action::RunHook { step, hook, .. } = &done.action {
             self.record_hook(&done.op, *step, hook.on_failure, &done.result)
                 .await;
+        }
+        if let (Action::RunUpdate { config, .. }, Err(StepError::Update(outcome))) =
+            (&done.action, &done.result)
+        {
+            let failed = UpdateFailed {
+                config: config.clone(),
+                summary: outcome.summary(),
+            };
+            self.update_entry(&done.op, "an update's failure", |o| {
+                o.update_failure = Some(failed)
+            })
+            .await;
         }
     }
 

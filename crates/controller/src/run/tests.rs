@@ -47,6 +47,12 @@ impl Cluster for Held {
     async fn demote(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
         Ok(())
     }
+    async fn promote(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        Ok(())
+    }
+    async fn activate(&self, _: &str, _fence: &dyn drover_spi::Fence) -> Result<(), ClusterError> {
+        Ok(())
+    }
     async fn demote_self_and_leave(
         &self,
         _: &str,

@@ -153,6 +153,10 @@ pub struct Node {
     /// (`plan::Ghost`). Asked only of such nodes.
     #[serde(default)]
     pub engine_no_manager: bool,
+    /// The version its engine reports (`Description.Engine.EngineVersion`):
+    /// what an engine upgrade moves, shown by `drover plan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
 }
 
 impl Node {
@@ -271,6 +275,7 @@ mod tests {
             locked: false,
             left: false,
             engine_no_manager: false,
+            engine_version: None,
         }
     }
 

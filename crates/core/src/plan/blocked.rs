@@ -78,6 +78,16 @@ pub(crate) enum Blocked {
         /// When it is called again.
         retry: Duration,
     },
+    /// An in-place update failed on a member's machine (its command's
+    /// status and last lines): not run again for this config.
+    UpdateFailed {
+        /// The machine, left out of service.
+        instance: String,
+        /// The operation.
+        op: String,
+        /// How it ended ([`crate::in_place::UpdateOutcome::summary`]).
+        summary: String,
+    },
     /// A drain timed out with `drain.on_timeout: block`.
     DrainTimedOut {
         /// The node.
@@ -175,6 +185,14 @@ impl fmt::Display for Blocked {
                 "hook {} of {op} failed ({attempts} time(s)): {message}; called again within {}s",
                 point.as_str(),
                 retry.as_secs()
+            ),
+            Blocked::UpdateFailed {
+                instance,
+                op,
+                summary,
+            } => write!(
+                f,
+                "the in-place update of {instance} ({op}) failed: {summary}; the machine is left out of service and nothing else is touched: fix update.in_place and apply (it runs again), or `drover replace {instance}`"
             ),
             Blocked::DrainTimedOut { node, tasks } => write!(
                 f,

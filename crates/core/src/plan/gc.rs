@@ -318,6 +318,8 @@ impl Planner<'_> {
             provision_failures: 0,
             short_zones: Vec::new(),
             hook_failure: None,
+            in_place: false,
+            update_failure: None,
         }
     }
 

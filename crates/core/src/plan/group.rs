@@ -240,6 +240,10 @@ impl<'a> Planner<'a> {
             zone: i.zone().map(str::to_string),
             is_self: self.facts.world.is_self(i.link()),
         });
+        let in_place = kind == OpKind::Roll
+            && d.spec.update.strategy == Strategy::InPlace
+            && target.is_none()
+            && victim.is_some();
         Operation {
             id: self.new_op_id(&d.spec.name),
             group: d.spec.name.clone(),
@@ -257,6 +261,8 @@ impl<'a> Planner<'a> {
             provision_failures: 0,
             short_zones: Vec::new(),
             hook_failure: None,
+            in_place,
+            update_failure: None,
         }
     }
 

@@ -39,6 +39,7 @@ mod group;
 mod health;
 mod hook;
 mod in_flight;
+mod in_place;
 mod leader;
 pub(crate) mod lifetime;
 mod members;
@@ -65,6 +66,7 @@ pub use health::Health;
 pub use members::{MemberStatus, member_status};
 pub use memory::Memory;
 pub use refusal::{Quorum, Refusal};
+pub use stage::RollEntry;
 pub use status::SwarmProblem;
 pub use zones::ZONE_BACKOFF;
 
@@ -238,6 +240,40 @@ pub enum Action {
         /// The controller's own node id.
         node: String,
     },
+    /// The leader's own demotion for its in-place update: leadership moves
+    /// on and this controller stands down; the next leader carries on.
+    DemoteSelf {
+        /// Operation id.
+        op: String,
+        /// The controller's own node id.
+        node: String,
+    },
+    /// Run the group's in-place update on a machine, then tag it with
+    /// `config` (what it now is) when the update succeeded.
+    RunUpdate {
+        /// Operation id.
+        op: String,
+        /// Provider instance id.
+        instance: String,
+        /// The config hash the machine is tagged with after the update.
+        config: String,
+        /// The rendered command and its bound.
+        run: Box<crate::in_place::UpdateRun>,
+    },
+    /// Promote an updated node back to manager.
+    Promote {
+        /// Operation id.
+        op: String,
+        /// Node id.
+        node: String,
+    },
+    /// Set a node's availability back to active.
+    Activate {
+        /// Operation id.
+        op: String,
+        /// Node id.
+        node: String,
+    },
     /// Destroy a machine.
     Destroy {
         /// Operation id.
@@ -300,6 +336,10 @@ impl Action {
             Action::Drain { .. } => "drain",
             Action::Demote { .. } => "demote",
             Action::DemoteSelfAndLeave { .. } => "demote_self_and_leave",
+            Action::DemoteSelf { .. } => "demote_self",
+            Action::RunUpdate { .. } => "run_update",
+            Action::Promote { .. } => "promote",
+            Action::Activate { .. } => "activate",
             Action::Destroy { .. } => "destroy",
             Action::RemoveNode { .. } => "remove_node",
             Action::RunHook { .. } => "run_hook",
@@ -318,6 +358,10 @@ impl Action {
             | Action::Drain { op, .. }
             | Action::Demote { op, .. }
             | Action::DemoteSelfAndLeave { op, .. }
+            | Action::DemoteSelf { op, .. }
+            | Action::RunUpdate { op, .. }
+            | Action::Promote { op, .. }
+            | Action::Activate { op, .. }
             | Action::Destroy { op, .. }
             | Action::RemoveNode { op, .. }
             | Action::RunHook { op, .. }
@@ -333,6 +377,10 @@ impl Action {
             Action::Drain { .. } => Some(Step::Drain),
             Action::Demote { .. } => Some(Step::Demote),
             Action::DemoteSelfAndLeave { .. } => Some(Step::DemoteSelfAndLeave),
+            Action::DemoteSelf { .. } => Some(Step::DemoteSelf),
+            Action::RunUpdate { .. } => Some(Step::Update),
+            Action::Promote { .. } => Some(Step::Promote),
+            Action::Activate { .. } => Some(Step::Activate),
             Action::Destroy { .. } => Some(Step::Destroy),
             Action::RemoveNode { .. } => Some(Step::RemoveNode),
             Action::RunHook { step, .. } | Action::HealGhost { step, .. } => Some(*step),
@@ -381,6 +429,14 @@ impl Action {
             Action::DemoteSelfAndLeave { node, .. } => {
                 format!("demote self ({node}), wait out of raft, leave, stand down")
             }
+            Action::DemoteSelf { node, .. } => {
+                format!("demote self ({node}) for its in-place update, stand down")
+            }
+            Action::RunUpdate {
+                instance, config, ..
+            } => format!("update instance {instance} in place (to config {config})"),
+            Action::Promote { node, .. } => format!("promote node {node}"),
+            Action::Activate { node, .. } => format!("activate node {node}"),
             Action::Destroy { instance, .. } => format!("destroy instance {instance}"),
             Action::RemoveNode { node, force, .. } => {
                 format!("remove node {node}{}", if *force { " (force)" } else { "" })
@@ -537,6 +593,13 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     let mut planner = group::Planner::new(input);
     planner.run();
     planner.finish()
+}
+
+/// Every member a roll of `input`'s desired state would take, in the order
+/// it would take them (`drover plan`): the same rules as [`plan`]'s roll,
+/// with each member's engine version as its node reports it.
+pub fn rollout(input: PlanInput<'_>) -> Vec<RollEntry> {
+    group::Planner::new(input).rollout()
 }
 
 /// Tags a new machine for `op` must carry (the shell adds provider-specific ones).

@@ -76,7 +76,6 @@ impl<'a> Planner<'a> {
         let Some(view) = self.judgeable_view(op) else {
             return;
         };
-        let step_timeout = view.d.spec.update.step_timeout;
         // What the op works on, looked up once for all its steps.
         let victim = op.victim.as_ref();
         let node = victim.and_then(|v| {
@@ -94,6 +93,7 @@ impl<'a> Planner<'a> {
             return self.abandon(op, slot, &view, &subjects, None);
         }
         for step in op.steps_with_hooks(&view.d.spec.hooks) {
+            let step_timeout = super::in_place::step_timeout(step, view.d);
             let state = self.step_state(op, step, &view, &subjects);
             let key = || Timer::Step(op.id.clone(), step);
             match state {
@@ -285,6 +285,12 @@ impl<'a> Planner<'a> {
             victim_inst,
             replacement,
         };
+        if op.in_place && step.before_update() && s.victim_inst.is_some_and(|m| m.current()) {
+            // Updated (the machine carries the group's config): the steps
+            // that took it out of service did their part, and the node
+            // back in service no longer reads as their world.
+            return StepState::Done;
+        }
         match step {
             Step::Provision => self.provision(s),
             Step::AwaitHealthy => self.await_healthy(s),
@@ -292,6 +298,10 @@ impl<'a> Planner<'a> {
             Step::Demote => self.demote(s),
             Step::AwaitOutOfRaft => self.await_out_of_raft(s),
             Step::DemoteSelfAndLeave => self.demote_self_and_leave(s),
+            Step::DemoteSelf => self.demote_self(s),
+            Step::Update => self.update(s),
+            Step::Promote => self.promote(s),
+            Step::Activate => self.activate(s),
             Step::Destroy => self.destroy(s),
             Step::RemoveNode => self.remove_node(s),
             Step::PreDrainHook

@@ -341,7 +341,12 @@ impl<'a> Planner<'a> {
     /// The former leader, still a manager (its controller crashed before
     /// it demoted itself): demoted through the manager gate, or the op
     /// steps aside while nothing was disrupted yet.
-    fn demote_former_leader<'o>(&self, op: &'o Operation, step: Step, n: &'a Node) -> StepState<'o>
+    pub(super) fn demote_former_leader<'o>(
+        &self,
+        op: &'o Operation,
+        step: Step,
+        n: &'a Node,
+    ) -> StepState<'o>
     where
         'a: 'o,
     {

@@ -102,6 +102,7 @@ pub(super) fn node(link: &str, manager: bool, leader: bool) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

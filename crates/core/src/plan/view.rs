@@ -236,7 +236,14 @@ impl<'a> View<'a> {
                 .victim
                 .as_ref()
                 .and_then(|v| self.victim_position(world, v)),
-            replacement: self.link_position(world, &op.id),
+            // In place, the member is its own successor.
+            replacement: if op.in_place {
+                op.victim
+                    .as_ref()
+                    .and_then(|v| self.victim_position(world, v))
+            } else {
+                self.link_position(world, &op.id)
+            },
         }
     }
 
@@ -251,7 +258,9 @@ impl<'a> View<'a> {
     pub(crate) fn busy(&self, found: impl Iterator<Item = Found>) -> Vec<Busy> {
         let mut busy = vec![Busy::default(); self.described.as_ref().map_or(0, Vec::len)];
         for f in found {
-            if let Some(k) = f.victim {
+            // In place, the member is its own successor: it stays in the
+            // group (busy, not leaving).
+            if let Some(k) = f.victim.filter(|_| f.victim != f.replacement) {
                 busy[k].victim = true;
             }
             if let Some(k) = f.replacement {

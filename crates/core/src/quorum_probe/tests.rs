@@ -19,6 +19,7 @@ fn raft_node(id: &str, leader: bool, reachable: bool) -> crate::model::Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

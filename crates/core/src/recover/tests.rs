@@ -316,6 +316,7 @@ fn node(n: u8, state: NodeState, in_raft: bool) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

@@ -295,6 +295,9 @@ fn group_file(g: &GroupSpec) -> Value {
     if !g.update.windows.is_empty() {
         file["update"]["windows"] = g.update.windows.iter().map(window_file).collect();
     }
+    if let Some(u) = &g.update.in_place {
+        file["update"]["in_place"] = json!({"command": u.command, "timeout": duration(u.timeout)});
+    }
     if let Some(age) = g.health.max_age {
         file["health"]["max_age"] = json!(duration(age));
     }

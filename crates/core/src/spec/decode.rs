@@ -16,6 +16,7 @@ mod secrets;
 mod update;
 
 use crate::budget::{Amount, ServiceBudget};
+use crate::in_place::InPlace;
 use crate::quorum;
 use crate::template::{self, BootContext};
 use crate::yaml::{self, Node, Pos};
@@ -451,7 +452,12 @@ const UPDATE_FIELDS: &[&str] = &[
     "on_failure",
     "windows",
     "service_budget",
+    "in_place",
 ];
+const IN_PLACE_FIELDS: &[&str] = &["command", "timeout"];
+/// The providers that run an update on a machine they keep
+/// (`InstanceProvider::updates_in_place`).
+const IN_PLACE_PROVIDERS: &[&str] = &[INCUS_PROVIDER, LOCAL_PROVIDER, SIM_PROVIDER, "ssh"];
 const HEALTH_FIELDS: &[&str] = &[
     "startup_timeout",
     "unhealthy_after",

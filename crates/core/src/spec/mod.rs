@@ -237,14 +237,20 @@ pub struct DroverRelease {
     pub sha256: String,
 }
 
-/// Replace old-then-new, or add new-then-remove-old.
+/// Replace old-then-new, add new-then-remove-old, or keep the machine and
+/// update it where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// Remove the old member, then provision its replacement (same logical id).
     Replace,
     /// Provision the replacement first, then remove the old member.
     Surge,
+    /// Keep the machine: take the member out of service (drained; a
+    /// manager demoted out of the raft), run `update.in_place` on it, bring
+    /// it back (promoted, healthy for `watch`, active). A machine nothing
+    /// can recreate (hardware, a long-lived VM) is updated so.
+    InPlace,
 }
 
 /// What to do when a rollout step fails or times out.
@@ -287,6 +293,10 @@ pub struct UpdatePolicy {
     /// labels, while this group disrupts nodes ([`crate::budget`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_budget: Option<crate::budget::ServiceBudget>,
+    /// What `strategy: in_place` runs on each member's machine (set
+    /// exactly when the strategy is `in_place`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_place: Option<crate::in_place::InPlace>,
 }
 
 /// Health judgement timers.
@@ -424,7 +434,9 @@ impl GroupSpec {
         use crate::quorum::tolerance_when_whole as tolerates;
         let n = self.allocation.size();
         match self.update.strategy {
-            Strategy::Replace if self.spares.is_empty() => tolerates(n.saturating_sub(1)),
+            Strategy::Replace | Strategy::InPlace if self.spares.is_empty() => {
+                tolerates(n.saturating_sub(1))
+            }
             _ => tolerates(n),
         }
     }
@@ -491,7 +503,7 @@ pub mod defaults {
 }
 
 /// Durations serialise as humantime text (`"10s"`), as operators write them.
-mod humantime_serde_compat {
+pub(crate) mod humantime_serde_compat {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 

@@ -248,16 +248,17 @@ pub async fn live(
         with_file(previous, &spec, false),
         "apply of this file",
     )?;
-    let plan = drover_controller::preview(&ctx, &spec)
+    let preview = drover_controller::preview_with_rollout(&ctx, &spec)
         .await
         .map_err(anyhow::Error::from)?;
     if output == Output::Json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&plan).map_err(anyhow::Error::from)?
+            serde_json::to_string_pretty(&preview).map_err(anyhow::Error::from)?
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let plan = &preview.plan;
     if matches!(plan.swarm.problem, Some(SwarmProblem::Absent)) && current.is_some() {
         // A cluster is declared, yet no engine was given to look at it
         // through: say what this command lacks, not "no swarm".
@@ -297,10 +298,47 @@ pub async fn live(
     for line in &plan.explanation {
         println!("  why: {line}");
     }
+    print_rollout(&preview.rollout);
     println!(
         "(the next steps only; `drover plan --sim` shows a whole rollout with its fault-tolerance timeline)"
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rollout's order: each due member, its engine's version now, and
+/// what the roll brings it to.
+fn print_rollout(rollout: &[drover_core::plan::RollEntry]) {
+    if rollout.is_empty() {
+        return;
+    }
+    println!("rollout order (what the roll takes, first to last):");
+    println!(
+        "{:>4}  {:<12} {:<20} {:<14} {:<10} CHANGE",
+        "#", "GROUP", "MACHINE", "NODE", "ENGINE"
+    );
+    for (i, e) in rollout.iter().enumerate() {
+        let how = if e.in_place {
+            "updated in place"
+        } else {
+            "replaced by a new machine"
+        };
+        println!(
+            "{:>4}  {:<12} {:<20} {:<14} {:<10} {how}: config {} → {}{}",
+            i + 1,
+            e.group,
+            e.instance,
+            e.node.as_deref().map_or("-", short_id),
+            e.engine_version.as_deref().unwrap_or("?"),
+            e.from.as_deref().unwrap_or("none"),
+            e.to,
+            if e.leader { " (the leader: last)" } else { "" }
+        );
+    }
+}
+
+/// A node id's first 12 characters, as `docker node ls` shows it.
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(12)]
 }
 
 /// The swarm line when the swarm cannot be looked at from here (`why`).

@@ -67,6 +67,12 @@ impl Cluster for ProviderSwarm {
     async fn demote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         self.with().await?.demote(node, fence).await
     }
+    async fn promote(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        self.with().await?.promote(node, fence).await
+    }
+    async fn activate(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
+        self.with().await?.activate(node, fence).await
+    }
     async fn heal_ghost(&self, node: &str, fence: &dyn Fence) -> Result<(), ClusterError> {
         self.with().await?.heal_ghost(node, fence).await
     }

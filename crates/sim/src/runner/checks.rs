@@ -8,7 +8,10 @@ impl Runner {
     /// the fault tolerance it found at or above the manager group's roll
     /// floor below it (issue 18; a heal may, its victim being broken).
     pub(super) fn judge_floor(&mut self, what: &str, action: &Action, ft_before: i64) {
-        let (Action::Demote { op, .. } | Action::DemoteSelfAndLeave { op, .. }) = action else {
+        let (Action::Demote { op, .. }
+        | Action::DemoteSelfAndLeave { op, .. }
+        | Action::DemoteSelf { op, .. }) = action
+        else {
             return;
         };
         let voluntary = self

@@ -224,6 +224,35 @@ impl World {
         true
     }
 
+    /// `node promote` by drover (an in-place update's manager coming
+    /// back): a worker already promoted is left as it is.
+    pub fn promote_back(&mut self, node: &str) -> Result<(), Refusal> {
+        let n = self.nodes.get(node).ok_or(Refusal::NoSuchNode)?;
+        if n.node.manager_role && n.node.raft.is_some() {
+            return Ok(());
+        }
+        self.promote(node)
+    }
+
+    /// `node update --availability active`.
+    pub fn activate(&mut self, node: &str) -> Result<(), Refusal> {
+        let n = self.nodes.get_mut(node).ok_or(Refusal::NoSuchNode)?;
+        n.node.availability = Availability::Active;
+        n.drained_at = None;
+        Ok(())
+    }
+
+    /// An in-place update of machine `id` ran and succeeded: the machine
+    /// now carries `config`.
+    pub fn updated(&mut self, id: &str, config: &str) {
+        if let Some(i) = self.instances.get_mut(id) {
+            i.inst.tags.insert(
+                drover_core::model::tags::CONFIG.to_string(),
+                config.to_string(),
+            );
+        }
+    }
+
     /// `node update --availability drain`.
     pub fn drain(&mut self, node: &str) -> Result<(), Refusal> {
         self.heal_ghost(node);

@@ -95,6 +95,7 @@ fn node(id: &str, manager: bool) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

@@ -76,6 +76,12 @@ impl Cluster for Unseen {
     async fn demote(&self, _: &str, _: &dyn Fence) -> Result<(), ClusterError> {
         Self::refuse()
     }
+    async fn promote(&self, _: &str, _: &dyn Fence) -> Result<(), ClusterError> {
+        Self::refuse()
+    }
+    async fn activate(&self, _: &str, _: &dyn Fence) -> Result<(), ClusterError> {
+        Self::refuse()
+    }
     async fn demote_self_and_leave(
         &self,
         _: &str,

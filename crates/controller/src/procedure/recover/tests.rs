@@ -166,6 +166,7 @@ fn node(n: u8, state: NodeState, leader: bool) -> Node {
         locked: false,
         left: false,
         engine_no_manager: false,
+        engine_version: None,
     }
 }
 

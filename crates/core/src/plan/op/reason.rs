@@ -59,6 +59,10 @@ pub(crate) enum StepWait<'x> {
     Unlisted { instance: String, bound: Duration },
     /// The node to remove is still a manager.
     StillManager { node: &'x str },
+    /// The updated node is not back (Ready) yet.
+    NodeBack { node: &'x str },
+    /// The updated node's promotion back into the raft waits on a gate.
+    Promote { node: &'x str, no: Refusal },
     /// The node is a ghost raft member (`plan::ghost`) whose heal waits on
     /// a gate.
     GhostHeal { node: &'x str, no: Refusal },
@@ -137,6 +141,12 @@ impl fmt::Display for StepWait<'_> {
             StepWait::StillManager { node } => {
                 write!(f, "node {node} is still a manager: demote first")
             }
+            StepWait::NodeBack { node } => {
+                write!(f, "waiting for node {node} to be Ready after its update")
+            }
+            StepWait::Promote { node, no } => {
+                write!(f, "promotion of {node} back into the raft waits: {no}")
+            }
             StepWait::GhostHeal { node, no } => write!(
                 f,
                 "node {node} is a ghost raft member (a worker by spec, unreachable, no manager behind it): its heal waits: {no}"
@@ -166,6 +176,9 @@ pub(crate) enum Abandon {
     FormerLeaderUnsafe { node: String, no: Refusal },
     /// The victim leads and another raft member is to be rolled first.
     LeaderGoesLast { node: String, other: String },
+    /// An operator asked to replace the machine whose in-place update
+    /// failed: the update ends here and the roll replaces the machine.
+    ReplaceRequested { instance: String },
 }
 
 impl fmt::Display for Abandon {
@@ -183,6 +196,10 @@ impl fmt::Display for Abandon {
             Abandon::FormerLeaderUnsafe { node, no } => {
                 write!(f, "demotion of former leader {node} no longer safe: {no}")
             }
+            Abandon::ReplaceRequested { instance } => write!(
+                f,
+                "its update failed and an operator asked to replace {instance}: a new machine takes its place"
+            ),
             Abandon::LeaderGoesLast { node, other } => write!(
                 f,
                 "node {node} leads and {other} is not current and healthy yet: the leader goes last"

@@ -23,6 +23,8 @@ mod heal;
 mod reap;
 mod retire;
 mod roll;
+
+pub use roll::RollEntry;
 mod spare;
 
 use super::DesiredGroup;

@@ -160,6 +160,8 @@ impl<'a> Planner<'a> {
             provision_failures: 0,
             short_zones: Vec::new(),
             hook_failure: None,
+            in_place: false,
+            update_failure: None,
         }
     }
 }

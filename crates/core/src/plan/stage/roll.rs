@@ -86,16 +86,7 @@ impl<'a> Planner<'a> {
             .iter()
             .copied()
             .enumerate()
-            .map(|(k, i)| {
-                Reverse((
-                    self.facts.world.is_self(i.link()) || self.is_leader(i),
-                    i.healthy(),
-                    i.zone(),
-                    i.logical_id(),
-                    IdOrder::of(&i.id),
-                    k,
-                ))
-            })
+            .map(|(k, i)| Reverse(self.roll_key(i, k)))
             .collect();
         let settled = Settled::count(&g.free);
         while let Some(Reverse((.., k))) = order.pop() {
@@ -114,13 +105,19 @@ impl<'a> Planner<'a> {
                 }
                 continue;
             }
-            let target = Target {
+            let due = self.due(d, inst);
+            // An in-place group updates a member built from another config
+            // where it is; one an operator asked to replace, or past its
+            // max_age, is replaced by a new machine all the same.
+            let in_place =
+                d.spec.update.strategy == Strategy::InPlace && matches!(due, Some(Due::Config(_)));
+            let target = (!in_place).then(|| Target {
                 logical_id: inst.logical_id().map(str::to_string),
                 zone: inst.zone().map(str::to_string),
                 attempt: 1,
-            };
-            let why = self.due(d, inst).map_or("", Due::note);
-            let op = self.make_op(d, OpKind::Roll, Some(inst), Some(target));
+            });
+            let why = due.map_or("", Due::note);
+            let op = self.make_op(d, OpKind::Roll, Some(inst), target);
             let leader = if op.victim.as_ref().is_some_and(|v| v.is_self) {
                 " (the leader, self: last)"
             } else {
@@ -132,12 +129,89 @@ impl<'a> Planner<'a> {
                 let old = inst.config().unwrap_or("none");
                 format!(" (config {old} → {})", d.hash)
             };
-            self.begin(op, format!("roll: replace {}{leader}{config}", inst.id));
+            let how = if in_place {
+                "update in place"
+            } else {
+                "replace"
+            };
+            self.begin(op, format!("roll: {how} {}{leader}{config}", inst.id));
             if is_manager {
                 break;
             }
         }
     }
+}
+
+impl<'a> Planner<'a> {
+    /// `i`'s place in the rollout order, `k` its position among the
+    /// outdated members: the one rule for the order, which the roll and
+    /// [`Planner::rollout`] read.
+    fn roll_key<'i>(&self, i: &'i Member<'_>, k: usize) -> RollKey<'i> {
+        (
+            self.facts.world.is_self(i.link()) || self.is_leader(i),
+            i.healthy(),
+            i.zone(),
+            i.logical_id(),
+            IdOrder::of(&i.id),
+            k,
+        )
+    }
+
+    /// Every member a roll would take now, in the order it takes them:
+    /// group after group (managers first), each group's due members in
+    /// rollout order (the leader last). For `drover plan`: it sorts every
+    /// due member, which a pass never does.
+    pub(crate) fn rollout(&self) -> Vec<RollEntry> {
+        let mut out = Vec::new();
+        for v in &self.facts.views {
+            let Ok(g) = self.group(v) else { continue };
+            let d = g.d();
+            let mut due: Vec<(RollKey<'_>, &Member<'_>)> = g
+                .free
+                .iter()
+                .copied()
+                .filter(|i| !d.spec.is_spare(i.logical_id()))
+                .filter(|i| self.due(d, i).is_some())
+                .enumerate()
+                .map(|(k, i)| (self.roll_key(i, k), i))
+                .collect();
+            due.sort_by(|a, b| a.0.cmp(&b.0));
+            out.extend(due.into_iter().map(|(key, i)| RollEntry {
+                group: d.spec.name.clone(),
+                instance: i.id.clone(),
+                node: i.node.map(|n| n.id.clone()),
+                engine_version: i.node.and_then(|n| n.engine_version.clone()),
+                in_place: d.spec.update.strategy == Strategy::InPlace
+                    && matches!(self.due(d, i), Some(Due::Config(_))),
+                from: i.config().map(str::to_string),
+                to: d.hash.clone(),
+                leader: key.0,
+            }));
+        }
+        out
+    }
+}
+
+/// One member in the order a roll takes them ([`crate::plan::rollout`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RollEntry {
+    /// Its group.
+    pub group: String,
+    /// Its machine.
+    pub instance: String,
+    /// Its swarm node, if it has one.
+    pub node: Option<String>,
+    /// The version its engine reports now, if its node does.
+    pub engine_version: Option<String>,
+    /// Updated where it is (`strategy: in_place`), else replaced by a new
+    /// machine.
+    pub in_place: bool,
+    /// The config it was built from (`None`: it carries none).
+    pub from: Option<String>,
+    /// The config the roll brings it to.
+    pub to: String,
+    /// It is the leader (or the controller's own machine): last.
+    pub leader: bool,
 }
 
 /// A roll candidate's place in the rollout order: the leader (or this

@@ -392,6 +392,9 @@ impl Decoder<'_> {
                 .map(|a| (a, spares.as_deref().unwrap_or_default())),
             f.pos,
         );
+        if let (Some(u), Some(p)) = (&update, provider) {
+            self.in_place_provider(node, path, p, u);
+        }
         let health = self.health(f.get("health"), &join(path, "health"));
         let drain = self.drain(f.get("drain"), &join(path, "drain"));
         let rollout_after = self.rollout(f.get("rollout"), &join(path, "rollout"));

@@ -62,6 +62,7 @@ impl Decoder<'_> {
                 .service_budget(n, &join(path, "service_budget"))
                 .map(Some),
         };
+        let in_place = self.in_place(f.get("in_place"), &join(path, "in_place"));
         let draft = UpdateDraft {
             strategy,
             min_fault_tolerance,
@@ -71,6 +72,7 @@ impl Decoder<'_> {
             step_timeout,
         };
         self.update_rules(&f, path, role, alloc, spares, &draft);
+        self.in_place_rules(&f, path, strategy, in_place.as_ref());
         role?;
         Some(UpdatePolicy {
             strategy: strategy?,
@@ -82,7 +84,110 @@ impl Decoder<'_> {
             on_failure: on_failure?,
             windows: windows?,
             service_budget: service_budget?,
+            in_place: in_place?,
         })
+    }
+
+    /// `update.in_place`: the command (a template over
+    /// [`UpdateContext`](crate::in_place::UpdateContext), checked by
+    /// rendering it with example facts) and its timeout. `Some(None)` when
+    /// absent; `None` when refused (already reported).
+    fn in_place(&mut self, node: Option<&Node>, path: &str) -> Option<Option<InPlace>> {
+        let Some(node) = node else { return Some(None) };
+        let f = self.fields(node, path, IN_PLACE_FIELDS)?;
+        let field = join(path, "command");
+        let command = match f.get("command") {
+            None => {
+                self.error(f.pos, &field, "expected the command that updates a member's machine (a shell script run as root), e.g. `apt-get install -y docker.io`");
+                None
+            }
+            Some(n) => self.string(n, &field).and_then(|text| {
+                if text.trim().is_empty() {
+                    self.error(
+                        n.pos(),
+                        &field,
+                        "is empty: give the command that updates a member's machine",
+                    );
+                    return None;
+                }
+                match crate::template::render_value(
+                    &text,
+                    &crate::in_place::UpdateContext::example(),
+                ) {
+                    Ok(_) => Some(text),
+                    Err(e) => {
+                        self.error(
+                            n.pos(),
+                            &field,
+                            format!(
+                                "{e}; the command may use {}",
+                                crate::in_place::TEMPLATE_VARIABLES
+                            ),
+                        );
+                        None
+                    }
+                }
+            }),
+        };
+        let timeout = self.duration(
+            f.get("timeout"),
+            &join(path, "timeout"),
+            crate::in_place::DEFAULT_TIMEOUT,
+        );
+        if let (Some(t), Some(n)) = (timeout, f.get("timeout"))
+            && t.is_zero()
+        {
+            self.error(
+                n.pos(),
+                &join(path, "timeout"),
+                "must be longer than zero: an update takes time; try 15m",
+            );
+            return None;
+        }
+        Some(Some(InPlace {
+            command: command?,
+            timeout: timeout?,
+        }))
+    }
+
+    /// `strategy: in_place` needs a provider that runs commands on the
+    /// machines it keeps ([`IN_PLACE_PROVIDERS`]).
+    pub(super) fn in_place_provider(
+        &mut self,
+        group: &Node,
+        path: &str,
+        provider: &str,
+        update: &UpdatePolicy,
+    ) {
+        if update.strategy != Strategy::InPlace || IN_PLACE_PROVIDERS.contains(&provider) {
+            return;
+        }
+        let at = field_pos(group, &["update", "strategy"]).unwrap_or_else(|| group.pos());
+        self.error(at, &join(path, "update.strategy"), format!(
+            "provider `{provider}` cannot run an update on a machine it keeps (in_place works with {}); use strategy: replace or surge",
+            IN_PLACE_PROVIDERS.join(", ")
+        ));
+    }
+
+    /// `strategy: in_place` and `in_place` go together.
+    fn in_place_rules(
+        &mut self,
+        f: &Fields<'_>,
+        path: &str,
+        strategy: Option<Strategy>,
+        in_place: Option<&Option<InPlace>>,
+    ) {
+        match (strategy, in_place) {
+            (Some(Strategy::InPlace), Some(None)) => {
+                let at = f.get("strategy").map_or(f.pos, Node::pos);
+                self.error(at, &join(path, "in_place"), "strategy: in_place needs in_place.command: the command that updates a member's machine (e.g. in_place: {command: \"apt-get install -y docker.io\"})");
+            }
+            (Some(s), Some(Some(_))) if s != Strategy::InPlace => {
+                let at = f.get("in_place").map_or(f.pos, Node::pos);
+                self.error(at, &join(path, "in_place"), "applies to strategy: in_place only; set strategy: in_place, or remove in_place");
+            }
+            _ => {}
+        }
     }
 
     /// `update.service_budget`: exactly one of `max_unavailable` and
@@ -108,7 +213,11 @@ impl Decoder<'_> {
         self.choice(
             f.get("strategy"),
             &join(path, "strategy"),
-            &[("replace", Strategy::Replace), ("surge", Strategy::Surge)],
+            &[
+                ("replace", Strategy::Replace),
+                ("surge", Strategy::Surge),
+                ("in_place", Strategy::InPlace),
+            ],
             default_strategy,
         )
     }
@@ -196,9 +305,11 @@ impl Decoder<'_> {
         };
         match (draft.min_fault_tolerance, draft.strategy) {
             (Some(m), _) if m > converged => self.error(at, &field, format!("{m} is more than a group of {n} managers tolerates when whole ({converged}); use at most {converged}")),
-            (Some(m), Some(Strategy::Replace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{fix}")),
-            (None, Some(Strategy::Replace)) if n > 1 && in_place < converged => {
-                let why = if a.is_pets() {
+            (Some(m), Some(Strategy::Replace | Strategy::InPlace)) if m > in_place && n > 1 => self.error(at, &field, format!("{m} cannot be held while a member is replaced in place ({n} managers run at {in_place} then): the roll could never start; use at most {in_place}{fix}")),
+            (None, Some(s @ (Strategy::Replace | Strategy::InPlace))) if n > 1 && in_place < converged => {
+                let why = if s == Strategy::InPlace {
+                    "each member leaves the raft for its update and no spare slot is declared (allocation.spare_ids)"
+                } else if a.is_pets() {
                     "each pet is replaced in place (two machines cannot hold one address) and no spare slot is declared (allocation.spare_ids)"
                 } else {
                     "each member is replaced in place (strategy: surge would add its successor first)"
@@ -225,16 +336,19 @@ impl Decoder<'_> {
         if let (Some(Strategy::Surge), Some(Allocation::LogicalIds(_))) = (draft.strategy, alloc) {
             self.error(at("strategy"), &join(path, "strategy"), "surge cannot be used with logical_ids: the replacement would need the logical id (address) the old member still holds; use strategy: replace");
         }
-        if let (Some(Strategy::Replace), Some(a)) = (draft.strategy, alloc)
+        if let (Some(s @ (Strategy::Replace | Strategy::InPlace)), Some(a)) =
+            (draft.strategy, alloc)
             && role == Some(Role::Manager)
             && a.size() == 1
         {
-            let fix = if a.is_pets() {
-                "declare 3 logical ids, or use size: 1 with strategy: surge"
+            let why = if s == Strategy::InPlace {
+                "a single manager cannot be updated in place: its demotion would leave the swarm without a manager; run 3 managers"
+            } else if a.is_pets() {
+                "a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; declare 3 logical ids, or use size: 1 with strategy: surge"
             } else {
-                "use strategy: surge (adds the new manager first) or run 3 managers"
+                "a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; use strategy: surge (adds the new manager first) or run 3 managers"
             };
-            self.error(at("strategy"), &join(path, "strategy"), format!("a single manager cannot be replaced in place: the swarm would have no manager while its replacement starts; {fix}"));
+            self.error(at("strategy"), &join(path, "strategy"), why);
         }
         self.floor_rules(f, path, role, alloc, spares, draft);
         if role == Some(Role::Manager) && draft.max_in_flight.is_some_and(|m| m != 1) {

@@ -1,0 +1,150 @@
+//! The steps only an in-place update has (`update.strategy: in_place`),
+//! each judged from the world: the leader's own demotion, the update on
+//! the machine, the promotion back into the raft, the return to service.
+//! The drain, the demotion of a follower, the wait out of the raft and
+//! the watch are the roll's own (`steps.rs`).
+
+use super::Action;
+use super::blocked::Blocked;
+use super::group::Planner;
+use super::op::{Abandon, StepOf, StepState, StepWait, undisrupted};
+use crate::in_place::{UpdateContext, run_for};
+use crate::model::{Availability, NodeState};
+use std::time::Duration;
+
+impl<'a> Planner<'a> {
+    /// DemoteSelf: the leader's own demotion (leadership moves on at once,
+    /// swarm-facts), gated as its hand-over is; seen by the next leader,
+    /// the former leader's demotion if it crashed before it.
+    pub(super) fn demote_self<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let (op, step, node) = (s.op, s.step, s.node);
+        let Some(n) = node.filter(|n| n.manager_role) else {
+            return StepState::Done;
+        };
+        if !self.facts.world.is_self(s.vlink()) {
+            return self.demote_former_leader(op, step, n);
+        }
+        if let Some(why) = self.leader_goes_last(op, step, n) {
+            return why;
+        }
+        match self.healthy_manager_gate(Some(&op.id), Some(n), self.floor_of(op)) {
+            Some(no) if undisrupted(op, step) => {
+                StepState::Abandon(Abandon::SelfDemotionUnsafe(no))
+            }
+            Some(no) => StepState::Wait(StepWait::SelfDemotion { no }),
+            None => StepState::Act(Action::DemoteSelf {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            }),
+        }
+    }
+
+    /// Update: done once the machine carries the group's config (the
+    /// controller tags it so when the update succeeded); a failure
+    /// recorded for this config blocks the group, nothing else touched.
+    /// A machine no longer listed is the heal's (its slot is empty).
+    pub(super) fn update<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let (op, d) = (s.op, s.view.d);
+        let Some(inst) = s.victim_inst else {
+            return StepState::Done;
+        };
+        if inst.current() {
+            return StepState::Done;
+        }
+        if let Some(failed) = op.update_failure.as_ref().filter(|f| f.config == d.hash) {
+            if self.facts.input.desired.replace.contains(&inst.id) {
+                return StepState::Abandon(Abandon::ReplaceRequested {
+                    instance: inst.id.clone(),
+                });
+            }
+            return StepState::Fail(Blocked::UpdateFailed {
+                instance: inst.id.clone(),
+                op: op.id.clone(),
+                summary: failed.summary.clone(),
+            });
+        }
+        let Some(spec) = &d.spec.update.in_place else {
+            // The group no longer updates in place: its roll replaces the
+            // member once this operation ends.
+            return StepState::Done;
+        };
+        let ctx = UpdateContext {
+            cluster_id: self.facts.input.desired.cluster_id.clone(),
+            group: d.spec.name.clone(),
+            role: d.spec.role.as_str().to_string(),
+            instance: inst.id.clone(),
+            logical_id: inst.logical_id().unwrap_or_default().to_string(),
+        };
+        match run_for(spec, &ctx) {
+            Ok(run) => StepState::Act(Action::RunUpdate {
+                op: op.id.clone(),
+                instance: inst.id.clone(),
+                config: d.hash.clone(),
+                run: Box::new(run),
+            }),
+            Err(e) => StepState::Fail(Blocked::UpdateFailed {
+                instance: inst.id.clone(),
+                op: op.id.clone(),
+                summary: format!("update.in_place.command does not render: {e}"),
+            }),
+        }
+    }
+
+    /// Promote: an updated manager's node back into the raft, once it is
+    /// Ready and a member may be added (the same gate as a new manager's
+    /// join: a voter that has not caught up counts against the quorum).
+    pub(super) fn promote<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        let (op, node) = (s.op, s.node);
+        let Some(n) = node else {
+            return StepState::Wait(StepWait::NodeBack {
+                node: s.victim().and_then(|v| v.node.as_deref()).unwrap_or("?"),
+            });
+        };
+        if n.manager_role {
+            return StepState::Done;
+        }
+        if n.state != NodeState::Ready {
+            return StepState::Wait(StepWait::NodeBack { node: &n.id });
+        }
+        match self.add_manager_gate() {
+            Some(no) => StepState::Wait(StepWait::Promote { node: &n.id, no }),
+            None => StepState::Act(Action::Promote {
+                op: op.id.clone(),
+                node: n.id.clone(),
+            }),
+        }
+    }
+
+    /// Activate: the node takes tasks again.
+    pub(super) fn activate<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
+    where
+        'a: 'o,
+    {
+        match s.node {
+            Some(n) if n.availability != Availability::Active => StepState::Act(Action::Activate {
+                op: s.op.id.clone(),
+                node: n.id.clone(),
+            }),
+            _ => StepState::Done,
+        }
+    }
+}
+
+/// How long an operation's `step` may take: an update runs for up to its
+/// own timeout, on top of the step timeout every step has.
+pub(super) fn step_timeout(step: crate::journal::Step, d: &super::DesiredGroup) -> Duration {
+    let base = d.spec.update.step_timeout;
+    match (&d.spec.update.in_place, step) {
+        (Some(u), crate::journal::Step::Update) => base + u.timeout,
+        _ => base,
+    }
+}
