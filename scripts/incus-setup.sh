@@ -3,7 +3,9 @@
 #   incus-setup.sh packages   enable bookworm-backports (derived from this
 #                             machine's apt sources, never a hard-coded
 #                             mirror) and install incus, mmdebstrap,
-#                             dnsmasq-base, btrfs-progs
+#                             dnsmasq-base, btrfs-progs, zstd (the images'
+#                             packing), apt-utils (apt-ftparchive, the
+#                             upgrade repository's index)
 #   incus-setup.sh daemon     start incusd unless it answers (machines
 #                             without systemd: in a session of its own, with
 #                             the limits its systemd unit gives it, its log in
@@ -24,7 +26,7 @@ packages)
   fi
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -t bookworm-backports incus
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y mmdebstrap dnsmasq-base btrfs-progs
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y mmdebstrap dnsmasq-base btrfs-progs zstd apt-utils
   ;;
 daemon)
   if ! $SUDO incus info >/dev/null 2>&1; then

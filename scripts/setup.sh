@@ -35,10 +35,13 @@ fi
 # Incus (the incus provider's machines), with DROVER_INCUS=1 (scripts/test.sh
 # sets it unless told DROVER_INCUS=0; the demo and benchmarks need none):
 # from bookworm-backports, on the mirror this machine's apt sources already
-# use; mmdebstrap builds its image (scripts/incus-image.sh, at the first test
-# that needs it), btrfs-progs makes its storage pool.
+# use; mmdebstrap builds its images (scripts/incus-image.sh, at the first test
+# that needs one) and zstd packs them, btrfs-progs makes its storage pool,
+# apt-ftparchive (apt-utils) indexes the in-place upgrade's package
+# repository (scripts/upgrade-repo.sh).
 if [ "${DROVER_INCUS:-0}" = 1 ]; then
-  if ! command -v incus >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v dnsmasq >/dev/null || ! command -v mkfs.btrfs >/dev/null; then
+  if ! command -v incus >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v dnsmasq >/dev/null || ! command -v mkfs.btrfs >/dev/null \
+    || ! command -v zstd >/dev/null || ! command -v apt-ftparchive >/dev/null; then
     scripts/incus-setup.sh packages
   fi
   scripts/incus-setup.sh daemon

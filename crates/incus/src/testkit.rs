@@ -42,16 +42,54 @@ pub fn exec(name: &str, cmd: &str) -> Output {
         .expect("incus exec")
 }
 
-/// The test image, built from Debian's packages if Incus lacks it (see
-/// scripts/incus-image.sh: cached, keyed by its package list).
+/// The Debian release a test image is built from (both from the same
+/// archive, the mirror of this machine's apt sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// Debian 12: `docker.io` 20.10. The image every lab boots by default.
+    Bookworm,
+    /// Debian 13: `docker.io` 26.1 (with `docker-cli`, containerd 1.7).
+    Trixie,
+}
+
+impl Suite {
+    /// The suite's name, as scripts/incus-image.sh takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Bookworm => "bookworm",
+            Suite::Trixie => "trixie",
+        }
+    }
+
+    /// How the engine version of this suite's `docker.io` starts
+    /// (`docker version`, a node's `Description.Engine.EngineVersion`).
+    pub fn engine_series(self) -> &'static str {
+        match self {
+            Suite::Bookworm => "20.10.",
+            Suite::Trixie => "26.1.",
+        }
+    }
+}
+
+/// The Debian 12 test image, built from Debian's packages if Incus lacks
+/// it (see scripts/incus-image.sh: cached, keyed by its package lists).
 pub fn image() -> String {
+    image_of(Suite::Bookworm)
+}
+
+/// The test image of `suite` (alias `drover-SUITE-KEY`), built and
+/// imported if Incus lacks it. Every image runs systemd, cloud-init,
+/// `docker.io` and sshd (no authorized key; host keys made on first boot).
+pub fn image_of(suite: Suite) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/incus-image.sh");
     let out = Command::new(&script)
+        .args(["--suite", suite.name()])
         .output()
         .expect("scripts/incus-image.sh");
     assert!(
         out.status.success(),
-        "building the test image: {}",
+        "building the {} test image: {}",
+        suite.name(),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
