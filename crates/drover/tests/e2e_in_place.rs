@@ -69,7 +69,7 @@ async fn in_place() {
     let watcher = support::watch(lab.dir.clone(), stop.clone(), seen.clone());
     let t0 = Instant::now();
     apply(lab, &spec(lab, &record(&log, "v2"), "5m"));
-    wait_for(Duration::from_secs(120), || {
+    wait_telling(lab, Duration::from_secs(120), || {
         updates(&log)
             .iter()
             .any(|u| u.release == "v2")
@@ -287,9 +287,26 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// [`wait_for`], printing what drover says (status, events) when it waited
+/// in vain.
+fn wait_telling<T>(lab: &Lab, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        if Instant::now() >= deadline {
+            lab.drover(&["status"]);
+            lab.drover(&["events", "--since", "1h"]);
+            panic!("waited {limit:?} in vain");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// Until every group is converged on its current spec.
 fn wait_converged(lab: &Lab, limit: Duration) {
-    wait_for(limit, || {
+    wait_telling(lab, limit, || {
         let out = lab.drover(&["status", "--output", "json"]);
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
         let groups = doc["groups"].as_array()?;

@@ -136,6 +136,42 @@ async fn provision_describe_label_destroy_and_no_secret_in_the_configuration() {
     let other = BTreeMap::from([(tags::CLUSTER.to_string(), "someone-else".to_string())]);
     assert!(p.describe(&other).await.unwrap().is_empty());
 
+    // An update in place, through the exec API: the command ran as root,
+    // the engine was restarted after it (its main PID changed), and
+    // nothing of the run is left behind; a failure's status and last lines
+    // come back; a command past its timeout is stopped on the machine.
+    assert!(p.updates_in_place());
+    let pid = |lab: &Lab| {
+        let out = lab.exec(&id, "systemctl show -p MainPID --value docker.service");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let before = pid(&lab);
+    let run = |command: &str, secs: u64| drover_core::in_place::UpdateRun {
+        command: command.into(),
+        timeout: Duration::from_secs(secs),
+    };
+    let ok = p
+        .run_update(&id, &run("id -u > /root/updated; echo done", 60), &Unfenced)
+        .await
+        .unwrap();
+    assert!(ok.succeeded(), "{ok:?}");
+    assert_eq!(wait_file(&lab, &id, "/root/updated", Duration::from_secs(5)), "0");
+    assert_ne!(pid(&lab), before, "the engine was restarted after the update");
+    let failed = p
+        .run_update(&id, &run("echo 'E: Unable to locate package docker.io=99' >&2; exit 100", 60), &Unfenced)
+        .await
+        .unwrap();
+    assert_eq!(failed.status, Some(100));
+    assert_eq!(failed.tail.last(1), "E: Unable to locate package docker.io=99");
+    let t1 = Instant::now();
+    let hung = p.run_update(&id, &run("sleep 600", 2), &Unfenced).await.unwrap();
+    assert!(hung.timed_out(), "{hung:?}");
+    assert!(t1.elapsed() < Duration::from_secs(30), "{:?}", t1.elapsed());
+    assert!(
+        !lab.exec(&id, "pgrep -x sleep").status.success(),
+        "the hung command was stopped on the machine"
+    );
+
     p.destroy(&id).await.unwrap();
     assert!(p.describe(&filter).await.unwrap().is_empty());
     p.destroy(&id)
