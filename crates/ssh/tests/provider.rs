@@ -565,3 +565,29 @@ async fn a_key_from_an_agent_logs_in_and_only_the_declared_agent() {
         "{e}"
     );
 }
+
+const J1: &str = "127.0.180.101";
+const J_SWARM: &str = "127.0.180.102";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hosts_engine_is_asked_through_its_connection() {
+    use drover_core::quorum_probe::EngineAnswer;
+    // A real engine, a single-node swarm, as the host's engine.
+    let engine = drover_store::testkit::Dockerd::start_swarm(J_SWARM).await;
+    let lab = Lab::new(&[J1]);
+    let mut props = lab.properties(&[J1]);
+    props["docker_socket"] = serde_json::json!(engine.endpoint.strip_prefix("unix://").unwrap());
+    let p = provider(&lab.dir.path().join("ssh"), &props);
+    let id = p
+        .provision(request(&props, "op-1", "#!/bin/sh\n", &token()), &Unfenced)
+        .await
+        .unwrap();
+    let reports = p.ask_engines(&cluster()).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(
+        (reports[0].instance.id.as_str(), reports[0].address.as_str()),
+        (id.as_str(), J1)
+    );
+    assert_eq!(reports[0].answer, EngineAnswer::Led, "{:?}", reports[0]);
+    assert_eq!(p.join_failed(&id).await, None);
+}
