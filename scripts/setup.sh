@@ -14,6 +14,10 @@ command -v promtool >/dev/null || need+=(prometheus)
 # systemd-analyze verify checks deploy/systemd's unit (crates/drover/tests/deploy.rs).
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v openssl >/dev/null || need+=(openssl)
+# OpenSSH: the ssh provider drives the client (ssh, ssh-keygen, ssh-agent);
+# its tests start sshd processes of their own on loopback (crates/ssh/tests).
+command -v ssh >/dev/null || need+=(openssh-client)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 # A C compiler: the linker for Rust, and mimalloc (the binary's allocator) is C.
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 # python3-venv: moto, the EC2 API the ec2 provider's tests run against (below).

@@ -12,10 +12,11 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The default boot script template for a `role` machine of `provider`:
-/// on machines that boot an OS (`incus`), a cloud-init script that
+/// on machines that boot an OS (`incus`, `ec2`), a cloud-init script that
 /// configures the distribution's engine and installs the controller as a
-/// systemd unit; elsewhere (`local`, `sim`), a script run beside an engine
-/// the provider started.
+/// systemd unit; on hosts the operator has (`ssh`), the same run once at
+/// enrollment, labelling the host's own engine; elsewhere (`local`,
+/// `sim`), a script run beside an engine the provider started.
 pub fn default_boot_script(provider: &str, role: Role) -> &'static str {
     match (provider, role) {
         (crate::spec::INCUS_PROVIDER, Role::Manager) => INCUS_MANAGER,
@@ -24,6 +25,8 @@ pub fn default_boot_script(provider: &str, role: Role) -> &'static str {
         (crate::spec::EC2_PROVIDER, Role::Manager) => EC2_MANAGER,
         (crate::spec::EC2_PROVIDER, Role::Worker) => EC2_WORKER,
         (crate::spec::EC2_PROVIDER, Role::Plain) => EC2_HEAD,
+        (crate::spec::SSH_PROVIDER, Role::Manager) => SSH_MANAGER,
+        (crate::spec::SSH_PROVIDER, Role::Worker) => SSH_WORKER,
         (_, Role::Manager) => include_str!("../templates/manager.sh.j2"),
         (_, Role::Worker) => include_str!("../templates/worker.sh.j2"),
         (_, Role::Plain) => include_str!("../templates/plain.sh.j2"),
@@ -62,6 +65,22 @@ const EC2_WORKER: &str = concat!(
 const EC2_MANAGER: &str = concat!(
     include_str!("../templates/ec2/head.sh.j2"),
     include_str!("../templates/incus/manager.sh.j2"),
+    include_str!("../../../deploy/systemd/drover-controller.service"),
+    include_str!("../templates/incus/manager-end.sh.j2"),
+);
+
+/// An ssh worker's: drover's labels merged into the host's own engine
+/// configuration (kept, to be returned at release), then the join (as on
+/// incus machines). A plain host's is the generic one: no engine to label.
+const SSH_WORKER: &str = concat!(
+    include_str!("../templates/ssh/head.sh.j2"),
+    include_str!("../templates/incus/worker.sh.j2"),
+);
+/// An ssh manager's: the head, the controller's unit (its settings the
+/// ssh provider's), the init or join (as on incus machines).
+const SSH_MANAGER: &str = concat!(
+    include_str!("../templates/ssh/head.sh.j2"),
+    include_str!("../templates/ssh/manager.sh.j2"),
     include_str!("../../../deploy/systemd/drover-controller.service"),
     include_str!("../templates/incus/manager-end.sh.j2"),
 );
@@ -393,13 +412,36 @@ mod tests {
         assert!(script.contains("systemctl enable --now drover-controller.service"));
     }
 
+    /// An ssh host's engine is the operator's: drover's labels are merged
+    /// into its configuration (kept for the release, which returns it), the
+    /// engine reloaded, and the controller's unit marked as drover's.
+    #[test]
+    fn the_ssh_manager_script_keeps_the_hosts_engine_configuration() {
+        let mut ctx = BootContext::example(Role::Manager);
+        ctx.engine_labels = BTreeMap::from([("drover.link".to_string(), "op-1".to_string())]);
+        let script = render(default_boot_script("ssh", Role::Manager), &ctx).unwrap();
+        let at = |needle: &str| {
+            script
+                .find(needle)
+                .unwrap_or_else(|| panic!("{needle:?} missing in {script}"))
+        };
+        let kept = at("cp -p \"$conf\" \"$state/daemon.json.orig\"");
+        let merged = at("labels='[\"drover.link=op-1\"]'");
+        let reload = at("systemctl reload docker.service");
+        let unit = at("systemctl enable --now drover-controller.service");
+        let join = at("drover engine join --role manager");
+        assert!(merged < kept && kept < reload && reload < unit && unit < join);
+        assert!(script.contains(": >\"$state/controller.unit\""));
+        assert!(script.contains("DROVER_STORE|DROVER_SSH_DIR"));
+    }
+
     #[test]
     fn a_pinned_release_is_checked_and_installed_before_the_controller_or_the_join() {
         let release = crate::spec::DroverRelease {
             url: "https://releases.example/drover-0.2".into(),
             sha256: "ab".repeat(32),
         };
-        for provider in ["incus", "ec2"] {
+        for provider in ["incus", "ec2", "ssh"] {
             let ctx = BootContext::example(Role::Manager).with_release(Some(&release));
             let script = render(default_boot_script(provider, Role::Manager), &ctx).unwrap();
             let at = |needle: &str| {

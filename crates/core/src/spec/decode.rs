@@ -11,6 +11,7 @@ mod allocation;
 mod cluster;
 mod hooks;
 mod instance;
+mod inventory;
 mod release;
 mod secrets;
 mod update;

@@ -18,6 +18,7 @@ pub mod local;
 mod plugin;
 mod props;
 pub mod secret_value;
+pub mod ssh;
 mod window;
 
 pub use commit::{Committable, Problem, Refused, validate_commit, validate_forget, validate_past};
@@ -53,6 +54,10 @@ pub const INCUS_PROVIDER: &str = "incus";
 /// logical ids are private IPv4 addresses; its properties are
 /// [`ec2::Ec2Properties`], checked by the decoder.
 pub const EC2_PROVIDER: &str = "ec2";
+/// The ssh provider's name: hosts the operator already has, enrolled
+/// over SSH (`--ssh-dir`). Its properties are [`ssh::SshProperties`], its
+/// logical ids the names of its inventory's hosts.
+pub const SSH_PROVIDER: &str = "ssh";
 /// The simulator's name (`drover sim`, `plan --sim`).
 pub const SIM_PROVIDER: &str = "sim";
 /// The providers drover ships, by the name `instance.provider` uses: the
@@ -61,6 +66,7 @@ pub const PROVIDERS: &[&str] = &[
     LOCAL_PROVIDER,
     INCUS_PROVIDER,
     EC2_PROVIDER,
+    SSH_PROVIDER,
     SIM_PROVIDER,
     PLUGIN_PROVIDER,
 ];

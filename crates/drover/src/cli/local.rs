@@ -1,5 +1,5 @@
 //! Where the machines are: the providers' settings (the `local`
-//! engines, Incus, external plugins).
+//! engines, Incus, EC2, hosts over SSH, external plugins).
 
 use clap::Args;
 use std::path::PathBuf;
@@ -50,6 +50,13 @@ pub struct LocalArgs {
     /// default: `--incus-engines` itself.
     #[arg(long, env = "DROVER_INCUS_ENGINES_MOUNT", value_name = "DIR")]
     pub incus_engines_mount: Option<PathBuf>,
+    /// The ssh provider: the directory where it keeps its connections to
+    /// the hosts (one OpenSSH control socket and client configuration per
+    /// host) and the hosts' engine sockets forwarded over them (this
+    /// user's only). Giving it enables the provider; its inventories, keys
+    /// and known_hosts files come from the groups' properties (docs/ssh.md).
+    #[arg(long, env = "DROVER_SSH_DIR", value_name = "DIR")]
+    pub ssh_dir: Option<PathBuf>,
     /// InfraKit instance plugins to wire, `NAME[/TYPE]` (repeatable or
     /// comma-separated): groups with `provider: plugin` use them
     /// (docs/plugins.md).

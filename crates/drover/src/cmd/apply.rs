@@ -64,6 +64,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
         return Ok(ExitCode::SUCCESS);
     }
     admit(&unserved)?;
+    wiring::ssh_files(spec.spec(), &local)?;
     // Refuse before writing anything: bad input changes nothing.
     let cluster = wiring::off_cluster_swarm(&local);
     // A cluster of plain groups only has no swarm to make: its external
@@ -78,7 +79,7 @@ pub async fn run(args: &ApplyArgs, mode: Mode) -> Result<ExitCode, MainError> {
             // No engine reachable from here: a cluster whose swarm has not
             // begun is made through the store.
             false => {
-                let providers = wiring::providers(&local);
+                let providers = wiring::providers(&local, Some(&store));
                 bootstrap::unbegun(store.as_ref(), current.is_none(), spec.spec(), &providers)
                     .await
                     .map_err(|e| MainError::Failed(e.into()))?

@@ -35,7 +35,7 @@ pub async fn external(
         format!("external@{host}/{}", std::process::id())
     });
     Ok(Context {
-        providers: super::providers(machines),
+        providers: super::providers(machines, Some(&store)),
         cluster: super::off_cluster_swarm(machines),
         store,
         self_link: None,

@@ -28,10 +28,11 @@ pub async fn on_manager(
     let info = in_swarm(&own, own.info().await.map_err(bad)?).await;
     let self_link = self_link(&own, &info).await;
     let peers = local.peers();
+    let store = super::own_store(store_args).await?;
     let ctx = Context {
-        providers: super::providers(local),
+        providers: super::providers(local, Some(&store)),
         cluster: Arc::new(SwarmCluster::new(engine, peers).acting_only_as_leader()),
-        store: super::own_store(store_args).await?,
+        store,
         identity: self_link
             .clone()
             .unwrap_or_else(|| format!("engine {}", info.node_id)),

@@ -14,6 +14,7 @@ mod manager;
 mod plugins;
 mod provider_swarm;
 pub mod recover;
+mod ssh;
 
 pub use demo::{demo_machines, remove_demo};
 pub use drover_engine::{Engine, EngineError};
@@ -21,6 +22,7 @@ pub use drover_store::{BACKENDS as STORE_BACKENDS, DEFAULT_OPEN_TIMEOUT};
 pub use external::external;
 pub use manager::{forward_node_events, on_manager};
 pub use plugins::{bind_plugin_socket, serve_plugin, served_provider};
+pub use ssh::ssh_files;
 
 use crate::cli::{LocalArgs, StoreArgs};
 use crate::error::MainError;
@@ -54,6 +56,12 @@ pub struct Machines {
     /// not reachable from here (no socket on this host): it provides
     /// machines to groups, but no swarm, store or leave is found through it.
     pub ec2: Option<Arc<Ec2Provider>>,
+    /// The ssh provider's connections, when `--ssh-dir` is given. Its
+    /// inventories are the cluster's (in its store), so it is made for a
+    /// store ([`providers`]); its engines are reached only through the
+    /// sockets it forwards, so, like EC2's, no swarm, store or leave is
+    /// found through it from off the cluster.
+    pub ssh: Option<Arc<drover_ssh::link::Links>>,
     /// Engines given directly (the swarm store's `swarm:ENDPOINT`): the
     /// swarm is looked at through them too, so a command given one
     /// manager's engine and no provider still sees the swarm.
@@ -256,6 +264,7 @@ pub fn machines(args: &LocalArgs) -> Result<Machines, MainError> {
         }),
         plugins: plugins::plugins(args)?,
         ec2: ec2(args)?,
+        ssh: ssh::links(args)?,
         engines: Vec::new(),
     })
 }
@@ -405,7 +414,7 @@ pub async fn look(store: &StoreArgs, local: &LocalArgs) -> Result<Look, MainErro
     };
     // Only a status in doubt asks the providers' machines.
     let providers = match in_doubt {
-        true => providers(&existing_machines(local)?),
+        true => providers(&existing_machines(local)?, opened.as_ref()),
         false => Providers::new(),
     };
     let now = drover_controller::wall_ms();
@@ -440,8 +449,10 @@ async fn waiting(store: &dyn Store, now: u64) -> Vec<drover_spi::Heartbeat> {
         .collect()
 }
 
-/// Providers by name, as groups refer to them.
-pub fn providers(machines: &Machines) -> Providers {
+/// Providers by name, as groups refer to them; the ssh provider's
+/// inventories are read from `store`, the cluster's (without one it lists
+/// nothing, and says why).
+pub fn providers(machines: &Machines, store: Option<&Arc<dyn Store>>) -> Providers {
     let mut out = Providers::new();
     if let Some(l) = &machines.local {
         out.insert(
@@ -462,21 +473,30 @@ pub fn providers(machines: &Machines) -> Providers {
             e.clone() as Arc<dyn InstanceProvider>,
         );
     }
+    if let Some(links) = &machines.ssh {
+        out.insert(
+            drover_core::spec::SSH_PROVIDER.into(),
+            ssh::provider(links, store),
+        );
+    }
     out
 }
 
 /// The keys of the providers `machines` configures, as groups name them in
 /// `instance.provider` (a plugin's as `plugin:NAME[/TYPE]`).
 pub fn provider_keys(machines: &Machines) -> std::collections::BTreeSet<String> {
-    providers(machines).into_keys().collect()
+    providers(machines, None).into_keys().collect()
 }
 
 /// What configures the provider groups name `key` on a command line.
 pub fn provider_flag(key: &str) -> String {
-    use drover_core::spec::{EC2_PROVIDER, INCUS_PROVIDER, LOCAL_PROVIDER, PLUGIN_PROVIDER};
+    use drover_core::spec::{
+        EC2_PROVIDER, INCUS_PROVIDER, LOCAL_PROVIDER, PLUGIN_PROVIDER, SSH_PROVIDER,
+    };
     match key {
         LOCAL_PROVIDER => "--local-dir DIR (or DROVER_LOCAL_DIR)".into(),
         INCUS_PROVIDER => "--incus-engines DIR (or DROVER_INCUS_ENGINES)".into(),
+        SSH_PROVIDER => "--ssh-dir DIR (or DROVER_SSH_DIR)".into(),
         EC2_PROVIDER => "--ec2 true --ec2-region REGION (or DROVER_EC2, AWS_REGION)".into(),
         _ => match key
             .strip_prefix(PLUGIN_PROVIDER)
@@ -504,7 +524,7 @@ pub fn off_cluster(
     store_url: &str,
 ) -> drover_controller::Context {
     drover_controller::Context {
-        providers: providers(local),
+        providers: providers(local, Some(&store)),
         cluster: off_cluster_swarm(local),
         store,
         self_link: None,
@@ -581,7 +601,7 @@ pub fn observer_over(
     identity: &str,
 ) -> drover_controller::Context {
     drover_controller::Context {
-        providers: providers(&machines),
+        providers: providers(&machines, Some(&store)),
         cluster: off_cluster_swarm(&machines),
         store,
         self_link: None,

@@ -32,7 +32,9 @@ pub async fn recover(args: &RecoverArgs) -> Result<Outcome, MainError> {
         from: args.from.clone(),
         dry_run: args.dry_run,
     };
-    let providers = super::providers(&machines);
+    // No store is opened before the recovery (its store may be the lost
+    // raft's): the ssh provider's hosts are not asked.
+    let providers = super::providers(&machines, None);
     recover::recover(&providers, &reach, &record, &request, &Unfenced)
         .await
         .map_err(|e| match e {

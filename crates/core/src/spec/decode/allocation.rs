@@ -4,7 +4,7 @@
 use super::*;
 
 impl Decoder<'_> {
-    /// The ec2 and incus providers' properties, checked offline by the
+    /// The ec2, incus and ssh providers' properties, checked offline by the
     /// rule each provider applies before it makes a machine: each problem
     /// at its field's position.
     pub(super) fn provider_properties(
@@ -30,6 +30,7 @@ impl Decoder<'_> {
             INCUS_PROVIDER => {
                 incus::IncusProperties::parse(&inst.properties, alloc.is_pets()).err()
             }
+            SSH_PROVIDER => ssh::SshProperties::parse(&inst.properties).err(),
             _ => None,
         };
         let props = node_at(group, &["instance", "properties"]);

@@ -215,6 +215,7 @@ impl Decoder<'_> {
             }
         }
         self.one_ec2_region(items, groups);
+        self.one_group_per_host(items, groups);
         // What applying the file would do is worth saying only of a file
         // that can be applied.
         if !self.diags.iter().any(|d| d.severity == Severity::Error) {
@@ -333,6 +334,9 @@ impl Decoder<'_> {
         }
         if let Some(alloc) = allocation {
             self.provider_properties(node, path, alloc, inst);
+            if inst.provider == SSH_PROVIDER {
+                self.ssh_inventory(node, path, alloc, spares.unwrap_or_default(), inst);
+            }
         }
     }
 

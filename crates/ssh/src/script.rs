@@ -1,0 +1,209 @@
+//! The shell scripts drover runs on a host, one per verb: pure text, so
+//! what runs there is read and tested here. Each is run as root (through
+//! `sudo -n` for another user: [`as_root`]) with `sh -c`, its values
+//! single-quoted; what must stay secret (the boot environment) and what is
+//! long (a record, a boot script) reaches it on standard input, never in
+//! the command itself, which the host's process table shows to anyone.
+
+use crate::record::RECORD;
+use drover_core::spec::ssh::Cleanup;
+use std::time::Duration;
+
+/// The boot script's file, its output and its process group's id, in the
+/// host's state directory. Nothing secret: the rendered script holds no
+/// secret, and the boot environment lives in its processes only.
+pub const BOOT_SCRIPT: &str = "boot.sh";
+/// See [`BOOT_SCRIPT`].
+pub const BOOT_LOG: &str = "boot.log";
+/// See [`BOOT_SCRIPT`].
+pub const BOOT_PID: &str = "boot.pid";
+/// How much of the boot log's end is read ([`BootLog::tail`] keeps far less).
+///
+/// [`BootLog::tail`]: drover_core::boot::BootLog::tail
+pub const BOOT_LOG_BYTES: usize = 64 * 1024;
+/// The exit status a script uses for "not there" (no record, not this
+/// enrollment's, no boot log): an answer, not a failure.
+pub const ABSENT: i32 = 3;
+/// What the record reader prints for a host without a record.
+pub const FREE: &str = "free";
+
+/// `s` as one `sh` word: single-quoted, its own quotes escaped.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The command that runs `script` as root on a host logged in to as
+/// `user`: directly for root, else through `sudo -n` (which fails rather
+/// than asking for a password). `exec sh -c`: whatever the user's login
+/// shell, the script is read by `sh`.
+pub fn as_root(user: &str, script: &str) -> String {
+    let sudo = if user == "root" { "" } else { "sudo -n " };
+    format!("exec {sudo}sh -c {}", sh_quote(script))
+}
+
+fn state(dir: &str) -> String {
+    format!("d={}\nf=\"$d/{RECORD}\"\n", sh_quote(dir))
+}
+
+/// Prints the host's record, or [`FREE`] when it has none.
+pub fn read_record(dir: &str) -> String {
+    format!(
+        "{}if [ -e \"$f\" ]; then exec cat \"$f\"; else echo {FREE}; fi\n",
+        state(dir)
+    )
+}
+
+/// Takes the host for the record on standard input, atomically: the
+/// record is written aside and linked into place, which fails when a
+/// record is there already (another enrollment got there first). Prints
+/// `claimed` or `taken`.
+pub fn claim(dir: &str) -> String {
+    format!(
+        "set -eu\numask 077\n{}mkdir -p \"$d\"\nt=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\n\
+         if ln \"$t\" \"$f\" 2>/dev/null; then rm -f \"$t\"; echo claimed; else rm -f \"$t\"; echo taken; fi\n",
+        state(dir)
+    )
+}
+
+/// Replaces the record of enrollment `id` with the one on standard input
+/// (renamed into place); exits [`ABSENT`] when the host holds no record
+/// of `id`.
+pub fn relabel(dir: &str, id: &str) -> String {
+    format!(
+        "set -eu\numask 077\n{}{}t=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\nmv -f \"$t\" \"$f\"\n",
+        state(dir),
+        only_enrollment(id)
+    )
+}
+
+/// Exits [`ABSENT`] unless the record is enrollment `id`'s (ids are plain:
+/// a host name and hex digits, matched as the record's JSON writes them).
+fn only_enrollment(id: &str) -> String {
+    let field = format!("\"id\":\"{id}\"");
+    format!(
+        "[ -e \"$f\" ] || exit {ABSENT}\ngrep -qF {} \"$f\" || exit {ABSENT}\n",
+        sh_quote(&field)
+    )
+}
+
+/// Writes the boot script on standard input to the state directory (a
+/// new enrollment's: an earlier log goes).
+pub fn upload_boot(dir: &str) -> String {
+    format!(
+        "set -eu\numask 077\n{}mkdir -p \"$d\"\nrm -f \"$d/{BOOT_LOG}\" \"$d/{BOOT_PID}\"\ncat >\"$d/{BOOT_SCRIPT}\"\n",
+        state(dir)
+    )
+}
+
+/// Starts the boot script in a session of its own, in the background, its
+/// output appended to the boot log, and returns at once. Its environment
+/// (the join token among it) is the `export` lines on standard input,
+/// evaluated by this shell and inherited by the script: on no command
+/// line, in no file. The log ends with the script's exit status.
+pub fn launch_boot(dir: &str) -> String {
+    format!(
+        "set -eu\numask 077\n{}eval \"$(cat)\"\ncd \"$d\"\n\
+         nohup setsid sh -c 'echo $$ >{BOOT_PID}; sh ./{BOOT_SCRIPT}; echo \"drover: the boot script exited with status $?\"' \
+         >>{BOOT_LOG} 2>&1 </dev/null &\n",
+        state(dir)
+    )
+}
+
+/// Prints `yes` when the boot script was started (its log exists).
+pub fn booted(dir: &str) -> String {
+    format!(
+        "{}if [ -e \"$d/{BOOT_LOG}\" ]; then echo yes; else echo no; fi\n",
+        state(dir)
+    )
+}
+
+/// The end of the boot log; exits [`ABSENT`] when there is none.
+pub fn boot_log(dir: &str) -> String {
+    format!(
+        "{}[ -e \"$d/{BOOT_LOG}\" ] || exit {ABSENT}\nexec tail -c {BOOT_LOG_BYTES} \"$d/{BOOT_LOG}\"\n",
+        state(dir)
+    )
+}
+
+/// Returns the host of enrollment `id` to the pool: its boot stopped if
+/// it still runs, its engine out of the swarm, what drover's default boot
+/// scripts changed undone (their marks in the state directory say what),
+/// the operator's `cleanup` run, drover's files removed, the record last
+/// (until then the host is still the enrollment's, and a failed release
+/// is tried again). Exits 0 at once when the host holds no record of
+/// `id`. Nothing else is removed, and nothing is powered off.
+pub fn release(dir: &str, id: &str, docker_socket: &str, cleanup: &Cleanup) -> String {
+    let mut s = format!("set -eu\n{}", state(dir));
+    s.push_str(&only_enrollment(id).replace(&format!("exit {ABSENT}"), "exit 0"));
+    s.push_str(&format!(
+        "if [ -s \"$d/{BOOT_PID}\" ]; then kill -TERM -- \"-$(cat \"$d/{BOOT_PID}\")\" 2>/dev/null || true; fi\n\
+         export DOCKER_HOST={}\n\
+         if command -v docker >/dev/null 2>&1; then\n  \
+         case \"$(docker info --format '{{{{.Swarm.LocalNodeState}}}}' 2>/dev/null || true)\" in\n    \
+         active|pending|error|locked) docker swarm leave --force >/dev/null ;;\n  esac\nfi\n",
+        sh_quote(&format!("unix://{docker_socket}"))
+    ));
+    s.push_str(UNDO_DEFAULT_BOOT);
+    if let Some(command) = &cleanup.command {
+        s.push_str(&format!("(\n{command}\n)\n"));
+    }
+    for path in &cleanup.paths {
+        s.push_str(&format!("rm -rf -- {}\n", sh_quote(path)));
+    }
+    s.push_str(&format!(
+        "rm -f \"$d/{BOOT_SCRIPT}\" \"$d/{BOOT_LOG}\" \"$d/{BOOT_PID}\"\nrm -f \"$f\"\n"
+    ));
+    s
+}
+
+/// What the default ssh boot scripts changed, undone by their marks
+/// (`templates/ssh/`): the controller's unit removed, the engine's
+/// configuration as it was before, read again by the engine.
+const UNDO_DEFAULT_BOOT: &str = "\
+if [ -e \"$d/controller.unit\" ]; then
+  systemctl disable --now drover-controller.service >/dev/null 2>&1 || true
+  rm -f /etc/systemd/system/drover-controller.service /etc/drover/controller.env
+  systemctl daemon-reload || true
+  rm -f \"$d/controller.unit\"
+fi
+reload=
+if [ -e \"$d/daemon.json.orig\" ]; then
+  cp -p \"$d/daemon.json.orig\" /etc/docker/daemon.json && rm -f \"$d/daemon.json.orig\" && reload=1
+elif [ -e \"$d/daemon.json.none\" ]; then
+  rm -f /etc/docker/daemon.json \"$d/daemon.json.none\" && reload=1
+fi
+if [ -n \"$reload\" ]; then systemctl reload docker.service || systemctl restart docker.service || true; fi
+";
+
+/// Runs `script` (an in-place update: `in_place::systemd_script`) under
+/// `timeout`: at its end the script's whole process group is sent TERM,
+/// then KILL 10 s later, and `timeout` says so on the output ([`timed_out`]).
+/// Standard error goes with standard output, in order.
+pub fn update(script: &str, within: Duration) -> String {
+    format!(
+        "exec timeout -v -k 10s {}s sh -c {} 2>&1\n",
+        within.as_secs().max(1),
+        sh_quote(script)
+    )
+}
+
+/// The line `timeout -v` writes when it stops a command.
+const TIMEOUT_SAYS: &str = "timeout: sending signal";
+
+/// True when an update ran past its timeout and was stopped: `timeout`'s
+/// status (124; 137 once it had to KILL) and its own line on the output.
+pub fn timed_out(status: Option<i32>, output: &str) -> bool {
+    matches!(status, Some(124 | 137)) && output.contains(TIMEOUT_SAYS)
+}
+
+/// The update's output without `timeout`'s own lines.
+pub fn without_timeout_lines(output: &str) -> String {
+    output
+        .lines()
+        .filter(|l| !l.starts_with(TIMEOUT_SAYS))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

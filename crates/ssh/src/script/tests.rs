@@ -1,0 +1,196 @@
+//! The scripts run by the local `sh`, in a temporary state directory:
+//! what they do to files is what they do on a host (the ssh transport is
+//! tested against a real sshd in `tests/provider.rs`).
+
+use super::*;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Runs `command` (as [`as_root`] makes it, for root) with `stdin`: its
+/// exit status and standard output.
+fn run(script: &str, stdin: &str) -> (i32, String) {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(as_root("root", script))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn dir() -> (tempfile::TempDir, String) {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("state").display().to_string();
+    (t, d)
+}
+
+#[test]
+fn quoting_survives_any_text() {
+    for s in ["plain", "it's", "a b", "$(id) `id` \"x\" \\ ;|&", "'", ""] {
+        let (code, out) = run(&format!("printf %s {}", sh_quote(s)), "");
+        assert_eq!((code, out.as_str()), (0, s));
+    }
+    assert_eq!(as_root("admin", "true"), "exec sudo -n sh -c 'true'");
+}
+
+#[test]
+fn a_host_is_claimed_once_and_its_record_read_back() {
+    let (_t, d) = dir();
+    assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
+    assert_eq!(
+        run(&claim(&d), "{\"id\":\"h-1\"}\n"),
+        (0, "claimed\n".into())
+    );
+    assert_eq!(run(&claim(&d), "{\"id\":\"h-2\"}\n"), (0, "taken\n".into()));
+    assert_eq!(run(&read_record(&d), ""), (0, "{\"id\":\"h-1\"}\n".into()));
+    let mode = std::fs::metadata(Path::new(&d).join(RECORD)).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+    assert_eq!(left.len(), 1, "no temporary file left behind");
+}
+
+#[test]
+fn only_the_enrollments_own_record_is_rewritten() {
+    let (_t, d) = dir();
+    run(&claim(&d), "{\"id\":\"h-1\",\"tags\":{}}\n");
+    assert_eq!(run(&relabel(&d, "h-2"), "{\"id\":\"h-2\"}\n").0, ABSENT);
+    assert_eq!(
+        run(
+            &relabel(&d, "h-1"),
+            "{\"id\":\"h-1\",\"tags\":{\"a\":\"b\"}}\n"
+        )
+        .0,
+        0
+    );
+    assert_eq!(
+        run(&read_record(&d), "").1,
+        "{\"id\":\"h-1\",\"tags\":{\"a\":\"b\"}}\n"
+    );
+}
+
+#[test]
+fn the_boot_gets_its_environment_from_standard_input_only() {
+    let (t, d) = dir();
+    let seen = t.path().join("seen");
+    let script = format!(
+        "echo \"token=$DROVER_JOIN_TOKEN\" >{}\necho booting\n",
+        seen.display()
+    );
+    assert_eq!(run(&upload_boot(&d), &script).0, 0);
+    assert_eq!(run(&booted(&d), ""), (0, "no\n".into()));
+    let env = drover_core::template::sh_exports([("DROVER_JOIN_TOKEN", "SWMTKN-1-it's")]);
+    assert_eq!(run(&launch_boot(&d), &env).0, 0);
+    assert_eq!(run(&booted(&d), ""), (0, "yes\n".into()));
+    let log = Path::new(&d).join(BOOT_LOG);
+    for _ in 0..100 {
+        if std::fs::read_to_string(&log).is_ok_and(|l| l.contains("exited")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "token=SWMTKN-1-it's\n"
+    );
+    assert_eq!(
+        run(&boot_log(&d), "").1,
+        "booting\ndrover: the boot script exited with status 0\n"
+    );
+    for entry in std::fs::read_dir(&d).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+        assert!(!text.contains("SWMTKN"), "the token stays off disk: {text}");
+    }
+    assert!(!launch_boot(&d).contains("SWMTKN") && !upload_boot(&d).contains("SWMTKN"));
+}
+
+#[test]
+fn a_release_removes_what_is_declared_and_the_record_last_and_nothing_else() {
+    let (t, d) = dir();
+    let keep = t.path().join("keep");
+    let volumes = t.path().join("volumes");
+    let ran = t.path().join("ran");
+    for p in [&keep, &volumes] {
+        std::fs::create_dir_all(p.join("inner")).unwrap();
+    }
+    run(&claim(&d), "{\"id\":\"h-1\"}\n");
+    run(&upload_boot(&d), "true\n");
+    let cleanup = Cleanup {
+        command: Some(format!("echo cleaned >{}", ran.display())),
+        paths: vec![volumes.display().to_string()],
+    };
+    let sock = t.path().join("none.sock").display().to_string();
+    // Another enrollment's release touches nothing.
+    assert_eq!(run(&release(&d, "h-2", &sock, &cleanup), "").0, 0);
+    assert!(volumes.exists() && Path::new(&d).join(RECORD).exists());
+    assert_eq!(run(&release(&d, "h-1", &sock, &cleanup), "").0, 0);
+    assert!(!volumes.exists() && keep.join("inner").exists());
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "cleaned\n");
+    assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
+    assert_eq!(run(&boot_log(&d), "").0, ABSENT);
+    // A failing cleanup keeps the record: the release is tried again.
+    run(&claim(&d), "{\"id\":\"h-3\"}\n");
+    let failing = Cleanup {
+        command: Some("exit 7".into()),
+        paths: Vec::new(),
+    };
+    assert_eq!(run(&release(&d, "h-3", &sock, &failing), "").0, 7);
+    assert!(Path::new(&d).join(RECORD).exists());
+}
+
+#[test]
+fn an_update_stopped_at_its_timeout_is_told_from_one_that_failed() {
+    let hung = "timeout: sending signal TERM to command ‘sh’\n";
+    assert!(timed_out(Some(124), &format!("started\n{hung}")));
+    assert!(!timed_out(Some(124), "exit 124 by itself\n"));
+    assert!(!timed_out(Some(1), hung));
+    assert_eq!(without_timeout_lines(&format!("a\n{hung}b\n")), "a\nb\n");
+    let (code, out) = run(
+        &update("echo out; echo err >&2; exit 3", Duration::from_secs(5)),
+        "",
+    );
+    assert_eq!((code, out.as_str()), (3, "out\nerr\n"));
+    let (code, out) = run(
+        &update("echo started; sleep 30", Duration::from_secs(1)),
+        "",
+    );
+    assert!(timed_out(Some(code), &out), "{code}: {out}");
+}
+
+/// The default boot scripts of ssh hosts are read by `sh` (they change
+/// the host's engine configuration, so they are only parsed here).
+#[test]
+fn the_default_boot_scripts_parse() {
+    use drover_core::spec::Role;
+    use drover_core::template::{BootContext, default_boot_script, render};
+    for role in [Role::Manager, Role::Worker, Role::Plain] {
+        for init in [false, true] {
+            let ctx = BootContext {
+                init,
+                ..BootContext::example(role)
+            };
+            let script = render(default_boot_script("ssh", role), &ctx).unwrap();
+            let ok = Command::new("sh")
+                .arg("-n")
+                .arg("-c")
+                .arg(&script)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "{role:?} (init {init}):\n{script}");
+        }
+    }
+}
