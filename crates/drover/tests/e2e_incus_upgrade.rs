@@ -53,7 +53,12 @@ fn drover(engines: &Path, args: &[&str]) -> Output {
 fn sockets(lab: &Lab) -> Vec<String> {
     lab.machines()
         .iter()
-        .map(|m| format!("unix://{}", lab.engine_dir().join(format!("{m}.sock")).display()))
+        .map(|m| {
+            format!(
+                "unix://{}",
+                lab.engine_dir().join(format!("{m}.sock")).display()
+            )
+        })
         .collect()
 }
 
@@ -76,9 +81,10 @@ impl Drop for LogsOnFailure<'_> {
             return;
         }
         for m in self.0.machines() {
-            let out = self
-                .0
-                .exec(&m, "journalctl -u drover-controller --no-pager -n 60 -o cat | cut -c1-240");
+            let out = self.0.exec(
+                &m,
+                "journalctl -u drover-controller --no-pager -n 60 -o cat | cut -c1-240",
+            );
             eprintln!("==== {m}\n{}", String::from_utf8_lossy(&out.stdout));
         }
     }
@@ -98,16 +104,33 @@ async fn upgrade(lab: &Lab) {
     std::fs::write(&old, spec(&lab.image)).unwrap();
     let out = drover(
         &engines,
-        &["apply", "-f", old.to_str().unwrap(), "--store", "swarm", "--wait", "--timeout", "15m"],
+        &[
+            "apply",
+            "-f",
+            old.to_str().unwrap(),
+            "--store",
+            "swarm",
+            "--wait",
+            "--timeout",
+            "15m",
+        ],
     );
     assert!(out.status.success(), "bootstrap failed");
-    let before = until_five(lab, Suite::Bookworm.engine_series(), Duration::from_secs(600)).await;
+    let before = until_five(
+        lab,
+        Suite::Bookworm.engine_series(),
+        Duration::from_secs(600),
+    )
+    .await;
 
     let new = files.path().join("trixie.yaml");
     std::fs::write(&new, spec(&image_of(Suite::Trixie))).unwrap();
     let store = format!("swarm:{}", sockets(lab)[0]);
     // The plan, before anything: each member's engine now, and the order.
-    let plan = drover(&engines, &["plan", "-f", new.to_str().unwrap(), "--store", &store]);
+    let plan = drover(
+        &engines,
+        &["plan", "-f", new.to_str().unwrap(), "--store", &store],
+    );
     assert!(plan.status.success(), "plan failed");
     let said = String::from_utf8_lossy(&plan.stdout).into_owned();
     let rows: Vec<&str> = said
@@ -116,12 +139,16 @@ async fn upgrade(lab: &Lab) {
         .collect();
     assert_eq!(rows.len(), 5, "every member in the order: {said}");
     assert!(
-        rows.iter().all(|r| r.contains(Suite::Bookworm.engine_series())),
+        rows.iter()
+            .all(|r| r.contains(Suite::Bookworm.engine_series())),
         "each member's engine version: {said}"
     );
     let managers_first = rows.iter().take(3).all(|r| r.contains("managers"));
     assert!(managers_first, "managers first: {said}");
-    assert!(rows[2].contains("(the leader: last)"), "the leader last: {said}");
+    assert!(
+        rows[2].contains("(the leader: last)"),
+        "the leader last: {said}"
+    );
 
     // The roll, under the quorum watcher and a version sampler.
     let stop = Arc::new(AtomicBool::new(false));
@@ -141,14 +168,23 @@ async fn upgrade(lab: &Lab) {
         seen.clone(),
     );
     let t0 = Instant::now();
-    let out = drover(&engines, &["apply", "-f", new.to_str().unwrap(), "--store", &store]);
+    let out = drover(
+        &engines,
+        &["apply", "-f", new.to_str().unwrap(), "--store", &store],
+    );
     assert!(out.status.success(), "the roll was not committed");
     let mut mixed = false;
     let after = loop {
         let v = versions(lab).await;
         let series: BTreeSet<&str> = v
             .iter()
-            .map(|x| if x.starts_with(Suite::Trixie.engine_series()) { "26.1" } else { "other" })
+            .map(|x| {
+                if x.starts_with(Suite::Trixie.engine_series()) {
+                    "26.1"
+                } else {
+                    "other"
+                }
+            })
             .collect();
         mixed |= series.len() == 2;
         let machines = lab.machines();
@@ -156,6 +192,7 @@ async fn upgrade(lab: &Lab) {
             && v.len() == 5
             && series == BTreeSet::from(["26.1"])
             && machines.iter().all(|m| !before.contains(m))
+            && converged(lab, &engines)
         {
             break machines;
         }
@@ -172,7 +209,10 @@ async fn upgrade(lab: &Lab) {
     let seen = seen.lock().unwrap();
     eprintln!("{}", seen.summary());
     seen.assert_quorum_kept();
-    assert!(mixed, "both engine versions ran side by side during the roll");
+    assert!(
+        mixed,
+        "both engine versions ran side by side during the roll"
+    );
     eprintln!("MEASURED incus upgrade 20.10 -> 26.1 by replacement (3+2, a spare slot): {roll:?}");
 
     // The story, as an operator reads it.
@@ -183,11 +223,48 @@ async fn upgrade(lab: &Lab) {
     let status = drover(&engines, &["status", "--store", &store]);
     let text = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(text.contains("converged"), "{text}");
-    let events = drover(&engines, &["events", "--since", "2h", "--store", &store]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
+    let args = ["events", "--since", "2h", "--store", &store];
+    cmd.args(args).env("RUST_LOG", "warn");
+    let events = support::run_printed(cmd, &args);
     let log = String::from_utf8_lossy(&events.stdout).into_owned();
     for m in &before {
         assert!(log.contains(m.as_str()), "the events name {m}: {log}");
     }
+}
+
+/// Every group converged on its desired config, as the status published
+/// in the swarm store (read through whichever machine's engine serves it)
+/// says.
+fn converged(lab: &Lab, engines: &Path) -> bool {
+    for m in lab.machines() {
+        let store = format!(
+            "swarm:unix://{}",
+            engines.join(format!("{m}.sock")).display()
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args([
+                "status",
+                "--output",
+                "json",
+                "--store",
+                &store,
+                "--incus-engines",
+            ])
+            .arg(engines)
+            .output()
+            .expect("drover status");
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+            continue;
+        };
+        let Some(groups) = doc["groups"].as_array() else {
+            continue;
+        };
+        return groups
+            .iter()
+            .all(|g| g["phase"] == "converged" && g["current"] == g["desired"]);
+    }
+    false
 }
 
 /// Waits until the lab runs 5 machines whose nodes are all Ready on an

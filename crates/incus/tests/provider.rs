@@ -155,16 +155,36 @@ async fn provision_describe_label_destroy_and_no_secret_in_the_configuration() {
         .await
         .unwrap();
     assert!(ok.succeeded(), "{ok:?}");
-    assert_eq!(wait_file(&lab, &id, "/root/updated", Duration::from_secs(5)), "0");
-    assert_ne!(pid(&lab), before, "the engine was restarted after the update");
+    assert_eq!(
+        wait_file(&lab, &id, "/root/updated", Duration::from_secs(5)),
+        "0"
+    );
+    assert_ne!(
+        pid(&lab),
+        before,
+        "the engine was restarted after the update"
+    );
     let failed = p
-        .run_update(&id, &run("echo 'E: Unable to locate package docker.io=99' >&2; exit 100", 60), &Unfenced)
+        .run_update(
+            &id,
+            &run(
+                "echo 'E: Unable to locate package docker.io=99' >&2; exit 100",
+                60,
+            ),
+            &Unfenced,
+        )
         .await
         .unwrap();
     assert_eq!(failed.status, Some(100));
-    assert_eq!(failed.tail.last(1), "E: Unable to locate package docker.io=99");
+    assert_eq!(
+        failed.tail.last(1),
+        "E: Unable to locate package docker.io=99"
+    );
     let t1 = Instant::now();
-    let hung = p.run_update(&id, &run("sleep 600", 2), &Unfenced).await.unwrap();
+    let hung = p
+        .run_update(&id, &run("sleep 600", 2), &Unfenced)
+        .await
+        .unwrap();
     assert!(hung.timed_out(), "{hung:?}");
     assert!(t1.elapsed() < Duration::from_secs(30), "{:?}", t1.elapsed());
     assert!(
