@@ -141,6 +141,19 @@ impl fmt::Display for StepWait<'_> {
             StepWait::StillManager { node } => {
                 write!(f, "node {node} is still a manager: demote first")
             }
+            StepWait::NodeBack { .. }
+            | StepWait::Promote { .. }
+            | StepWait::GhostHeal { .. }
+            | StepWait::GhostHealed { .. } => self.fmt_node_back(f),
+        }
+    }
+}
+
+impl StepWait<'_> {
+    /// The waits on a node coming back: into service after its update,
+    /// or out of the raft as a ghost.
+    fn fmt_node_back(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             StepWait::NodeBack { node } => {
                 write!(f, "waiting for node {node} to be Ready after its update")
             }
@@ -156,6 +169,7 @@ impl fmt::Display for StepWait<'_> {
                 "node {node} is a ghost raft member, healed: waiting for swarmkit to remove it (healed again after {}s)",
                 every.as_secs()
             ),
+            _ => Ok(()),
         }
     }
 }
