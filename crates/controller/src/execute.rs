@@ -277,8 +277,8 @@ impl Call<'_> {
         }
         let result = match self {
             Call::Hook(..) => Ok(()),
-            Call::Update(provider, instance, run, config) => {
-                update(provider.as_ref(), instance, run, config, lease).await
+            Call::Update(provider, instance, run, _) => {
+                update(provider.as_ref(), instance, run, lease).await
             }
             Call::Promote(node) => ctx.cluster.promote(node, lease).await.map_err(Into::into),
             Call::Activate(node) => ctx.cluster.activate(node, lease).await.map_err(Into::into),
@@ -398,7 +398,11 @@ pub(crate) async fn side_effect(
         // lease starts, not out of it.
         call.ready().await;
         let lease = term.confirm(op).await?;
-        match call.run(ctx, &lease, left).await {
+        let result = call.run(ctx, &lease, left).await;
+        if let (Ok(_), Call::Update(provider, instance, _, config)) = (&result, &call) {
+            tag_updated(term, op, provider.as_ref(), instance, config).await?;
+        }
+        match result {
             Err(StepError::Expired(e)) => {
                 tracing::warn!(
                     op,
@@ -415,27 +419,41 @@ pub(crate) async fn side_effect(
     })))
 }
 
-/// Runs an in-place update on `instance` under `lease` and, when it
-/// succeeded, tags the machine with `config`: from then on the planner
-/// sees the member current (the tag is the world's record of the update;
-/// the lease is asked anew for it, the run having outlasted the first).
-/// A failed or timed-out run is [`StepError::Update`], its outcome kept.
+/// Runs an in-place update on `instance` under `lease` (checked before
+/// it starts). A failed or timed-out run is [`StepError::Update`], its
+/// outcome kept.
 async fn update(
     provider: &dyn InstanceProvider,
     instance: &str,
     run: &UpdateRun,
-    config: &str,
     lease: &Lease,
 ) -> Result<(), StepError> {
     let outcome = provider.run_update(instance, run, lease).await?;
-    if !outcome.succeeded() {
-        return Err(StepError::Update(outcome));
+    if outcome.succeeded() {
+        Ok(())
+    } else {
+        Err(StepError::Update(outcome))
     }
+}
+
+/// Tags `instance` with `config` once its update succeeded: from then on
+/// the planner sees the member current (the tag is the world's record of
+/// the update). Under a lease asked anew, the run having outlasted the
+/// first: a controller deposed meanwhile writes nothing.
+async fn tag_updated(
+    term: &Tenure,
+    op: &str,
+    provider: &dyn InstanceProvider,
+    instance: &str,
+    config: &str,
+) -> Result<(), StepError> {
+    let lease = term.confirm(op).await?;
     let tags = BTreeMap::from([(tags::CONFIG.to_string(), config.to_string())]);
-    provider
-        .label(instance, &tags, &drover_spi::Unfenced)
-        .await
-        .map_err(Into::into)
+    let result = provider.label(instance, &tags, &lease).await;
+    result.map_err(|e| match e {
+        ProviderError::Fenced(e) => StepError::Expired(e),
+        e => e.into(),
+    })
 }
 
 /// The provider holding `instance` of undeclared `group` (an orphan): the

@@ -65,10 +65,12 @@ pub const TEMPLATE_VARIABLES: &str = "cluster_id, group, role, instance, logical
 pub fn run_for(
     spec: &InPlace,
     ctx: &UpdateContext,
+    mark: String,
 ) -> Result<UpdateRun, crate::template::TemplateError> {
     Ok(UpdateRun {
         command: crate::template::render_value(&spec.command, ctx)?,
         timeout: spec.timeout,
+        mark,
     })
 }
 
@@ -82,6 +84,10 @@ pub struct UpdateRun {
     /// the run is stopped and reported as [`UpdateOutcome::timed_out`].
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
+    /// This update's name on the machine (its operation and config,
+    /// `[a-z0-9-]`): recorded there once it succeeded, so a late second
+    /// run of the same update (a deposed controller's) does nothing.
+    pub mark: String,
 }
 
 /// How an update run ended.
@@ -143,17 +149,46 @@ impl UpdateOutcome {
 /// unless its main process changed meanwhile (the update restarted it, as a
 /// package upgrade does). The script's exit status is the command's, or the
 /// restart's.
-pub fn systemd_script(command: &str) -> String {
+pub fn systemd_script(run: &UpdateRun) -> String {
+    let (command, mark) = (&run.command, &run.mark);
+    let guard = manager_guard();
     format!(
         "set -e\n\
          exec 9>/run/drover-update.lock\n\
          flock 9\n\
+         mark=/var/lib/drover/updated-{mark}\n\
+         if [ -e \"$mark\" ]; then echo \"already updated ({mark})\"; exit 0; fi\n\
+         {guard}\
          before=$(systemctl show -p MainPID --value docker.service)\n\
          (\n{command}\n)\n\
          after=$(systemctl show -p MainPID --value docker.service)\n\
          if [ \"$before\" = \"$after\" ] || [ \"$after\" = 0 ]; then\n  \
          systemctl restart docker.service\n\
-         fi\n"
+         fi\n\
+         mkdir -p /var/lib/drover\n\
+         rm -f /var/lib/drover/updated-*\n\
+         touch \"$mark\"\n"
+    )
+}
+
+/// The exit status of a run refused because the machine's engine is a
+/// swarm manager.
+pub const REFUSED_MANAGER: i32 = 97;
+
+/// Shell lines that refuse the update (exit [`REFUSED_MANAGER`]) while the
+/// engine `docker` talks to is a swarm manager: the planner runs an update
+/// only once its node left the raft, so this is a late run (a deposed
+/// controller's, its connection slow) on a member back in the raft. A
+/// demoted manager's own engine says so up to seconds late: it is asked
+/// for 30 s. An engine that cannot be asked (none, no swarm) passes.
+pub fn manager_guard() -> String {
+    format!(
+        "i=0\n\
+         while [ \"$(docker info --format '{{{{.Swarm.ControlAvailable}}}}' 2>/dev/null)\" = true ]; do\n  \
+         i=$((i+1))\n  \
+         if [ $i -ge 30 ]; then echo 'refused: this machine runs a swarm manager (a raft member): not updating it' >&2; exit {REFUSED_MANAGER}; fi\n  \
+         sleep 1\n\
+         done\n"
     )
 }
 
@@ -170,7 +205,7 @@ const KILL_GRACE_SECS: u64 = 10;
 /// stopped there, whatever happens to the connection that started it).
 /// Nothing in it is secret.
 pub fn systemd_argv(run: &UpdateRun) -> Vec<String> {
-    bounded_argv(run.timeout, &systemd_script(&run.command))
+    bounded_argv(run.timeout, &systemd_script(run))
 }
 
 /// `script` run by `sh -c` under coreutils `timeout` (`timeout`, then
@@ -189,7 +224,12 @@ pub fn bounded_argv(timeout: Duration, script: &str) -> Vec<String> {
 /// How long a provider waits for [`systemd_argv`]'s run to end: its
 /// timeout, the kill grace, and a margin for the machine's answer.
 pub fn wait_bound(run: &UpdateRun) -> Duration {
-    run.timeout + Duration::from_secs(KILL_GRACE_SECS + 20)
+    wait_bound_of(run.timeout)
+}
+
+/// [`wait_bound`] of a run bounded by `timeout`.
+pub fn wait_bound_of(timeout: Duration) -> Duration {
+    timeout + Duration::from_secs(KILL_GRACE_SECS + 20)
 }
 
 #[cfg(test)]
@@ -219,22 +259,31 @@ mod tests {
         let run = UpdateRun {
             command: "true".into(),
             timeout: Duration::from_secs(90),
+            mark: "w-1-abc".into(),
         };
         let argv = systemd_argv(&run);
         assert_eq!(
             argv[..5],
             ["timeout", "--kill-after=10s", "90s", "sh", "-c"]
         );
-        assert_eq!(argv[5], systemd_script("true"));
+        assert_eq!(argv[5], systemd_script(&run));
         assert_eq!(wait_bound(&run), Duration::from_secs(120));
     }
 
     #[test]
     fn the_systemd_script_runs_the_command_then_restarts_an_engine_it_left_running() {
-        let s = systemd_script("apt-get install -y docker.io");
+        let run = UpdateRun {
+            command: "apt-get install -y docker.io".into(),
+            timeout: Duration::from_secs(60),
+            mark: "w-1-abc".into(),
+        };
+        let s = systemd_script(&run);
         assert!(s.starts_with("set -e\n"));
-        let command = s.find("apt-get install -y docker.io").unwrap();
-        let restart = s.find("systemctl restart docker.service").unwrap();
-        assert!(command < restart);
+        let at = |what: &str| s.find(what).unwrap_or_else(|| panic!("{what} in {s}"));
+        // Once per machine: the mark of a done update ends a late run at once.
+        assert!(at("already updated") < at("ControlAvailable"));
+        assert!(at("ControlAvailable") < at("apt-get install -y docker.io"));
+        assert!(at("apt-get install -y docker.io") < at("systemctl restart docker.service"));
+        assert!(at("systemctl restart docker.service") < at("touch \"$mark\""));
     }
 }

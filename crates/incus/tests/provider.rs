@@ -149,6 +149,10 @@ async fn provision_describe_label_destroy_and_no_secret_in_the_configuration() {
     let run = |command: &str, secs: u64| drover_core::in_place::UpdateRun {
         command: command.into(),
         timeout: Duration::from_secs(secs),
+        mark: format!(
+            "test-{}",
+            MARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ),
     };
     let ok = p
         .run_update(&id, &run("id -u > /root/updated; echo done", 60), &Unfenced)
@@ -242,3 +246,6 @@ async fn a_power_cut_reads_as_stopped_and_bad_input_is_refused() {
     );
     assert!(gone.describe(&filter).await.is_err());
 }
+
+/// Each test run of an update its own name on the machine.
+static MARKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

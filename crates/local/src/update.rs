@@ -30,7 +30,10 @@ impl LocalProvider {
             .record(instance)
             .map_err(|e| io_err("reading instance record", e))?
             .ok_or_else(|| ProviderError::NotFound(instance.to_string()))?;
-        let argv = bounded_argv(run.timeout, &run.command);
+        // This host runs no systemd unit per machine and keeps no mark:
+        // the guard alone (no update of an engine that is a manager).
+        let script = format!("{}{}", drover_core::in_place::manager_guard(), run.command);
+        let argv = bounded_argv(run.timeout, &script);
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env("DOCKER_HOST", r.endpoint())

@@ -393,6 +393,10 @@ async fn an_update_runs_as_root_and_ends_by_its_status_or_its_timeout() {
     let run = |command: String, secs: u64| UpdateRun {
         command,
         timeout: Duration::from_secs(secs),
+        mark: format!(
+            "test-{}",
+            MARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ),
     };
 
     let ok = p
@@ -591,3 +595,6 @@ async fn a_hosts_engine_is_asked_through_its_connection() {
     assert_eq!(reports[0].answer, EngineAnswer::Led, "{:?}", reports[0]);
     assert_eq!(p.join_failed(&id).await, None);
 }
+
+/// Each test run of an update its own name on the machine.
+static MARKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

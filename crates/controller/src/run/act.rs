@@ -315,9 +315,14 @@ impl Controller {
                 execute::side_effect(&ctx, &term, &desired, group.as_deref(), &action, &left).await
             })
         };
+        // Not cut short by standing down: the leader's own hand-over, and
+        // an update running on a machine (cut mid-package-upgrade, the
+        // machine would be left half updated; the next leader's run waits
+        // for it on the machine and finds its mark).
+        let cancellable = !hand_over && !matches!(action, Action::RunUpdate { .. });
         self.acting
             .running
-            .insert(op.clone(), (!hand_over).then(|| effect.abort_handle()));
+            .insert(op.clone(), cancellable.then(|| effect.abort_handle()));
         self.acting.fresh.push(op.clone());
         let (tx, action, epoch) = (self.acting.done_tx.clone(), action.clone(), lead.epoch());
         tokio::spawn(async move {

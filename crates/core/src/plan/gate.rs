@@ -119,7 +119,11 @@ impl Planner<'_> {
     /// is changing (one removal at a time, even when no journal entry
     /// explains the change). `except`'s own victim and new member are its
     /// business.
-    fn membership_changing(&self, except: Option<&str>, own: Option<&Node>) -> Option<Refusal> {
+    pub(crate) fn membership_changing(
+        &self,
+        except: Option<&str>,
+        own: Option<&Node>,
+    ) -> Option<Refusal> {
         let op = except.and_then(|id| self.ops.iter().find(|o| o.id == id));
         let mine = |n: &Node| {
             own.is_some_and(|o| o.id == n.id)

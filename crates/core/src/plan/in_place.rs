@@ -57,6 +57,9 @@ impl<'a> Planner<'a> {
         if inst.current() {
             return StepState::Done;
         }
+        if let Some(wait) = self.not_out_of_service(&s) {
+            return wait;
+        }
         if let Some(failed) = op.update_failure.as_ref().filter(|f| f.config == d.hash) {
             if self.facts.input.desired.replace.contains(&inst.id) {
                 return StepState::Abandon(Abandon::ReplaceRequested {
@@ -81,7 +84,7 @@ impl<'a> Planner<'a> {
             instance: inst.id.clone(),
             logical_id: inst.logical_id().unwrap_or_default().to_string(),
         };
-        match run_for(spec, &ctx) {
+        match run_for(spec, &ctx, format!("{}-{}", op.id, d.hash)) {
             Ok(run) => StepState::Act(Action::RunUpdate {
                 op: op.id.clone(),
                 instance: inst.id.clone(),
@@ -115,7 +118,11 @@ impl<'a> Planner<'a> {
         if n.state != NodeState::Ready {
             return StepState::Wait(StepWait::NodeBack { node: &n.id });
         }
-        match self.add_manager_gate() {
+        let gate = self
+            .membership_changing(Some(&op.id), Some(n))
+            .or_else(|| self.facts.manager_trouble.clone())
+            .or_else(|| self.add_manager_gate());
+        match gate {
             Some(no) => StepState::Wait(StepWait::Promote { node: &n.id, no }),
             None => StepState::Act(Action::Promote {
                 op: op.id.clone(),
@@ -139,12 +146,47 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// How long an operation's `step` may take: an update runs for up to its
-/// own timeout, on top of the step timeout every step has.
+impl<'a> Planner<'a> {
+    /// Why the update may not run yet, if it may not: the machine's node
+    /// must be found, out of the raft (whatever its group says: a worker
+    /// promoted by hand, an engine that lost drover's labels) and drained,
+    /// or Down. The steps before it did that; this is judged again from
+    /// the world, as a destroy is.
+    fn not_out_of_service<'o>(&self, s: &StepOf<'_, 'o, 'a>) -> Option<StepState<'o>>
+    where
+        'a: 'o,
+    {
+        if s.op.role == crate::spec::Role::Plain {
+            return None;
+        }
+        let Some(n) = s.node else {
+            let id = s.victim_inst.map_or("?", |m| m.instance_id());
+            return Some(
+                self.out_of_raft_first(s.op, None, id)
+                    .unwrap_or(StepState::Wait(StepWait::NodeBack {
+                        node: s.victim().and_then(|v| v.node.as_deref()).unwrap_or("?"),
+                    })),
+            );
+        };
+        if n.in_raft() {
+            return Some(StepState::Wait(StepWait::LeavingRaft { node: &n.id }));
+        }
+        (n.availability != Availability::Drain && n.state != NodeState::Down).then(|| {
+            StepState::Wait(StepWait::Draining {
+                node: &n.id,
+                tasks: n.running_tasks,
+            })
+        })
+    }
+}
+
+/// How long an operation's `step` may take: an update as long as its
+/// provider waits for it ([`crate::in_place::wait_bound`]), on top of the
+/// step timeout every step has.
 pub(super) fn step_timeout(step: crate::journal::Step, d: &super::DesiredGroup) -> Duration {
     let base = d.spec.update.step_timeout;
     match (&d.spec.update.in_place, step) {
-        (Some(u), crate::journal::Step::Update) => base + u.timeout,
+        (Some(u), crate::journal::Step::Update) => base + crate::in_place::wait_bound_of(u.timeout),
         _ => base,
     }
 }

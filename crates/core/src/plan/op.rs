@@ -394,6 +394,12 @@ impl<'a> Planner<'a> {
 
 /// True when no step before `step` disrupted anything (only additions ran).
 pub(super) fn undisrupted(op: &Operation, step: Step) -> bool {
+    if op.in_place {
+        // Its demotion comes first, and comes again when a new spec
+        // arrives after the member was updated and promoted: its record
+        // (intents, done marks) says whether it took the member out.
+        return !op.began_disrupting();
+    }
     op.steps()
         .iter()
         .take_while(|s| **s != step)

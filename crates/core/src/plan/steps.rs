@@ -75,9 +75,26 @@ impl<'a> Planner<'a> {
         'a: 'o,
     {
         let StepOf {
-            view, replacement, ..
+            op,
+            view,
+            replacement,
+            ..
         } = s;
         let d = view.d;
+        // A member updated in place that does not come back is left as it
+        // is, its group blocked: it is no new machine for healing to
+        // replace (the operator decides).
+        let given_up = |why: &str| {
+            if op.in_place {
+                StepState::Fail(Blocked::UpdateFailed {
+                    instance: replacement.map_or_else(String::new, |m| m.id.clone()),
+                    op: op.id.clone(),
+                    summary: format!("the update ran, but after it the member is {why}"),
+                })
+            } else {
+                StepState::Done
+            }
+        };
         let Some(new) = replacement else {
             // Provisioned, then lost: the slot is judged afresh next pass.
             return StepState::Done;
@@ -103,11 +120,11 @@ impl<'a> Planner<'a> {
             // A new member that died, stayed unhealthy or never
             // joined is handed to healing (same timers, so it does
             // not wait twice); the op does not wait on it forever.
-            Health::Unhealthy("machine not running") => StepState::Done,
+            Health::Unhealthy("machine not running") => given_up("not running"),
             Health::Unhealthy(why) => {
                 let limit = d.spec.health.unhealthy_after;
                 if self.clock.elapsed(Timer::Unhealthy(new.id.clone()), limit) {
-                    StepState::Done
+                    given_up(why)
                 } else {
                     StepState::Wait(StepWait::NewUnhealthy {
                         member: new.instance_id(),
@@ -117,7 +134,11 @@ impl<'a> Planner<'a> {
             }
             // Its join failed (seen at once) or its startup_timeout ran
             // out since its creation: healing replaces it.
-            Health::Pending if self.join_over(&new, d.spec.health.startup_timeout) => {
+            // (An updated machine is no new one: its creation says nothing
+            // of its node's return, which its step's timeout bounds.)
+            Health::Pending
+                if !op.in_place && self.join_over(&new, d.spec.health.startup_timeout) =>
+            {
                 StepState::Done
             }
             Health::Pending => match self.boot_log(new.instance_id()) {
