@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::nemesis::HaltControllers;
-use support::{Lab, bounded};
+use support::{Lab, bounded, wait_converged, wait_for};
 
 /// The hook script: one line per call (point, key, machine, node, PID)
 /// and its environment's names; a change freeze while `freeze` exists;
@@ -232,28 +232,4 @@ fn calls(dir: &Path) -> Vec<Call> {
             })
         })
         .collect()
-}
-
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "waited {limit:?} in vain");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Until every group is converged on its current spec.
-fn wait_converged(lab: &Lab, limit: Duration) {
-    wait_for(limit, || {
-        let out = lab.drover(&["status", "--output", "json"]);
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        let groups = doc["groups"].as_array()?;
-        groups
-            .iter()
-            .all(|g| g["phase"] == "converged" && g["current"] == g["desired"])
-            .then_some(())
-    });
 }

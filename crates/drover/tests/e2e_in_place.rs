@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::nemesis::HaltControllers;
-use support::{Lab, Watch, bounded};
+use support::{Lab, Watch, bounded, wait_converged, wait_for};
 
 const NET: u8 = 177;
 
@@ -279,17 +279,6 @@ fn apply(lab: &Lab, spec: &str) {
     assert_eq!(out.status.code(), Some(0), "apply failed");
 }
 
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "waited {limit:?} in vain");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 /// [`wait_for`], printing what drover says (status, events) when it waited
 /// in vain.
 fn wait_telling<T>(lab: &Lab, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -305,17 +294,4 @@ fn wait_telling<T>(lab: &Lab, limit: Duration, mut f: impl FnMut() -> Option<T>)
         }
         std::thread::sleep(Duration::from_millis(300));
     }
-}
-
-/// Until every group is converged on its current spec.
-fn wait_converged(lab: &Lab, limit: Duration) {
-    wait_telling(lab, limit, || {
-        let out = lab.drover(&["status", "--output", "json"]);
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        let groups = doc["groups"].as_array()?;
-        groups
-            .iter()
-            .all(|g| g["phase"] == "converged" && g["current"] == g["desired"])
-            .then_some(())
-    });
 }

@@ -25,7 +25,7 @@ mod support;
 use drover_engine::PeerEndpoints;
 use drover_incus::testkit::{Lab, incus};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -146,16 +146,6 @@ fn manager_machines(lab: &Lab) -> Vec<String> {
                 .success()
         })
         .collect()
-}
-
-/// Runs `drover ARGS` with the lab's incus provider, printing what it said.
-fn drover(engines: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
-    cmd.args(args)
-        .arg("--incus-engines")
-        .arg(engines)
-        .env("RUST_LOG", "warn");
-    support::run_printed(cmd, args)
 }
 
 /// Prints each machine's boot and controller logs when the test fails,
@@ -304,7 +294,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     // Bootstrap from nothing: the first manager through the provider, then
     // its own controller (a systemd unit) builds the rest.
     let t0 = Instant::now();
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &[
             "apply",
@@ -377,7 +367,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     let recorder = split::Recorder::start(NET);
     let from_ms = epoch_ms();
     let t1 = Instant::now();
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &["apply", "-f", v2.to_str().unwrap(), "--store", &store],
     );
@@ -435,12 +425,12 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     // from outside the swarm).
     let t2 = Instant::now();
     let store = manager_store(&lab);
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &["destroy", "workers", "--yes", "--store", &store],
     );
     assert!(out.status.success(), "destroying the workers failed");
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &["destroy", "managers", "--yes", "--store", &store],
     );
@@ -492,7 +482,7 @@ async fn faults_during_a_roll(
     let v3 = files.join("v3.yaml");
     std::fs::write(&v3, spec(lab, "v3", release)).unwrap();
     let t0 = Instant::now();
-    let out = drover(
+    let out = support::drover_incus(
         engines,
         &[
             "apply",

@@ -21,7 +21,6 @@ mod support;
 
 use drover_core::model::SwarmView;
 use drover_incus::testkit::{Lab, incus};
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use support::{bounded, leader, observe_endpoints};
@@ -37,16 +36,6 @@ fn spec(lab: &Lab) -> String {
          - name: managers\n  role: manager\n  allocation:\n    logical_ids: [{SUBNET}.11, {SUBNET}.12, {SUBNET}.13]\n  instance:\n    provider: incus\n    properties: {{image: {image}, network: {NET}, storage_pool: drover, memory: 1GiB, devices: {{drover-bin: {{type: disk, source: {bin}, path: /usr/local/bin/drover, readonly: 'true'}}}}}}\n",
         image = lab.image
     )
-}
-
-/// Runs `drover ARGS --incus-engines ENGINES`, printing what it said.
-fn drover(engines: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
-    cmd.args(args)
-        .arg("--incus-engines")
-        .arg(engines)
-        .env("RUST_LOG", "warn");
-    support::run_printed(cmd, args)
 }
 
 fn stdout(o: &Output) -> String {
@@ -196,7 +185,7 @@ async fn scenario(lab: &Lab, thaw: &mut Thaw) {
     let file = files.path().join("cluster.yaml");
     std::fs::write(&file, spec(lab)).unwrap();
     let f = file.to_str().unwrap();
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &[
             "apply",
@@ -225,13 +214,13 @@ async fn scenario(lab: &Lab, thaw: &mut Thaw) {
     );
     until_leaderless(lab, &survivor, Duration::from_secs(240)).await;
     let store = store_of(lab, &survivor);
-    let status = drover(&engines, &["status", "--store", &store]);
+    let status = support::drover_incus(&engines, &["status", "--store", &store]);
     assert_ne!(
         status.status.code(),
         Some(3),
         "paused members may still vote"
     );
-    let refused = drover(&engines, &["recover", "--store", &store]);
+    let refused = support::drover_incus(&engines, &["recover", "--store", &store]);
     assert_eq!(refused.status.code(), Some(2), "{}", stdout(&refused));
     for m in &paused {
         assert!(
@@ -242,7 +231,7 @@ async fn scenario(lab: &Lab, thaw: &mut Thaw) {
     }
     assert!(stdout(&refused).contains("its machine is paused"));
     assert!(stdout(&refused).contains("nothing was changed"));
-    let named = drover(
+    let named = support::drover_incus(
         &engines,
         &[
             "recover", "--store", &store, "--gone", &paused[0], "--gone", &paused[1],
@@ -278,7 +267,7 @@ async fn scenario(lab: &Lab, thaw: &mut Thaw) {
     let store = store_of(lab, &survivor);
     let t0 = Instant::now();
     let status = loop {
-        let status = drover(&engines, &["status", "--store", &store]);
+        let status = support::drover_incus(&engines, &["status", "--store", &store]);
         if status.status.code() == Some(3) || t0.elapsed() > Duration::from_secs(180) {
             break status;
         }
@@ -305,7 +294,7 @@ async fn scenario(lab: &Lab, thaw: &mut Thaw) {
     // Force-new-cluster may answer an error after forming the new cluster
     // (seen here: "update out of sequence" on its cluster settings): the
     // run goes on once the survivor leads, and says so.
-    let recovered = drover(&engines, &args);
+    let recovered = support::drover_incus(&engines, &args);
     println!("recover: {}", stdout(&recovered));
     assert!(
         recovered.status.success(),

@@ -17,7 +17,7 @@ mod support;
 use drover_incus::testkit::{Lab, Suite, image_of};
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,15 +38,6 @@ fn spec(image: &str) -> String {
          - name: managers\n  role: manager\n  allocation:\n    logical_ids: [{SUBNET}.11, {SUBNET}.12, {SUBNET}.13]\n    spare_ids: [{SUBNET}.14]\n  instance:\n    provider: incus\n    properties: {props}\n\
          - name: workers\n  role: worker\n  allocation: {{size: 2}}\n  instance:\n    provider: incus\n    properties: {props}\n"
     )
-}
-
-fn drover(engines: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
-    cmd.args(args)
-        .arg("--incus-engines")
-        .arg(engines)
-        .env("RUST_LOG", "warn");
-    support::run_printed(cmd, args)
 }
 
 /// The engine sockets of the lab's machines.
@@ -102,7 +93,7 @@ async fn upgrade(lab: &Lab) {
     let files = tempfile::tempdir().unwrap();
     let old = files.path().join("bookworm.yaml");
     std::fs::write(&old, spec(&lab.image)).unwrap();
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &[
             "apply",
@@ -127,7 +118,7 @@ async fn upgrade(lab: &Lab) {
     std::fs::write(&new, spec(&image_of(Suite::Trixie))).unwrap();
     let store = format!("swarm:{}", sockets(lab)[0]);
     // The plan, before anything: each member's engine now, and the order.
-    let plan = drover(
+    let plan = support::drover_incus(
         &engines,
         &["plan", "-f", new.to_str().unwrap(), "--store", &store],
     );
@@ -168,7 +159,7 @@ async fn upgrade(lab: &Lab) {
         seen.clone(),
     );
     let t0 = Instant::now();
-    let out = drover(
+    let out = support::drover_incus(
         &engines,
         &["apply", "-f", new.to_str().unwrap(), "--store", &store],
     );
@@ -220,7 +211,7 @@ async fn upgrade(lab: &Lab) {
         "swarm:unix://{}",
         engines.join(format!("{}.sock", after[0])).display()
     );
-    let status = drover(&engines, &["status", "--store", &store]);
+    let status = support::drover_incus(&engines, &["status", "--store", &store]);
     let text = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(text.contains("converged"), "{text}");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));

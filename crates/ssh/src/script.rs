@@ -103,7 +103,7 @@ pub fn upload_boot(dir: &str) -> String {
 pub fn launch_boot(dir: &str) -> String {
     format!(
         "set -eu\numask 077\n{}eval \"$(cat)\"\ncd \"$d\"\n\
-         nohup setsid sh -c 'echo $$ >{BOOT_PID}; sh ./{BOOT_SCRIPT}; echo \"drover: the boot script exited with status $?\"' \
+         nohup setsid sh -c 'echo $$ >{BOOT_PID}; sh ./{BOOT_SCRIPT}; s=$?; rm -f {BOOT_PID}; echo \"drover: the boot script exited with status $s\"' \
          >>{BOOT_LOG} 2>&1 </dev/null &\n",
         state(dir)
     )

@@ -239,6 +239,43 @@ pub fn run_printed(mut cmd: Command, args: &[&str]) -> std::process::Output {
     out
 }
 
+/// Runs `drover ARGS --incus-engines ENGINES` (the incus provider's
+/// machines' engine sockets), printing what it said.
+pub fn drover_incus(engines: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
+    cmd.args(args)
+        .arg("--incus-engines")
+        .arg(engines)
+        .env("RUST_LOG", "warn");
+    run_printed(cmd, args)
+}
+
+/// Calls `f` until it gives something (every 300 ms), at most `limit`.
+pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "waited {limit:?} in vain");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Until every group of `lab`'s cluster is converged on its current spec,
+/// at most `limit`.
+pub fn wait_converged(lab: &Lab, limit: Duration) {
+    wait_for(limit, || {
+        let out = lab.drover(&["status", "--output", "json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let groups = doc["groups"].as_array()?;
+        groups
+            .iter()
+            .all(|g| g["phase"] == "converged" && g["current"] == g["desired"])
+            .then_some(())
+    });
+}
+
 /// The raft's fault tolerance in a node list.
 pub fn fault_tolerance(nodes: &[Node]) -> i64 {
     let members = nodes.iter().filter(|n| n.raft.is_some()).count();
