@@ -142,21 +142,23 @@ impl UpdateOutcome {
 }
 
 /// The script a provider whose machines run systemd (Incus, SSH) runs as
-/// root: one run at a time on a machine (a controller taking over may start
-/// the update again while a deposed one's still runs: the second waits for
-/// the first, then runs the idempotent command again), the operator's
-/// `command` in a subshell under `sh -e`, then `docker.service` restarted
-/// unless its main process changed meanwhile (the update restarted it, as a
-/// package upgrade does). The script's exit status is the command's, or the
-/// restart's.
-pub fn systemd_script(run: &UpdateRun) -> String {
+/// root, its lock and mark in drover's `state_dir` on the machine: one run
+/// at a time on a machine (a controller taking over may start the update
+/// again while a deposed one's still runs: the second waits for the
+/// first), a run whose update is marked done does nothing, the guard
+/// ([`manager_guard`]), the operator's `command` in a subshell under
+/// `sh -e`, then `docker.service` restarted unless its main process changed
+/// meanwhile (the update restarted it, as a package upgrade does), then the
+/// mark. The script's exit status is the command's, or the restart's.
+pub fn systemd_script(run: &UpdateRun, state_dir: &str) -> String {
     let (command, mark) = (&run.command, &run.mark);
     let guard = manager_guard();
     format!(
         "set -e\n\
-         exec 9>/run/drover-update.lock\n\
+         mkdir -p {state_dir}\n\
+         exec 9>{state_dir}/update.lock\n\
          flock 9\n\
-         mark=/var/lib/drover/updated-{mark}\n\
+         mark={state_dir}/updated-{mark}\n\
          if [ -e \"$mark\" ]; then echo \"already updated ({mark})\"; exit 0; fi\n\
          {guard}\
          before=$(systemctl show -p MainPID --value docker.service)\n\
@@ -165,8 +167,7 @@ pub fn systemd_script(run: &UpdateRun) -> String {
          if [ \"$before\" = \"$after\" ] || [ \"$after\" = 0 ]; then\n  \
          systemctl restart docker.service\n\
          fi\n\
-         mkdir -p /var/lib/drover\n\
-         rm -f /var/lib/drover/updated-*\n\
+         rm -f {state_dir}/updated-*\n\
          touch \"$mark\"\n"
     )
 }
@@ -204,8 +205,8 @@ const KILL_GRACE_SECS: u64 = 10;
 /// the bound holds on the machine itself (the update's processes are
 /// stopped there, whatever happens to the connection that started it).
 /// Nothing in it is secret.
-pub fn systemd_argv(run: &UpdateRun) -> Vec<String> {
-    bounded_argv(run.timeout, &systemd_script(run))
+pub fn systemd_argv(run: &UpdateRun, state_dir: &str) -> Vec<String> {
+    bounded_argv(run.timeout, &systemd_script(run, state_dir))
 }
 
 /// `script` run by `sh -c` under coreutils `timeout` (`timeout`, then
@@ -261,12 +262,12 @@ mod tests {
             timeout: Duration::from_secs(90),
             mark: "w-1-abc".into(),
         };
-        let argv = systemd_argv(&run);
+        let argv = systemd_argv(&run, "/var/lib/drover");
         assert_eq!(
             argv[..5],
             ["timeout", "--kill-after=10s", "90s", "sh", "-c"]
         );
-        assert_eq!(argv[5], systemd_script(&run));
+        assert_eq!(argv[5], systemd_script(&run, "/var/lib/drover"));
         assert_eq!(wait_bound(&run), Duration::from_secs(120));
     }
 
@@ -277,7 +278,7 @@ mod tests {
             timeout: Duration::from_secs(60),
             mark: "w-1-abc".into(),
         };
-        let s = systemd_script(&run);
+        let s = systemd_script(&run, "/var/lib/drover");
         assert!(s.starts_with("set -e\n"));
         let at = |what: &str| s.find(what).unwrap_or_else(|| panic!("{what} in {s}"));
         // Once per machine: the mark of a done update ends a late run at once.

@@ -306,7 +306,11 @@ impl InstanceProvider for IncusProvider {
         fence.check()?;
         let done = self
             .api
-            .exec(instance, &systemd_argv(run), wait_bound(run))
+            .exec(
+                instance,
+                &systemd_argv(run, "/var/lib/drover"),
+                wait_bound(run),
+            )
             .await
             .map_err(|e| provider_error(&format!("updating {instance}"), e))?;
         Ok(UpdateOutcome::of_exit(done.status, &done.output))

@@ -96,7 +96,7 @@ impl SshProvider {
         fence: &dyn Fence,
     ) -> Result<UpdateOutcome, ProviderError> {
         let (t, _) = self.enrollment(id).await?;
-        let update = script::update(&systemd_script(run), run.timeout);
+        let update = script::update(&systemd_script(run, &t.login.host.state_dir), run.timeout);
         fence.check()?;
         tracing::info!(host = %t.name(), instance = %id, "running the update");
         match self
