@@ -57,24 +57,6 @@ impl Drop for Thaw {
     }
 }
 
-/// Prints each machine's controller journal when the test fails.
-struct LogsOnFailure<'a>(&'a Lab);
-
-impl Drop for LogsOnFailure<'_> {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        for m in self.0.machines() {
-            let out = self.0.exec(
-                &m,
-                "tail -n 30 /var/log/cloud-init-output.log; journalctl -u drover-controller --no-pager -n 60",
-            );
-            eprintln!("==== {m}\n{}", String::from_utf8_lossy(&out.stdout));
-        }
-    }
-}
-
 /// Machine `name`'s address (its logical id tag).
 fn address_of(name: &str) -> String {
     let out = incus(&["config", "get", name, "user.drover.logical-id"]);
@@ -174,7 +156,7 @@ async fn split(lab: &Lab, machines: &[String]) -> (Vec<String>, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_quorum_on_incus_machines_is_diagnosed_refused_while_paused_and_recovered() {
     let lab = Lab::new(NET, SUBNET);
-    let _logs = LogsOnFailure(&lab);
+    let _logs = support::IncusLogsOnFailure(&lab);
     let mut thaw = Thaw(Vec::new());
     bounded(1800, scenario(&lab, &mut thaw)).await;
 }

@@ -63,28 +63,10 @@ async fn versions(lab: &Lab) -> Vec<String> {
         .collect()
 }
 
-/// Prints each machine's controller journal when the test fails.
-struct LogsOnFailure<'a>(&'a Lab);
-
-impl Drop for LogsOnFailure<'_> {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        for m in self.0.machines() {
-            let out = self.0.exec(
-                &m,
-                "journalctl -u drover-controller --no-pager -n 60 -o cat | cut -c1-240",
-            );
-            eprintln!("==== {m}\n{}", String::from_utf8_lossy(&out.stdout));
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swarm_is_rolled_from_engine_20_10_to_26_1_by_new_machines() {
     let lab = Lab::new(NET, SUBNET);
-    let _logs = LogsOnFailure(&lab);
+    let _logs = support::IncusLogsOnFailure(&lab);
     bounded(2400, upgrade(&lab)).await;
 }
 

@@ -250,6 +250,25 @@ pub fn drover_incus(engines: &Path, args: &[&str]) -> std::process::Output {
     run_printed(cmd, args)
 }
 
+/// Prints each Incus machine's boot output and controller journal when
+/// the test fails (before the lab deletes the machines).
+pub struct IncusLogsOnFailure<'a>(pub &'a drover_incus::testkit::Lab);
+
+impl Drop for IncusLogsOnFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for m in self.0.machines() {
+            let out = self.0.exec(
+                &m,
+                "tail -n 30 /var/log/cloud-init-output.log; journalctl -u drover-controller --no-pager -n 60 -o cat | cut -c1-240",
+            );
+            eprintln!("==== {m}\n{}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
+}
+
 /// Calls `f` until it gives something (every 300 ms), at most `limit`.
 pub fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
