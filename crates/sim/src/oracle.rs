@@ -167,6 +167,24 @@ pub(crate) fn serving(w: &World, group: &str) -> usize {
         .count()
 }
 
+/// An update in place runs only on a node out of service: drained, or
+/// already lost with its engine (Down). By the simulator's truth.
+pub(crate) fn update_in_service(w: &World, action: &Action) -> Option<String> {
+    let Action::RunUpdate { .. } = action else {
+        return None;
+    };
+    let id = target_node(w, action)?;
+    let n = w.nodes.get(&id)?;
+    let out = n.node.availability == drover_core::model::Availability::Drain || !n.engine_alive;
+    (!out).then(|| {
+        format!(
+            "{} updates the machine of node {id} while it is in service ({:?}, not drained)",
+            action.describe(),
+            n.node.availability
+        )
+    })
+}
+
 /// A machine is destroyed only once its node's tasks moved: drained, or
 /// drained for longer than its group's `drain.timeout` (the spec's
 /// `on_timeout` then decides), or skipped by the operator (`replace

@@ -47,6 +47,7 @@ impl Runner {
             oracle::leader_last(w, desired, action),
             oracle::manager_removal(w, desired, action),
             oracle::tasks_moved(w, desired, action),
+            oracle::update_in_service(w, action),
         ];
         let now = self.world.now;
         self.violations
