@@ -294,20 +294,7 @@ async fn bootstrap_roll_and_destroy_on_incus_machines() {
     // Bootstrap from nothing: the first manager through the provider, then
     // its own controller (a systemd unit) builds the rest.
     let t0 = Instant::now();
-    let out = support::drover_incus(
-        &engines,
-        &[
-            "apply",
-            "-f",
-            v1.to_str().unwrap(),
-            "--store",
-            "swarm",
-            "--wait",
-            "--timeout",
-            "15m",
-        ],
-    );
-    assert!(out.status.success(), "bootstrap failed");
+    support::incus_bootstrap(&engines, v1.to_str().unwrap());
     let bootstrap = converged(&lab, "v1", Duration::from_secs(300)).await;
     let bootstrap = t0.elapsed().max(bootstrap);
     let managers = manager_machines(&lab);

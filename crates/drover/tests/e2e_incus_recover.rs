@@ -167,20 +167,7 @@ async fn scenario(lab: &Lab, thaw: &mut Thaw) {
     let file = files.path().join("cluster.yaml");
     std::fs::write(&file, spec(lab)).unwrap();
     let f = file.to_str().unwrap();
-    let out = support::drover_incus(
-        &engines,
-        &[
-            "apply",
-            "-f",
-            f,
-            "--store",
-            "swarm",
-            "--wait",
-            "--timeout",
-            "15m",
-        ],
-    );
-    assert!(out.status.success(), "bootstrap failed");
+    support::incus_bootstrap(&engines, f);
     let machines = until_three_managers(lab, Duration::from_secs(600)).await;
     let record = engines.join("recovery.json");
 

@@ -75,20 +75,7 @@ async fn upgrade(lab: &Lab) {
     let files = tempfile::tempdir().unwrap();
     let old = files.path().join("bookworm.yaml");
     std::fs::write(&old, spec(&lab.image)).unwrap();
-    let out = support::drover_incus(
-        &engines,
-        &[
-            "apply",
-            "-f",
-            old.to_str().unwrap(),
-            "--store",
-            "swarm",
-            "--wait",
-            "--timeout",
-            "15m",
-        ],
-    );
-    assert!(out.status.success(), "bootstrap failed");
+    support::incus_bootstrap(&engines, old.to_str().unwrap());
     let before = until_five(
         lab,
         Suite::Bookworm.engine_series(),

@@ -250,6 +250,24 @@ pub fn drover_incus(engines: &Path, args: &[&str]) -> std::process::Output {
     run_printed(cmd, args)
 }
 
+/// Brings the cluster in `file` up from nothing on Incus machines: one
+/// `apply --wait` on the swarm store (the first manager through the
+/// provider, then its own controller), which must succeed.
+pub fn incus_bootstrap(engines: &Path, file: &str) {
+    let args = [
+        "apply",
+        "-f",
+        file,
+        "--store",
+        "swarm",
+        "--wait",
+        "--timeout",
+        "15m",
+    ];
+    let out = drover_incus(engines, &args);
+    assert!(out.status.success(), "bootstrap failed");
+}
+
 /// Prints each Incus machine's boot output and controller journal when
 /// the test fails (before the lab deletes the machines).
 pub struct IncusLogsOnFailure<'a>(pub &'a drover_incus::testkit::Lab);
