@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests on Incus machines (the incus provider's contract tests and
-# e2e_incus, e2e_incus_recover) run unless DROVER_INCUS=0 (a machine that cannot run Incus
+# the e2e_incus* suites) run unless DROVER_INCUS=0 (a machine that cannot run Incus
 # system containers); setup.sh then installs and starts Incus.
 if [ "${DROVER_INCUS:-1}" != 0 ]; then export DROVER_INCUS=1; fi
 scripts/setup.sh

@@ -12,6 +12,8 @@
 //! deletes every machine on it and the bridge when it ends, also when the
 //! test fails.
 
+#[path = "e2e_incus/split.rs"]
+mod split;
 mod support;
 
 use drover_incus::testkit::{Lab, Suite, image_of};
@@ -21,7 +23,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Watch, bounded, observe_endpoints};
+use support::{Watch, bounded, budgeted, observe_endpoints};
 
 const NET: &str = "drvt66";
 const SUBNET: &str = "10.203.66";
@@ -83,6 +85,18 @@ async fn upgrade(lab: &Lab) {
     )
     .await;
 
+    // A service whose budget the roll keeps, its image on every machine.
+    let rootfs = budgeted::rootfs(files.path());
+    let mut imported = BTreeSet::new();
+    for m in &before {
+        assert!(budgeted::import(m, &rootfs), "busybox on {m}");
+        imported.insert(m.clone());
+    }
+    budgeted::create(&sockets(lab));
+    support::wait_for(Duration::from_secs(120), || {
+        (budgeted::running(&sockets(lab)) == Some(2)).then_some(())
+    });
+
     let new = files.path().join("trixie.yaml");
     std::fs::write(&new, spec(&image_of(Suite::Trixie))).unwrap();
     let store = format!("swarm:{}", sockets(lab)[0]);
@@ -115,18 +129,14 @@ async fn upgrade(lab: &Lab) {
     let seen = Arc::new(Mutex::new(Watch::default()));
     let dir = engines.clone();
     let watcher = support::watch_engines(
-        move || {
-            std::fs::read_dir(&dir)
-                .map(|d| {
-                    d.flatten()
-                        .map(|e| format!("unix://{}", e.path().display()))
-                        .collect()
-                })
-                .unwrap_or_default()
-        },
+        move || support::socket_endpoints(&dir),
         stop.clone(),
         seen.clone(),
     );
+    let dir = engines.clone();
+    let counter = budgeted::sample(move || support::socket_endpoints(&dir), stop.clone());
+    let recorder = split::Recorder::start(NET);
+    let from_ms = support::epoch_ms();
     let t0 = Instant::now();
     let out = support::drover_incus(
         &engines,
@@ -148,6 +158,12 @@ async fn upgrade(lab: &Lab) {
             .collect();
         mixed |= series.len() == 2;
         let machines = lab.machines();
+        // Each new machine gets the image once its engine answers.
+        for m in &machines {
+            if !imported.contains(m) && budgeted::import(m, &rootfs) {
+                imported.insert(m.clone());
+            }
+        }
         if machines.len() == 5
             && v.len() == 5
             && series == BTreeSet::from(["26.1"])
@@ -164,11 +180,19 @@ async fn upgrade(lab: &Lab) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     let roll = t0.elapsed();
+    let to_ms = support::epoch_ms();
+    let boots = recorder.finish();
     stop.store(true, Ordering::SeqCst);
     watcher.await.unwrap();
+    let fewest = counter.join().unwrap();
     let seen = seen.lock().unwrap();
     eprintln!("{}", seen.summary());
     seen.assert_quorum_kept();
+    eprintln!("fewest running tasks of the budgeted service: {fewest:?}");
+    assert!(
+        fewest.is_some_and(|f| f >= budgeted::FLOOR),
+        "the service fell below its budget: {fewest:?}"
+    );
     assert!(
         mixed,
         "both engine versions ran side by side during the roll"
@@ -191,6 +215,21 @@ async fn upgrade(lab: &Lab) {
     for m in &before {
         assert!(log.contains(m.as_str()), "the events name {m}: {log}");
     }
+
+    // The roll against its machine-bound minimum (BENCHMARKS.md §9).
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "events", "--since", "2h", "--output", "json", "--store", &store,
+        ])
+        .output()
+        .expect("drover events");
+    let events: Vec<drover_spi::Event> =
+        serde_json::from_slice(&out.stdout).expect("drover events --output json");
+    let watch_ms = |group: &str| if group == "managers" { 10_000 } else { 5_000 };
+    eprintln!(
+        "{}",
+        split::Split::new(&events, &boots, from_ms, to_ms, watch_ms)
+    );
 }
 
 /// Every group converged on its desired config, as the status published

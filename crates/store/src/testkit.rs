@@ -16,6 +16,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+/// Where the lab's etcd serves unless told otherwise.
+const LOOPBACK: &str = "127.0.0.1";
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -72,37 +75,44 @@ impl Etcd {
     /// [`Etcd::start`] with more of etcd's flags (e.g. a small
     /// `--max-request-bytes`, to see a write refused).
     pub async fn start_with(flags: &[&str]) -> Etcd {
-        Etcd::start_as(flags, None).await
+        Etcd::start_as(flags, None, LOOPBACK).await
+    }
+
+    /// [`Etcd::start`] serving clients on `host` (an address of this
+    /// host: a lab bridge's, for machines that reach it there); its peer
+    /// port stays on loopback.
+    pub async fn start_on(host: &str) -> Etcd {
+        Etcd::start_as(&[], None, host).await
     }
 
     /// [`Etcd::start`] serving only TLS with `certs.server`'s certificate
     /// and requiring client certificates signed by its CA
     /// (`--client-cert-auth`); [`Etcd::client`] uses `certs.client`'s.
     pub async fn start_tls(certs: &TestCerts) -> Etcd {
-        Etcd::start_as(&[], Some(certs)).await
+        Etcd::start_as(&[], Some(certs), LOOPBACK).await
     }
 
-    async fn start_as(flags: &[&str], tls: Option<&TestCerts>) -> Etcd {
+    async fn start_as(flags: &[&str], tls: Option<&TestCerts>, host: &str) -> Etcd {
         for _ in 0..2 {
-            if let Some(etcd) = Etcd::try_start(flags, tls).await {
+            if let Some(etcd) = Etcd::try_start(flags, tls, host).await {
                 return etcd;
             }
         }
-        Etcd::try_start(flags, tls)
+        Etcd::try_start(flags, tls, host)
             .await
             .expect("etcd exited before it answered, 3 times")
     }
 
     /// One start: `None` when etcd exited before it answered.
-    async fn try_start(flags: &[&str], tls: Option<&TestCerts>) -> Option<Etcd> {
+    async fn try_start(flags: &[&str], tls: Option<&TestCerts>, host: &str) -> Option<Etcd> {
         let dir = tempfile::Builder::new()
             .prefix("de")
             .tempdir_in("/tmp")
             .unwrap();
         let (p, q) = (free_port(), free_port());
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let client = format!("{scheme}://127.0.0.1:{p}");
-        let peer = format!("http://127.0.0.1:{q}");
+        let client = format!("{scheme}://{host}:{p}");
+        let peer = format!("http://{LOOPBACK}:{q}");
         let mut cmd = Command::new("etcd");
         cmd.arg("--data-dir")
             .arg(dir.path().join("data"))
@@ -131,7 +141,7 @@ impl Etcd {
             child,
             _dir: dir,
             url: format!(
-                "{}://127.0.0.1:{p}",
+                "{}://{host}:{p}",
                 if tls.is_some() { "etcds" } else { "etcd" }
             ),
             client_certs: tls.map(|c| c.client.clone()),

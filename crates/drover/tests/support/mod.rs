@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod budgeted;
 pub mod nemesis;
 
 use drover_core::model::{Node, NodeState, SwarmView};
@@ -285,6 +286,17 @@ impl Drop for IncusLogsOnFailure<'_> {
             eprintln!("==== {m}\n{}", String::from_utf8_lossy(&out.stdout));
         }
     }
+}
+
+/// The engine sockets in `dir` (a lab's forwarded engines), as endpoints.
+pub fn socket_endpoints(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| format!("unix://{}", e.path().display()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Calls `f` until it gives something (every 300 ms), at most `limit`.
