@@ -20,10 +20,8 @@ use drover_incus::testkit::{Lab, Suite, image_of};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Watch, bounded, budgeted, observe_endpoints};
+use support::{bounded, budgeted, observe_endpoints};
 
 const NET: &str = "drvt66";
 const SUBNET: &str = "10.203.66";
@@ -125,16 +123,7 @@ async fn upgrade(lab: &Lab) {
     );
 
     // The roll, under the quorum watcher and a version sampler.
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new(Watch::default()));
-    let dir = engines.clone();
-    let watcher = support::watch_engines(
-        move || support::socket_endpoints(&dir),
-        stop.clone(),
-        seen.clone(),
-    );
-    let dir = engines.clone();
-    let counter = budgeted::sample(move || support::socket_endpoints(&dir), stop.clone());
+    let watched = budgeted::Watched::start(&engines);
     let recorder = split::Recorder::start(NET);
     let from_ms = support::epoch_ms();
     let t0 = Instant::now();
@@ -182,17 +171,7 @@ async fn upgrade(lab: &Lab) {
     let roll = t0.elapsed();
     let to_ms = support::epoch_ms();
     let boots = recorder.finish();
-    stop.store(true, Ordering::SeqCst);
-    watcher.await.unwrap();
-    let fewest = counter.join().unwrap();
-    let seen = seen.lock().unwrap();
-    eprintln!("{}", seen.summary());
-    seen.assert_quorum_kept();
-    eprintln!("fewest running tasks of the budgeted service: {fewest:?}");
-    assert!(
-        fewest.is_some_and(|f| f >= budgeted::FLOOR),
-        "the service fell below its budget: {fewest:?}"
-    );
+    watched.assert_kept().await;
     assert!(
         mixed,
         "both engine versions ran side by side during the roll"

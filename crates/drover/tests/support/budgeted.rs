@@ -100,3 +100,51 @@ pub fn sample(
         fewest
     })
 }
+
+/// What an upgrade roll on Incus machines runs under: the 200 ms quorum
+/// watcher and the service's sampler, both over the engine sockets in a
+/// lab's directory.
+pub struct Watched {
+    stop: Arc<AtomicBool>,
+    seen: Arc<std::sync::Mutex<super::Watch>>,
+    watcher: tokio::task::JoinHandle<()>,
+    counter: std::thread::JoinHandle<Option<usize>>,
+}
+
+impl Watched {
+    /// Starts both over the sockets in `engines`.
+    pub fn start(engines: &Path) -> Watched {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(std::sync::Mutex::new(super::Watch::default()));
+        let dir = engines.to_path_buf();
+        let watcher = super::watch_engines(
+            move || super::socket_endpoints(&dir),
+            stop.clone(),
+            seen.clone(),
+        );
+        let dir = engines.to_path_buf();
+        let counter = sample(move || super::socket_endpoints(&dir), stop.clone());
+        Watched {
+            stop,
+            seen,
+            watcher,
+            counter,
+        }
+    }
+
+    /// Stops both; the quorum was never lost and the service never fell
+    /// below its budget.
+    pub async fn assert_kept(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.watcher.await.expect("the quorum watcher");
+        let fewest = self.counter.join().expect("the service's sampler");
+        let seen = self.seen.lock().unwrap();
+        eprintln!("{}", seen.summary());
+        seen.assert_quorum_kept();
+        eprintln!("fewest running tasks of the budgeted service: {fewest:?}");
+        assert!(
+            fewest.is_some_and(|f| f >= FLOOR),
+            "the service fell below its budget: {fewest:?}"
+        );
+    }
+}
