@@ -295,6 +295,40 @@ fn stubs(dir: &Path) {
     }
 }
 
+/// Kills (SIGKILL, by PID) every OpenSSH control master whose control
+/// socket is under `dir` (a provider's directory): its connections drop
+/// as a controller's host losing its network, or the controller killed,
+/// would drop them. Returns the PIDs killed.
+pub fn kill_control_masters(dir: &Path) -> Vec<u32> {
+    let ctl = dir.join("ctl").display().to_string();
+    let mut killed = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let master = args.first().is_some_and(|a| a.ends_with("ssh"))
+            && args.iter().any(|a| a == "-M")
+            && args.iter().any(|a| a.starts_with(&ctl));
+        if master
+            && nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+        {
+            killed.push(pid);
+        }
+    }
+    killed
+}
+
 /// `pid` and every process descended from it (by `/proc/*/stat`'s parent).
 fn descendants(pid: u32) -> Vec<u32> {
     let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
