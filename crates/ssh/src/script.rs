@@ -53,15 +53,35 @@ pub fn read_record(dir: &str) -> String {
     )
 }
 
+/// What [`claim`] prints, then the engine's swarm state, for a free host
+/// whose engine is part of a swarm already.
+pub const IN_SWARM: &str = "in-swarm";
+
+/// The swarm states ([`IN_SWARM`]) in which an engine belongs to a swarm:
+/// a host whose engine is in one is not free, whatever its record says.
+const SWARM_STATES: &str = "active|pending|locked";
+
 /// Takes the host for the record on standard input, atomically: the
 /// record is written aside and linked into place, which fails when a
 /// record is there already (another enrollment got there first). Prints
-/// `claimed` or `taken`.
-pub fn claim(dir: &str) -> String {
+/// `claimed` or `taken`. A host without a record whose engine (at
+/// `docker_socket`) is part of a swarm already is not taken: it prints
+/// [`IN_SWARM`] and the engine's state. A free host has no record, so
+/// nothing on it says that swarm is this cluster's; making it leave is
+/// the operator's word (drover's release would force it out).
+pub fn claim(dir: &str, docker_socket: &str) -> String {
     format!(
-        "set -eu\numask 077\n{}mkdir -p \"$d\"\nt=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\n\
+        "set -eu\numask 077\n{}mkdir -p \"$d\"\n\
+         if [ -e \"$f\" ]; then echo taken; exit 0; fi\n\
+         export DOCKER_HOST={} DROVER_STATE_DIR=\"$d\"\n\
+         if command -v docker >/dev/null 2>&1; then\n  \
+         s=$(docker info --format '{{{{.Swarm.LocalNodeState}}}}' 2>/dev/null || true)\n  \
+         case \"$s\" in {SWARM_STATES}) echo \"{IN_SWARM} $s\"; exit 0 ;; esac\n\
+         fi\n\
+         t=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\n\
          if ln \"$t\" \"$f\" 2>/dev/null; then rm -f \"$t\"; echo claimed; else rm -f \"$t\"; echo taken; fi\n",
-        state(dir)
+        state(dir),
+        sh_quote(&format!("unix://{docker_socket}"))
     )
 }
 
@@ -137,7 +157,7 @@ pub fn release(dir: &str, id: &str, docker_socket: &str, cleanup: &Cleanup) -> S
     s.push_str(&only_enrollment(id).replace(&format!("exit {ABSENT}"), "exit 0"));
     s.push_str(&format!(
         "if [ -s \"$d/{BOOT_PID}\" ]; then kill -TERM -- \"-$(cat \"$d/{BOOT_PID}\")\" 2>/dev/null || true; fi\n\
-         export DOCKER_HOST={}\n\
+         export DOCKER_HOST={} DROVER_STATE_DIR=\"$d\"\n\
          if command -v docker >/dev/null 2>&1; then\n  \
          case \"$(docker info --format '{{{{.Swarm.LocalNodeState}}}}' 2>/dev/null || true)\" in\n    \
          active|pending|error|locked) docker swarm leave --force >/dev/null ;;\n  esac\nfi\n",

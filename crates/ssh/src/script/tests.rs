@@ -30,6 +30,10 @@ fn run(script: &str, stdin: &str) -> (i32, String) {
     )
 }
 
+/// An engine socket where no engine listens: `docker info` fails, the
+/// host is in no swarm.
+const NO_ENGINE: &str = "/nonexistent/docker.sock";
+
 fn dir() -> (tempfile::TempDir, String) {
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("state").display().to_string();
@@ -50,10 +54,13 @@ fn a_host_is_claimed_once_and_its_record_read_back() {
     let (_t, d) = dir();
     assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
     assert_eq!(
-        run(&claim(&d), "{\"id\":\"h-1\"}\n"),
+        run(&claim(&d, NO_ENGINE), "{\"id\":\"h-1\"}\n"),
         (0, "claimed\n".into())
     );
-    assert_eq!(run(&claim(&d), "{\"id\":\"h-2\"}\n"), (0, "taken\n".into()));
+    assert_eq!(
+        run(&claim(&d, NO_ENGINE), "{\"id\":\"h-2\"}\n"),
+        (0, "taken\n".into())
+    );
     assert_eq!(run(&read_record(&d), ""), (0, "{\"id\":\"h-1\"}\n".into()));
     let mode = std::fs::metadata(Path::new(&d).join(RECORD)).unwrap();
     assert_eq!(
@@ -67,7 +74,7 @@ fn a_host_is_claimed_once_and_its_record_read_back() {
 #[test]
 fn only_the_enrollments_own_record_is_rewritten() {
     let (_t, d) = dir();
-    run(&claim(&d), "{\"id\":\"h-1\",\"tags\":{}}\n");
+    run(&claim(&d, NO_ENGINE), "{\"id\":\"h-1\",\"tags\":{}}\n");
     assert_eq!(run(&relabel(&d, "h-2"), "{\"id\":\"h-2\"}\n").0, ABSENT);
     assert_eq!(
         run(
@@ -127,7 +134,7 @@ fn a_release_removes_what_is_declared_and_the_record_last_and_nothing_else() {
     for p in [&keep, &volumes] {
         std::fs::create_dir_all(p.join("inner")).unwrap();
     }
-    run(&claim(&d), "{\"id\":\"h-1\"}\n");
+    run(&claim(&d, NO_ENGINE), "{\"id\":\"h-1\"}\n");
     run(&upload_boot(&d), "true\n");
     let cleanup = Cleanup {
         command: Some(format!("echo cleaned >{}", ran.display())),
@@ -143,7 +150,7 @@ fn a_release_removes_what_is_declared_and_the_record_last_and_nothing_else() {
     assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
     assert_eq!(run(&boot_log(&d), "").0, ABSENT);
     // A failing cleanup keeps the record: the release is tried again.
-    run(&claim(&d), "{\"id\":\"h-3\"}\n");
+    run(&claim(&d, NO_ENGINE), "{\"id\":\"h-3\"}\n");
     let failing = Cleanup {
         command: Some("exit 7".into()),
         paths: Vec::new(),
