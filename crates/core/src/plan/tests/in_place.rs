@@ -233,5 +233,23 @@ fn a_promotion_that_could_cost_the_quorum_waits_and_blocks_at_the_step_timeout_s
         now += 30 * SEC;
     };
     assert!(blocked.contains(waits), "{blocked}");
+    assert!(
+        blocked.contains("drover heals it only after this operation: bring it back, or demote it by hand with `docker node demote`"),
+        "{blocked}"
+    );
     assert!(now <= 20 * 60 * SEC, "blocked at {now}");
+    // The operator demotes the dead member by hand: the raft is 2 of 2,
+    // and the promotion goes on.
+    let m2 = c.node("m2");
+    m2.manager_role = false;
+    m2.raft = None;
+    let p = c.at(now + 30 * SEC);
+    assert!(
+        has(
+            &p,
+            |a| matches!(a, Action::Promote { node, .. } if node == "n-m3")
+        ),
+        "{}",
+        describe(&p)
+    );
 }
