@@ -4,6 +4,7 @@
 
 use crate::world::World;
 use async_trait::async_trait;
+use drover_core::in_place::{UpdateOutcome, UpdateRun};
 use drover_core::model::{Instance, Services, SwarmView};
 use drover_core::spec::Role;
 use drover_spi::{
@@ -105,6 +106,31 @@ impl InstanceProvider for SimCloud {
             .ok_or_else(|| ProviderError::NotFound(instance.into()))?;
         i.inst.tags.extend(labels.clone());
         Ok(())
+    }
+
+    /// The simulated machines are updated in place (`sim` is one of
+    /// [`drover_core::spec::IN_PLACE_PROVIDERS`]).
+    fn updates_in_place(&self) -> bool {
+        true
+    }
+
+    /// An update that succeeds after an API call's latency; the machine's
+    /// new config is the controller's tag after it, as on a real provider.
+    async fn run_update(
+        &self,
+        instance: &str,
+        run: &UpdateRun,
+        fence: &dyn Fence,
+    ) -> Result<UpdateOutcome, ProviderError> {
+        fence.check()?;
+        if !self.world().instances.contains_key(instance) {
+            return Err(ProviderError::NotFound(instance.into()));
+        }
+        tokio::time::sleep(self.latency(|w| w.timings.api)).await;
+        Ok(UpdateOutcome::new(
+            Some(0),
+            &format!("updated ({})", run.mark),
+        ))
     }
 }
 

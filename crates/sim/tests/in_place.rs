@@ -144,3 +144,100 @@ fn under_faults_no_rule_is_broken_and_the_roll_ends() {
         assert_eq!(outcome, Outcome::Converged, "seed {seed}: {:#?}", r.trace);
     }
 }
+
+/// While a manager is out of the raft for its update, another manager's
+/// machine dies for good (a crash nobody restarts). The updated manager
+/// is promoted back (adding a voter, within the add gate's worst case),
+/// its operation ends, and the dead one is healed after it: the roll
+/// converges with no rule broken. It used to deadlock: the promotion
+/// waited for the heal (manager trouble) and the heal for the update's
+/// operation (one manager operation at a time), until the step timeout
+/// blocked the group.
+#[test]
+fn a_manager_that_dies_while_another_is_out_for_its_update_is_healed_after_the_promotion() {
+    for seed in [3, 17, 29] {
+        let mut r = Runner::new(
+            Desired::of_spec("c", &spec(5, "apt-get install -y docker.io=20.10")),
+            seed,
+            Timings::default(),
+            Faults::default(),
+        );
+        assert_eq!(r.run_until(3_600_000), Outcome::Converged);
+        r.trace.clear();
+        let start = r.world.now;
+        r.commit(Desired::of_spec("c", &spec(5, "apt-get install -y docker.io=26.1")).groups);
+        // Step until the first manager is out of the raft and drained
+        // for its update (not yet promoted back).
+        let mut t = start;
+        let updated = loop {
+            t += 100;
+            r.run_until(t);
+            let drained = r.trace.iter().any(|l| l.what.starts_with("drain node"));
+            if drained {
+                assert!(
+                    !r.trace.iter().any(|l| l.what.starts_with("promote node")),
+                    "seed {seed}: stepped past the promotion: {:#?}",
+                    r.trace
+                );
+                let demoted = r.trace.iter().find_map(|l| {
+                    l.what
+                        .strip_prefix("demote node ")
+                        .and_then(|w| w.split_whitespace().next())
+                });
+                let node = demoted.expect("a manager demoted first").to_string();
+                let inst = r
+                    .world
+                    .instances
+                    .values()
+                    .find(|i| i.node.as_ref() == Some(&node));
+                break inst.expect("its machine").inst.id.clone();
+            }
+            assert!(
+                t < start + 3_600_000,
+                "seed {seed}: no drain: {:#?}",
+                r.trace
+            );
+        };
+        let leader = r.world.leader_link();
+        let victim = r
+            .world
+            .instances
+            .values()
+            .find(|i| {
+                let voter = i
+                    .node
+                    .as_ref()
+                    .and_then(|n| r.world.nodes.get(n))
+                    .is_some_and(|n| n.engine_alive && n.node.raft.is_some());
+                i.inst.tag("drover.group") == Some("managers")
+                    && i.inst.running
+                    && voter
+                    && i.inst.id != updated
+                    && i.inst.link() != leader.as_deref()
+            })
+            .map(|i| i.inst.id.clone())
+            .expect("another follower manager");
+        r.crash(&victim);
+        let crashed_at = r.trace.len();
+        let outcome = r.run_until(start + 24 * 3_600_000);
+        assert_eq!(outcome, Outcome::Converged, "seed {seed}: {:#?}", r.trace);
+        assert!(r.violations.is_empty(), "seed {seed}: {:#?}", r.violations);
+        let whats: Vec<&str> = r.trace[crashed_at..]
+            .iter()
+            .map(|l| l.what.as_str())
+            .collect();
+        let promoted = whats
+            .iter()
+            .position(|w| w.starts_with("promote node"))
+            .unwrap_or_else(|| panic!("seed {seed}: never promoted: {whats:#?}"));
+        let victim_gone = whats
+            .iter()
+            .position(|w| w.starts_with(&format!("destroy instance {victim} ")))
+            .unwrap_or_else(|| panic!("seed {seed}: {victim} never healed: {whats:#?}"));
+        assert!(promoted < victim_gone, "seed {seed}: {whats:#?}");
+        assert!(
+            !r.world.instances.contains_key(&victim) || !r.world.instances[&victim].inst.running,
+            "seed {seed}: the dead machine is gone"
+        );
+    }
+}

@@ -61,10 +61,14 @@ impl SshProvider {
     ) -> Result<(Target, Record), ProviderError> {
         let zone = req.tags.get(tags::ZONE).map(String::as_str);
         let mut taken: Vec<String> = Vec::new();
+        // What the claims found: a host refused for its engine's swarm is
+        // no longer free (a pet's is its slot's refusal; cattle go on to
+        // the next free host, and an exhausted inventory names it).
+        let mut answers = answers.to_vec();
         loop {
             let host = choose(
                 &props.hosts,
-                answers,
+                &answers,
                 req.logical_id.as_deref(),
                 zone,
                 &taken,
@@ -79,7 +83,7 @@ impl SshProvider {
                 })?;
             let record = Record::new(host, req.tags.clone(), now_ms());
             fence.check()?;
-            let claim = script::claim(&host.state_dir);
+            let claim = script::claim(&host.state_dir, &t.docker_socket);
             let ran = self
                 .links
                 .run(&t, &claim, record.to_text().as_bytes(), STEP_WITHIN)
@@ -91,6 +95,13 @@ impl SshProvider {
                     return Ok((t, record));
                 }
                 "taken" => taken.push(t.name()),
+                said if said.starts_with(script::IN_SWARM) => {
+                    let why = in_swarm(&t.name(), said[script::IN_SWARM.len()..].trim());
+                    tracing::warn!(host = %t.name(), "{why}");
+                    if let Some(i) = targets.iter().position(|x| x.name() == t.name()) {
+                        answers[i] = Answer::InSwarm(why);
+                    }
+                }
                 _ => return Err(failed(&format!("claiming host {}", t.name()), &ran)),
             }
         }
@@ -172,12 +183,20 @@ fn no_host(e: NoHost) -> ProviderError {
     match e {
         NoHost::Exhausted { refused: true, .. }
         | NoHost::PetSilent { lasting: true, .. }
+        | NoHost::PetRefused { .. }
         | NoHost::NotInInventory(_) => ProviderError::Permanent(e.to_string()),
         NoHost::Exhausted { .. } => ProviderError::Capacity(e.to_string()),
         NoHost::PetTaken { .. } | NoHost::PetSilent { .. } => {
             ProviderError::Transient(e.to_string())
         }
     }
+}
+
+/// Why host `host`, whose engine is in swarm state `state`, is refused.
+fn in_swarm(host: &str, state: &str) -> String {
+    format!(
+        "host {host} is refused: its engine is already part of a swarm (swarm state {state}) and the host holds no enrollment of this cluster: make it leave that swarm first (`docker swarm leave` on the host, after demoting and removing it there if it is a manager), or take it out of instance.properties.hosts"
+    )
 }
 
 /// A script that ran and failed: its status and the end of what it said.

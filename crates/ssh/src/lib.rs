@@ -31,6 +31,11 @@
 //! - Describe lists what the hosts' records say. A host that does not
 //!   answer is unknown, never gone: it is listed from the record last read
 //!   from it, and when none was, the listing fails (nothing is concluded).
+//! - A free host whose engine is part of a swarm already is never
+//!   enrolled: no record is written, the refusal names the host.
+//! - An in-place update runs detached on its host (its own session, its
+//!   output and status in files there): a dropped connection does not end
+//!   it, and the next call finds it running or ended, never runs it twice.
 //! - Host keys are checked against the declared known_hosts file only,
 //!   strictly; keys come from the declared file or agent only.
 

@@ -92,7 +92,8 @@ impl SshProvider {
             Answer::Unreadable => {
                 seen.remove(name);
             }
-            Answer::Silent(_) => {}
+            // Never a read's answer (a claim's finding): nothing to keep.
+            Answer::Silent(_) | Answer::InSwarm(_) => {}
         }
     }
 
@@ -123,7 +124,7 @@ impl SshProvider {
                     });
                     continue;
                 }
-                Answer::Free | Answer::Unreadable => continue,
+                Answer::Free | Answer::Unreadable | Answer::InSwarm(_) => continue,
                 Answer::Silent(s) => s.why,
             };
             if !target.current {

@@ -101,6 +101,10 @@ pub enum Answer {
     Unreadable,
     /// The host could not be asked.
     Silent(Silence),
+    /// No record, but its engine is part of a swarm already (found as the
+    /// host was claimed): refused, for the reason given (naming the host),
+    /// until the operator makes it leave.
+    InSwarm(String),
 }
 
 /// Why a host could not be asked.
@@ -137,6 +141,12 @@ pub enum NoHost {
         why: String,
         /// See [`Silence::lasting`].
         lasting: bool,
+    },
+    /// A pet's host is refused: its engine is part of a swarm already.
+    #[error("{why}")]
+    PetRefused {
+        /// Why, naming the host.
+        why: String,
     },
     /// No free host answered (in the zone, when one was asked).
     #[error("{why}")]
@@ -181,6 +191,7 @@ pub fn choose<'a>(
                 why: s.why.clone(),
                 lasting: s.lasting,
             }),
+            Answer::InSwarm(why) => Err(NoHost::PetRefused { why: why.clone() }),
         };
     }
     let in_zone = |h: &SshHost| zone.is_none_or(|z| h.zone.as_deref() == Some(z));
@@ -190,9 +201,13 @@ pub fn choose<'a>(
     {
         return Ok(h);
     }
-    let refused = pairs
-        .clone()
-        .any(|(h, a)| in_zone(h) && matches!(a, Answer::Silent(s) if s.lasting));
+    let refused = pairs.clone().any(|(h, a)| {
+        in_zone(h)
+            && matches!(
+                a,
+                Answer::Silent(Silence { lasting: true, .. }) | Answer::InSwarm(_)
+            )
+    });
     Err(NoHost::Exhausted {
         why: exhausted(hosts, answers, zone),
         refused,
@@ -204,6 +219,7 @@ pub fn choose<'a>(
 fn exhausted(hosts: &[SshHost], answers: &[Answer], zone: Option<&str>) -> String {
     let mut enrolled = Vec::new();
     let mut silent = Vec::new();
+    let mut refused = Vec::new();
     for (h, a) in hosts.iter().zip(answers) {
         if zone.is_some_and(|z| h.zone.as_deref() != Some(z)) {
             continue;
@@ -213,6 +229,7 @@ fn exhausted(hosts: &[SshHost], answers: &[Answer], zone: Option<&str>) -> Strin
             Answer::Unreadable => enrolled.push(format!("{} (unreadable record)", h.name())),
             Answer::Silent(s) => silent.push(format!("{} ({})", h.name(), s.why)),
             Answer::Free => enrolled.push(format!("{} (taken meanwhile)", h.name())),
+            Answer::InSwarm(why) => refused.push(why.clone()),
         }
     }
     let place = zone.map_or("the inventory".to_string(), |z| format!("zone {z}"));
@@ -222,6 +239,9 @@ fn exhausted(hosts: &[SshHost], answers: &[Answer], zone: Option<&str>) -> Strin
     }
     if !silent.is_empty() {
         out.push_str(&format!("; not answering: {}", silent.join(", ")));
+    }
+    if !refused.is_empty() {
+        out.push_str(&format!("; refused: {}", refused.join("; ")));
     }
     out.push_str(": add hosts to instance.properties.hosts, or lower the group's size");
     out

@@ -53,15 +53,35 @@ pub fn read_record(dir: &str) -> String {
     )
 }
 
+/// What [`claim`] prints, then the engine's swarm state, for a free host
+/// whose engine is part of a swarm already.
+pub const IN_SWARM: &str = "in-swarm";
+
+/// The swarm states ([`IN_SWARM`]) in which an engine belongs to a swarm:
+/// a host whose engine is in one is not free, whatever its record says.
+const SWARM_STATES: &str = "active|pending|locked";
+
 /// Takes the host for the record on standard input, atomically: the
 /// record is written aside and linked into place, which fails when a
 /// record is there already (another enrollment got there first). Prints
-/// `claimed` or `taken`.
-pub fn claim(dir: &str) -> String {
+/// `claimed` or `taken`. A host without a record whose engine (at
+/// `docker_socket`) is part of a swarm already is not taken: it prints
+/// [`IN_SWARM`] and the engine's state. A free host has no record, so
+/// nothing on it says that swarm is this cluster's; making it leave is
+/// the operator's word (drover's release would force it out).
+pub fn claim(dir: &str, docker_socket: &str) -> String {
     format!(
-        "set -eu\numask 077\n{}mkdir -p \"$d\"\nt=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\n\
+        "set -eu\numask 077\n{}mkdir -p \"$d\"\n\
+         if [ -e \"$f\" ]; then echo taken; exit 0; fi\n\
+         export DOCKER_HOST={} DROVER_STATE_DIR=\"$d\"\n\
+         if command -v docker >/dev/null 2>&1; then\n  \
+         s=$(docker info --format '{{{{.Swarm.LocalNodeState}}}}' 2>/dev/null || true)\n  \
+         case \"$s\" in {SWARM_STATES}) echo \"{IN_SWARM} $s\"; exit 0 ;; esac\n\
+         fi\n\
+         t=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\n\
          if ln \"$t\" \"$f\" 2>/dev/null; then rm -f \"$t\"; echo claimed; else rm -f \"$t\"; echo taken; fi\n",
-        state(dir)
+        state(dir),
+        sh_quote(&format!("unix://{docker_socket}"))
     )
 }
 
@@ -137,7 +157,7 @@ pub fn release(dir: &str, id: &str, docker_socket: &str, cleanup: &Cleanup) -> S
     s.push_str(&only_enrollment(id).replace(&format!("exit {ABSENT}"), "exit 0"));
     s.push_str(&format!(
         "if [ -s \"$d/{BOOT_PID}\" ]; then kill -TERM -- \"-$(cat \"$d/{BOOT_PID}\")\" 2>/dev/null || true; fi\n\
-         export DOCKER_HOST={}\n\
+         export DOCKER_HOST={} DROVER_STATE_DIR=\"$d\"\n\
          if command -v docker >/dev/null 2>&1; then\n  \
          case \"$(docker info --format '{{{{.Swarm.LocalNodeState}}}}' 2>/dev/null || true)\" in\n    \
          active|pending|error|locked) docker swarm leave --force >/dev/null ;;\n  esac\nfi\n",
@@ -151,7 +171,7 @@ pub fn release(dir: &str, id: &str, docker_socket: &str, cleanup: &Cleanup) -> S
         s.push_str(&format!("rm -rf -- {}\n", sh_quote(path)));
     }
     s.push_str(&format!(
-        "rm -f \"$d/{BOOT_SCRIPT}\" \"$d/{BOOT_LOG}\" \"$d/{BOOT_PID}\"\nrm -f \"$f\"\n"
+        "rm -f \"$d/{BOOT_SCRIPT}\" \"$d/{BOOT_LOG}\" \"$d/{BOOT_PID}\" \"$d\"/{UPDATE_PREFIX}*\nrm -f \"$f\"\n"
     ));
     s
 }
@@ -175,16 +195,123 @@ fi
 if [ -n \"$reload\" ]; then systemctl reload docker.service || systemctl restart docker.service || true; fi
 ";
 
-/// Runs `script` (an in-place update: `in_place::systemd_script`) under
-/// `timeout`: at its end the script's whole process group is sent TERM,
-/// then KILL 10 s later, and `timeout` says so on the output ([`timed_out`]).
-/// Standard error goes with standard output, in order.
-pub fn update(script: &str, within: Duration) -> String {
+/// The files of an update in the state directory, `update-MARK.*`: `sh`
+/// (its script), `log` (its output, standard error with it), `status`
+/// (its exit status, written once it ended), `lock` (held by the update's
+/// processes while it runs: the host itself says whether it still runs,
+/// whatever became of the connection that started it).
+pub const UPDATE_PREFIX: &str = "update-";
+/// How much of an update's log is read back ([`BootLog::tail`] keeps far less).
+///
+/// [`BootLog::tail`]: drover_core::boot::BootLog::tail
+pub const UPDATE_LOG_BYTES: usize = 64 * 1024;
+
+/// What the update scripts print first: the update ended (its status on
+/// the same line, its log's end after it), it runs, or the host has no
+/// trace of it (never started, or its runner ended without a status:
+/// the machine restarted).
+pub const UPDATE_FINISHED: &str = "finished";
+/// See [`UPDATE_FINISHED`].
+pub const UPDATE_RUNNING: &str = "running";
+/// See [`UPDATE_FINISHED`].
+pub const UPDATE_ABSENT: &str = "absent";
+
+/// The shell lines every update script starts with: where update `mark`'s
+/// files are (`$u`), and `said`, which prints how it stands and exits when
+/// it ended or runs (a shared lock it cannot take: the update's processes
+/// hold it). The status is read again after the lock: an update that ends
+/// between the two looks (its status written, then its lock released)
+/// reads as ended, never as absent.
+fn update_prelude(dir: &str, mark: &str) -> String {
+    // A mark is `[a-z0-9-]` (in_place::UpdateRun::mark); anything else is
+    // kept out of the file name all the same.
+    let mark: String = mark
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() || c == '-' {
+            true => c,
+            false => '_',
+        })
+        .collect();
     format!(
-        "exec timeout -v -k 10s {}s sh -c {} 2>&1\n",
-        within.as_secs().max(1),
-        sh_quote(script)
+        "set -eu\numask 077\n{}u=\"$d/{UPDATE_PREFIX}{mark}\"\n\
+         ended() {{\n  \
+         if [ -e \"$u.status\" ]; then echo \"{UPDATE_FINISHED} $(cat \"$u.status\")\"; tail -c {UPDATE_LOG_BYTES} \"$u.log\" 2>/dev/null || true; exit 0; fi\n\
+         }}\n\
+         said() {{\n  \
+         ended\n  \
+         if [ -e \"$u.lock\" ] && ! flock -n -s \"$u.lock\" true; then echo {UPDATE_RUNNING}; exit 0; fi\n  \
+         ended\n\
+         }}\n",
+        state(dir)
     )
+}
+
+/// Starts update `mark` on the host, detached from the connection: the
+/// script on standard input (an in-place update: `in_place::systemd_script`)
+/// is written to `update-MARK.sh` and run in a session of its own, under
+/// `timeout` (at its end the script's whole process group is sent TERM,
+/// then KILL 10 s later, and `timeout` says so in the log: [`timed_out`]),
+/// its output in `update-MARK.log`, its exit status written to
+/// `update-MARK.status` when it ends. An update that ended, or runs, is
+/// not started again: the script prints how it stands, as
+/// [`update_state`] does (a dropped connection's retry finds it). The
+/// ended runs of other updates are forgotten. Returns once the update
+/// holds its lock.
+pub fn update_start(dir: &str, mark: &str, within: Duration) -> String {
+    format!(
+        "{}said\nmkdir -p \"$d\"\n\
+         for s in \"$d\"/{UPDATE_PREFIX}*.status; do [ -e \"$s\" ] || continue; rm -f \"${{s%.status}}\".*; done\n\
+         cat >\"$u.sh\"\nrm -f \"$u.log\"\ncd /\n\
+         nohup setsid sh -c 'exec 8>\"$1.lock\"; flock -w 10 8 || exit 0; [ ! -e \"$1.status\" ] || exit 0; \
+         timeout -v -k 10s {}s sh \"$1.sh\" >\"$1.log\" 2>&1 </dev/null && s=0 || s=$?; \
+         echo \"$s\" >\"$1.status.new\"; mv -f \"$1.status.new\" \"$1.status\"' sh \"$u\" >/dev/null 2>&1 </dev/null &\n\
+         i=0\n\
+         while [ ! -e \"$u.status\" ] && flock -n -s \"$u.lock\" true; do\n  \
+         i=$((i+1)); if [ $i -ge 100 ]; then echo 'the update did not start' >&2; exit 1; fi; sleep 0.1\n\
+         done\n\
+         said\necho {UPDATE_ABSENT}\n",
+        update_prelude(dir, mark),
+        within.as_secs().max(1),
+    )
+}
+
+/// Prints how update `mark` stands on the host ([`UPDATE_FINISHED`] with
+/// its status and log, [`UPDATE_RUNNING`], or [`UPDATE_ABSENT`]).
+pub fn update_state(dir: &str, mark: &str) -> String {
+    format!("{}said\necho {UPDATE_ABSENT}\n", update_prelude(dir, mark))
+}
+
+/// How an update stands, read from [`update_start`]'s or
+/// [`update_state`]'s output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateState {
+    /// It ended: its exit status, and the end of its log.
+    Finished {
+        /// Its exit status (`timeout`'s, when it was stopped).
+        status: i32,
+        /// The end of its output.
+        log: String,
+    },
+    /// It runs.
+    Running,
+    /// No trace of it on the host.
+    Absent,
+}
+
+impl UpdateState {
+    /// The state the script printed, `None` when it printed none.
+    pub fn parse(stdout: &str) -> Option<UpdateState> {
+        let (first, rest) = stdout.split_once('\n').unwrap_or((stdout, ""));
+        match first.trim().split_once(' ') {
+            Some((UPDATE_FINISHED, status)) => Some(UpdateState::Finished {
+                status: status.trim().parse().ok()?,
+                log: rest.to_string(),
+            }),
+            _ if first.trim() == UPDATE_RUNNING => Some(UpdateState::Running),
+            _ if first.trim() == UPDATE_ABSENT => Some(UpdateState::Absent),
+            _ => None,
+        }
+    }
 }
 
 /// The line `timeout -v` writes when it stops a command.

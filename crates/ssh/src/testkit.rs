@@ -126,6 +126,13 @@ impl Lab {
         self.dir.path().join(format!("docker-{addr}.sock"))
     }
 
+    /// Makes host `addr`'s engine part of another swarm: its `docker info`
+    /// answers swarm state `state` (`active`, `pending`, `locked`).
+    pub fn in_another_swarm(&self, addr: &str, state: &str) {
+        let file = PathBuf::from(format!("{}.swarm", self.state_dir(addr).display()));
+        std::fs::write(file, format!("{state}\n")).expect("the engine's swarm state");
+    }
+
     /// What the stubs recorded (`docker ...`, `systemctl ...` lines).
     pub fn calls(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("calls")).unwrap_or_default()
@@ -271,14 +278,25 @@ fn keygen(path: &Path) {
 
 /// `docker` and `systemctl` stubs in `dir/bin` that record their calls in
 /// `dir/calls`: `docker info` says the engine is in a swarm (so a release
-/// leaves it), `systemctl show` gives a main PID that never changes (so an
-/// update restarts the engine).
+/// leaves it) while the host is enrolled, and in none before (so a claim
+/// takes it), unless [`Lab::in_another_swarm`] said otherwise (the scripts
+/// that ask name the host's state directory in `DROVER_STATE_DIR`; one
+/// that does not is answered `active`); `systemctl show` gives a main PID
+/// that never changes (so an update restarts the engine).
 fn stubs(dir: &Path) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).expect("stub directory");
     let calls = dir.join("calls");
     for (name, answer) in [
-        ("docker", "[ \"$1\" = info ] && echo active"),
+        (
+            "docker",
+            "s=${DROVER_STATE_DIR:-}\n\
+             if [ \"$1\" = info ]; then\n  \
+             if [ -n \"$s\" ] && [ -e \"$s.swarm\" ]; then cat \"$s.swarm\"\n  \
+             elif [ -n \"$s\" ] && [ ! -e \"$s/instance.json\" ]; then echo inactive\n  \
+             else echo active; fi\n\
+             fi",
+        ),
         ("systemctl", "[ \"$1\" = show ] && echo 4242"),
     ] {
         let path = bin.join(name);
@@ -293,6 +311,40 @@ fn stubs(dir: &Path) {
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("stub mode");
     }
+}
+
+/// Kills (SIGKILL, by PID) every OpenSSH control master whose control
+/// socket is under `dir` (a provider's directory): its connections drop
+/// as a controller's host losing its network, or the controller killed,
+/// would drop them. Returns the PIDs killed.
+pub fn kill_control_masters(dir: &Path) -> Vec<u32> {
+    let ctl = dir.join("ctl").display().to_string();
+    let mut killed = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let master = args.first().is_some_and(|a| a.ends_with("ssh"))
+            && args.iter().any(|a| a == "-M")
+            && args.iter().any(|a| a.starts_with(&ctl));
+        if master
+            && nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+        {
+            killed.push(pid);
+        }
+    }
+    killed
 }
 
 /// `pid` and every process descended from it (by `/proc/*/stat`'s parent).

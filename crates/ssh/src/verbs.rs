@@ -17,8 +17,15 @@ const RELEASE_WITHIN: Duration = Duration::from_secs(600);
 /// How long a record's rewrite or the boot log's read may take.
 const SHORT_WITHIN: Duration = Duration::from_secs(30);
 /// How much longer than an update's own timeout its run is waited for:
-/// the host stops it at its timeout (`timeout`), and says so.
+/// the host stops it at its timeout (`timeout`, KILL 10 s after TERM),
+/// and says so.
 const UPDATE_GRACE: Duration = Duration::from_secs(30);
+/// How often the host is asked how a running update stands.
+const UPDATE_ASK_EVERY: Duration = Duration::from_secs(1);
+/// How many asks in a row may fail (the connection dropped, and is being
+/// opened again) before the wait gives up; the update runs on, and the
+/// next call finds it.
+const UPDATE_ASK_FAILURES: u32 = 5;
 
 impl SshProvider {
     /// Returns the host of enrollment `id` to the pool (the release script
@@ -86,9 +93,15 @@ impl SshProvider {
 
     /// Runs `run` on the host of enrollment `id` as root, within its
     /// timeout: its command, then the engine restarted unless the command
-    /// restarted it ([`systemd_script`]). A run past its timeout is
-    /// stopped on the host, its whole process group, and reported with no
-    /// status.
+    /// restarted it ([`systemd_script`]). The run is detached on the host
+    /// ([`script::update_start`]: a session of its own, its output and exit
+    /// status in files there), so a dropped connection or a controller
+    /// that dies does not end it half-way; it is waited for here, the
+    /// host asked how it stands, within the update's timeout and a grace.
+    /// A call that finds the update running or ended (a retry after a
+    /// dropped connection, another controller's) waits for it or reports
+    /// it: one run per update. A run past its timeout is stopped on the
+    /// host, its whole process group, and reported with no status.
     pub(crate) async fn update(
         &self,
         id: &str,
@@ -96,24 +109,66 @@ impl SshProvider {
         fence: &dyn Fence,
     ) -> Result<UpdateOutcome, ProviderError> {
         let (t, _) = self.enrollment(id).await?;
-        let update = script::update(&systemd_script(run, &t.login.host.state_dir), run.timeout);
+        let dir = &t.login.host.state_dir;
+        let what = format!("updating host {}", t.name());
+        let until = tokio::time::Instant::now() + run.timeout + UPDATE_GRACE;
+        let start = script::update_start(dir, &run.mark, run.timeout);
+        let text = systemd_script(run, dir);
         fence.check()?;
         tracing::info!(host = %t.name(), instance = %id, "running the update");
-        match self
-            .links
-            .run(&t, &update, b"", run.timeout + UPDATE_GRACE)
-            .await
-        {
-            Ok(ran) => {
-                let status = match script::timed_out(ran.status, &ran.stdout) {
-                    true => None,
-                    false => ran.status,
-                };
-                let output = script::without_timeout_lines(&ran.stdout);
-                Ok(UpdateOutcome::new(status, &output))
+        // Not started, or not known to be: the step is tried again.
+        let mut state = Ok(self.update_state(&t, &start, text.as_bytes()).await??);
+        let mut failures = 0;
+        loop {
+            match state {
+                Ok(script::UpdateState::Finished { status, log }) => {
+                    let status = (!script::timed_out(Some(status), &log)).then_some(status);
+                    let output = script::without_timeout_lines(&log);
+                    return Ok(UpdateOutcome::new(status, &output));
+                }
+                Ok(script::UpdateState::Absent) => {
+                    return Err(ProviderError::Transient(format!(
+                        "{what}: the update ended on the host without an exit status (did the host restart?): it is started again at the next try"
+                    )));
+                }
+                Ok(script::UpdateState::Running) => failures = 0,
+                Err(e) if failures < UPDATE_ASK_FAILURES => {
+                    tracing::info!(host = %t.name(), error = %e, "asking how the update stands failed: asking again");
+                    failures += 1;
+                }
+                Err(e) => return Err(e),
             }
-            Err(crate::link::RunError::TimedOut { .. }) => Ok(UpdateOutcome::new(None, "")),
-            Err(e) => Err(run_error(&format!("updating host {}", t.name()), e)),
+            if tokio::time::Instant::now() >= until {
+                return Err(ProviderError::Transient(format!(
+                    "{what}: the update still runs on the host {}s after it was asked for (its timeout is {}s)",
+                    (run.timeout + UPDATE_GRACE).as_secs(),
+                    run.timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(UPDATE_ASK_EVERY).await;
+            let ask = script::update_state(dir, &run.mark);
+            state = self.update_state(&t, &ask, b"").await?;
+        }
+    }
+
+    /// Runs an update script (`stdin` to it) on `t` and reads how the
+    /// update stands from what it printed. The outer error: the host
+    /// answered, and what it said is not an update's state (the script
+    /// failed there); the inner one: the host could not be asked.
+    async fn update_state(
+        &self,
+        t: &crate::inventory::Target,
+        script: &str,
+        stdin: &[u8],
+    ) -> Result<Result<script::UpdateState, ProviderError>, ProviderError> {
+        let what = format!("updating host {}", t.name());
+        let ran = match self.links.run(t, script, stdin, SHORT_WITHIN).await {
+            Ok(ran) => ran,
+            Err(e) => return Ok(Err(run_error(&what, e))),
+        };
+        match script::UpdateState::parse(&ran.stdout) {
+            Some(state) if ran.ok() => Ok(Ok(state)),
+            _ => Err(failed(&what, &ran)),
         }
     }
 

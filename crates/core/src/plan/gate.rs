@@ -104,7 +104,11 @@ impl Planner<'_> {
 
     /// An operation other than `except` that changes the raft is in
     /// flight: a manager group's, or one whose victim is a raft member
-    /// although its group declares workers (promoted by hand).
+    /// although its group declares workers (promoted by hand). A heal
+    /// waits for such an operation; an in-place update's promotion back
+    /// therefore does not wait for the heal (`Planner::promote` says why
+    /// that order keeps the safety rules), or the two would wait on each
+    /// other until the step timeout.
     fn other_manager_op(&self, except: Option<&str>) -> Option<Refusal> {
         self.ops
             .iter()

@@ -100,8 +100,37 @@ impl<'a> Planner<'a> {
     }
 
     /// Promote: an updated manager's node back into the raft, once it is
-    /// Ready and a member may be added (the same gate as a new manager's
-    /// join: a voter that has not caught up counts against the quorum).
+    /// Ready and a member may be added: the same gate as a replacement's
+    /// new manager (design rule 13: an update in place passes the gates a
+    /// replacement does), raft facts only (rule 10): no other membership
+    /// change under way, and the add gate, worst case (a voter that never
+    /// catches up counts as one more unreachable member).
+    ///
+    /// Not held by manager trouble (another manager unhealthy, or a manager
+    /// group not described). That used to deadlock: while this member is
+    /// out of the raft, another manager becomes unreachable; the heal of
+    /// that one waits for this operation (one manager operation at a time,
+    /// `other_manager_op`), and this promotion waited for the heal (the
+    /// unreachable member is trouble outside any operation), so the
+    /// operation blocked at its step timeout while the raft stayed a voter
+    /// short. The order that keeps every rule is promote first, then heal:
+    /// - rule 1 forbids *disrupting* a healthy manager while another is
+    ///   unreachable; a promotion disrupts nothing, it adds a voter back;
+    /// - the worst case stays counted: five managers, this one out and one
+    ///   unreachable, is 4 members with 3 reachable (fault tolerance 0);
+    ///   promoted, 5 with 4 (1), and 5 with 3 (0) if it never catches up,
+    ///   which is what `add_manager_gate` computes and refuses below 0;
+    /// - one change at a time holds: the heal still waits for this
+    ///   operation (it is in flight until the member is healthy and
+    ///   active), and `membership_changing` holds the promotion while any
+    ///   other member's membership is changing; the two never run at once;
+    /// - the heal then removes the unreachable member, which raises fault
+    ///   tolerance (rule 1, healing first among what may start).
+    ///
+    /// Where the add gate refuses (adding could cost the quorum: e.g. 4
+    /// members, this one out and one unreachable, 3 with 2 reachable) the
+    /// promotion waits, and the operation blocks at its step timeout,
+    /// naming the refusal (docs/safety.md, "Updates in place").
     pub(super) fn promote<'o>(&mut self, s: StepOf<'_, 'o, 'a>) -> StepState<'o>
     where
         'a: 'o,
@@ -120,7 +149,6 @@ impl<'a> Planner<'a> {
         }
         let gate = self
             .membership_changing(Some(&op.id), Some(n))
-            .or_else(|| self.facts.manager_trouble.clone())
             .or_else(|| self.add_manager_gate());
         match gate {
             Some(no) => StepState::Wait(StepWait::Promote { node: &n.id, no }),

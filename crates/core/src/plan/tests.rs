@@ -2125,6 +2125,7 @@ mod budget;
 mod fill;
 mod ghost;
 mod hooks;
+mod in_place;
 mod spare;
 mod time;
 mod untidy;

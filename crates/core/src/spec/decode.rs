@@ -456,9 +456,6 @@ const UPDATE_FIELDS: &[&str] = &[
     "in_place",
 ];
 const IN_PLACE_FIELDS: &[&str] = &["command", "timeout"];
-/// The providers that run an update on a machine they keep
-/// (`InstanceProvider::updates_in_place`).
-const IN_PLACE_PROVIDERS: &[&str] = &[INCUS_PROVIDER, LOCAL_PROVIDER, SIM_PROVIDER, SSH_PROVIDER];
 const HEALTH_FIELDS: &[&str] = &[
     "startup_timeout",
     "unhealthy_after",

@@ -70,6 +70,14 @@ pub const PROVIDERS: &[&str] = &[
     SIM_PROVIDER,
     PLUGIN_PROVIDER,
 ];
+/// The providers that run an update on a machine they keep, the ones
+/// `update.strategy: in_place` is accepted with. Validation is pure and
+/// cannot ask a provider, so this list says it a second time: each
+/// provider's `InstanceProvider::updates_in_place` is true exactly for
+/// these names (`crates/drover/tests/in_place_providers.rs` ties the two
+/// for every provider of [`PROVIDERS`]).
+pub const IN_PLACE_PROVIDERS: &[&str] =
+    &[INCUS_PROVIDER, LOCAL_PROVIDER, SIM_PROVIDER, SSH_PROVIDER];
 
 pub use crate::control::Control;
 use serde::{Deserialize, Serialize};

@@ -130,3 +130,26 @@ fn a_pet_takes_its_own_host_or_none() {
         Err(NoHost::PetSilent { .. })
     ));
 }
+
+#[test]
+fn a_host_in_another_swarm_is_never_chosen_and_an_exhausted_inventory_names_it() {
+    let hosts = [host("h1", None), host("h2", None)];
+    let why = "host h1 is refused: its engine is already part of a swarm".to_string();
+    let answers = [Answer::InSwarm(why.clone()), Answer::Free];
+    // A pet's refused host is its slot's refusal: no other host is taken.
+    assert_eq!(
+        choose(&hosts, &answers, Some("h1"), None, &[]),
+        Err(NoHost::PetRefused { why: why.clone() })
+    );
+    // Cattle go on to the next free host.
+    assert_eq!(
+        choose(&hosts, &answers, None, None, &[]).unwrap().host,
+        "h2"
+    );
+    let e = choose(&hosts, &answers, None, None, &["h2".into()]).unwrap_err();
+    let NoHost::Exhausted { why: said, refused } = e else {
+        panic!("exhausted: {e:?}")
+    };
+    assert!(refused, "the operator's to fix");
+    assert!(said.contains(&format!("; refused: {why}")), "{said}");
+}

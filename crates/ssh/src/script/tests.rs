@@ -30,6 +30,10 @@ fn run(script: &str, stdin: &str) -> (i32, String) {
     )
 }
 
+/// An engine socket where no engine listens: `docker info` fails, the
+/// host is in no swarm.
+const NO_ENGINE: &str = "/nonexistent/docker.sock";
+
 fn dir() -> (tempfile::TempDir, String) {
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("state").display().to_string();
@@ -50,10 +54,13 @@ fn a_host_is_claimed_once_and_its_record_read_back() {
     let (_t, d) = dir();
     assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
     assert_eq!(
-        run(&claim(&d), "{\"id\":\"h-1\"}\n"),
+        run(&claim(&d, NO_ENGINE), "{\"id\":\"h-1\"}\n"),
         (0, "claimed\n".into())
     );
-    assert_eq!(run(&claim(&d), "{\"id\":\"h-2\"}\n"), (0, "taken\n".into()));
+    assert_eq!(
+        run(&claim(&d, NO_ENGINE), "{\"id\":\"h-2\"}\n"),
+        (0, "taken\n".into())
+    );
     assert_eq!(run(&read_record(&d), ""), (0, "{\"id\":\"h-1\"}\n".into()));
     let mode = std::fs::metadata(Path::new(&d).join(RECORD)).unwrap();
     assert_eq!(
@@ -67,7 +74,7 @@ fn a_host_is_claimed_once_and_its_record_read_back() {
 #[test]
 fn only_the_enrollments_own_record_is_rewritten() {
     let (_t, d) = dir();
-    run(&claim(&d), "{\"id\":\"h-1\",\"tags\":{}}\n");
+    run(&claim(&d, NO_ENGINE), "{\"id\":\"h-1\",\"tags\":{}}\n");
     assert_eq!(run(&relabel(&d, "h-2"), "{\"id\":\"h-2\"}\n").0, ABSENT);
     assert_eq!(
         run(
@@ -127,7 +134,7 @@ fn a_release_removes_what_is_declared_and_the_record_last_and_nothing_else() {
     for p in [&keep, &volumes] {
         std::fs::create_dir_all(p.join("inner")).unwrap();
     }
-    run(&claim(&d), "{\"id\":\"h-1\"}\n");
+    run(&claim(&d, NO_ENGINE), "{\"id\":\"h-1\"}\n");
     run(&upload_boot(&d), "true\n");
     let cleanup = Cleanup {
         command: Some(format!("echo cleaned >{}", ran.display())),
@@ -143,7 +150,7 @@ fn a_release_removes_what_is_declared_and_the_record_last_and_nothing_else() {
     assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
     assert_eq!(run(&boot_log(&d), "").0, ABSENT);
     // A failing cleanup keeps the record: the release is tried again.
-    run(&claim(&d), "{\"id\":\"h-3\"}\n");
+    run(&claim(&d, NO_ENGINE), "{\"id\":\"h-3\"}\n");
     let failing = Cleanup {
         command: Some("exit 7".into()),
         paths: Vec::new(),
@@ -159,16 +166,72 @@ fn an_update_stopped_at_its_timeout_is_told_from_one_that_failed() {
     assert!(!timed_out(Some(124), "exit 124 by itself\n"));
     assert!(!timed_out(Some(1), hung));
     assert_eq!(without_timeout_lines(&format!("a\n{hung}b\n")), "a\nb\n");
-    let (code, out) = run(
-        &update("echo out; echo err >&2; exit 3", Duration::from_secs(5)),
-        "",
+    let (_t, d) = dir();
+    assert_eq!(
+        wait_for(&d, "m-1", "echo out; echo err >&2; exit 3", 5),
+        UpdateState::Finished {
+            status: 3,
+            log: "out\nerr\n".into()
+        }
     );
-    assert_eq!((code, out.as_str()), (3, "out\nerr\n"));
-    let (code, out) = run(
-        &update("echo started; sleep 30", Duration::from_secs(1)),
-        "",
+    let UpdateState::Finished { status, log } = wait_for(&d, "m-2", "echo started; sleep 30", 1)
+    else {
+        panic!("the hung update ended")
+    };
+    assert!(timed_out(Some(status), &log), "{status}: {log}");
+}
+
+/// Starts update `mark` running `script` within `secs`, and waits for it
+/// to end by asking as the provider does.
+fn wait_for(d: &str, mark: &str, script: &str, secs: u64) -> UpdateState {
+    let started = run(&update_start(d, mark, Duration::from_secs(secs)), script);
+    assert_eq!(started.0, 0, "{started:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, out) = run(&update_state(d, mark), "");
+        assert_eq!(code, 0, "{out}");
+        match UpdateState::parse(&out).expect("a state") {
+            UpdateState::Running => {}
+            other => return other,
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the update never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_update_runs_detached_once_and_its_outcome_is_read_again() {
+    let (t, d) = dir();
+    let count = t.path().join("count");
+    let script = format!("echo ran >>{}\nsleep 1\necho done", count.display());
+    // Started, then asked for again while it runs: one run.
+    let (code, out) = run(&update_start(&d, "m-1", Duration::from_secs(30)), &script);
+    assert_eq!(
+        (code, UpdateState::parse(&out)),
+        (0, Some(UpdateState::Running))
     );
-    assert!(timed_out(Some(code), &out), "{code}: {out}");
+    let (_, again) = run(&update_start(&d, "m-1", Duration::from_secs(30)), &script);
+    assert_eq!(UpdateState::parse(&again), Some(UpdateState::Running));
+    let ended = wait_for(&d, "m-1", &script, 30);
+    assert_eq!(
+        ended,
+        UpdateState::Finished {
+            status: 0,
+            log: "done\n".into()
+        }
+    );
+    // Ended: asked for again, it is reported, not run again.
+    let (_, after) = run(&update_start(&d, "m-1", Duration::from_secs(30)), &script);
+    assert_eq!(UpdateState::parse(&after), Some(ended));
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "ran\n");
+    // Another update forgets the ended one's files.
+    assert_eq!(run(&update_state(&d, "m-2"), "").1, "absent\n");
+    wait_for(&d, "m-2", "true", 30);
+    assert_eq!(run(&update_state(&d, "m-1"), "").1, "absent\n");
+    assert_eq!(UpdateState::parse("what\n"), None);
 }
 
 /// The default boot scripts of ssh hosts are read by `sh` (they change

@@ -4,7 +4,7 @@
 //! data only when read. A pass has a waiting step in most operations in
 //! flight and reads few of the reasons, so nothing is formatted ahead.
 
-use super::super::refusal::Refusal;
+use super::super::refusal::{Quorum, Refusal};
 use std::fmt;
 use std::time::Duration;
 
@@ -158,7 +158,16 @@ impl StepWait<'_> {
                 write!(f, "waiting for node {node} to be Ready after its update")
             }
             StepWait::Promote { node, no } => {
-                write!(f, "promotion of {node} back into the raft waits: {no}")
+                write!(f, "promotion of {node} back into the raft waits: {no}")?;
+                // The heal that refusal asks for waits for this operation
+                // (one manager operation at a time): say what ends the wait.
+                if matches!(no, Refusal::Quorum(Quorum::AddWhileUnreachable { .. })) {
+                    write!(
+                        f,
+                        " (drover heals it only after this operation: bring it back, or demote it by hand with `docker node demote`, and the promotion goes on)"
+                    )?;
+                }
+                Ok(())
             }
             StepWait::GhostHeal { node, no } => write!(
                 f,

@@ -1,0 +1,186 @@
+//! An in-place update over SSH runs detached on its host: a connection
+//! cut while it runs (the controller's control master killed by its PID,
+//! as a controller's host losing its network or the controller killed
+//! would cut it) does not end it half-way, and the next call, by a
+//! controller with connections of its own, finds it and reports how it
+//! ended, without running it a second time. Lab hosts are `sshd`s of the
+//! test's own on 127.0.182.x, port 2222 (`drover_ssh::testkit::Lab`).
+//!
+//! Needs root (sshd) and `openssh-server` (scripts/setup.sh installs it).
+
+use drover_core::in_place::UpdateRun;
+use drover_core::model::tags;
+use drover_core::spec::Role;
+use drover_core::spec::ssh::SshProperties;
+use drover_core::template::BootContext;
+use drover_spi::{InstanceProvider, ProvisionRequest, Unfenced};
+use drover_ssh::testkit::{Lab, kill_control_masters};
+use drover_ssh::{Declared, SshProvider};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The provider over the group `props` declares, keeping its connections
+/// under `dir`.
+fn provider(dir: &Path, props: &serde_json::Value) -> SshProvider {
+    let props = SshProperties::parse(props).expect("the lab's properties are valid");
+    let declared = Declared {
+        current: vec![props],
+        earlier: Vec::new(),
+    };
+    SshProvider::open(dir, Arc::new(declared)).expect("the provider's directory")
+}
+
+/// A worker's provision for operation `link`, with an empty boot script.
+fn request(props: &serde_json::Value, link: &str) -> ProvisionRequest {
+    let tags = BTreeMap::from([
+        (tags::CLUSTER.to_string(), "c0ffee".to_string()),
+        (tags::GROUP.to_string(), "workers".to_string()),
+        (tags::LINK.to_string(), link.to_string()),
+        (tags::CONFIG.to_string(), "hash-1".to_string()),
+    ]);
+    ProvisionRequest {
+        tags,
+        logical_id: None,
+        properties: props.clone(),
+        engine_labels: BTreeMap::new(),
+        boot_template: "#!/bin/sh\n".into(),
+        boot_context: BootContext {
+            link: link.into(),
+            ..BootContext::example(Role::Worker)
+        },
+        boot_env: Vec::new(),
+    }
+}
+
+/// Waits (up to `secs`) until `path` holds `text`.
+async fn until_file_holds(path: &Path, text: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let now = std::fs::read_to_string(path).unwrap_or_default();
+        if now.contains(text) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never held {text:?}: {now:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const U1: &str = "127.0.182.1";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_whose_connection_is_cut_completes_on_the_host_and_is_reported_once() {
+    let lab = Lab::new(&[U1]);
+    let props = lab.properties(&[U1]);
+    let first_dir = lab.dir.path().join("ssh");
+    let first = Arc::new(provider(&first_dir, &props));
+    let id = first
+        .provision(request(&props, "op-1"), &Unfenced)
+        .await
+        .unwrap();
+    let ran = lab.dir.path().join("ran");
+    // Output after the cut: a run tied to its channel would end there
+    // (its standard output gone), half-way.
+    let run = UpdateRun {
+        command: format!(
+            "echo started >>{ran}\necho before the cut\nsleep 4\necho after the cut\necho >&2 on stderr too\necho finished >>{ran}",
+            ran = ran.display()
+        ),
+        timeout: Duration::from_secs(60),
+        mark: "cut-1-abc".into(),
+    };
+    let waiting = {
+        let (first, id, run) = (first.clone(), id.clone(), run.clone());
+        tokio::spawn(async move { first.run_update(&id, &run, &Unfenced).await })
+    };
+    until_file_holds(&ran, "started", 20).await;
+    let killed = kill_control_masters(&first_dir);
+    assert!(
+        !killed.is_empty(),
+        "no control master under {}",
+        first_dir.display()
+    );
+    // The controller that asked is gone too (its wait dropped).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    waiting.abort();
+    let _ = waiting.await;
+    drop(first);
+
+    // The update goes on on the host, to its end.
+    let done = until_file_holds(&ran, "finished", 30).await;
+    assert_eq!(done, "started\nfinished\n");
+
+    // The next call (another controller, its own connections) finds it
+    // ended and reports it; it is not run again.
+    let next = provider(&lab.dir.path().join("ssh-next"), &props);
+    let asked = Instant::now();
+    let outcome = next.run_update(&id, &run, &Unfenced).await.unwrap();
+    assert!(outcome.succeeded(), "{outcome:?}");
+    assert_eq!(
+        outcome.summary(),
+        "exited with status 0: before the cut | after the cut | on stderr too"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "started\nfinished\n"
+    );
+    assert_eq!(
+        lab.calls()
+            .matches("systemctl restart docker.service")
+            .count(),
+        1,
+        "{}",
+        lab.calls()
+    );
+}
+
+const U2: &str = "127.0.182.2";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_finds_the_update_running_waits_for_it_and_does_not_start_another() {
+    let lab = Lab::new(&[U2]);
+    let props = lab.properties(&[U2]);
+    let first_dir = lab.dir.path().join("ssh");
+    let first = Arc::new(provider(&first_dir, &props));
+    let id = first
+        .provision(request(&props, "op-1"), &Unfenced)
+        .await
+        .unwrap();
+    let ran = lab.dir.path().join("ran");
+    let run = UpdateRun {
+        command: format!(
+            "echo started >>{ran}\nsleep 4\necho failing\necho finished >>{ran}\nexit 5",
+            ran = ran.display()
+        ),
+        timeout: Duration::from_secs(60),
+        mark: "running-1-abc".into(),
+    };
+    let waiting = {
+        let (first, id, run) = (first.clone(), id.clone(), run.clone());
+        tokio::spawn(async move { first.run_update(&id, &run, &Unfenced).await })
+    };
+    until_file_holds(&ran, "started", 20).await;
+    kill_control_masters(&first_dir);
+    waiting.abort();
+    let _ = waiting.await;
+
+    // While it still runs: waited for, reported, one run.
+    let next = provider(&lab.dir.path().join("ssh-next"), &props);
+    let outcome = next.run_update(&id, &run, &Unfenced).await.unwrap();
+    assert_eq!(outcome.status, Some(5), "{outcome:?}");
+    assert_eq!(outcome.summary(), "exited with status 5: failing");
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "started\nfinished\n"
+    );
+}
