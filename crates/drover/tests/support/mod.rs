@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod crash;
+pub mod in_place;
 pub mod nemesis;
 
 use drover_core::model::{Node, NodeState, SwarmView};
@@ -470,20 +472,26 @@ pub fn watch_engines(
 /// `link` (found among its process group's members by command line; the
 /// restart loop around it, `sh -c ...`, is left alone). The PID it killed.
 pub fn kill_controller(lab: &Lab, link: &str) -> Option<i32> {
-    let record = lab
-        .records()
-        .into_iter()
-        .find(|r| r.tags.get("drover.link").map(String::as_str) == Some(link))?;
-    let pgid = record.pgid?;
-    let pid = drover_local::procs::group_members(pgid)
-        .into_iter()
-        .find(|&p| is_controller(p))?;
+    let pid = controller_pid(lab, link)?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     )
     .ok()?;
     Some(pid)
+}
+
+/// The PID of the `drover controller` process of the machine whose link is
+/// `link`, if one runs (one SIGKILLed a moment ago may still be listed).
+pub fn controller_pid(lab: &Lab, link: &str) -> Option<i32> {
+    let record = lab
+        .records()
+        .into_iter()
+        .find(|r| r.tags.get("drover.link").map(String::as_str) == Some(link))?;
+    let pgid = record.pgid?;
+    drover_local::procs::group_members(pgid)
+        .into_iter()
+        .find(|&p| is_controller(p))
 }
 
 /// Process `pid` is a `drover controller` (not the `sh -c …` restart loop
