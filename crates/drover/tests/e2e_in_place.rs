@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::in_place::{Update, machines, record, spec, updates};
-use support::nemesis::HaltControllers;
+use support::nemesis::Halted;
 use support::{Lab, Watch, bounded, wait_converged, wait_for};
 
 const NET: u8 = 177;
@@ -35,18 +35,8 @@ async fn machines_are_updated_where_they_are_and_a_failed_update_blocks() {
     bounded(1500, in_place()).await;
 }
 
-struct Run {
-    // Field order = drop order: the controllers first, then the lab.
-    _halt: HaltControllers,
-    lab: Lab,
-}
-
 async fn in_place() {
-    let lab = Lab::new(NET).await;
-    let run = Run {
-        _halt: HaltControllers(lab.dir.clone()),
-        lab,
-    };
+    let run = Halted::new(Lab::new(NET).await);
     let lab = &run.lab;
     let log = lab.dir.join("updates");
     let out = lab.drover(&[

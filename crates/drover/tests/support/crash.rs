@@ -57,6 +57,21 @@ pub const fn point(
     }
 }
 
+/// An operation of `kind` (`Roll`, …) journaled, before its first step.
+pub const fn journaled(name: &'static str, group: &'static str, kind: &'static str) -> Point {
+    point(name, group, "begin", kind, "journaled")
+}
+
+/// A step started: `describe` is the start of its description.
+pub const fn during(name: &'static str, group: &'static str, describe: &'static str) -> Point {
+    point(name, group, "step", describe, "started")
+}
+
+/// A step ended well.
+pub const fn after(name: &'static str, group: &'static str, describe: &'static str) -> Point {
+    point(name, group, "step", describe, "ok")
+}
+
 /// A boundary shown by the journal: `step` recorded done.
 pub const fn done(name: &'static str, group: &'static str, step: Step) -> Point {
     Point {

@@ -13,13 +13,10 @@ pub fn spec(lab: &Lab, command: &str, timeout: &str) -> String {
     let update = format!(
         "  update:\n    strategy: in_place\n    watch: 2s\n    in_place:\n      command: {command:?}\n      timeout: {timeout}\n  health: {{startup_timeout: 60s}}\n"
     );
+    let managers = lab.pet_managers();
     let text = format!(
         "groups:
-- name: managers
-  role: manager
-  allocation:
-    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]
-    spare_ids: [127.0.{n}.14]
+{managers}    spare_ids: [127.0.{n}.14]
   instance: {{provider: local}}
 {update}- name: workers
   role: worker

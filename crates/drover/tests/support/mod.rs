@@ -104,17 +104,22 @@ impl Lab {
         self.spec_watching(label, "3s")
     }
 
+    /// The head of a manager group of 3 pets, 127.0.NET.11–13 (YAML lines
+    /// of a group list, `allocation` last but for its own lines).
+    pub fn pet_managers(&self) -> String {
+        let n = self.net;
+        format!(
+            "- name: managers\n  role: manager\n  allocation:\n    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]\n"
+        )
+    }
+
     /// A spec whose managers are watched `watch` after joining (the window
     /// in which the raft is whole again between two replacements).
     pub fn spec_watching(&self, label: &str, watch: &str) -> PathBuf {
-        let n = self.net;
+        let managers = self.pet_managers();
         let text = format!(
             "groups:
-- name: managers
-  role: manager
-  allocation:
-    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]
-  instance: {{provider: local}}
+{managers}  instance: {{provider: local}}
   flavor: {{engine_labels: {{release: {label}}}}}
   update: {{watch: {watch}}}
   health: {{startup_timeout: 60s}}
