@@ -43,7 +43,7 @@ use support::{Lab, Watch, assert_converged_shape, bounded, watch};
 
 const NET: u8 = 181;
 /// At most this many rolls to reach every point.
-const ROUNDS: usize = 4;
+const ROUNDS: usize = 5;
 
 const M: &str = "managers";
 const W: &str = "workers";
@@ -123,7 +123,7 @@ const POINTS: &[Point] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_in_place_survives_the_acting_controller_killed_at_every_step_boundary() {
-    bounded(1200, crash_matrix()).await;
+    bounded(1500, crash_matrix()).await;
 }
 
 async fn crash_matrix() {
