@@ -142,15 +142,34 @@ impl UpdateOutcome {
 }
 
 /// The script a provider whose machines run systemd (Incus, SSH) runs as
-/// root, its lock and mark in drover's `state_dir` on the machine: one run
-/// at a time on a machine (a controller taking over may start the update
-/// again while a deposed one's still runs: the second waits for the
-/// first), a run whose update is marked done does nothing, the guard
-/// ([`manager_guard`]), the operator's `command` in a subshell under
-/// `sh -e`, then `docker.service` restarted unless its main process changed
-/// meanwhile (the update restarted it, as a package upgrade does), then the
-/// mark. The script's exit status is the command's, or the restart's.
+/// root, its lock and mark in drover's `state_dir` on the machine
+/// ([`marked_script`]): the operator's `command`, then `docker.service`
+/// restarted unless its main process changed meanwhile (the update
+/// restarted it, as a package upgrade does), then the mark. The script's
+/// exit status is the command's, or the restart's.
 pub fn systemd_script(run: &UpdateRun, state_dir: &str) -> String {
+    marked_script(
+        run,
+        state_dir,
+        "before=$(systemctl show -p MainPID --value docker.service)\n",
+        "after=$(systemctl show -p MainPID --value docker.service)\n\
+         if [ \"$before\" = \"$after\" ] || [ \"$after\" = 0 ]; then\n  \
+         systemctl restart docker.service\n\
+         fi\n",
+    )
+}
+
+/// The script every provider runs for `run` on a machine (as root, under
+/// `sh`), its lock and mark in `state_dir` there (a shell word: a plain
+/// path, or one quoted for `sh`): one run at a time on a machine (a
+/// controller taking over may start the update again while a deposed or
+/// killed one's still runs: the second waits for the first), a run whose
+/// update is marked done does nothing, then the guard
+/// ([`manager_guard`]), `before`, the operator's `command` in a subshell
+/// under `sh -e`, `after` (shell lines: what the provider does around the
+/// command on the machine), and the mark, the only one kept (an older
+/// update's is removed).
+pub fn marked_script(run: &UpdateRun, state_dir: &str, before: &str, after: &str) -> String {
     let (command, mark) = (&run.command, &run.mark);
     let guard = manager_guard();
     format!(
@@ -161,15 +180,18 @@ pub fn systemd_script(run: &UpdateRun, state_dir: &str) -> String {
          mark={state_dir}/updated-{mark}\n\
          if [ -e \"$mark\" ]; then echo \"already updated ({mark})\"; exit 0; fi\n\
          {guard}\
-         before=$(systemctl show -p MainPID --value docker.service)\n\
+         {before}\
          (\n{command}\n)\n\
-         after=$(systemctl show -p MainPID --value docker.service)\n\
-         if [ \"$before\" = \"$after\" ] || [ \"$after\" = 0 ]; then\n  \
-         systemctl restart docker.service\n\
-         fi\n\
+         {after}\
          rm -f {state_dir}/updated-*\n\
          touch \"$mark\"\n"
     )
+}
+
+/// The name of the mark [`marked_script`] leaves in its `state_dir` once
+/// `run` succeeded there.
+pub fn mark_file(run: &UpdateRun) -> String {
+    format!("updated-{}", run.mark)
 }
 
 /// The exit status of a run refused because the machine's engine is a
@@ -269,6 +291,32 @@ mod tests {
         );
         assert_eq!(argv[5], systemd_script(&run, "/var/lib/drover"));
         assert_eq!(wait_bound(&run), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn a_marked_script_runs_once_under_its_lock_and_keeps_only_its_mark() {
+        let run = UpdateRun {
+            command: "upgrade".into(),
+            timeout: Duration::from_secs(60),
+            mark: "op-1-abc".into(),
+        };
+        let s = marked_script(&run, "'/m d'", "BEFORE\n", "AFTER\n");
+        let at = |what: &str| s.find(what).unwrap_or_else(|| panic!("{what} in {s}"));
+        let order = [
+            "flock 9",
+            "mark='/m d'/updated-op-1-abc",
+            "already updated (op-1-abc)",
+            "ControlAvailable",
+            "BEFORE",
+            "(\nupgrade\n)",
+            "AFTER",
+            "rm -f '/m d'/updated-*",
+            "touch \"$mark\"",
+        ];
+        for pair in order.windows(2) {
+            assert!(at(pair[0]) < at(pair[1]), "{pair:?} in {s}");
+        }
+        assert_eq!(mark_file(&run), "updated-op-1-abc");
     }
 
     #[test]

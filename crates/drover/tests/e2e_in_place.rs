@@ -21,12 +21,11 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::nemesis::HaltControllers;
+use support::in_place::{Update, machines, record, spec, updates};
+use support::nemesis::Halted;
 use support::{Lab, Watch, bounded, wait_converged, wait_for};
 
 const NET: u8 = 177;
@@ -36,18 +35,8 @@ async fn machines_are_updated_where_they_are_and_a_failed_update_blocks() {
     bounded(1500, in_place()).await;
 }
 
-struct Run {
-    // Field order = drop order: the controllers first, then the lab.
-    _halt: HaltControllers,
-    lab: Lab,
-}
-
 async fn in_place() {
-    let lab = Lab::new(NET).await;
-    let run = Run {
-        _halt: HaltControllers(lab.dir.clone()),
-        lab,
-    };
+    let run = Halted::new(Lab::new(NET).await);
     let lab = &run.lab;
     let log = lab.dir.join("updates");
     let out = lab.drover(&[
@@ -173,84 +162,6 @@ async fn in_place() {
     apply(lab, &spec(lab, &record(&log, "v3"), "5m"));
     wait_converged(lab, Duration::from_secs(600));
     assert_eq!(machines(lab).len(), 5);
-}
-
-/// The cluster file: 3 pet managers with a spare slot, 2 workers, both
-/// updated in place by `command` within `timeout`.
-fn spec(lab: &Lab, command: &str, timeout: &str) -> String {
-    let n = lab.net;
-    let update = format!(
-        "  update:\n    strategy: in_place\n    watch: 2s\n    in_place:\n      command: {command:?}\n      timeout: {timeout}\n  health: {{startup_timeout: 60s}}\n"
-    );
-    let text = format!(
-        "groups:
-- name: managers
-  role: manager
-  allocation:
-    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]
-    spare_ids: [127.0.{n}.14]
-  instance: {{provider: local}}
-{update}- name: workers
-  role: worker
-  allocation: {{size: 2}}
-  instance: {{provider: local}}
-{update}"
-    );
-    let path = lab.dir.join("spec.yaml");
-    std::fs::write(&path, text).expect("write spec");
-    path.to_str().expect("UTF-8").to_string()
-}
-
-/// An update command that records, on this host, what the swarm said of
-/// the member while its update ran: whether its node was a raft member and
-/// its availability, asked of whichever of the lab's engines answers as a
-/// manager (`DOCKER_HOST` names the member's own engine), then sleeps 3 s.
-/// In a raw block: the Go templates' braces are not drover's.
-fn record(log: &Path, release: &str) -> String {
-    format!(
-        "{{% raw %}}id=$(docker info --format '{{{{.Swarm.NodeID}}}}'); r=unknown; \
-         for s in $(find {dir} -name sock -type s); do \
-         r=$(docker -H unix://$s node inspect $id --format '{{{{if .ManagerStatus}}}}true{{{{else}}}}false{{{{end}}}} {{{{.Spec.Availability}}}}' 2>/dev/null) && break; \
-         done; echo \"{release} $DROVER_INSTANCE $r\" >> {log}; sleep 3{{% endraw %}}",
-        dir = log.parent().expect("the lab's dir").display(),
-        log = log.display()
-    )
-}
-
-#[derive(Debug)]
-struct Update {
-    release: String,
-    instance: String,
-    manager: String,
-    availability: String,
-}
-
-fn updates(log: &Path) -> Vec<Update> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            Some(Update {
-                release: f.first()?.to_string(),
-                instance: f.get(1)?.to_string(),
-                manager: f.get(2)?.to_string(),
-                availability: f.get(3)?.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// Every running machine, by id, with its group.
-fn machines(lab: &Lab) -> BTreeMap<String, String> {
-    let provider = lab.provider();
-    lab.records()
-        .into_iter()
-        .filter(|r| provider.is_running(r))
-        .map(|r| {
-            let group = r.tags.get("drover.group").cloned().unwrap_or_default();
-            (r.id, group)
-        })
-        .collect()
 }
 
 /// The machine a blocked group's reason names (`the in-place update of

@@ -100,9 +100,11 @@ impl<'a> Planner<'a> {
     }
 
     /// Promote: an updated manager's node back into the raft, once it is
-    /// Ready and a member may be added: the same gate as a replacement's
-    /// new manager (design rule 13: an update in place passes the gates a
-    /// replacement does), raft facts only (rule 10): no other membership
+    /// Ready, out of the raft (a member it still has is its engine's old
+    /// manager state, a ghost once unreachable) and a member may be added:
+    /// the same gate as a replacement's new manager (design rule 13: an
+    /// update in place passes the gates a replacement does), raft facts
+    /// only (rule 10): no other membership
     /// change under way, and the add gate, worst case (a voter that never
     /// catches up counts as one more unreachable member).
     ///
@@ -146,6 +148,16 @@ impl<'a> Planner<'a> {
         }
         if n.state != NodeState::Ready {
             return StepState::Wait(StepWait::NodeBack { node: &n.id });
+        }
+        if n.raft.is_some() {
+            // A worker by spec with a raft member: its engine, restarted by
+            // the update before its worker certificate came, rejoined the
+            // raft with its old manager state. Promoted now, it would be
+            // given that member's raft id back with an empty log (its
+            // engine then panics at every start); it waits for the member
+            // to go, healed when it is a ghost.
+            let wait = StepWait::LeavingRaft { node: &n.id };
+            return self.out_of_raft_or_heal(op, s.step, n, wait);
         }
         let gate = self
             .membership_changing(Some(&op.id), Some(n))

@@ -6,6 +6,8 @@
 #![allow(dead_code)]
 
 pub mod budgeted;
+pub mod crash;
+pub mod in_place;
 pub mod nemesis;
 
 use drover_core::model::{Node, NodeState, SwarmView};
@@ -103,17 +105,22 @@ impl Lab {
         self.spec_watching(label, "3s")
     }
 
+    /// The head of a manager group of 3 pets, 127.0.NET.11–13 (YAML lines
+    /// of a group list, `allocation` last but for its own lines).
+    pub fn pet_managers(&self) -> String {
+        let n = self.net;
+        format!(
+            "- name: managers\n  role: manager\n  allocation:\n    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]\n"
+        )
+    }
+
     /// A spec whose managers are watched `watch` after joining (the window
     /// in which the raft is whole again between two replacements).
     pub fn spec_watching(&self, label: &str, watch: &str) -> PathBuf {
-        let n = self.net;
+        let managers = self.pet_managers();
         let text = format!(
             "groups:
-- name: managers
-  role: manager
-  allocation:
-    logical_ids: [127.0.{n}.11, 127.0.{n}.12, 127.0.{n}.13]
-  instance: {{provider: local}}
+{managers}  instance: {{provider: local}}
   flavor: {{engine_labels: {{release: {label}}}}}
   update: {{watch: {watch}}}
   health: {{startup_timeout: 60s}}
@@ -482,20 +489,26 @@ pub fn watch_engines(
 /// `link` (found among its process group's members by command line; the
 /// restart loop around it, `sh -c ...`, is left alone). The PID it killed.
 pub fn kill_controller(lab: &Lab, link: &str) -> Option<i32> {
-    let record = lab
-        .records()
-        .into_iter()
-        .find(|r| r.tags.get("drover.link").map(String::as_str) == Some(link))?;
-    let pgid = record.pgid?;
-    let pid = drover_local::procs::group_members(pgid)
-        .into_iter()
-        .find(|&p| is_controller(p))?;
+    let pid = controller_pid(lab, link)?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     )
     .ok()?;
     Some(pid)
+}
+
+/// The PID of the `drover controller` process of the machine whose link is
+/// `link`, if one runs (one SIGKILLed a moment ago may still be listed).
+pub fn controller_pid(lab: &Lab, link: &str) -> Option<i32> {
+    let record = lab
+        .records()
+        .into_iter()
+        .find(|r| r.tags.get("drover.link").map(String::as_str) == Some(link))?;
+    let pgid = record.pgid?;
+    drover_local::procs::group_members(pgid)
+        .into_iter()
+        .find(|&p| is_controller(p))
 }
 
 /// Process `pid` is a `drover controller` (not the `sh -c …` restart loop

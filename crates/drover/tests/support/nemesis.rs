@@ -300,6 +300,23 @@ pub fn controller_pid(r: &InstanceRecord) -> Option<i32> {
 /// provision a machine after the listing, whose engine nothing would stop.
 pub struct HaltControllers(pub PathBuf);
 
+/// A lab whose machines' controllers are halted ([`HaltControllers`])
+/// before the lab's teardown, also when the test fails.
+pub struct Halted {
+    // Field order = drop order: the controllers first, then the lab.
+    _halt: HaltControllers,
+    pub lab: super::Lab,
+}
+
+impl Halted {
+    pub fn new(lab: super::Lab) -> Halted {
+        Halted {
+            _halt: HaltControllers(lab.dir.clone()),
+            lab,
+        }
+    }
+}
+
 impl Drop for HaltControllers {
     fn drop(&mut self) {
         let provider = match LocalProvider::new(&self.0, Vec::new()) {

@@ -255,3 +255,115 @@ fn a_demoted_managers_ghost_is_healed_by_its_operations_wait_out_of_the_raft() {
         describe(&p)
     );
 }
+
+/// Found by the in-place crash matrix (`e2e_crash_in_place`): a manager's
+/// engine restarted by its update before its worker certificate came back
+/// with its old manager state and rejoined the raft under a new raft id, a
+/// worker by spec. Promoted then, it was given that member's raft id back
+/// with an empty log, and its engine panicked at every start
+/// ("tocommit(99) is out of range [lastIndex(0)]"): the roll blocked on a
+/// member down, for ever, at fault tolerance 0. The promotion waits while
+/// the node still has a raft member; once the member is a ghost it is
+/// healed as the promotion's step; once it is gone the node is promoted.
+#[test]
+fn an_updated_manager_back_in_the_raft_by_itself_is_not_promoted_until_its_member_is_gone() {
+    let mut c = Cluster::new(3, "  allocation: {size: 1}\n");
+    c.desired = desired(
+        "groups:\n\
+         - name: managers\n  role: manager\n  allocation: {size: 3}\n  instance: {provider: sim}\n  \
+         update: {strategy: in_place, min_fault_tolerance: 0, in_place: {command: upgrade}}\n\
+         - name: workers\n  role: worker\n  allocation: {size: 1}\n  instance: {provider: sim}\n",
+    );
+    let new = c.hash(MANAGERS);
+    let w = c.hash(WORKERS);
+    c.add_worker("w1", &w, None);
+    // The roll runs until the first manager's update: each step as the
+    // shell and the swarm would make it.
+    let mut updated = None;
+    for t in 0..40 {
+        let p = c.at(t * SEC);
+        assert!(
+            !has(&p, |a| matches!(a, Action::Promote { .. })),
+            "{}",
+            describe(&p)
+        );
+        for a in &p.actions {
+            match a {
+                Action::MarkDone { op, step } => {
+                    let o = c.journal.iter_mut().find(|o| o.id == *op).expect("op");
+                    o.done.insert(*step);
+                }
+                Action::Drain { node, .. } => {
+                    let n = c.nodes().iter_mut().find(|n| n.id == *node).expect("node");
+                    n.availability = Availability::Drain;
+                }
+                Action::RunUpdate { op, instance, .. } => {
+                    updated = Some((op.clone(), instance.clone()));
+                }
+                a => c.apply(a, true),
+            }
+        }
+        if updated.is_some() {
+            break;
+        }
+    }
+    let (op, instance) = updated.expect("an update was planned");
+    let link = instance
+        .strip_prefix("i-")
+        .expect("a test machine")
+        .to_string();
+    // The update ran and tagged the machine; its engine's restart brought
+    // its old manager state back into the raft: a worker by spec, Ready,
+    // with a reachable raft member (its manager still runs, for now).
+    for i in c.instances(MANAGERS) {
+        if i.id == instance {
+            i.tags.insert(tags::CONFIG.into(), new.clone());
+        }
+    }
+    c.node(&link).raft = Some(RaftMember {
+        leader: false,
+        reachable: true,
+        addr: format!("{link}:2377"),
+    });
+    let promotes = |p: &Plan| has(p, |a| matches!(a, Action::Promote { .. }));
+    let t0 = 100 * SEC;
+    let p = c.at(t0);
+    assert!(
+        !promotes(&p),
+        "promoted with a raft member: {}",
+        describe(&p)
+    );
+    assert!(
+        reason(&p, MANAGERS).contains(&format!("n-{link}")),
+        "{}",
+        describe(&p)
+    );
+    // Its manager stops (it is a worker by spec): a ghost, healed as the
+    // promotion's step once it has been one for the bound.
+    let n = c.node(&link);
+    n.raft.as_mut().expect("member").reachable = false;
+    n.engine_no_manager = true;
+    let p = c.at(t0 + SEC);
+    assert!(!promotes(&p) && heals(&p).is_empty(), "{}", describe(&p));
+    let p = c.at(t0 + SEC + BOUND);
+    assert!(!promotes(&p), "{}", describe(&p));
+    assert_eq!(
+        heals(&p),
+        [(op.clone(), Step::Promote, format!("n-{link}"))],
+        "{}",
+        describe(&p)
+    );
+    // The member gone, the node is promoted.
+    let n = c.node(&link);
+    n.raft = None;
+    n.engine_no_manager = false;
+    let p = c.at(t0 + 2 * SEC + BOUND);
+    assert!(
+        has(
+            &p,
+            |a| matches!(a, Action::Promote { op: o, node } if *o == op && *node == format!("n-{link}"))
+        ),
+        "{}",
+        describe(&p)
+    );
+}
