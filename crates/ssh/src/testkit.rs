@@ -380,3 +380,42 @@ fn descendants(pid: u32) -> Vec<u32> {
     }
     out
 }
+
+/// The cluster id the lab's provisions carry.
+pub const CLUSTER: &str = "c0ffee";
+
+/// The ssh provider over one group's `props` (the lab's), its connections
+/// under `dir`.
+pub fn provider(dir: &Path, props: &serde_json::Value) -> crate::SshProvider {
+    let props = drover_core::spec::ssh::SshProperties::parse(props)
+        .expect("the lab's properties are valid");
+    let declared = crate::Declared {
+        current: vec![props],
+        earlier: Vec::new(),
+    };
+    crate::SshProvider::open(dir, std::sync::Arc::new(declared)).expect("the provider's directory")
+}
+
+/// A provision of a worker of [`CLUSTER`] for operation `link`: an empty
+/// boot script, no environment (a test sets its own with `..request()`).
+pub fn request(props: &serde_json::Value, link: &str) -> drover_spi::ProvisionRequest {
+    use drover_core::model::tags;
+    let tags = std::collections::BTreeMap::from([
+        (tags::CLUSTER.to_string(), CLUSTER.to_string()),
+        (tags::GROUP.to_string(), "workers".to_string()),
+        (tags::LINK.to_string(), link.to_string()),
+        (tags::CONFIG.to_string(), "hash-1".to_string()),
+    ]);
+    drover_spi::ProvisionRequest {
+        tags,
+        logical_id: None,
+        properties: props.clone(),
+        engine_labels: std::collections::BTreeMap::new(),
+        boot_template: "#!/bin/sh\n".into(),
+        boot_context: drover_core::template::BootContext {
+            link: link.into(),
+            ..drover_core::template::BootContext::example(drover_core::spec::Role::Worker)
+        },
+        boot_env: Vec::new(),
+    }
+}

@@ -9,50 +9,11 @@
 //! Needs root (sshd) and `openssh-server` (scripts/setup.sh installs it).
 
 use drover_core::in_place::UpdateRun;
-use drover_core::model::tags;
-use drover_core::spec::Role;
-use drover_core::spec::ssh::SshProperties;
-use drover_core::template::BootContext;
-use drover_spi::{InstanceProvider, ProvisionRequest, Unfenced};
-use drover_ssh::testkit::{Lab, kill_control_masters};
-use drover_ssh::{Declared, SshProvider};
-use std::collections::BTreeMap;
+use drover_spi::{InstanceProvider, Unfenced};
+use drover_ssh::testkit::{Lab, kill_control_masters, provider, request};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The provider over the group `props` declares, keeping its connections
-/// under `dir`.
-fn provider(dir: &Path, props: &serde_json::Value) -> SshProvider {
-    let props = SshProperties::parse(props).expect("the lab's properties are valid");
-    let declared = Declared {
-        current: vec![props],
-        earlier: Vec::new(),
-    };
-    SshProvider::open(dir, Arc::new(declared)).expect("the provider's directory")
-}
-
-/// A worker's provision for operation `link`, with an empty boot script.
-fn request(props: &serde_json::Value, link: &str) -> ProvisionRequest {
-    let tags = BTreeMap::from([
-        (tags::CLUSTER.to_string(), "c0ffee".to_string()),
-        (tags::GROUP.to_string(), "workers".to_string()),
-        (tags::LINK.to_string(), link.to_string()),
-        (tags::CONFIG.to_string(), "hash-1".to_string()),
-    ]);
-    ProvisionRequest {
-        tags,
-        logical_id: None,
-        properties: props.clone(),
-        engine_labels: BTreeMap::new(),
-        boot_template: "#!/bin/sh\n".into(),
-        boot_context: BootContext {
-            link: link.into(),
-            ..BootContext::example(Role::Worker)
-        },
-        boot_env: Vec::new(),
-    }
-}
 
 /// Waits (up to `secs`) until `path` holds `text`.
 async fn until_file_holds(path: &Path, text: &str, secs: u64) -> String {

@@ -10,48 +10,17 @@
 //! Needs root (sshd) and `openssh-server` (scripts/setup.sh installs it).
 
 use drover_core::model::tags;
-use drover_core::spec::Role;
-use drover_core::spec::ssh::SshProperties;
-use drover_core::template::BootContext;
 use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Unfenced};
-use drover_ssh::testkit::Lab;
-use drover_ssh::{Declared, SshProvider};
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-
-fn provider(dir: &Path, props: &serde_json::Value) -> SshProvider {
-    let props = SshProperties::parse(props).expect("the lab's properties are valid");
-    let declared = Declared {
-        current: vec![props],
-        earlier: Vec::new(),
-    };
-    SshProvider::open(dir, Arc::new(declared)).expect("the provider's directory")
-}
+use drover_ssh::testkit::{Lab, provider};
 
 /// A provision for operation `link` of a worker (`logical_id`: a pet's).
 fn request(props: &serde_json::Value, link: &str, logical_id: Option<&str>) -> ProvisionRequest {
-    let mut tags = BTreeMap::from([
-        (tags::CLUSTER.to_string(), "c0ffee".to_string()),
-        (tags::GROUP.to_string(), "workers".to_string()),
-        (tags::LINK.to_string(), link.to_string()),
-        (tags::CONFIG.to_string(), "hash-1".to_string()),
-    ]);
+    let mut r = drover_ssh::testkit::request(props, link);
     if let Some(l) = logical_id {
-        tags.insert(tags::LOGICAL_ID.into(), l.into());
+        r.tags.insert(tags::LOGICAL_ID.into(), l.into());
+        r.logical_id = Some(l.to_string());
     }
-    ProvisionRequest {
-        tags,
-        logical_id: logical_id.map(str::to_string),
-        properties: props.clone(),
-        engine_labels: BTreeMap::new(),
-        boot_template: "#!/bin/sh\n".into(),
-        boot_context: BootContext {
-            link: link.into(),
-            ..BootContext::example(Role::Worker)
-        },
-        boot_env: Vec::new(),
-    }
+    r
 }
 
 fn record_of(lab: &Lab, addr: &str) -> bool {

@@ -9,29 +9,13 @@
 
 use drover_core::in_place::UpdateRun;
 use drover_core::model::tags;
-use drover_core::spec::Role;
-use drover_core::spec::ssh::SshProperties;
-use drover_core::template::BootContext;
 use drover_spi::{InstanceProvider, ProviderError, ProvisionRequest, Secret, Unfenced};
-use drover_ssh::testkit::Lab;
-use drover_ssh::{Declared, SshProvider};
+use drover_ssh::SshProvider;
+use drover_ssh::testkit::{CLUSTER, Lab, provider};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const CLUSTER: &str = "c0ffee";
-
-/// The provider over the group `props` declares, keeping its connections
-/// under `dir`.
-fn provider(dir: &Path, props: &serde_json::Value) -> SshProvider {
-    let props = SshProperties::parse(props).expect("the lab's properties are valid");
-    let declared = Declared {
-        current: vec![props],
-        earlier: Vec::new(),
-    };
-    SshProvider::open(dir, Arc::new(declared)).expect("the provider's directory")
-}
 
 fn cluster() -> BTreeMap<String, String> {
     BTreeMap::from([(tags::CLUSTER.to_string(), CLUSTER.to_string())])
@@ -40,21 +24,10 @@ fn cluster() -> BTreeMap<String, String> {
 /// A worker's provision for operation `link`, booting `script`, its join
 /// token `token`.
 fn request(props: &serde_json::Value, link: &str, script: &str, token: &str) -> ProvisionRequest {
-    let mut t = cluster();
-    t.insert(tags::GROUP.into(), "workers".into());
-    t.insert(tags::LINK.into(), link.into());
-    t.insert(tags::CONFIG.into(), "hash-1".into());
     ProvisionRequest {
-        tags: t,
-        logical_id: None,
-        properties: props.clone(),
-        engine_labels: BTreeMap::new(),
         boot_template: script.to_string(),
-        boot_context: BootContext {
-            link: link.into(),
-            ..BootContext::example(Role::Worker)
-        },
         boot_env: vec![("DROVER_JOIN_TOKEN".into(), Secret::new(token))],
+        ..drover_ssh::testkit::request(props, link)
     }
 }
 
