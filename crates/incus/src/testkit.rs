@@ -178,12 +178,30 @@ impl Lab {
             .collect()
     }
 
+    /// The machines this lab owns: those on its bridge, and those a test
+    /// named `NETWORK-…` (made before their NIC joined the bridge).
+    fn owned(&self) -> Vec<String> {
+        let mut names = self.machines();
+        let out = Command::new("incus")
+            .args(["list", "--format", "csv", "--columns", "n"])
+            .output();
+        let prefix = format!("{}-", self.network);
+        if let Ok(out) = out {
+            let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+            let named = listed.lines().filter(|n| n.starts_with(&prefix));
+            names.extend(named.map(str::to_string));
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Deletes this lab's machines and bridge, whatever state they are in
     /// (a machine busy with an operation refuses: asked again, up to 2 min).
     fn clear(&self) {
         let t0 = std::time::Instant::now();
         loop {
-            let left = self.machines();
+            let left = self.owned();
             if left.is_empty() || t0.elapsed() > std::time::Duration::from_secs(120) {
                 break;
             }

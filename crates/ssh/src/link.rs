@@ -137,8 +137,8 @@ impl Links {
             .join(format!("{}.sock", short_hash(name)))
     }
 
-    /// Runs `script` as root on `t`'s host, `stdin` written to it, within
-    /// `within`. A connection found dropped is opened again, once.
+    /// Runs `script` as root on `t`'s host, `stdin` written to it (framed:
+    /// [`script::END_OF_INPUT`] after it), within `within`. A connection found dropped is opened again, once.
     pub async fn run(
         &self,
         t: &Target,
@@ -320,7 +320,7 @@ async fn run_on(session: &Session, command: &str, stdin: &[u8]) -> Result<Ran, F
     if let Some(mut input) = child.stdin().take() {
         // A script that exits before reading all of it closes the pipe: its
         // status says what happened.
-        let _ = input.write_all(stdin).await;
+        let _ = input.write_all(&script::framed(stdin)).await;
         let _ = input.shutdown().await;
     }
     let out = child

@@ -24,6 +24,47 @@ pub const BOOT_LOG_BYTES: usize = 64 * 1024;
 /// The exit status a script uses for "not there" (no record, not this
 /// enrollment's, no boot log): an answer, not a failure.
 pub const ABSENT: i32 = 3;
+
+/// The line every standard input drover sends a host ends with
+/// ([`framed`]). A host script keeps what it read only when that line is
+/// there ([`receive`]): a connection cut while the input is in transit is
+/// an early end of input to the host's shell, which goes on (no terminal,
+/// no hang-up), and a truncated record, boot script, environment or
+/// update must never be kept, let alone run.
+pub const END_OF_INPUT: &str = "# drover: end of input";
+
+/// The exit status of a host script whose input was cut short: nothing
+/// was kept, and the caller's retry sends it again.
+pub const CUT_SHORT: i32 = 75;
+
+/// `payload` as a host script's standard input: its lines, then
+/// [`END_OF_INPUT`] on a line of its own.
+pub fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut out = payload.to_vec();
+    if !out.is_empty() && !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    out.extend_from_slice(END_OF_INPUT.as_bytes());
+    out.push(b'\n');
+    out
+}
+
+/// Shell: standard input into file `target` (a shell word), kept only when
+/// it ends with [`END_OF_INPUT`], which is dropped; else the file goes and
+/// the script exits [`CUT_SHORT`].
+fn receive(target: &str) -> String {
+    format!(
+        "cat >{target}\n\
+         if [ \"$(tail -n 1 {target})\" != '{END_OF_INPUT}' ]; then rm -f {target}; {CUT}; fi\n\
+         sed -i '$d' {target}\n",
+        CUT = cut_short()
+    )
+}
+
+/// Shell: say the input was cut short, and exit [`CUT_SHORT`].
+fn cut_short() -> String {
+    format!("echo 'drover: the input was cut short' >&2; exit {CUT_SHORT}")
+}
 /// What the record reader prints for a host without a record.
 pub const FREE: &str = "free";
 
@@ -59,7 +100,7 @@ pub const IN_SWARM: &str = "in-swarm";
 
 /// The swarm states ([`IN_SWARM`]) in which an engine belongs to a swarm:
 /// a host whose engine is in one is not free, whatever its record says.
-const SWARM_STATES: &str = "active|pending|locked";
+const SWARM_STATES: &str = "active|pending|error|locked";
 
 /// Takes the host for the record on standard input, atomically: the
 /// record is written aside and linked into place, which fails when a
@@ -78,10 +119,11 @@ pub fn claim(dir: &str, docker_socket: &str) -> String {
          s=$(docker info --format '{{{{.Swarm.LocalNodeState}}}}' 2>/dev/null || true)\n  \
          case \"$s\" in {SWARM_STATES}) echo \"{IN_SWARM} $s\"; exit 0 ;; esac\n\
          fi\n\
-         t=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\n\
+         t=\"$d/.{RECORD}.$$\"\n{}\
          if ln \"$t\" \"$f\" 2>/dev/null; then rm -f \"$t\"; echo claimed; else rm -f \"$t\"; echo taken; fi\n",
         state(dir),
-        sh_quote(&format!("unix://{docker_socket}"))
+        sh_quote(&format!("unix://{docker_socket}")),
+        receive("\"$t\"")
     )
 }
 
@@ -90,9 +132,10 @@ pub fn claim(dir: &str, docker_socket: &str) -> String {
 /// of `id`.
 pub fn relabel(dir: &str, id: &str) -> String {
     format!(
-        "set -eu\numask 077\n{}{}t=\"$d/.{RECORD}.$$\"\ncat >\"$t\"\nmv -f \"$t\" \"$f\"\n",
+        "set -eu\numask 077\n{}{}t=\"$d/.{RECORD}.$$\"\n{}mv -f \"$t\" \"$f\"\n",
         state(dir),
-        only_enrollment(id)
+        only_enrollment(id),
+        receive("\"$t\"")
     )
 }
 
@@ -110,8 +153,9 @@ fn only_enrollment(id: &str) -> String {
 /// new enrollment's: an earlier log goes).
 pub fn upload_boot(dir: &str) -> String {
     format!(
-        "set -eu\numask 077\n{}mkdir -p \"$d\"\nrm -f \"$d/{BOOT_LOG}\" \"$d/{BOOT_PID}\"\ncat >\"$d/{BOOT_SCRIPT}\"\n",
-        state(dir)
+        "set -eu\numask 077\n{}mkdir -p \"$d\"\nrm -f \"$d/{BOOT_LOG}\" \"$d/{BOOT_PID}\"\n{}mv -f \"$d/{BOOT_SCRIPT}.new\" \"$d/{BOOT_SCRIPT}\"\n",
+        state(dir),
+        receive(&format!("\"$d/{BOOT_SCRIPT}.new\""))
     )
 }
 
@@ -122,10 +166,13 @@ pub fn upload_boot(dir: &str) -> String {
 /// line, in no file. The log ends with the script's exit status.
 pub fn launch_boot(dir: &str) -> String {
     format!(
-        "set -eu\numask 077\n{}eval \"$(cat)\"\ncd \"$d\"\n\
+        "set -eu\numask 077\n{}e=$(cat)\n\
+         if [ \"$(printf '%s\\n' \"$e\" | tail -n 1)\" != '{END_OF_INPUT}' ]; then {}; fi\n\
+         eval \"$e\"\ncd \"$d\"\n\
          nohup setsid sh -c 'echo $$ >{BOOT_PID}; sh ./{BOOT_SCRIPT}; s=$?; rm -f {BOOT_PID}; echo \"drover: the boot script exited with status $s\"' \
          >>{BOOT_LOG} 2>&1 </dev/null &\n",
-        state(dir)
+        state(dir),
+        cut_short()
     )
 }
 
@@ -261,7 +308,7 @@ pub fn update_start(dir: &str, mark: &str, within: Duration) -> String {
     format!(
         "{}said\nmkdir -p \"$d\"\n\
          for s in \"$d\"/{UPDATE_PREFIX}*.status; do [ -e \"$s\" ] || continue; rm -f \"${{s%.status}}\".*; done\n\
-         cat >\"$u.sh\"\nrm -f \"$u.log\"\ncd /\n\
+         {}mv -f \"$u.sh.new\" \"$u.sh\"\nrm -f \"$u.log\"\ncd /\n\
          nohup setsid sh -c 'exec 8>\"$1.lock\"; flock -w 10 8 || exit 0; [ ! -e \"$1.status\" ] || exit 0; \
          timeout -v -k 10s {}s sh \"$1.sh\" >\"$1.log\" 2>&1 </dev/null && s=0 || s=$?; \
          echo \"$s\" >\"$1.status.new\"; mv -f \"$1.status.new\" \"$1.status\"' sh \"$u\" >/dev/null 2>&1 </dev/null &\n\
@@ -271,6 +318,7 @@ pub fn update_start(dir: &str, mark: &str, within: Duration) -> String {
          done\n\
          said\necho {UPDATE_ABSENT}\n",
         update_prelude(dir, mark),
+        receive("\"$u.sh.new\""),
         within.as_secs().max(1),
     )
 }

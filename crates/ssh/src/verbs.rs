@@ -113,7 +113,13 @@ impl SshProvider {
         let what = format!("updating host {}", t.name());
         let until = tokio::time::Instant::now() + run.timeout + UPDATE_GRACE;
         let start = script::update_start(dir, &run.mark, run.timeout);
-        let text = systemd_script(run, dir);
+        // The guard and the update's own `docker` ask the engine the group
+        // declares, not the default socket.
+        let text = format!(
+            "export DOCKER_HOST={}\n{}",
+            script::sh_quote(&format!("unix://{}", t.docker_socket)),
+            systemd_script(run, dir)
+        );
         fence.check()?;
         tracing::info!(host = %t.name(), instance = %id, "running the update");
         // Not started, or not known to be: the step is tried again.

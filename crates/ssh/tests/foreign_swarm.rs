@@ -94,7 +94,7 @@ async fn a_host_joining_or_locked_in_another_swarm_is_refused_too() {
     let lab = Lab::new(&[P1]);
     let props = lab.properties(&[P1]);
     let p = provider(&lab.dir.path().join("ssh"), &props);
-    for (i, state) in ["pending", "locked"].into_iter().enumerate() {
+    for (i, state) in ["pending", "error", "locked"].into_iter().enumerate() {
         lab.in_another_swarm(P1, state);
         match p
             .provision(request(&props, &format!("op-{i}"), None), &Unfenced)

@@ -108,7 +108,14 @@ pub struct Watched {
     stop: Arc<AtomicBool>,
     seen: Arc<std::sync::Mutex<super::Watch>>,
     watcher: tokio::task::JoinHandle<()>,
-    counter: std::thread::JoinHandle<Option<usize>>,
+    counter: Option<std::thread::JoinHandle<Option<usize>>>,
+}
+
+/// A test that fails mid-roll stops both too.
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Watched {
@@ -128,16 +135,17 @@ impl Watched {
             stop,
             seen,
             watcher,
-            counter,
+            counter: Some(counter),
         }
     }
 
     /// Stops both; the quorum was never lost and the service never fell
     /// below its budget.
-    pub async fn assert_kept(self) {
+    pub async fn assert_kept(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        self.watcher.await.expect("the quorum watcher");
-        let fewest = self.counter.join().expect("the service's sampler");
+        (&mut self.watcher).await.expect("the quorum watcher");
+        let counter = self.counter.take().expect("joined once");
+        let fewest = counter.join().expect("the service's sampler");
         let seen = self.seen.lock().unwrap();
         eprintln!("{}", seen.summary());
         seen.assert_quorum_kept();

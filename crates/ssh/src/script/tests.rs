@@ -7,9 +7,14 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Runs `command` (as [`as_root`] makes it, for root) with `stdin`: its
-/// exit status and standard output.
+/// Runs `command` (as [`as_root`] makes it, for root) with `stdin`, framed
+/// as the link sends it: its exit status and standard output.
 fn run(script: &str, stdin: &str) -> (i32, String) {
+    run_raw(script, &framed(stdin.as_bytes()))
+}
+
+/// [`run`] with `stdin` as it is: an input cut short in transit.
+fn run_raw(script: &str, stdin: &[u8]) -> (i32, String) {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(as_root("root", script))
@@ -21,7 +26,7 @@ fn run(script: &str, stdin: &str) -> (i32, String) {
         .stdin
         .take()
         .unwrap()
-        .write_all(stdin.as_bytes())
+        .write_all(stdin)
         .unwrap();
     let out = child.wait_with_output().unwrap();
     (
@@ -256,4 +261,43 @@ fn the_default_boot_scripts_parse() {
             assert!(ok.success(), "{role:?} (init {init}):\n{script}");
         }
     }
+}
+
+#[test]
+fn an_input_cut_short_is_never_kept_nor_run() {
+    let (_t, d) = dir();
+    let whole = framed(b"{\"id\":\"h-1\"}\n");
+    let cut = &whole[..whole.len() - 5];
+    assert_eq!(run_raw(&claim(&d, NO_ENGINE), cut).0, CUT_SHORT);
+    assert_eq!(run(&read_record(&d), ""), (0, "free\n".into()));
+    assert!(
+        std::fs::read_dir(&d).unwrap().next().is_none(),
+        "no record, no temporary file"
+    );
+    // The whole record is kept, without the frame.
+    assert_eq!(run_raw(&claim(&d, NO_ENGINE), &whole).1, "claimed\n");
+    assert_eq!(run(&read_record(&d), ""), (0, "{\"id\":\"h-1\"}\n".into()));
+    // A relabel cut short keeps the record as it was.
+    let relabelled = framed(b"{\"id\":\"h-1\",\"tags\":{\"a\":\"b\"}}");
+    let cut = &relabelled[..relabelled.len() - 3];
+    assert_eq!(run_raw(&relabel(&d, "h-1"), cut).0, CUT_SHORT);
+    assert_eq!(run(&read_record(&d), ""), (0, "{\"id\":\"h-1\"}\n".into()));
+    // A boot script or an update cut short is not written, nor started.
+    let boot = framed(b"#!/bin/sh\ntouch \"$DROVER_STATE_DIR/booted\"\n");
+    assert_eq!(run_raw(&upload_boot(&d), &boot[..20]).0, CUT_SHORT);
+    assert!(!Path::new(&d).join(BOOT_SCRIPT).exists());
+    let script = framed(b"echo ran >\"$0.ran\"\n");
+    let start = update_start(&d, "m1", Duration::from_secs(5));
+    assert_eq!(run_raw(&start, &script[..10]).0, CUT_SHORT);
+    let left: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(UPDATE_PREFIX))
+        .collect();
+    assert!(left.iter().all(|n| !n.ends_with(".sh") && !n.ends_with(".status")), "{left:?}");
+    // An environment cut short starts no boot.
+    assert_eq!(run(&upload_boot(&d), "#!/bin/sh\ntrue\n").0, 0);
+    assert_eq!(run_raw(&launch_boot(&d), b"export A=1\n").0, CUT_SHORT);
+    assert_eq!(run(&booted(&d), "").1, "no\n");
 }
