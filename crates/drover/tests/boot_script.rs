@@ -112,13 +112,22 @@ impl Machine {
         false
     }
 
-    /// The controller started on this machine, as the stub noted it.
+    /// The controller started on this machine, as the stub noted it (the
+    /// note's file exists before the stub has written it: read again
+    /// until it holds a line, up to 10 s).
     fn controller(&self) -> String {
-        assert!(
-            self.appears("controller"),
-            "no controller was started on the machine"
-        );
-        std::fs::read_to_string(self.path("controller")).expect("read the stub's note")
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let note = std::fs::read_to_string(self.path("controller")).unwrap_or_default();
+            if note.ends_with('\n') {
+                return note;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no controller was started on the machine (its note: {note:?})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
