@@ -22,12 +22,7 @@ fn run_raw(script: &str, stdin: &[u8]) -> (i32, String) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("sh runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin)
-        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -295,7 +290,11 @@ fn an_input_cut_short_is_never_kept_nor_run() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(UPDATE_PREFIX))
         .collect();
-    assert!(left.iter().all(|n| !n.ends_with(".sh") && !n.ends_with(".status")), "{left:?}");
+    assert!(
+        left.iter()
+            .all(|n| !n.ends_with(".sh") && !n.ends_with(".status")),
+        "{left:?}"
+    );
     // An environment cut short starts no boot.
     assert_eq!(run(&upload_boot(&d), "#!/bin/sh\ntrue\n").0, 0);
     assert_eq!(run_raw(&launch_boot(&d), b"export A=1\n").0, CUT_SHORT);
