@@ -32,12 +32,22 @@ async fn until_file_holds(path: &Path, text: &str, secs: u64) -> String {
     }
 }
 
-const U1: &str = "127.0.182.1";
+/// An update started on a lab host, then its connection cut (the control
+/// master killed by its PID) and the call that waited for it dropped.
+struct Cut {
+    lab: Lab,
+    props: serde_json::Value,
+    id: String,
+    run: UpdateRun,
+    /// The file the update's command appends `started`/`finished` to.
+    ran: std::path::PathBuf,
+}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_update_whose_connection_is_cut_completes_on_the_host_and_is_reported_once() {
-    let lab = Lab::new(&[U1]);
-    let props = lab.properties(&[U1]);
+/// Enrolls the host on `addr`, starts update `mark` whose command is
+/// `command(ran)`, and cuts its connection once it has started.
+async fn cut_mid_update(addr: &str, mark: &str, command: impl Fn(&Path) -> String) -> Cut {
+    let lab = Lab::new(&[addr]);
+    let props = lab.properties(&[addr]);
     let first_dir = lab.dir.path().join("ssh");
     let first = Arc::new(provider(&first_dir, &props));
     let id = first
@@ -45,15 +55,10 @@ async fn an_update_whose_connection_is_cut_completes_on_the_host_and_is_reported
         .await
         .unwrap();
     let ran = lab.dir.path().join("ran");
-    // Output after the cut: a run tied to its channel would end there
-    // (its standard output gone), half-way.
     let run = UpdateRun {
-        command: format!(
-            "echo started >>{ran}\necho before the cut\nsleep 4\necho after the cut\necho >&2 on stderr too\necho finished >>{ran}",
-            ran = ran.display()
-        ),
+        command: command(&ran),
         timeout: Duration::from_secs(60),
-        mark: "cut-1-abc".into(),
+        mark: mark.into(),
     };
     let waiting = {
         let (first, id, run) = (first.clone(), id.clone(), run.clone());
@@ -70,7 +75,34 @@ async fn an_update_whose_connection_is_cut_completes_on_the_host_and_is_reported
     tokio::time::sleep(Duration::from_millis(300)).await;
     waiting.abort();
     let _ = waiting.await;
-    drop(first);
+    Cut {
+        lab,
+        props,
+        id,
+        run,
+        ran,
+    }
+}
+
+const U1: &str = "127.0.182.1";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_whose_connection_is_cut_completes_on_the_host_and_is_reported_once() {
+    // Output after the cut: a run tied to its channel would end there
+    // (its standard output gone), half-way.
+    let Cut {
+        lab,
+        props,
+        id,
+        run,
+        ran,
+    } = cut_mid_update(U1, "cut-1-abc", |ran| {
+        format!(
+            "echo started >>{ran}\necho before the cut\nsleep 4\necho after the cut\necho >&2 on stderr too\necho finished >>{ran}",
+            ran = ran.display()
+        )
+    })
+    .await;
 
     // The update goes on on the host, to its end.
     let done = until_file_holds(&ran, "finished", 30).await;
@@ -109,31 +141,19 @@ const U2: &str = "127.0.182.2";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_that_finds_the_update_running_waits_for_it_and_does_not_start_another() {
-    let lab = Lab::new(&[U2]);
-    let props = lab.properties(&[U2]);
-    let first_dir = lab.dir.path().join("ssh");
-    let first = Arc::new(provider(&first_dir, &props));
-    let id = first
-        .provision(request(&props, "op-1"), &Unfenced)
-        .await
-        .unwrap();
-    let ran = lab.dir.path().join("ran");
-    let run = UpdateRun {
-        command: format!(
+    let Cut {
+        lab,
+        props,
+        id,
+        run,
+        ran,
+    } = cut_mid_update(U2, "running-1-abc", |ran| {
+        format!(
             "echo started >>{ran}\nsleep 4\necho failing\necho finished >>{ran}\nexit 5",
             ran = ran.display()
-        ),
-        timeout: Duration::from_secs(60),
-        mark: "running-1-abc".into(),
-    };
-    let waiting = {
-        let (first, id, run) = (first.clone(), id.clone(), run.clone());
-        tokio::spawn(async move { first.run_update(&id, &run, &Unfenced).await })
-    };
-    until_file_holds(&ran, "started", 20).await;
-    kill_control_masters(&first_dir);
-    waiting.abort();
-    let _ = waiting.await;
+        )
+    })
+    .await;
 
     // While it still runs: waited for, reported, one run.
     let next = provider(&lab.dir.path().join("ssh-next"), &props);
